@@ -1,0 +1,10 @@
+// Package model defines the Executor, the boundary between an engine core
+// and whatever computes KV and samples tokens.
+//
+// An engine core returns a Batch from each step; the caller hands it to an
+// Executor, which writes the KV of the batch's tokens into the pool's blocks
+// and returns a StepResult with one sampled token per sequence that asked for
+// one and the step's duration. The caller feeds the result back into the
+// core at now + duration. model/sim is the default backend: a latency model
+// with deterministic KV content.
+package model

@@ -1,0 +1,75 @@
+package model
+
+import (
+	"time"
+
+	"github.com/kvlease/kvlease/kvblock"
+)
+
+// Sampling are a request's sampling parameters.
+type Sampling struct {
+	// Temperature 0 is greedy: the token depends only on the context.
+	Temperature float64
+	// TopP in (0, 1]; 1 disables nucleus sampling.
+	TopP float64
+	// Seed makes non-greedy sampling reproducible. The engine draws one for
+	// requests that do not set it.
+	Seed uint64
+}
+
+// Seq is one request's share of a batch.
+type Seq struct {
+	// Req is the engine's internal number for the request.
+	Req uint64
+	// Tokens are all known tokens of the request, prompt then generated.
+	// Owned by the engine; read-only for the executor.
+	Tokens []int32
+	// Start is the first position computed in this step; positions before
+	// it already have KV in Blocks.
+	Start int
+	// Count is how many positions this step computes: Start..Start+Count-1.
+	Count int
+	// Blocks is the request's block table; it covers at least Start+Count
+	// token slots. Owned by the pool; read-only.
+	Blocks []kvblock.BlockID
+	// Sample is set when Start+Count == len(Tokens): the step must sample the
+	// next token.
+	Sample   bool
+	Sampling Sampling
+}
+
+// Batch is the work of one engine step. The engine reuses its memory: an
+// executor must not keep references past Execute.
+type Batch struct {
+	Seqs []Seq
+}
+
+// NumTokens is the number of positions the batch computes.
+func (b *Batch) NumTokens() int {
+	n := 0
+	for i := range b.Seqs {
+		n += b.Seqs[i].Count
+	}
+	return n
+}
+
+// NoToken marks a sequence that sampled nothing this step.
+const NoToken int32 = -1
+
+// StepResult is what an executor returns for a batch.
+type StepResult struct {
+	// Tokens has one entry per Batch.Seqs entry: the sampled token, or
+	// NoToken when Sample was false.
+	Tokens []int32
+	// Duration is how long the step takes on the modelled hardware.
+	Duration time.Duration
+}
+
+// Executor runs batches. Implementations used by pure cores must be
+// deterministic: the same batch on the same pool content gives the same
+// result.
+type Executor interface {
+	// Execute writes the KV of every computed position into the blocks
+	// and fills out (reusing out.Tokens' memory).
+	Execute(b *Batch, out *StepResult)
+}
