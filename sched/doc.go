@@ -1,0 +1,27 @@
+// Package sched is a vLLM-style continuous-batching scheduler.
+//
+// A Scheduler keeps a waiting queue and a running list of Requests over one
+// kvblock.Pool. Each Schedule call builds one step's batch under two budgets
+// (MaxNumSeqs running requests, MaxNumBatchedTokens computed tokens):
+//
+//  1. Running requests first, oldest first: each gets its next tokens (one
+//     for a decode, a chunk of its prompt for a chunked prefill) and the
+//     blocks to hold them. When the pool runs out, the newest running request
+//     (FCFS) or the lowest-priority one (priority policy) is preempted by
+//     recompute: its request hold is released, its computed tokens are
+//     forgotten, and it goes back to the waiting queue with the tokens it has
+//     generated so far.
+//  2. Then, if nothing was preempted, waiting requests in order (arrival, or
+//     priority then arrival): a prefix-cache lookup, a share of the hit
+//     blocks, new blocks for the rest. The queue head that does not fit
+//     blocks the queue, as in vLLM.
+//
+// Update applies an executor's StepResult: computed positions advance, full
+// blocks are cached under their prefix hashes, sampled tokens are appended
+// and stop conditions (length, stop token ids, EOS unless ignored) finish
+// requests. Finishing only changes a request's status and removes it from
+// the queues: the request's hold belongs to the caller, which runs teardown.
+//
+// A Scheduler is pure and not safe for concurrent use. Schedule and Update
+// allocate nothing in steady state.
+package sched

@@ -1,0 +1,575 @@
+package sched
+
+import (
+	"fmt"
+
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/model"
+)
+
+// Policy orders the waiting queue and picks preemption victims.
+type Policy uint8
+
+const (
+	// FCFS admits in arrival order and preempts the newest running request.
+	FCFS Policy = iota
+	// Priority admits by (priority, arrival), lower first, and preempts the
+	// running request with the largest (priority, arrival).
+	Priority
+)
+
+// ParsePolicy parses "fcfs" or "priority".
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "fcfs":
+		return FCFS, nil
+	case "priority":
+		return Priority, nil
+	}
+	return 0, fmt.Errorf("sched: unknown policy %q (want fcfs or priority)", s)
+}
+
+func (p Policy) String() string {
+	if p == Priority {
+		return "priority"
+	}
+	return "fcfs"
+}
+
+// Config bounds a scheduler.
+type Config struct {
+	// MaxNumSeqs is the most requests running in one step.
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is the most positions computed in one step.
+	MaxNumBatchedTokens int
+	// MaxWaiting bounds the waiting queue; Add refuses beyond it.
+	MaxWaiting int
+	// ChunkedPrefill lets a prompt be computed over several steps. Without
+	// it a prompt longer than the step's remaining budget waits.
+	ChunkedPrefill bool
+	Policy         Policy
+}
+
+// DefaultConfig returns vLLM-like defaults.
+func DefaultConfig() Config {
+	return Config{MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, MaxWaiting: 4096, ChunkedPrefill: true}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxNumSeqs <= 0:
+		return fmt.Errorf("sched: MaxNumSeqs must be positive, got %d", c.MaxNumSeqs)
+	case c.MaxNumBatchedTokens <= 0:
+		return fmt.Errorf("sched: MaxNumBatchedTokens must be positive, got %d", c.MaxNumBatchedTokens)
+	case c.MaxWaiting <= 0:
+		return fmt.Errorf("sched: MaxWaiting must be positive, got %d", c.MaxWaiting)
+	case c.Policy > Priority:
+		return fmt.Errorf("sched: unknown policy %d", c.Policy)
+	}
+	return nil
+}
+
+// Status is a request's place in its lifecycle.
+type Status uint8
+
+const (
+	Waiting Status = iota
+	Running
+	Preempted
+	// Finished statuses follow; see Finished.
+	FinishedStopped // a stop token, EOS or stop string
+	FinishedLength  // max tokens or the model's context length
+	FinishedAborted // the client or the engine gave up on it
+	FinishedError   // it could not be completed
+)
+
+// Finished reports whether s is a terminal status.
+func (s Status) Finished() bool { return s >= FinishedStopped }
+
+func (s Status) String() string {
+	switch s {
+	case Waiting:
+		return "waiting"
+	case Running:
+		return "running"
+	case Preempted:
+		return "preempted"
+	case FinishedStopped:
+		return "stopped"
+	case FinishedLength:
+		return "length"
+	case FinishedAborted:
+		return "aborted"
+	case FinishedError:
+		return "error"
+	}
+	return fmt.Sprintf("Status(%d)", s)
+}
+
+// FinishReason is the OpenAI finish_reason of a finished status.
+func (s Status) FinishReason() string {
+	switch s {
+	case FinishedStopped:
+		return "stop"
+	case FinishedLength:
+		return "length"
+	case FinishedAborted:
+		return "abort"
+	case FinishedError:
+		return "error"
+	}
+	return ""
+}
+
+// Request is one sequence the scheduler runs. The caller fills the exported
+// fields before Add and may read them at any time; the scheduler updates
+// Tokens, NumComputed, NumCachedTokens, Hold, Hashes and NumPreemptions.
+type Request struct {
+	ID uint64
+	// Tokens are the prompt followed by the generated tokens.
+	Tokens          []int32
+	NumPromptTokens int
+	// NumComputed is how many leading positions have KV in the hold's
+	// blocks.
+	NumComputed int
+	// NumCachedTokens is the prefix-cache hit of the first admission, for
+	// usage.prompt_tokens_details.cached_tokens.
+	NumCachedTokens int
+	// Hold is the request hold on its blocks (its block table), or zero.
+	// A caller may add a request that already holds computed blocks (a
+	// decoder's pulled prefix): then Hold and NumComputed are set and no
+	// prefix lookup happens.
+	Hold kvblock.HoldID
+	// Hashes are the prefix hashes of the full blocks of Tokens.
+	Hashes []kvblock.Hash
+	Extras kvblock.Extras
+
+	Priority int
+	Sampling model.Sampling
+	// Stop conditions.
+	MaxTokens    int // generated tokens; ≥ 1
+	MaxModelLen  int // prompt + generated; 0 = unlimited
+	MinTokens    int // EOS and stop tokens are ignored before this many
+	StopTokenIDs []int32
+	IgnoreEOS    bool
+	EOS          int32
+
+	NumPreemptions int
+
+	status       Status
+	seq          uint64
+	heapIdx      int
+	cachedBlocks int  // leading blocks of Hold this request has offered to the cache
+	inBatch      bool // part of the batch being executed
+	admitted     bool // NumCachedTokens recorded
+}
+
+// Status is the request's status.
+func (r *Request) Status() Status { return r.status }
+
+// NumOutputTokens is how many tokens were generated.
+func (r *Request) NumOutputTokens() int { return len(r.Tokens) - r.NumPromptTokens }
+
+// InBatch reports whether the request is in the batch being executed: its
+// blocks may be read or written until the step completes.
+func (r *Request) InBatch() bool { return r.inBatch }
+
+// AddResult is the outcome of Add.
+type AddResult uint8
+
+const (
+	Added AddResult = iota
+	QueueFull
+)
+
+// Outcome is what a step did to one request.
+type Outcome struct {
+	Req *Request
+	// Token is the sampled token, or model.NoToken.
+	Token int32
+	// Finished is the request's new status when this step finished it.
+	Finished Status
+}
+
+// Scheduler: see the package doc.
+type Scheduler struct {
+	cfg  Config
+	pool *kvblock.Pool
+	bs   int
+
+	waiting reqHeap
+	running []*Request
+	seq     uint64
+
+	batch     model.Batch
+	batchReqs []*Request
+	inFlight  bool
+	outcomes  []Outcome
+	hits      []kvblock.BlockID
+
+	// OnPreempt, when set, is called for a request about to be preempted,
+	// before its hold is released: an offload policy may take store holds.
+	OnPreempt func(r *Request)
+
+	stats Stats
+}
+
+// Stats are cumulative counters.
+type Stats struct {
+	Preemptions         uint64
+	PrefixQueryTokens   uint64
+	PrefixHitTokens     uint64
+	PromptTokens        uint64 // prompt tokens of admitted requests (counted once)
+	ComputedTokens      uint64 // positions computed, recomputation included
+	GeneratedTokens     uint64
+	Steps               uint64
+	RecomputedPrefill   uint64 // prompt positions computed again after a preemption
+	BatchedTokensMax    int
+	RunningMax          int
+	QueueFullRejections uint64
+}
+
+// New returns a scheduler over pool. It panics on an invalid cfg.
+func New(cfg Config, pool *kvblock.Pool) *Scheduler {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	s := &Scheduler{cfg: cfg, pool: pool, bs: pool.BlockSizeTokens()}
+	s.waiting.priority = cfg.Policy == Priority
+	return s
+}
+
+// Config returns the configuration.
+func (s *Scheduler) Config() Config { return s.cfg }
+
+// Stats returns the cumulative counters.
+func (s *Scheduler) Stats() Stats { return s.stats }
+
+// NumWaiting is the number of waiting (and preempted) requests.
+func (s *Scheduler) NumWaiting() int { return len(s.waiting.items) }
+
+// NumRunning is the number of running requests.
+func (s *Scheduler) NumRunning() int { return len(s.running) }
+
+// InFlight reports whether a batch was scheduled and not yet updated.
+func (s *Scheduler) InFlight() bool { return s.inFlight }
+
+// Add queues r. It refuses with QueueFull when MaxWaiting requests wait.
+func (s *Scheduler) Add(r *Request) AddResult {
+	if len(r.Tokens) == 0 || r.NumPromptTokens <= 0 || r.NumPromptTokens > len(r.Tokens) {
+		panic(fmt.Sprintf("sched: request %d has %d tokens and %d prompt tokens", r.ID, len(r.Tokens), r.NumPromptTokens))
+	}
+	if len(s.waiting.items) >= s.cfg.MaxWaiting {
+		s.stats.QueueFullRejections++
+		return QueueFull
+	}
+	s.seq++
+	r.seq = s.seq
+	r.status = Waiting
+	r.Hashes = kvblock.AppendHashes(r.Hashes[:0], r.Tokens, s.bs, r.Extras)
+	s.waiting.push(r)
+	return Added
+}
+
+// Finish removes r from the queues with a terminal status (an abort or an
+// error decided by the caller). It does not touch r's hold. Finishing a
+// finished request is a no-op that returns false.
+func (s *Scheduler) Finish(r *Request, st Status) bool {
+	if !st.Finished() {
+		panic("sched: Finish with a non-terminal status")
+	}
+	if r.status.Finished() {
+		return false
+	}
+	switch r.status {
+	case Waiting, Preempted:
+		s.waiting.remove(r)
+	case Running:
+		for i, q := range s.running {
+			if q == r {
+				copy(s.running[i:], s.running[i+1:])
+				s.running[len(s.running)-1] = nil
+				s.running = s.running[:len(s.running)-1]
+				break
+			}
+		}
+	}
+	r.status = st
+	return true
+}
+
+func (s *Scheduler) blocksFor(tokens int) int { return (tokens + s.bs - 1) / s.bs }
+
+// Schedule builds the next step's batch. The returned batch and its slices
+// are owned by the scheduler and valid until Update. Schedule panics if the
+// previous batch was not updated. An empty batch means there is nothing to
+// run.
+func (s *Scheduler) Schedule() *model.Batch {
+	if s.inFlight {
+		panic("sched: Schedule before Update of the previous batch")
+	}
+	s.batch.Seqs = s.batch.Seqs[:0]
+	s.batchReqs = s.batchReqs[:0]
+	budget := s.cfg.MaxNumBatchedTokens
+	preempted := false
+
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		r := s.running[i]
+		n := len(r.Tokens) - r.NumComputed
+		if n <= 0 {
+			panic(fmt.Sprintf("sched: running request %d has nothing to compute", r.ID))
+		}
+		if n > budget {
+			if !s.cfg.ChunkedPrefill {
+				continue
+			}
+			n = budget
+		}
+		need := s.blocksFor(r.NumComputed+n) - s.pool.Len(r.Hold)
+		for need > s.pool.NumAvailable() {
+			v := s.victim(i)
+			s.preempt(v)
+			preempted = true
+			if v == r {
+				break
+			}
+		}
+		if r.status != Running {
+			i-- // r was the victim and left the running list
+			break
+		}
+		if need > 0 && !s.pool.Allocate(r.Hold, need) {
+			panic("sched: allocation failed after preemption made room")
+		}
+		s.add(r, n)
+		budget -= n
+	}
+
+	if !preempted {
+		for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs && len(s.waiting.items) > 0 {
+			r := s.waiting.peek()
+			if !s.admit(r, &budget) {
+				break
+			}
+		}
+	}
+	if len(s.batch.Seqs) > 0 {
+		s.inFlight = true
+		s.stats.Steps++
+		if t := s.cfg.MaxNumBatchedTokens - budget; t > s.stats.BatchedTokensMax {
+			s.stats.BatchedTokensMax = t
+		}
+		if len(s.running) > s.stats.RunningMax {
+			s.stats.RunningMax = len(s.running)
+		}
+	}
+	return &s.batch
+}
+
+// admit tries to move the head of the waiting queue to running.
+func (s *Scheduler) admit(r *Request, budget *int) bool {
+	hitBlocks := 0
+	computed := r.NumComputed
+	if r.Hold == 0 {
+		// Longest cached prefix, leaving at least one token to compute so
+		// the step produces logits.
+		maxHit := (len(r.Tokens) - 1) / s.bs
+		hashes := r.Hashes
+		if len(hashes) > maxHit {
+			hashes = hashes[:maxHit]
+		}
+		s.hits = s.pool.Lookup(s.hits[:0], hashes)
+		hitBlocks = len(s.hits)
+		computed = hitBlocks * s.bs
+	}
+	n := len(r.Tokens) - computed
+	if n > *budget {
+		if !s.cfg.ChunkedPrefill {
+			return false
+		}
+		n = *budget
+	}
+	have := hitBlocks
+	if r.Hold != 0 {
+		have = s.pool.Len(r.Hold)
+	}
+	need := s.blocksFor(computed+n) - have
+	// Sharing evictable hit blocks takes them out of what Allocate can use.
+	avail := s.pool.NumAvailable()
+	for _, b := range s.hits[:hitBlocks] {
+		if s.pool.Refs(b) == 0 {
+			avail--
+		}
+	}
+	if need > avail {
+		return false
+	}
+	if !r.admitted {
+		r.admitted = true
+		r.NumCachedTokens = computed
+		s.stats.PromptTokens += uint64(r.NumPromptTokens)
+		if r.Hold == 0 {
+			s.stats.PrefixQueryTokens += uint64(len(r.Tokens))
+			s.stats.PrefixHitTokens += uint64(computed)
+		}
+	}
+	if r.Hold == 0 {
+		r.Hold = s.pool.NewHold(kvblock.HoldRequest, r.ID)
+		s.pool.Share(r.Hold, s.hits[:hitBlocks])
+		r.NumComputed = computed
+		r.cachedBlocks = hitBlocks
+	}
+	if need > 0 && !s.pool.Allocate(r.Hold, need) {
+		panic("sched: allocation failed after the availability check")
+	}
+	s.waiting.pop()
+	r.status = Running
+	s.running = append(s.running, r)
+	s.add(r, n)
+	*budget -= n
+	return true
+}
+
+func (s *Scheduler) add(r *Request, n int) {
+	s.batch.Seqs = append(s.batch.Seqs, model.Seq{
+		Req:      r.ID,
+		Tokens:   r.Tokens,
+		Start:    r.NumComputed,
+		Count:    n,
+		Blocks:   s.pool.Blocks(r.Hold),
+		Sample:   r.NumComputed+n == len(r.Tokens),
+		Sampling: r.Sampling,
+	})
+	s.batchReqs = append(s.batchReqs, r)
+	r.inBatch = true
+	if r.NumComputed < r.NumPromptTokens && r.NumPreemptions > 0 {
+		s.stats.RecomputedPrefill += uint64(min(n, r.NumPromptTokens-r.NumComputed))
+	}
+	s.stats.ComputedTokens += uint64(n)
+}
+
+// victim picks the running request to preempt; i is the index of the
+// request being scheduled (requests before it already have their blocks for
+// this step, so they are not candidates).
+func (s *Scheduler) victim(i int) *Request {
+	if s.cfg.Policy == FCFS {
+		return s.running[len(s.running)-1]
+	}
+	v := s.running[i]
+	for _, q := range s.running[i+1:] {
+		if q.Priority > v.Priority || (q.Priority == v.Priority && q.seq > v.seq) {
+			v = q
+		}
+	}
+	return v
+}
+
+func (s *Scheduler) preempt(r *Request) {
+	if s.OnPreempt != nil {
+		s.OnPreempt(r)
+	}
+	for i, q := range s.running {
+		if q == r {
+			copy(s.running[i:], s.running[i+1:])
+			s.running[len(s.running)-1] = nil
+			s.running = s.running[:len(s.running)-1]
+			break
+		}
+	}
+	s.pool.Release(r.Hold)
+	r.Hold = 0
+	r.NumComputed = 0
+	r.cachedBlocks = 0
+	r.NumPreemptions++
+	r.status = Preempted
+	s.stats.Preemptions++
+	s.waiting.push(r)
+}
+
+// Update applies the result of the batch returned by the last Schedule and
+// returns what happened to each request of the batch. Requests finished
+// while the step ran (Finish) are skipped. The returned slice is owned by the
+// scheduler and valid until the next Update.
+func (s *Scheduler) Update(res *model.StepResult) []Outcome {
+	if !s.inFlight {
+		panic("sched: Update without a scheduled batch")
+	}
+	s.inFlight = false
+	s.outcomes = s.outcomes[:0]
+	finished := false
+	for i, r := range s.batchReqs {
+		r.inBatch = false
+		if r.status != Running {
+			continue
+		}
+		seq := &s.batch.Seqs[i]
+		r.NumComputed += seq.Count
+		s.cacheFull(r)
+		o := Outcome{Req: r, Token: model.NoToken}
+		if seq.Sample {
+			tok := res.Tokens[i]
+			if tok == model.NoToken {
+				panic(fmt.Sprintf("sched: executor sampled nothing for request %d", r.ID))
+			}
+			r.Tokens = append(r.Tokens, tok)
+			s.stats.GeneratedTokens++
+			o.Token = tok
+			if st := r.stopStatus(tok); st != Running {
+				r.status = st
+				o.Finished = st
+				finished = true
+			} else {
+				r.Hashes = kvblock.AppendHashes(r.Hashes, r.Tokens, s.bs, r.Extras)
+			}
+		}
+		s.outcomes = append(s.outcomes, o)
+	}
+	if finished {
+		j := 0
+		for _, r := range s.running {
+			if r.status == Running {
+				s.running[j] = r
+				j++
+			}
+		}
+		clear(s.running[j:])
+		s.running = s.running[:j]
+	}
+	return s.outcomes
+}
+
+// cacheFull offers r's newly full, computed blocks to the prefix cache.
+func (s *Scheduler) cacheFull(r *Request) {
+	full := min(r.NumComputed/s.bs, len(r.Hashes))
+	if full <= r.cachedBlocks {
+		return
+	}
+	blocks := s.pool.Blocks(r.Hold)
+	parent := kvblock.RootHash
+	if r.cachedBlocks > 0 {
+		parent = r.Hashes[r.cachedBlocks-1]
+	}
+	s.pool.CacheRun(blocks[r.cachedBlocks:full], r.Hashes[r.cachedBlocks:full], parent,
+		r.Tokens[r.cachedBlocks*s.bs:full*s.bs])
+	r.cachedBlocks = full
+}
+
+// stopStatus decides whether the token just appended ends the request.
+func (r *Request) stopStatus(tok int32) Status {
+	out := r.NumOutputTokens()
+	if out >= r.MinTokens {
+		if tok == r.EOS && !r.IgnoreEOS {
+			return FinishedStopped
+		}
+		for _, t := range r.StopTokenIDs {
+			if t == tok {
+				return FinishedStopped
+			}
+		}
+	}
+	if out >= r.MaxTokens || (r.MaxModelLen > 0 && len(r.Tokens) >= r.MaxModelLen) {
+		return FinishedLength
+	}
+	return Running
+}

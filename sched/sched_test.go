@@ -1,0 +1,402 @@
+package sched
+
+import (
+	"testing"
+
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/model"
+)
+
+// fakeExec samples a token that depends only on the request's tokens.
+type fakeExec struct{}
+
+func (fakeExec) Execute(b *model.Batch, out *model.StepResult) {
+	out.Tokens = out.Tokens[:0]
+	for _, s := range b.Seqs {
+		if !s.Sample {
+			out.Tokens = append(out.Tokens, model.NoToken)
+			continue
+		}
+		var h uint32 = 2166136261
+		for _, t := range s.Tokens {
+			h = (h ^ uint32(t)) * 16777619
+		}
+		out.Tokens = append(out.Tokens, int32(1+h%200))
+	}
+}
+
+func newReq(id uint64, prompt, maxTokens int) *Request {
+	r := &Request{ID: id, NumPromptTokens: prompt, MaxTokens: maxTokens, EOS: 999}
+	for i := 0; i < prompt; i++ {
+		r.Tokens = append(r.Tokens, int32(1+(int(id)*7+i)%100))
+	}
+	return r
+}
+
+type harness struct {
+	t    *testing.T
+	pool *kvblock.Pool
+	s    *Scheduler
+	res  model.StepResult
+}
+
+func newHarness(t *testing.T, blocks int, cfg Config) *harness {
+	pool := kvblock.New(kvblock.Config{NumBlocks: blocks, BlockSizeTokens: 4})
+	return &harness{t: t, pool: pool, s: New(cfg, pool)}
+}
+
+// step runs one scheduling step and returns the batch's (id, count) pairs
+// and the outcomes. It releases the holds of finished requests, as the
+// engine's teardown would.
+func (h *harness) step() ([][2]int, []Outcome) {
+	h.t.Helper()
+	b := h.s.Schedule()
+	var got [][2]int
+	for _, s := range b.Seqs {
+		got = append(got, [2]int{int(s.Req), s.Count})
+		if len(s.Blocks)*4 < s.Start+s.Count {
+			h.t.Fatalf("request %d: %d blocks cannot hold %d tokens", s.Req, len(s.Blocks), s.Start+s.Count)
+		}
+	}
+	if len(b.Seqs) == 0 {
+		return nil, nil
+	}
+	fakeExec{}.Execute(b, &h.res)
+	outs := h.s.Update(&h.res)
+	for _, o := range outs {
+		if o.Finished.Finished() {
+			h.pool.Release(o.Req.Hold)
+			o.Req.Hold = 0
+		}
+	}
+	if err := h.pool.Check(); err != nil {
+		h.t.Fatal(err)
+	}
+	return got, outs
+}
+
+func TestDecodeUntilLength(t *testing.T) {
+	h := newHarness(t, 64, DefaultConfig())
+	r := newReq(1, 6, 3)
+	h.s.Add(r)
+	got, _ := h.step()
+	if len(got) != 1 || got[0] != [2]int{1, 6} {
+		t.Fatalf("prefill step = %v, want [[1 6]]", got)
+	}
+	for i := 0; i < 2; i++ {
+		if got, _ := h.step(); len(got) != 1 || got[0][1] != 1 {
+			t.Fatalf("decode step %d = %v", i, got)
+		}
+	}
+	if r.Status() != FinishedLength || r.NumOutputTokens() != 3 {
+		t.Fatalf("status %v with %d outputs, want length with 3", r.Status(), r.NumOutputTokens())
+	}
+	if h.s.NumRunning() != 0 || h.pool.NumHeld() != 0 {
+		t.Fatalf("running %d held %d after finish", h.s.NumRunning(), h.pool.NumHeld())
+	}
+	if got, _ := h.step(); got != nil {
+		t.Fatalf("idle step scheduled %v", got)
+	}
+}
+
+func TestStopTokenAndMinTokens(t *testing.T) {
+	h := newHarness(t, 64, DefaultConfig())
+	r := newReq(1, 5, 10)
+	// Learn the first token, then make it a stop token.
+	probe := newReq(2, 5, 1)
+	probe.Tokens = append([]int32(nil), r.Tokens...)
+	h.s.Add(probe)
+	_, outs := h.step()
+	first := outs[0].Token
+	r.StopTokenIDs = []int32{first}
+	h.s.Add(r)
+	h.step()
+	if r.Status() != FinishedStopped || r.NumOutputTokens() != 1 {
+		t.Fatalf("stop token: status %v outputs %d", r.Status(), r.NumOutputTokens())
+	}
+	r2 := newReq(3, 5, 2)
+	r2.Tokens = append(r2.Tokens[:0], r.Tokens[:5]...)
+	r2.StopTokenIDs = []int32{first}
+	r2.MinTokens = 2
+	h.s.Add(r2)
+	h.step()
+	h.step()
+	if r2.Status() != FinishedLength || r2.NumOutputTokens() != 2 {
+		t.Fatalf("min tokens: status %v outputs %d", r2.Status(), r2.NumOutputTokens())
+	}
+}
+
+func TestChunkedPrefillRespectsBudget(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxNumBatchedTokens = 8
+	h := newHarness(t, 64, cfg)
+	a, b := newReq(1, 20, 2), newReq(2, 3, 2)
+	h.s.Add(a)
+	h.s.Add(b)
+	want := [][][2]int{
+		{{1, 8}},
+		{{1, 8}},
+		{{1, 4}, {2, 3}}, // a's last chunk samples; b fits in the rest
+		{{1, 1}, {2, 1}},
+	}
+	for i, w := range want {
+		got, _ := h.step()
+		if len(got) != len(w) {
+			t.Fatalf("step %d = %v, want %v", i, got, w)
+		}
+		for j := range w {
+			if got[j] != w[j] {
+				t.Fatalf("step %d = %v, want %v", i, got, w)
+			}
+		}
+	}
+}
+
+func TestNoChunkedPrefillWaits(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxNumBatchedTokens = 8
+	cfg.ChunkedPrefill = false
+	h := newHarness(t, 64, cfg)
+	h.s.Add(newReq(1, 20, 2))
+	if got, _ := h.step(); got != nil {
+		t.Fatalf("a 20-token prompt ran in an 8-token budget without chunking: %v", got)
+	}
+}
+
+func TestMaxNumSeqs(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxNumSeqs = 2
+	h := newHarness(t, 64, cfg)
+	for i := 1; i <= 3; i++ {
+		h.s.Add(newReq(uint64(i), 4, 5))
+	}
+	got, _ := h.step()
+	if len(got) != 2 || h.s.NumWaiting() != 1 {
+		t.Fatalf("scheduled %v with %d waiting, want 2 scheduled and 1 waiting", got, h.s.NumWaiting())
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxWaiting = 2
+	h := newHarness(t, 64, cfg)
+	if h.s.Add(newReq(1, 4, 1)) != Added || h.s.Add(newReq(2, 4, 1)) != Added {
+		t.Fatal("first two not added")
+	}
+	if h.s.Add(newReq(3, 4, 1)) != QueueFull {
+		t.Fatal("third added beyond MaxWaiting")
+	}
+	if h.s.Stats().QueueFullRejections != 1 {
+		t.Fatal("rejection not counted")
+	}
+}
+
+func TestPreemptionNewestFirstAndRecompute(t *testing.T) {
+	// 6 blocks of 4 tokens. Three requests of 8 prompt tokens take 2 blocks
+	// each; the first decode step needs a third block for each.
+	h := newHarness(t, 6, DefaultConfig())
+	reqs := []*Request{newReq(1, 8, 3), newReq(2, 8, 3), newReq(3, 8, 3)}
+	for _, r := range reqs {
+		h.s.Add(r)
+	}
+	h.step() // prefill all three: 6 blocks
+	if h.pool.NumAvailable() != 0 {
+		t.Fatalf("available %d after prefill, want 0", h.pool.NumAvailable())
+	}
+	got, _ := h.step() // request 1 needs a block: the newest (3) is preempted
+	if reqs[2].Status() != Preempted && reqs[2].Status() != Running {
+		t.Fatalf("request 3 status %v", reqs[2].Status())
+	}
+	if h.s.Stats().Preemptions == 0 || reqs[2].NumPreemptions != 1 {
+		t.Fatalf("no preemption recorded: %+v", h.s.Stats())
+	}
+	for _, g := range got {
+		if g[0] == 3 {
+			t.Fatalf("preempted request scheduled in the same step: %v", got)
+		}
+	}
+	for i := 0; i < 20 && h.s.NumRunning()+h.s.NumWaiting() > 0; i++ {
+		h.step()
+	}
+	for _, r := range reqs {
+		if r.Status() != FinishedLength || r.NumOutputTokens() != 3 {
+			t.Fatalf("request %d: %v with %d outputs", r.ID, r.Status(), r.NumOutputTokens())
+		}
+	}
+	if h.s.Stats().RecomputedPrefill == 0 {
+		t.Fatal("recompute after preemption not counted")
+	}
+}
+
+func TestPriorityPreemptsLowestPriority(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Policy = Priority
+	h := newHarness(t, 6, cfg)
+	a, b, c := newReq(1, 8, 3), newReq(2, 8, 3), newReq(3, 8, 3)
+	a.Priority, b.Priority, c.Priority = 0, 5, 1
+	for _, r := range []*Request{a, b, c} {
+		h.s.Add(r)
+	}
+	h.step()
+	h.step()
+	if b.NumPreemptions != 1 || a.NumPreemptions != 0 || c.NumPreemptions != 0 {
+		t.Fatalf("preemptions a=%d b=%d c=%d, want only b (priority 5)", a.NumPreemptions, b.NumPreemptions, c.NumPreemptions)
+	}
+}
+
+func TestPriorityAdmissionOrder(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Policy = Priority
+	cfg.MaxNumSeqs = 1
+	h := newHarness(t, 64, cfg)
+	lo, hi := newReq(1, 4, 1), newReq(2, 4, 1)
+	lo.Priority, hi.Priority = 3, -1
+	h.s.Add(lo)
+	h.s.Add(hi)
+	got, _ := h.step()
+	if got[0][0] != 2 {
+		t.Fatalf("admitted %v first, want request 2 (priority -1)", got)
+	}
+}
+
+func TestPrefixHitSharesBlocks(t *testing.T) {
+	h := newHarness(t, 64, DefaultConfig())
+	a := newReq(1, 10, 1)
+	h.s.Add(a)
+	h.step()
+	b := newReq(2, 10, 1)
+	copy(b.Tokens, a.Tokens[:10])
+	h.s.Add(b)
+	got, _ := h.step()
+	// Two full blocks (8 tokens) are cached; b computes the last 2.
+	if got[0] != [2]int{2, 2} || b.NumCachedTokens != 8 {
+		t.Fatalf("step %v cached %d, want [2 2] and 8", got, b.NumCachedTokens)
+	}
+	st := h.s.Stats()
+	if st.PrefixHitTokens != 8 || st.PrefixQueryTokens != 20 {
+		t.Fatalf("prefix stats %+v", st)
+	}
+}
+
+func TestFullPromptHitStillComputesLastToken(t *testing.T) {
+	h := newHarness(t, 64, DefaultConfig())
+	a := newReq(1, 8, 1)
+	h.s.Add(a)
+	h.step()
+	b := newReq(2, 8, 1)
+	copy(b.Tokens, a.Tokens[:8])
+	h.s.Add(b)
+	got, _ := h.step()
+	if got[0] != [2]int{2, 4} || b.NumCachedTokens != 4 {
+		t.Fatalf("step %v cached %d: the last block must be recomputed to sample", got, b.NumCachedTokens)
+	}
+}
+
+func TestFinishWaitingAndRunning(t *testing.T) {
+	h := newHarness(t, 64, DefaultConfig())
+	a, b := newReq(1, 4, 5), newReq(2, 4, 5)
+	h.s.Add(a)
+	h.step()
+	h.s.Add(b)
+	if !h.s.Finish(b, FinishedAborted) || h.s.NumWaiting() != 0 {
+		t.Fatal("waiting request not removed")
+	}
+	if !h.s.Finish(a, FinishedAborted) || h.s.NumRunning() != 0 {
+		t.Fatal("running request not removed")
+	}
+	if h.s.Finish(a, FinishedAborted) {
+		t.Fatal("finishing twice reported a change")
+	}
+	h.pool.Release(a.Hold)
+	if err := h.pool.Check(); err != nil || h.pool.NumHeld() != 0 {
+		t.Fatalf("held %d: %v", h.pool.NumHeld(), err)
+	}
+}
+
+func TestFinishDuringStepSkipsUpdate(t *testing.T) {
+	h := newHarness(t, 64, DefaultConfig())
+	a := newReq(1, 4, 5)
+	h.s.Add(a)
+	b := h.s.Schedule()
+	if !a.InBatch() {
+		t.Fatal("scheduled request not marked in batch")
+	}
+	h.s.Finish(a, FinishedAborted)
+	fakeExec{}.Execute(b, &h.res)
+	if outs := h.s.Update(&h.res); len(outs) != 0 {
+		t.Fatalf("aborted request got outcomes %v", outs)
+	}
+	if a.InBatch() || a.NumOutputTokens() != 0 {
+		t.Fatal("aborted request changed by its step")
+	}
+}
+
+func BenchmarkSchedulerStep(b *testing.B) {
+	for _, n := range []int{256, 1024} {
+		b.Run("running="+itoa(n), func(b *testing.B) {
+			const prompt, maxTokens = 64, 192
+			pool := kvblock.New(kvblock.Config{NumBlocks: n * (prompt + maxTokens + 32) / 16, BlockSizeTokens: 16})
+			cfg := DefaultConfig()
+			cfg.MaxNumSeqs = n
+			cfg.MaxNumBatchedTokens = n * prompt
+			s := New(cfg, pool)
+			reqs := make([]*Request, n)
+			for i := range reqs {
+				r := newReq(uint64(i+1), prompt, maxTokens)
+				r.Tokens = append(make([]int32, 0, prompt+maxTokens+1), r.Tokens...)
+				r.Hashes = make([]kvblock.Hash, 0, (prompt+maxTokens)/16+1)
+				reqs[i] = r
+				s.Add(r)
+			}
+			res := model.StepResult{Tokens: make([]int32, n)}
+			step := func() {
+				batch := s.Schedule()
+				res.Tokens = res.Tokens[:len(batch.Seqs)]
+				for i := range res.Tokens {
+					res.Tokens[i] = int32(1 + i%100)
+				}
+				for _, o := range s.Update(&res) {
+					if o.Finished.Finished() { // recycle: steady state
+						r := o.Req
+						pool.Release(r.Hold)
+						r.Hold, r.NumComputed = 0, 0
+						r.Tokens = r.Tokens[:prompt]
+						r.admitted = false
+						s.Add(r)
+					}
+				}
+			}
+			step() // prefill
+			// Spread finishes so every step decodes about n requests.
+			for i, r := range reqs {
+				r.MaxTokens = 1 + i%maxTokens
+			}
+			for i := 0; i < maxTokens; i++ {
+				step()
+			}
+			for _, r := range reqs {
+				r.MaxTokens = maxTokens
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				step()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/req")
+		})
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var buf [20]byte
+	i := len(buf)
+	for ; n > 0; n /= 10 {
+		i--
+		buf[i] = byte('0' + n%10)
+	}
+	return string(buf[i:])
+}
