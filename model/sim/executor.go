@@ -1,0 +1,243 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/model"
+)
+
+// maxPrefixEntries bounds the prefix-state cache; at the bound it is cleared.
+const maxPrefixEntries = 8192
+
+// prefixEntry remembers a request's prefix state after its last computed
+// position, so the next step continues in O(1) per token.
+type prefixEntry struct {
+	pos  int    // positions 0..pos-1 are folded into hash
+	hash uint64 // h_{pos-1}
+	last int32  // tokens[pos-1], a cheap check that the entry still fits
+}
+
+// Executor is the simulated model.Executor: it writes deterministic KV into
+// a pool and samples tokens from the KV it reads back. Create it with New.
+// Not safe for concurrent use.
+type Executor struct {
+	prof      Profile
+	pool      *kvblock.Pool
+	blockSize int
+	full      bool // the pool has an arena: write bytes, digest = SlotDigest
+	bytesPer  int
+	section   int // bytes of one layer's K (or V): KVHeads × HeadDim × DTypeBytes
+
+	kvKey, greedyKey, sampledKey uint64
+
+	// prefix caches each request's prefix state. Results never depend on
+	// it: a miss recomputes the state from the tokens.
+	prefix      map[uint64]prefixEntry
+	prefixLimit int
+
+	base   table
+	tables map[shapeKey]*table
+}
+
+var _ model.Executor = (*Executor)(nil)
+
+// New returns an executor for profile p writing into pool, with model seed
+// modelSeed (engines that must agree on KV and tokens, such as a P/D pair,
+// use the same seed). Full mode is selected when the pool has an arena
+// (Config.BytesPerToken > 0); then BytesPerToken must equal
+// p.BytesPerToken(). New panics on an invalid profile or a mismatched pool:
+// configuration is validated at the edges.
+func New(p Profile, pool *kvblock.Pool, modelSeed uint64) *Executor {
+	if err := p.Validate(); err != nil {
+		panic(err)
+	}
+	bpt := pool.Config().BytesPerToken
+	if bpt != 0 && bpt != p.BytesPerToken() {
+		panic(fmt.Sprintf("sim: pool has %d bytes per token, profile %q needs %d", bpt, p.Name, p.BytesPerToken()))
+	}
+	e := &Executor{
+		prof:        p,
+		pool:        pool,
+		blockSize:   pool.BlockSizeTokens(),
+		full:        bpt > 0,
+		bytesPer:    bpt,
+		section:     p.KVHeads * p.HeadDim * p.DTypeBytes,
+		kvKey:       mix64(modelSeed ^ domainKV),
+		greedyKey:   mix64(modelSeed ^ domainGreedy),
+		sampledKey:  mix64(modelSeed ^ domainSampled),
+		prefix:      make(map[uint64]prefixEntry),
+		prefixLimit: maxPrefixEntries,
+		tables:      make(map[shapeKey]*table),
+	}
+	e.base = *buildTable(1, 1)
+	return e
+}
+
+// Profile returns the executor's profile.
+func (e *Executor) Profile() Profile { return e.prof }
+
+// FullMode reports whether the executor writes KV bytes (true) or only
+// digests.
+func (e *Executor) FullMode() bool { return e.full }
+
+// Forget drops the cached prefix state of request req. Calling it when a
+// request finishes keeps the cache small; not calling it is also correct.
+func (e *Executor) Forget(req uint64) { delete(e.prefix, req) }
+
+// Execute computes the batch: it writes the KV of every position
+// Start..Start+Count-1 of every sequence into its blocks, then samples one
+// token for each sequence with Sample set. All writes of a batch happen
+// before any read. out.Tokens is reused; out.Duration is
+// e.Profile().Duration(b).
+//
+// The batch must be consistent (Start, Count ≥ 0; Start+Count ≤
+// len(Tokens); Blocks cover Start+Count slots; Sample only when
+// Start+Count == len(Tokens)); an inconsistent batch is an engine bug and
+// panics. Req identifies a request whose Tokens only ever grow at the end:
+// the prefix cache relies on it.
+func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
+	out.Tokens = out.Tokens[:0]
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		e.check(s)
+		e.write(s)
+	}
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		tok := model.NoToken
+		if s.Sample {
+			tok = e.sample(s)
+		}
+		out.Tokens = append(out.Tokens, tok)
+	}
+	out.Duration = e.prof.Duration(b)
+}
+
+func (e *Executor) check(s *model.Seq) {
+	end := s.Start + s.Count
+	switch {
+	case s.Start < 0 || s.Count < 0 || end > len(s.Tokens):
+		panic(fmt.Sprintf("sim: req %d computes positions [%d, %d) of %d tokens", s.Req, s.Start, end, len(s.Tokens)))
+	case len(s.Blocks)*e.blockSize < end:
+		panic(fmt.Sprintf("sim: req %d: %d blocks of %d tokens do not cover %d positions", s.Req, len(s.Blocks), e.blockSize, end))
+	case s.Sample && end != len(s.Tokens):
+		panic(fmt.Sprintf("sim: req %d samples after position %d of %d tokens", s.Req, end, len(s.Tokens)))
+	}
+}
+
+// prefixState returns h_{Start-1} (prefixRoot when Start is 0), from the
+// cache when it fits and otherwise recomputed from Tokens[:Start].
+func (e *Executor) prefixState(s *model.Seq) uint64 {
+	h, from := uint64(prefixRoot), 0
+	if en, ok := e.prefix[s.Req]; ok && en.pos > 0 && en.pos <= s.Start && s.Tokens[en.pos-1] == en.last {
+		h, from = en.hash, en.pos
+	}
+	for q := from; q < s.Start; q++ {
+		h = prefixStep(h, s.Tokens[q], q)
+	}
+	return h
+}
+
+func (e *Executor) write(s *model.Seq) {
+	if s.Count == 0 {
+		return
+	}
+	h := e.prefixState(s)
+	end := s.Start + s.Count
+	for q := s.Start; q < end; q++ {
+		h = prefixStep(h, s.Tokens[q], q)
+		seed := kvSeed(e.kvKey, h, q)
+		blk, slot := s.Blocks[q/e.blockSize], q%e.blockSize
+		if e.full {
+			kv := e.pool.SlotBytes(blk, slot)
+			e.fill(kv, seed)
+			seed = SlotDigest(kv)
+		}
+		e.pool.Digests(blk)[slot] = seed
+	}
+	if _, ok := e.prefix[s.Req]; !ok && len(e.prefix) >= e.prefixLimit {
+		clear(e.prefix)
+	}
+	e.prefix[s.Req] = prefixEntry{pos: end, hash: h, last: s.Tokens[end-1]}
+}
+
+// fill writes a slot's KV bytes from its seed. Layout: for each layer l, K
+// then V, each a section of KVHeads × HeadDim × DTypeBytes bytes (head-major,
+// then dim, then the dtype's little-endian bytes). Section j = 2l+k (k = 0
+// for K, 1 for V) is the splitmix64 stream keyed by combine(seed, j), 8
+// little-endian bytes per output, so any layer can be regenerated on its
+// own. The bytes are not meaningful floats.
+func (e *Executor) fill(kv []byte, seed uint64) {
+	for j := 0; len(kv) > 0; j++ {
+		sec := kv[:e.section]
+		kv = kv[e.section:]
+		st := combine(seed^domainFill, uint64(j))
+		for len(sec) >= 8 {
+			st += golden
+			binary.LittleEndian.PutUint64(sec, mix64(st))
+			sec = sec[8:]
+		}
+		if len(sec) > 0 {
+			st += golden
+			v := mix64(st)
+			for i := range sec {
+				sec[i] = byte(v >> (8 * i))
+			}
+		}
+	}
+}
+
+// contextDigest folds the digests of positions 0..len(Tokens)-1, read from
+// the pool through the block table, into one value. Each step is a
+// bijection of the running value and of the digest, so changing any one
+// digest always changes the result.
+func (e *Executor) contextDigest(s *model.Seq) uint64 {
+	n := len(s.Tokens)
+	c := uint64(domainContext)
+	for i := 0; i*e.blockSize < n; i++ {
+		d := e.pool.Digests(s.Blocks[i])
+		for _, v := range d[:min(e.blockSize, n-i*e.blockSize)] {
+			c = mix64(c ^ v)
+		}
+	}
+	return combine(c, uint64(n))
+}
+
+// sample draws the token at position len(Tokens). Greedy (Temperature ≤ 0):
+// r = PRF(modelSeed, context) and the base distribution. Otherwise r =
+// PRF(modelSeed, context, Sampling.Seed, position) and the distribution
+// shaped by Temperature and TopP (see buildTable). EOS comes first, with
+// probability EOSProbability whatever the parameters.
+func (e *Executor) sample(s *model.Seq) int32 {
+	c := e.contextDigest(s)
+	k, sampled := sanitize(s.Sampling.Temperature, s.Sampling.TopP)
+	var r uint64
+	tb := &e.base
+	if !sampled {
+		r = combine(e.greedyKey, c)
+	} else {
+		r = combine(combine(combine(e.sampledKey, c), s.Sampling.Seed), uint64(len(s.Tokens)))
+		tb = e.shaped(k)
+	}
+	if isEOS(r, e.prof.EOSProbability) {
+		return e.prof.EOS
+	}
+	return tb.pick(uint32(mix64(r^domainBytes) >> 32))
+}
+
+func (e *Executor) shaped(k shapeKey) *table {
+	if k.temperature == 1 && k.topP == 1 {
+		return &e.base
+	}
+	if t, ok := e.tables[k]; ok {
+		return t
+	}
+	if len(e.tables) >= maxTables {
+		clear(e.tables)
+	}
+	t := buildTable(k.temperature, k.topP)
+	e.tables[k] = t
+	return t
+}

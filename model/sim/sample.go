@@ -1,0 +1,118 @@
+package sim
+
+import (
+	"math"
+)
+
+// baseChars is the readable byte distribution every sampled byte comes
+// from: English letter frequencies scaled to about 80%, spaces about 17%,
+// and a little punctuation. Weights are in units of 1e-5 and sorted by
+// decreasing weight (ties in a fixed order), which top_p relies on. Only
+// printable ASCII and '\n': the output is always valid UTF-8.
+var baseChars = [...]struct {
+	b byte
+	w float64
+}{
+	{' ', 17000}, {'e', 10160}, {'t', 7248}, {'a', 6536}, {'o', 6008},
+	{'i', 5576}, {'n', 5400}, {'s', 5064}, {'h', 4872}, {'r', 4792},
+	{'d', 3400}, {'l', 3224}, {'c', 2224}, {'u', 2208}, {'m', 1928},
+	{'w', 1888}, {'f', 1784}, {'g', 1616}, {'y', 1576}, {'p', 1544},
+	{'b', 1192}, {',', 1000}, {'.', 900}, {'v', 784}, {'k', 616},
+	{'\n', 400}, {'\'', 200}, {'-', 150}, {'j', 120}, {'x', 120},
+	{'?', 100}, {'!', 100}, {'q', 80}, {'z', 56},
+}
+
+// table maps a uniform 32-bit draw to a byte: the draw x picks the first i
+// with x < cum[i]. cum is non-decreasing and ends at 1<<32.
+type table struct {
+	toks []int32
+	cum  []uint64
+}
+
+func (t *table) pick(x uint32) int32 {
+	for i, c := range t.cum {
+		if uint64(x) < c {
+			return t.toks[i]
+		}
+	}
+	return t.toks[len(t.toks)-1] // unreachable: the last threshold is 1<<32
+}
+
+// shapeKey identifies a sampling table. Both fields are sanitized (no NaN),
+// so equal parameters give equal keys.
+type shapeKey struct {
+	temperature float64
+	topP        float64
+}
+
+// maxTables bounds the executor's cache of shaped tables; at the bound it is
+// cleared (tables are cheap to rebuild and results do not depend on it).
+const maxTables = 64
+
+// buildTable shapes the base distribution with temperature t (> 0) and
+// nucleus topP (in (0, 1]):
+//
+//   - temperature: p_i ∝ w_i^(1/t), computed as exp((ln w_i − ln w_max)/t).
+//     t < 1 sharpens towards the frequent bytes (t → 0 gives spaces only),
+//     t > 1 flattens towards uniform over the 34 bytes;
+//   - top_p: keep the smallest set of most probable bytes whose probability
+//     reaches topP (at least one), renormalized.
+//
+// The shaped probabilities keep the base order, so the nucleus is a prefix.
+// It uses math.Log and math.Exp: tables are deterministic on a platform;
+// across platforms a threshold may differ in its last bit.
+func buildTable(t, topP float64) *table {
+	n := len(baseChars)
+	p := make([]float64, n)
+	lmax := math.Log(baseChars[0].w)
+	for i, c := range baseChars {
+		if t == 1 {
+			p[i] = c.w
+		} else {
+			p[i] = math.Exp((math.Log(c.w) - lmax) / t)
+		}
+	}
+	total := 0.0
+	for _, v := range p {
+		total += v
+	}
+	keep, kept := n, total
+	if topP < 1 {
+		acc := 0.0
+		for i, v := range p {
+			acc += v
+			if acc >= topP*total {
+				keep, kept = i+1, acc
+				break
+			}
+		}
+	}
+	tb := &table{toks: make([]int32, keep), cum: make([]uint64, keep)}
+	acc := 0.0
+	for i := 0; i < keep; i++ {
+		acc += p[i]
+		tb.toks[i] = int32(baseChars[i].b)
+		tb.cum[i] = uint64(math.Round(acc / kept * (1 << 32)))
+	}
+	tb.cum[keep-1] = 1 << 32
+	return tb
+}
+
+// sanitize maps sampling parameters to a table key. Temperature ≤ 0 or NaN
+// is greedy (ok false). TopP outside (0, 1) or NaN disables nucleus sampling:
+// the engine validates parameters at the edge; here bad values must not
+// panic or grow the table cache.
+func sanitize(temperature, topP float64) (k shapeKey, ok bool) {
+	if !(temperature > 0) {
+		return shapeKey{}, false
+	}
+	if !(topP > 0 && topP < 1) {
+		topP = 1
+	}
+	return shapeKey{temperature: temperature, topP: topP}, true
+}
+
+// isEOS decides EOS from the top 53 bits of r: probability p exactly.
+func isEOS(r uint64, p float64) bool {
+	return float64(r>>11)*0x1p-53 < p
+}
