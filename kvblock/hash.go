@@ -2,6 +2,7 @@ package kvblock
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -67,6 +68,11 @@ func (e Extras) forBlock(i int) string {
 // AppendHashes extends it. It returns the extended slice (the caller owns it).
 // Calling it after every appended token costs O(1) amortized.
 func AppendHashes(dst []Hash, tokens []int32, blockSizeTokens int, ex Extras) []Hash {
+	if blockSizeTokens <= 0 {
+		// A validated Config never gets here; without the check the loop
+		// below would never end.
+		panic(fmt.Sprintf("kvblock: AppendHashes with block size %d", blockSizeTokens))
+	}
 	parent := RootHash
 	if len(dst) > 0 {
 		parent = dst[len(dst)-1]

@@ -346,36 +346,38 @@ func (p *Pool) Cache(b BlockID, hash Hash) bool {
 }
 
 // CacheRun caches blocks[i] under hashes[i] for each i and records one
-// BlockStored event for the blocks it actually cached. parent is the hash
-// before hashes[0]; tokens are the blocks' token ids (copied when events are
-// on).
+// BlockStored event for the blocks it newly cached (blocks that already
+// carried their hash, or whose hash another block carries, are left out).
+// parent is the hash before hashes[0]; the event's Parent is the hash before
+// its first newly cached block. tokens are the blocks' token ids, blockSize
+// per block (copied when events are on; ignored, and may be nil, when off).
 func (p *Pool) CacheRun(blocks []BlockID, hashes []Hash, parent Hash, tokens []int32) {
 	if len(blocks) != len(hashes) {
 		panic("kvblock: CacheRun with mismatched blocks and hashes")
 	}
-	first, stored := -1, 0
+	bs := p.cfg.BlockSizeTokens
+	var ev Event
+	stored := false
 	for i, b := range blocks {
-		if p.Cache(b, hashes[i]) {
-			if first < 0 {
-				first = i
+		// The event is built from Cache's own answer: re-deriving "newly
+		// cached" from the pool state afterwards would also report blocks
+		// that were cached before this call.
+		if !p.Cache(b, hashes[i]) || !p.cfg.Events {
+			continue
+		}
+		if !stored {
+			stored = true
+			ev = Event{Kind: BlockStored, BlockSize: bs, Medium: p.cfg.Medium, Parent: parent}
+			if i > 0 {
+				ev.Parent = hashes[i-1]
 			}
-			stored++
 		}
+		ev.Hashes = append(ev.Hashes, hashes[i])
+		ev.Tokens = append(ev.Tokens, tokens[i*bs:(i+1)*bs]...)
 	}
-	if !p.cfg.Events || stored == 0 {
-		return
+	if stored {
+		p.events = append(p.events, ev)
 	}
-	ev := Event{Kind: BlockStored, BlockSize: p.cfg.BlockSizeTokens, Medium: p.cfg.Medium, Parent: parent}
-	for i, b := range blocks {
-		if p.hashed[b] && p.hashes[b] == hashes[i] && p.index[hashes[i]] == b {
-			ev.Hashes = append(ev.Hashes, hashes[i])
-			ev.Tokens = append(ev.Tokens, tokens[i*p.cfg.BlockSizeTokens:(i+1)*p.cfg.BlockSizeTokens]...)
-		}
-	}
-	if first > 0 {
-		ev.Parent = hashes[first-1]
-	}
-	p.events = append(p.events, ev)
 }
 
 // Uncache removes b's hash from the index (for example after a failed load
@@ -437,8 +439,15 @@ func (p *Pool) Lookup(dst []BlockID, hashes []Hash) []BlockID {
 	return dst
 }
 
-// Cached reports whether b carries a prefix hash, and which.
-func (p *Pool) Cached(b BlockID) (Hash, bool) { return p.hashes[b], p.hashed[b] }
+// Cached reports whether b carries a prefix hash, and which. The hash is
+// zero when b carries none (a block keeps its last hash in memory after it
+// is evicted or uncached; that stale value must not leak out).
+func (p *Pool) Cached(b BlockID) (Hash, bool) {
+	if !p.hashed[b] {
+		return 0, false
+	}
+	return p.hashes[b], true
+}
 
 // Refs is the number of live holds naming b.
 func (p *Pool) Refs(b BlockID) int { return int(p.refs[b]) }
@@ -595,10 +604,21 @@ func (p *Pool) Check() error {
 			return fmt.Errorf("kvblock: unheld uncached block %d is not free", b)
 		}
 	}
+	numHashed := 0
+	for b := 0; b < n; b++ {
+		if p.hashed[b] {
+			numHashed++
+		}
+	}
 	for h, b := range p.index {
-		if !p.hashed[b] || p.hashes[b] != h {
+		if b < 0 || int(b) >= n || !p.hashed[b] || p.hashes[b] != h {
 			return fmt.Errorf("kvblock: index maps %x to block %d which does not carry it", uint64(h), b)
 		}
+	}
+	// Every index entry names a distinct cached block (a block carries one
+	// hash), so equal counts mean every cached block is findable.
+	if len(p.index) != numHashed {
+		return fmt.Errorf("kvblock: %d blocks are cached but the index has %d entries", numHashed, len(p.index))
 	}
 	return nil
 }
