@@ -203,7 +203,7 @@ func TestPrepareStoreAtCapacity(t *testing.T) {
 		t.Run(ev, func(t *testing.T) {
 			m := newTest(t, ManagerConfig{NumBlocks: 3, Eviction: ev})
 			store(t, m, hA)
-			m.PrepareLoad(hs(hA))             // pinned
+			m.PrepareLoad(hs(hA))                 // pinned
 			inflight, _ := m.PrepareStore(hs(hB)) // not ready
 			if m.NumFree() != 1 || m.NumEvictable() != 0 {
 				t.Fatalf("NumFree %d NumEvictable %d, want 1 and 0", m.NumFree(), m.NumEvictable())
