@@ -1,0 +1,468 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// BlockIDsForm records how remote_block_ids was written, so it is written
+// back the same way.
+type BlockIDsForm uint8
+
+const (
+	// FlatBlockIDs is a plain list: [3, 4, 5]. kvlease writes this form.
+	FlatBlockIDs BlockIDsForm = iota
+	// GroupedBlockIDs is vLLM's per-KV-cache-group list of lists with one
+	// group: [[3, 4, 5]].
+	GroupedBlockIDs
+)
+
+// Limits of kv_transfer_params. Requests over them get a 400.
+const (
+	// MaxKVExtraFields bounds the unknown fields kept for pass-through.
+	MaxKVExtraFields = 64
+	// MaxRemoteBlockIDs bounds remote_block_ids (2^20 blocks is 16 M
+	// tokens at 16 tokens per block, far beyond any prompt).
+	MaxRemoteBlockIDs = 1 << 20
+	// MaxKVIDBytes bounds remote_engine_id, remote_request_id and
+	// remote_host.
+	MaxKVIDBytes = 256
+	// LeaseTokenHexLen is the length of lease_token: 128 bits in hex.
+	LeaseTokenHexLen = 32
+)
+
+// KVTransferParams is vLLM's kv_transfer_params, the P/D contract carried
+// through proxies in request and response bodies (see DESIGN.md, "The P/D
+// protocol"), plus kvlease's lease fields.
+//
+// A zero string or number means absent (JSON null or missing): vLLM never
+// sends an empty engine id, host or request id, port 0, tp_size 0 or zero
+// remote tokens, so nothing is lost. RemoteBlockIDs distinguishes nil
+// (null) from empty ([]).
+type KVTransferParams struct {
+	DoRemoteDecode  bool   // do_remote_decode: P keeps the blocks for a remote decoder
+	DoRemotePrefill bool   // do_remote_prefill: D pulls the prompt's blocks from P
+	RemoteEngineID  string // remote_engine_id: P's engine id
+	RemoteRequestID string // remote_request_id: P's request id
+	RemoteHost      string // remote_host: P's transfer endpoint
+	RemotePort      int    // remote_port
+	// RemoteBlockIDs is remote_block_ids normalized to one flat list;
+	// BlockIDsForm remembers whether it came as [..] or [[..]].
+	RemoteBlockIDs []int32
+	BlockIDsForm   BlockIDsForm
+	TPSize         int // tp_size
+	// RemoteNumTokens is remote_num_tokens: prompt tokens whose KV P holds.
+	RemoteNumTokens int
+	// LeaseToken is kvlease's lease_token: 32 hex digits that authorize
+	// reading and releasing the lease. Only the response carrying it
+	// knows it.
+	LeaseToken string
+	// LeaseExpiresInMS is kvlease's lease_expires_in_ms: the lease's
+	// remaining time when P answered.
+	LeaseExpiresInMS int64
+	// Extra holds every other field, in input order, with its value as
+	// compact JSON, written back unchanged after the known fields.
+	Extra []KVExtraField
+}
+
+// KVExtraField is a kv_transfer_params field kvlease does not interpret.
+type KVExtraField struct {
+	Key   string
+	Value json.RawMessage // valid JSON; nil is written as null
+}
+
+const kvParam = "kv_transfer_params"
+
+// knownKVField reports whether key is one of the fields KVTransferParams
+// models (and so never an extra).
+func knownKVField(key string) bool {
+	switch key {
+	case "do_remote_decode", "do_remote_prefill", "remote_engine_id", "remote_request_id",
+		"remote_host", "remote_port", "remote_block_ids", "tp_size", "remote_num_tokens",
+		"lease_token", "lease_expires_in_ms":
+		return true
+	}
+	return false
+}
+
+// ParseKVTransferParams parses a kv_transfer_params value. Absent or null
+// gives (nil, nil). It checks types and simple ranges (non-negative numbers,
+// port ≤ 65535, size limits); Validate checks what a decode engine needs.
+// Keys match exactly, as in vLLM; a key that appears twice keeps its last
+// value.
+func ParseKVTransferParams(raw json.RawMessage) (*KVTransferParams, *Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, BadRequest(kvParam, "kv_transfer_params must be an object or null")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return nil, BadRequest(kvParam, "kv_transfer_params is not valid JSON: %v", err)
+	}
+	p := &KVTransferParams{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, BadRequest(kvParam, "kv_transfer_params is not valid JSON: %v", err)
+		}
+		key, ok := tok.(string)
+		if !ok { // unreachable for valid JSON: object keys are strings
+			return nil, BadRequest(kvParam, "kv_transfer_params is not valid JSON")
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, BadRequest(kvParam, "kv_transfer_params is not valid JSON: %v", err)
+		}
+		if e := p.setField(key, v); e != nil {
+			return nil, e
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, BadRequest(kvParam, "kv_transfer_params is not valid JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, BadRequest(kvParam, "kv_transfer_params is not valid JSON: data after the object")
+	}
+	return p, nil
+}
+
+func (p *KVTransferParams) setField(key string, v json.RawMessage) *Error {
+	param := kvParam + "." + key
+	var e *Error
+	switch key {
+	case "do_remote_decode":
+		p.DoRemoteDecode, e = parseBool(param, v)
+	case "do_remote_prefill":
+		p.DoRemotePrefill, e = parseBool(param, v)
+	case "remote_engine_id":
+		p.RemoteEngineID, e = parseID(param, v)
+	case "remote_request_id":
+		p.RemoteRequestID, e = parseID(param, v)
+	case "remote_host":
+		p.RemoteHost, e = parseID(param, v)
+	case "remote_port":
+		var n int64
+		n, e = parseCount(param, v, 65535)
+		p.RemotePort = int(n)
+	case "tp_size":
+		var n int64
+		n, e = parseCount(param, v, 1<<20)
+		p.TPSize = int(n)
+	case "remote_num_tokens":
+		var n int64
+		n, e = parseCount(param, v, 1<<40)
+		p.RemoteNumTokens = int(n)
+	case "lease_expires_in_ms":
+		p.LeaseExpiresInMS, e = parseCount(param, v, 1<<53)
+	case "lease_token":
+		p.LeaseToken, e = parseID(param, v)
+	case "remote_block_ids":
+		p.RemoteBlockIDs, p.BlockIDsForm, e = parseBlockIDs(param, v)
+	default:
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, v); err != nil { // unreachable: the decoder validated v
+			return BadRequest(param, "%s is not valid JSON", param)
+		}
+		for i := range p.Extra {
+			if p.Extra[i].Key == key {
+				p.Extra[i].Value = buf.Bytes()
+				return nil
+			}
+		}
+		if len(p.Extra) >= MaxKVExtraFields {
+			return BadRequest(kvParam, "kv_transfer_params has more than %d unknown fields", MaxKVExtraFields)
+		}
+		p.Extra = append(p.Extra, KVExtraField{Key: key, Value: buf.Bytes()})
+	}
+	return e
+}
+
+func isNull(v json.RawMessage) bool { return string(v) == "null" }
+
+func parseBool(param string, v json.RawMessage) (bool, *Error) {
+	switch string(v) {
+	case "true":
+		return true, nil
+	case "false", "null":
+		return false, nil
+	}
+	return false, BadRequest(param, "%s must be a boolean or null", param)
+}
+
+// parseID parses a string field bounded by MaxKVIDBytes.
+func parseID(param string, v json.RawMessage) (string, *Error) {
+	if isNull(v) {
+		return "", nil
+	}
+	var s string
+	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		return "", BadRequest(param, "%s must be a string or null", param)
+	}
+	if len(s) > MaxKVIDBytes {
+		return "", BadRequest(param, "%s is longer than %d bytes", param, MaxKVIDBytes)
+	}
+	return s, nil
+}
+
+// parseCount parses a non-negative integer no larger than max. Only integer
+// literals are accepted ("8000", not "8000.0" or "8e3").
+func parseCount(param string, v json.RawMessage, max int64) (int64, *Error) {
+	if isNull(v) {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return 0, BadRequest(param, "%s must be an integer or null", param)
+	}
+	if n < 0 || n > max {
+		return 0, BadRequest(param, "%s must be between 0 and %d, got %d", param, max, n)
+	}
+	return n, nil
+}
+
+func parseBlockIDs(param string, v json.RawMessage) ([]int32, BlockIDsForm, *Error) {
+	if isNull(v) {
+		return nil, FlatBlockIDs, nil
+	}
+	bad := func() ([]int32, BlockIDsForm, *Error) {
+		return nil, FlatBlockIDs, BadRequest(param,
+			"%s must be a list of block ids, a list of one list of block ids, or null", param)
+	}
+	if len(v) == 0 || v[0] != '[' {
+		return bad()
+	}
+	form := FlatBlockIDs
+	var ids []int32
+	if bytes.HasPrefix(bytes.TrimSpace(v[1:]), []byte("[")) {
+		var groups [][]int32
+		if json.Unmarshal(v, &groups) != nil {
+			return bad()
+		}
+		if len(groups) != 1 {
+			return nil, FlatBlockIDs, BadRequest(param,
+				"%s has %d KV cache groups; kvlease supports exactly one", param, len(groups))
+		}
+		form, ids = GroupedBlockIDs, groups[0]
+	} else if json.Unmarshal(v, &ids) != nil {
+		return bad()
+	}
+	if ids == nil {
+		ids = []int32{} // present but empty, as opposed to null
+	}
+	if len(ids) > MaxRemoteBlockIDs {
+		return nil, FlatBlockIDs, BadRequest(param, "%s has more than %d block ids", param, MaxRemoteBlockIDs)
+	}
+	for _, id := range ids {
+		if id < 0 {
+			return nil, FlatBlockIDs, BadRequest(param, "%s contains a negative block id %d", param, id)
+		}
+	}
+	return ids, form, nil
+}
+
+// Validate checks params for use: do_remote_decode and do_remote_prefill
+// are not both set (kvlease has no bidirectional mode), a lease_token, when
+// present, is 32 hex digits, and when do_remote_prefill is set (a decode
+// engine is to pull the prompt's KV) remote_engine_id, remote_request_id,
+// remote_host, remote_port (1..65535), a non-empty remote_block_ids and
+// lease_token are present. A nil receiver is valid (no P/D transfer).
+func (p *KVTransferParams) Validate() *Error {
+	if p == nil {
+		return nil
+	}
+	if p.DoRemoteDecode && p.DoRemotePrefill {
+		return BadRequest(kvParam+".do_remote_prefill",
+			"kv_transfer_params: do_remote_decode and do_remote_prefill cannot both be true")
+	}
+	if p.LeaseToken != "" && !isLeaseToken(p.LeaseToken) {
+		return BadRequest(kvParam+".lease_token", "kv_transfer_params.lease_token must be %d hex digits", LeaseTokenHexLen)
+	}
+	if !p.DoRemotePrefill {
+		return nil
+	}
+	missing := func(field string) *Error {
+		return BadRequest(kvParam+"."+field,
+			"kv_transfer_params.%s is required when do_remote_prefill is true", field)
+	}
+	switch {
+	case p.RemoteEngineID == "":
+		return missing("remote_engine_id")
+	case p.RemoteRequestID == "":
+		return missing("remote_request_id")
+	case p.RemoteHost == "":
+		return missing("remote_host")
+	case !isHost(p.RemoteHost):
+		return BadRequest(kvParam+".remote_host",
+			"kv_transfer_params.remote_host must be a host name or IP address, got %q", p.RemoteHost)
+	case p.RemotePort == 0:
+		return missing("remote_port")
+	case p.RemotePort < 0 || p.RemotePort > 65535:
+		return BadRequest(kvParam+".remote_port", "kv_transfer_params.remote_port must be between 1 and 65535, got %d", p.RemotePort)
+	case len(p.RemoteBlockIDs) == 0:
+		return BadRequest(kvParam+".remote_block_ids",
+			"kv_transfer_params.remote_block_ids must list at least one block when do_remote_prefill is true")
+	case p.LeaseToken == "":
+		return missing("lease_token")
+	case p.TPSize < 0:
+		return BadRequest(kvParam+".tp_size", "kv_transfer_params.tp_size must not be negative, got %d", p.TPSize)
+	}
+	return nil
+}
+
+func isLeaseToken(s string) bool {
+	if len(s) != LeaseTokenHexLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if unhex(s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// isHost accepts printable ASCII without spaces and '/': host names, IPv4
+// and IPv6 literals (with or without brackets). Resolution is the edge's job.
+func isHost(s string) bool {
+	if len(s) > MaxKVIDBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '/' {
+			return false
+		}
+	}
+	return true
+}
+
+// LeaseTokenBytes decodes LeaseToken. ok is false when it is not 32 hex
+// digits.
+func (p *KVTransferParams) LeaseTokenBytes() (tok [16]byte, ok bool) {
+	if !isLeaseToken(p.LeaseToken) {
+		return tok, false
+	}
+	for i := range tok {
+		tok[i] = byte(unhex(p.LeaseToken[2*i])<<4 | unhex(p.LeaseToken[2*i+1]))
+	}
+	return tok, true
+}
+
+// FormatLeaseToken returns tok as the 32 lowercase hex digits of lease_token.
+func FormatLeaseToken(tok [16]byte) string {
+	var b [LeaseTokenHexLen]byte
+	for i, c := range tok {
+		b[2*i], b[2*i+1] = hexDigits[c>>4], hexDigits[c&0xF]
+	}
+	return string(b[:])
+}
+
+// AppendJSON appends p as a JSON object with vLLM's field names.
+// do_remote_decode, do_remote_prefill, remote_engine_id, remote_block_ids,
+// remote_host and remote_port are always written (null when absent, as
+// vLLM's proxies write them); remote_request_id, tp_size, remote_num_tokens,
+// lease_token and lease_expires_in_ms only when set; then the extras in
+// order. An extra whose key is a known field is skipped (the field wins).
+func (p *KVTransferParams) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"do_remote_decode":`...)
+	dst = appendBool(dst, p.DoRemoteDecode)
+	dst = append(dst, `,"do_remote_prefill":`...)
+	dst = appendBool(dst, p.DoRemotePrefill)
+	dst = append(dst, `,"remote_engine_id":`...)
+	dst = appendStringOrNull(dst, p.RemoteEngineID)
+	if p.RemoteRequestID != "" {
+		dst = append(dst, `,"remote_request_id":`...)
+		dst = appendString(dst, p.RemoteRequestID)
+	}
+	dst = append(dst, `,"remote_block_ids":`...)
+	if p.RemoteBlockIDs == nil {
+		dst = append(dst, "null"...)
+	} else {
+		if p.BlockIDsForm == GroupedBlockIDs {
+			dst = append(dst, '[')
+		}
+		dst = append(dst, '[')
+		for i, id := range p.RemoteBlockIDs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendInt(dst, int64(id))
+		}
+		dst = append(dst, ']')
+		if p.BlockIDsForm == GroupedBlockIDs {
+			dst = append(dst, ']')
+		}
+	}
+	dst = append(dst, `,"remote_host":`...)
+	dst = appendStringOrNull(dst, p.RemoteHost)
+	dst = append(dst, `,"remote_port":`...)
+	if p.RemotePort == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendInt(dst, int64(p.RemotePort))
+	}
+	if p.TPSize != 0 {
+		dst = append(dst, `,"tp_size":`...)
+		dst = appendInt(dst, int64(p.TPSize))
+	}
+	if p.RemoteNumTokens != 0 {
+		dst = append(dst, `,"remote_num_tokens":`...)
+		dst = appendInt(dst, int64(p.RemoteNumTokens))
+	}
+	if p.LeaseToken != "" {
+		dst = append(dst, `,"lease_token":`...)
+		dst = appendString(dst, p.LeaseToken)
+	}
+	if p.LeaseExpiresInMS != 0 {
+		dst = append(dst, `,"lease_expires_in_ms":`...)
+		dst = appendInt(dst, p.LeaseExpiresInMS)
+	}
+	for _, x := range p.Extra {
+		if knownKVField(x.Key) {
+			continue
+		}
+		dst = append(dst, ',')
+		dst = appendString(dst, x.Key)
+		dst = append(dst, ':')
+		if len(x.Value) == 0 {
+			dst = append(dst, "null"...)
+		} else {
+			dst = append(dst, x.Value...)
+		}
+	}
+	return append(dst, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (p KVTransferParams) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler with ParseKVTransferParams; the
+// error, if any, is an *Error.
+func (p *KVTransferParams) UnmarshalJSON(data []byte) error {
+	q, e := ParseKVTransferParams(data)
+	if e != nil {
+		return e
+	}
+	if q == nil {
+		q = &KVTransferParams{}
+	}
+	*p = *q
+	return nil
+}

@@ -1,0 +1,537 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"github.com/kvlease/kvlease/tokenizer"
+)
+
+// Request limits. Requests over them get a 400 naming the parameter.
+const (
+	// MaxStop bounds the stop strings of a request.
+	MaxStop = 16
+	// MaxStopTokenIDs bounds stop_token_ids.
+	MaxStopTokenIDs = 256
+)
+
+// Prompt is a completion prompt: text, or token ids when Tokens is non-nil.
+type Prompt struct {
+	Text   string
+	Tokens []int32
+}
+
+// IsTokens reports whether the prompt was given as token ids.
+func (p Prompt) IsTokens() bool { return p.Tokens != nil }
+
+// StreamOptions is stream_options.
+type StreamOptions struct {
+	// IncludeUsage adds a final chunk with usage and no choices.
+	IncludeUsage bool `json:"include_usage"`
+	// ContinuousUsageStats adds the running usage to every chunk (vLLM).
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+}
+
+// SamplingParams are the generation parameters common to completions and
+// chat completions, validated, with defaults applied.
+type SamplingParams struct {
+	// MaxTokens is the limit on generated tokens; 0 means not given, and
+	// the server fills in what is left of the model's context.
+	MaxTokens int
+	// Temperature is in [0, 2]; default 1.
+	Temperature float64
+	// TopP is in (0, 1]; default 1.
+	TopP float64
+	// Seed makes sampling reproducible; nil when not given.
+	Seed *int64
+	// Stop are the stop strings (at most MaxStop; empty strings may be
+	// present and match nothing). The request's order is kept: it breaks
+	// ties between stop strings ending at the same token.
+	Stop []string
+	// StopTokenIDs end generation like EOS; the id becomes stop_reason.
+	StopTokenIDs []int32
+	// IgnoreEOS keeps generating past EOS.
+	IgnoreEOS bool
+	// MinTokens is the number of tokens generated before EOS, stop
+	// strings and stop tokens may end generation.
+	MinTokens int
+	// IncludeStopStrInOutput keeps a matched stop string in the text.
+	IncludeStopStrInOutput bool
+}
+
+// RequestOptions are the non-sampling fields common to both endpoints.
+type RequestOptions struct {
+	Stream        bool
+	StreamOptions StreamOptions
+	// Priority orders requests under priority scheduling (lower first,
+	// as in vLLM); default 0.
+	Priority int
+	// CacheSalt isolates prefix caching: requests with different salts
+	// never share cached blocks. "" when not given.
+	CacheSalt string
+	User      string
+	// KVTransferParams are the P/D parameters, nil when absent. Parse
+	// has already run Validate on them.
+	KVTransferParams *KVTransferParams
+}
+
+// CompletionRequest is a validated POST /v1/completions body.
+type CompletionRequest struct {
+	// Model is the requested model; "" when not given (the server picks
+	// its default, as vLLM does). Parse does not check it.
+	Model  string
+	Prompt Prompt
+	SamplingParams
+	RequestOptions
+}
+
+// ChatMessage is one message of a chat request. Content is the text, with
+// the text parts of an array content joined by "\n" (as vLLM's "string"
+// content format does).
+type ChatMessage struct {
+	Role    string
+	Content string
+	Name    string
+}
+
+// ChatCompletionRequest is a validated POST /v1/chat/completions body.
+type ChatCompletionRequest struct {
+	Model    string
+	Messages []ChatMessage
+	// AddGenerationPrompt appends the assistant header to the rendered
+	// prompt; default true.
+	AddGenerationPrompt bool
+	SamplingParams
+	RequestOptions
+}
+
+// Prompt renders the messages with the chat template (see the package
+// documentation).
+func (r *ChatCompletionRequest) Prompt() string {
+	return RenderChatPrompt(r.Messages, r.AddGenerationPrompt)
+}
+
+// rawCommon is the JSON shape of the fields both endpoints share. Fields
+// whose JSON type varies are kept raw and checked by hand.
+type rawCommon struct {
+	Model                  string          `json:"model"`
+	MaxTokens              *int            `json:"max_tokens"`
+	Temperature            *float64        `json:"temperature"`
+	TopP                   *float64        `json:"top_p"`
+	Seed                   *int64          `json:"seed"`
+	Stop                   json.RawMessage `json:"stop"`
+	StopTokenIDs           []int32         `json:"stop_token_ids"`
+	IgnoreEOS              bool            `json:"ignore_eos"`
+	N                      *int            `json:"n"`
+	Stream                 bool            `json:"stream"`
+	StreamOptions          *StreamOptions  `json:"stream_options"`
+	MinTokens              int             `json:"min_tokens"`
+	Priority               int             `json:"priority"`
+	CacheSalt              *string         `json:"cache_salt"`
+	User                   string          `json:"user"`
+	Echo                   bool            `json:"echo"`
+	Logprobs               json.RawMessage `json:"logprobs"`
+	IncludeStopStrInOutput bool            `json:"include_stop_str_in_output"`
+	KVTransferParams       json.RawMessage `json:"kv_transfer_params"`
+}
+
+type rawCompletion struct {
+	rawCommon
+	Prompt json.RawMessage `json:"prompt"`
+}
+
+type rawChat struct {
+	rawCommon
+	Messages            json.RawMessage `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+}
+
+// ParseCompletionRequest parses and validates a /v1/completions body.
+// Unknown fields are ignored (vLLM's default). The model name and the
+// prompt's length against the context are the server's to check.
+//
+// On error the request is nil when the body is not a JSON object; otherwise
+// it is non-nil but only its KVTransferParams are meaningful (nil unless
+// they parsed): a decode engine uses them to tell the prefill engine that
+// the request was rejected, so the lease is freed at once.
+func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
+	var raw rawCompletion
+	if e := decodeBody(body, &raw); e != nil {
+		return nil, e
+	}
+	r := &CompletionRequest{Model: raw.Model}
+	var e *Error
+	r.KVTransferParams, e = parseCommon(&raw.rawCommon, &r.SamplingParams, &r.RequestOptions)
+	if e != nil {
+		return r, e
+	}
+	if raw.Logprobs != nil && !isNull(raw.Logprobs) {
+		return r, BadRequest("logprobs", "logprobs is not supported")
+	}
+	if r.Prompt, e = parsePrompt(raw.Prompt); e != nil {
+		return r, e
+	}
+	return r, nil
+}
+
+// ParseChatCompletionRequest parses and validates a /v1/chat/completions
+// body. max_completion_tokens takes precedence over max_tokens. Error
+// contract as for ParseCompletionRequest.
+func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
+	var raw rawChat
+	if e := decodeBody(body, &raw); e != nil {
+		return nil, e
+	}
+	r := &ChatCompletionRequest{Model: raw.Model, AddGenerationPrompt: true}
+	var e *Error
+	r.KVTransferParams, e = parseCommon(&raw.rawCommon, &r.SamplingParams, &r.RequestOptions)
+	if e != nil {
+		return r, e
+	}
+	if raw.MaxCompletionTokens != nil {
+		if *raw.MaxCompletionTokens < 1 {
+			return r, BadRequest("max_completion_tokens", "max_completion_tokens must be at least 1, got %d", *raw.MaxCompletionTokens)
+		}
+		r.MaxTokens = *raw.MaxCompletionTokens
+		if r.MinTokens > r.MaxTokens {
+			return r, BadRequest("min_tokens", "min_tokens (%d) must not exceed max_completion_tokens (%d)", r.MinTokens, r.MaxTokens)
+		}
+	}
+	switch string(raw.Logprobs) {
+	case "", "null", "false":
+	case "true":
+		return r, BadRequest("logprobs", "logprobs is not supported")
+	default:
+		return r, BadRequest("logprobs", "logprobs must be a boolean")
+	}
+	if raw.TopLogprobs != nil && *raw.TopLogprobs != 0 {
+		return r, BadRequest("top_logprobs", "top_logprobs is not supported")
+	}
+	if raw.AddGenerationPrompt != nil {
+		r.AddGenerationPrompt = *raw.AddGenerationPrompt
+	}
+	if r.Messages, e = parseMessages(raw.Messages); e != nil {
+		return r, e
+	}
+	return r, nil
+}
+
+// decodeBody unmarshals body into v, turning encoding/json's errors into
+// 400s that name the offending parameter.
+func decodeBody(body []byte, v any) *Error {
+	if string(bytes.TrimSpace(body)) == "null" {
+		return BadRequest("", "the request body must be a JSON object, got null")
+	}
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return BadRequest("", "the request body must be a JSON object, got %s", te.Value)
+		}
+		return BadRequest(te.Field, "%s must be %s, got %s", te.Field, describeType(te.Type), te.Value)
+	}
+	return BadRequest("", "the request body is not valid JSON: %v", err)
+}
+
+// describeType names a Go field type in JSON terms for error messages.
+func describeType(t reflect.Type) string {
+	if t == nil {
+		return "of another type"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "of another type"
+}
+
+// parseCommon validates the shared fields into sp and ro and returns the
+// parsed kv_transfer_params, if they parsed, even when it returns an error.
+func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTransferParams, *Error) {
+	kv, e := ParseKVTransferParams(raw.KVTransferParams)
+	if e != nil {
+		return nil, e
+	}
+	if e := kv.Validate(); e != nil {
+		return kv, e
+	}
+	ro.KVTransferParams = kv
+
+	sp.Temperature, sp.TopP = 1, 1
+	if raw.MaxTokens != nil {
+		if *raw.MaxTokens < 1 {
+			return kv, BadRequest("max_tokens", "max_tokens must be at least 1, got %d", *raw.MaxTokens)
+		}
+		sp.MaxTokens = *raw.MaxTokens
+	}
+	if t := raw.Temperature; t != nil {
+		if !(*t >= 0 && *t <= 2) {
+			return kv, BadRequest("temperature", "temperature must be between 0 and 2, got %v", *t)
+		}
+		sp.Temperature = *t
+	}
+	if p := raw.TopP; p != nil {
+		if !(*p > 0 && *p <= 1) {
+			return kv, BadRequest("top_p", "top_p must be in (0, 1], got %v", *p)
+		}
+		sp.TopP = *p
+	}
+	sp.Seed = raw.Seed
+	if raw.N != nil {
+		if *raw.N < 1 {
+			return kv, BadRequest("n", "n must be at least 1, got %d", *raw.N)
+		}
+		if *raw.N > 1 {
+			return kv, BadRequest("n", "n > 1 is not supported")
+		}
+	}
+	var e2 *Error
+	if sp.Stop, e2 = parseStop(raw.Stop); e2 != nil {
+		return kv, e2
+	}
+	if len(raw.StopTokenIDs) > MaxStopTokenIDs {
+		return kv, BadRequest("stop_token_ids", "stop_token_ids has %d entries; at most %d are allowed", len(raw.StopTokenIDs), MaxStopTokenIDs)
+	}
+	for _, id := range raw.StopTokenIDs {
+		if id < 0 {
+			return kv, BadRequest("stop_token_ids", "stop_token_ids must not contain negative ids, got %d", id)
+		}
+	}
+	sp.StopTokenIDs = raw.StopTokenIDs
+	sp.IgnoreEOS = raw.IgnoreEOS
+	if raw.MinTokens < 0 {
+		return kv, BadRequest("min_tokens", "min_tokens must not be negative, got %d", raw.MinTokens)
+	}
+	if sp.MaxTokens > 0 && raw.MinTokens > sp.MaxTokens {
+		return kv, BadRequest("min_tokens", "min_tokens (%d) must not exceed max_tokens (%d)", raw.MinTokens, sp.MaxTokens)
+	}
+	sp.MinTokens = raw.MinTokens
+	sp.IncludeStopStrInOutput = raw.IncludeStopStrInOutput
+	if raw.Echo {
+		return kv, BadRequest("echo", "echo is not supported")
+	}
+
+	ro.Stream = raw.Stream
+	if so := raw.StreamOptions; so != nil {
+		// vLLM rejects stream options without stream=true (an empty
+		// object is falsy in Python and passes).
+		if !raw.Stream && (so.IncludeUsage || so.ContinuousUsageStats) {
+			return kv, BadRequest("stream_options", "stream_options can only be set when stream is true")
+		}
+		ro.StreamOptions = *so
+	}
+	ro.Priority = raw.Priority
+	if raw.CacheSalt != nil {
+		if *raw.CacheSalt == "" {
+			return kv, BadRequest("cache_salt", "cache_salt must be a non-empty string if provided")
+		}
+		ro.CacheSalt = *raw.CacheSalt
+	}
+	ro.User = raw.User
+	return kv, nil
+}
+
+func parseStop(raw json.RawMessage) ([]string, *Error) {
+	if raw == nil || isNull(raw) {
+		return nil, nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil { // unreachable: raw is a valid string
+			return nil, BadRequest("stop", "stop must be a string or an array of strings")
+		}
+		return []string{s}, nil
+	case '[':
+		var ss []string
+		// A null element decodes to ""; an empty stop string matches
+		// nothing (tokenizer.Stream ignores it).
+		if json.Unmarshal(raw, &ss) != nil {
+			return nil, BadRequest("stop", "stop must be a string or an array of strings")
+		}
+		if len(ss) > MaxStop {
+			return nil, BadRequest("stop", "stop has %d entries; at most %d are allowed", len(ss), MaxStop)
+		}
+		return ss, nil
+	}
+	return nil, BadRequest("stop", "stop must be a string or an array of strings")
+}
+
+const promptShapes = "prompt must be a string, an array of one string, an array of token ids, or an array of one array of token ids"
+
+func parsePrompt(raw json.RawMessage) (Prompt, *Error) {
+	if raw == nil || isNull(raw) {
+		return Prompt{}, BadRequest("prompt", "prompt is required")
+	}
+	var p Prompt
+	switch raw[0] {
+	case '"':
+		if json.Unmarshal(raw, &p.Text) != nil { // unreachable
+			return Prompt{}, BadRequest("prompt", promptShapes)
+		}
+		if p.Text == "" {
+			return Prompt{}, BadRequest("prompt", "prompt must not be empty")
+		}
+		return p, nil
+	case '[':
+	default:
+		return Prompt{}, BadRequest("prompt", promptShapes)
+	}
+	inner := bytes.TrimSpace(raw[1:])
+	if len(inner) == 0 || inner[0] == ']' {
+		return Prompt{}, BadRequest("prompt", "prompt must not be empty")
+	}
+	switch inner[0] {
+	case '"':
+		var ss []string
+		if json.Unmarshal(raw, &ss) != nil {
+			return Prompt{}, BadRequest("prompt", promptShapes)
+		}
+		if len(ss) != 1 {
+			return Prompt{}, BadRequest("prompt", "batched prompts are not supported: prompt has %d entries", len(ss))
+		}
+		if ss[0] == "" {
+			return Prompt{}, BadRequest("prompt", "prompt must not be empty")
+		}
+		p.Text = ss[0]
+		return p, nil
+	case '[':
+		var batch [][]int32
+		if json.Unmarshal(raw, &batch) != nil {
+			return Prompt{}, BadRequest("prompt", promptShapes)
+		}
+		if len(batch) != 1 {
+			return Prompt{}, BadRequest("prompt", "batched prompts are not supported: prompt has %d entries", len(batch))
+		}
+		p.Tokens = batch[0]
+	default:
+		if json.Unmarshal(raw, &p.Tokens) != nil {
+			return Prompt{}, BadRequest("prompt", promptShapes)
+		}
+	}
+	if len(p.Tokens) == 0 {
+		return Prompt{}, BadRequest("prompt", "prompt must not be empty")
+	}
+	for _, t := range p.Tokens {
+		if t < 0 || t >= tokenizer.VocabSize {
+			return Prompt{}, BadRequest("prompt", "token id %d is out of vocabulary (0..%d)", t, tokenizer.VocabSize-1)
+		}
+	}
+	return p, nil
+}
+
+// Roles accepted in chat messages.
+var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
+
+type rawMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Name    string          `json:"name"`
+}
+
+type rawPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+func parseMessages(raw json.RawMessage) ([]ChatMessage, *Error) {
+	if raw == nil || isNull(raw) {
+		return nil, BadRequest("messages", "messages is required")
+	}
+	var items []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, BadRequest("messages", "messages must be an array of message objects")
+	}
+	if len(items) == 0 {
+		return nil, BadRequest("messages", "messages must not be empty")
+	}
+	msgs := make([]ChatMessage, len(items))
+	for i, item := range items {
+		param := "messages[" + strconv.Itoa(i) + "]"
+		var m rawMessage
+		if len(item) == 0 || item[0] != '{' {
+			return nil, BadRequest(param, "%s must be an object", param)
+		}
+		if err := json.Unmarshal(item, &m); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				p := param + "." + te.Field
+				return nil, BadRequest(p, "%s must be %s, got %s", p, describeType(te.Type), te.Value)
+			}
+			return nil, BadRequest(param, "%s is invalid: %v", param, err)
+		}
+		if m.Role == "" {
+			return nil, BadRequest(param+".role", "%s.role is required", param)
+		}
+		if !validRoles[m.Role] {
+			return nil, BadRequest(param+".role",
+				"%s.role must be one of system, developer, user, assistant, tool; got %q", param, m.Role)
+		}
+		content, e := parseContent(param+".content", m.Role, m.Content)
+		if e != nil {
+			return nil, e
+		}
+		msgs[i] = ChatMessage{Role: m.Role, Content: content, Name: m.Name}
+	}
+	return msgs, nil
+}
+
+func parseContent(param, role string, raw json.RawMessage) (string, *Error) {
+	if raw == nil || isNull(raw) {
+		// An assistant message may carry only tool calls.
+		if role == "assistant" {
+			return "", nil
+		}
+		return "", BadRequest(param, "%s is required for role %q", param, role)
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil { // unreachable
+			return "", BadRequest(param, "%s must be a string or an array of text parts", param)
+		}
+		return s, nil
+	case '[':
+	default:
+		return "", BadRequest(param, "%s must be a string or an array of text parts", param)
+	}
+	var parts []rawPart
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", BadRequest(param, "%s must be a string or an array of text parts", param)
+	}
+	var b []byte
+	for j, part := range parts {
+		pp := fmt.Sprintf("%s[%d]", param, j)
+		if part.Type != "text" {
+			return "", BadRequest(pp+".type", "%s.type %q is not supported; only \"text\" parts are", pp, part.Type)
+		}
+		if part.Text == nil {
+			return "", BadRequest(pp+".text", "%s.text is required", pp)
+		}
+		if j > 0 {
+			b = append(b, '\n')
+		}
+		b = append(b, *part.Text...)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,414 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// Object names and id prefixes of responses.
+const (
+	ObjectTextCompletion      = "text_completion"
+	ObjectChatCompletion      = "chat.completion"
+	ObjectChatCompletionChunk = "chat.completion.chunk"
+	ObjectList                = "list"
+	ObjectModel               = "model"
+
+	// CompletionIDPrefix and ChatCompletionIDPrefix start response ids:
+	// "cmpl-" + request id, "chatcmpl-" + request id.
+	CompletionIDPrefix     = "cmpl-"
+	ChatCompletionIDPrefix = "chatcmpl-"
+
+	// OwnedBy is the owned_by of every model card.
+	OwnedBy = "kvlease"
+)
+
+// FinishReason is a choice's finish_reason; "" is null (not finished).
+type FinishReason string
+
+// Finish reasons, as vLLM reports them.
+const (
+	FinishNone   FinishReason = ""
+	FinishStop   FinishReason = "stop"   // EOS, a stop string or a stop token
+	FinishLength FinishReason = "length" // max_tokens or the context limit
+	FinishAbort  FinishReason = "abort"
+	FinishError  FinishReason = "error"
+)
+
+// MarshalJSON writes null for FinishNone.
+func (f FinishReason) MarshalJSON() ([]byte, error) { return appendStringOrNull(nil, string(f)), nil }
+
+// StopReason is vLLM's stop_reason: null when generation ended otherwise
+// (EOS, length), the stop string that matched, or the stop token id that
+// matched. The zero value is null.
+type StopReason struct {
+	kind  uint8 // 0 null, 1 text, 2 token
+	text  string
+	token int32
+}
+
+// StopString returns the stop_reason for a matched stop string.
+func StopString(s string) StopReason { return StopReason{kind: 1, text: s} }
+
+// StopToken returns the stop_reason for a matched stop token id.
+func StopToken(id int32) StopReason { return StopReason{kind: 2, token: id} }
+
+// IsNull reports whether r is null.
+func (r StopReason) IsNull() bool { return r.kind == 0 }
+
+// Text returns the matched stop string, if r is one.
+func (r StopReason) Text() (string, bool) { return r.text, r.kind == 1 }
+
+// Token returns the matched stop token id, if r is one.
+func (r StopReason) Token() (int32, bool) { return r.token, r.kind == 2 }
+
+func (r StopReason) appendJSON(dst []byte) []byte {
+	switch r.kind {
+	case 1:
+		return appendString(dst, r.text)
+	case 2:
+		return appendInt(dst, int64(r.token))
+	}
+	return append(dst, "null"...)
+}
+
+// MarshalJSON writes null, a string or an integer.
+func (r StopReason) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
+
+// UnmarshalJSON reads null, a string or an integer.
+func (r *StopReason) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	switch {
+	case string(data) == "null":
+		*r = StopReason{}
+	case len(data) > 0 && data[0] == '"':
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		*r = StopString(s)
+	default:
+		n, err := strconv.ParseInt(string(data), 10, 32)
+		if err != nil {
+			return BadRequest("stop_reason", "stop_reason must be null, a string or an integer")
+		}
+		*r = StopToken(int32(n))
+	}
+	return nil
+}
+
+// Usage is a response's token accounting.
+type Usage struct {
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+}
+
+// PromptTokensDetails says how many prompt tokens came from a cache (the
+// local prefix cache or a remote prefill's KV).
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// NewUsage returns the usage of a request; TotalTokens is the sum.
+func NewUsage(promptTokens, completionTokens, cachedTokens int) Usage {
+	return Usage{PromptTokens: promptTokens, CompletionTokens: completionTokens,
+		TotalTokens:         promptTokens + completionTokens,
+		PromptTokensDetails: PromptTokensDetails{CachedTokens: cachedTokens}}
+}
+
+func (u *Usage) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = appendInt(dst, int64(u.PromptTokens))
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = appendInt(dst, int64(u.CompletionTokens))
+	dst = append(dst, `,"total_tokens":`...)
+	dst = appendInt(dst, int64(u.TotalTokens))
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = appendInt(dst, int64(u.PromptTokensDetails.CachedTokens))
+	return append(dst, "}}"...)
+}
+
+// CompletionResponse is a /v1/completions response. It is also the shape of
+// a client's decode. The Append encoders write the right Object whatever
+// the field holds, and always write logprobs as null.
+type CompletionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"` // Unix seconds
+	Model   string             `json:"model"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   Usage              `json:"usage"`
+	// KVTransferParams is set on a prefill engine's response for a
+	// do_remote_decode request; omitted when nil.
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
+}
+
+// CompletionChoice is a choice of a completion response or chunk.
+type CompletionChoice struct {
+	Index        int             `json:"index"`
+	Text         string          `json:"text"`
+	Logprobs     json.RawMessage `json:"logprobs"` // always null
+	FinishReason FinishReason    `json:"finish_reason"`
+	StopReason   StopReason      `json:"stop_reason"`
+}
+
+// ChatCompletionResponse is a /v1/chat/completions response.
+type ChatCompletionResponse struct {
+	ID               string            `json:"id"`
+	Object           string            `json:"object"`
+	Created          int64             `json:"created"`
+	Model            string            `json:"model"`
+	Choices          []ChatChoice      `json:"choices"`
+	Usage            Usage             `json:"usage"`
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
+}
+
+// ChatChoice is a choice of a chat response.
+type ChatChoice struct {
+	Index        int                 `json:"index"`
+	Message      ChatResponseMessage `json:"message"`
+	Logprobs     json.RawMessage     `json:"logprobs"` // always null
+	FinishReason FinishReason        `json:"finish_reason"`
+	StopReason   StopReason          `json:"stop_reason"`
+}
+
+// ChatResponseMessage is the generated message: role "assistant".
+type ChatResponseMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// CompletionChunk is a streamed /v1/completions event. Usage is set on
+// every chunk under continuous_usage_stats, and alone (no choices) on the
+// final usage chunk; it is omitted when nil.
+type CompletionChunk struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   *Usage             `json:"usage,omitempty"`
+}
+
+// ChatChunk is a streamed /v1/chat/completions event.
+type ChatChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []ChatChunkChoice `json:"choices"`
+	Usage   *Usage            `json:"usage,omitempty"`
+}
+
+// ChatChunkChoice is a choice of a chat chunk.
+type ChatChunkChoice struct {
+	Index        int             `json:"index"`
+	Delta        ChatDelta       `json:"delta"`
+	Logprobs     json.RawMessage `json:"logprobs"` // always null
+	FinishReason FinishReason    `json:"finish_reason"`
+	StopReason   StopReason      `json:"stop_reason"`
+}
+
+// ChatDelta is the new text of a chat chunk. Role is "assistant" on the
+// first chunk of a choice and empty (omitted) after it.
+type ChatDelta struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content"`
+}
+
+// ModelList is the GET /v1/models response.
+type ModelList struct {
+	Object string      `json:"object"`
+	Data   []ModelCard `json:"data"`
+}
+
+// ModelCard describes a served model.
+type ModelCard struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+// appendHead appends `{"id":…,"object":…,"created":…,"model":…`.
+func appendHead(dst []byte, id, object string, created int64, model string) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, id)
+	dst = append(dst, `,"object":"`...)
+	dst = append(dst, object...) // a constant: no escaping needed
+	dst = append(dst, `","created":`...)
+	dst = appendInt(dst, created)
+	dst = append(dst, `,"model":`...)
+	return appendString(dst, model)
+}
+
+// appendEnd appends `"logprobs":null,"finish_reason":…,"stop_reason":…}`.
+func appendEnd(dst []byte, f FinishReason, s StopReason) []byte {
+	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+	dst = appendStringOrNull(dst, string(f))
+	dst = append(dst, `,"stop_reason":`...)
+	dst = s.appendJSON(dst)
+	return append(dst, '}')
+}
+
+func appendCompletionChoices(dst []byte, cs []CompletionChoice) []byte {
+	dst = append(dst, `,"choices":[`...)
+	for i := range cs {
+		c := &cs[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"index":`...)
+		dst = appendInt(dst, int64(c.Index))
+		dst = append(dst, `,"text":`...)
+		dst = appendString(dst, c.Text)
+		dst = appendEnd(dst, c.FinishReason, c.StopReason)
+	}
+	return append(dst, ']')
+}
+
+func appendTail(dst []byte, u *Usage, kv *KVTransferParams) []byte {
+	if u != nil {
+		dst = append(dst, `,"usage":`...)
+		dst = u.appendJSON(dst)
+	}
+	if kv != nil {
+		dst = append(dst, `,"kv_transfer_params":`...)
+		dst = kv.AppendJSON(dst)
+	}
+	return append(dst, '}')
+}
+
+// AppendCompletionResponse appends r as JSON (object "text_completion").
+// It allocates nothing beyond growing dst and retains nothing.
+func AppendCompletionResponse(dst []byte, r *CompletionResponse) []byte {
+	dst = appendHead(dst, r.ID, ObjectTextCompletion, r.Created, r.Model)
+	dst = appendCompletionChoices(dst, r.Choices)
+	return appendTail(dst, &r.Usage, r.KVTransferParams)
+}
+
+// AppendChatResponse appends r as JSON (object "chat.completion"). The
+// message role is written as "assistant" when empty.
+func AppendChatResponse(dst []byte, r *ChatCompletionResponse) []byte {
+	dst = appendHead(dst, r.ID, ObjectChatCompletion, r.Created, r.Model)
+	dst = append(dst, `,"choices":[`...)
+	for i := range r.Choices {
+		c := &r.Choices[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"index":`...)
+		dst = appendInt(dst, int64(c.Index))
+		dst = append(dst, `,"message":{"role":`...)
+		role := c.Message.Role
+		if role == "" {
+			role = "assistant"
+		}
+		dst = appendString(dst, role)
+		dst = append(dst, `,"content":`...)
+		dst = appendString(dst, c.Message.Content)
+		dst = append(dst, '}')
+		dst = appendEnd(dst, c.FinishReason, c.StopReason)
+	}
+	dst = append(dst, ']')
+	return appendTail(dst, &r.Usage, r.KVTransferParams)
+}
+
+// AppendCompletionChunk appends c as JSON (object "text_completion").
+func AppendCompletionChunk(dst []byte, c *CompletionChunk) []byte {
+	dst = appendHead(dst, c.ID, ObjectTextCompletion, c.Created, c.Model)
+	dst = appendCompletionChoices(dst, c.Choices)
+	return appendTail(dst, c.Usage, nil)
+}
+
+// AppendChatChunk appends c as JSON (object "chat.completion.chunk").
+func AppendChatChunk(dst []byte, c *ChatChunk) []byte {
+	dst = appendHead(dst, c.ID, ObjectChatCompletionChunk, c.Created, c.Model)
+	dst = append(dst, `,"choices":[`...)
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"index":`...)
+		dst = appendInt(dst, int64(ch.Index))
+		dst = append(dst, `,"delta":{`...)
+		if ch.Delta.Role != "" {
+			dst = append(dst, `"role":`...)
+			dst = appendString(dst, ch.Delta.Role)
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"content":`...)
+		dst = appendString(dst, ch.Delta.Content)
+		dst = append(dst, '}')
+		dst = appendEnd(dst, ch.FinishReason, ch.StopReason)
+	}
+	dst = append(dst, ']')
+	return appendTail(dst, c.Usage, nil)
+}
+
+// AppendUsageChunk appends the final usage chunk of a stream that asked for
+// stream_options.include_usage: no choices, only usage. object is
+// ObjectTextCompletion or ObjectChatCompletionChunk; anything else is a
+// bug and panics.
+func AppendUsageChunk(dst []byte, object, id string, created int64, model string, u *Usage) []byte {
+	if object != ObjectTextCompletion && object != ObjectChatCompletionChunk {
+		panic("openai: AppendUsageChunk: bad object " + strconv.Quote(object))
+	}
+	dst = appendHead(dst, id, object, created, model)
+	dst = append(dst, `,"choices":[]`...)
+	return appendTail(dst, u, nil)
+}
+
+// AppendModelList appends the GET /v1/models body for models. Each card's
+// object is written as "model" and an empty OwnedBy as "kvlease".
+func AppendModelList(dst []byte, models []ModelCard) []byte {
+	dst = append(dst, `{"object":"list","data":[`...)
+	for i := range models {
+		m := &models[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = appendString(dst, m.ID)
+		dst = append(dst, `,"object":"model","created":`...)
+		dst = appendInt(dst, m.Created)
+		dst = append(dst, `,"owned_by":`...)
+		owner := m.OwnedBy
+		if owner == "" {
+			owner = OwnedBy
+		}
+		dst = appendString(dst, owner)
+		dst = append(dst, `,"max_model_len":`...)
+		dst = appendInt(dst, int64(m.MaxModelLen))
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...)
+}
+
+// SSEDone ends an event stream, as OpenAI's API does.
+const SSEDone = "data: [DONE]\n\n"
+
+// AppendSSE appends data as one server-sent event: "data: " + data +
+// "\n\n". The encoders of this package never write a raw line break; should
+// data contain one anyway (CR, LF or CRLF), each line gets its own "data: "
+// prefix so the event stays well formed and decodes to the same data.
+func AppendSSE(dst, data []byte) []byte {
+	dst = append(dst, "data: "...)
+	start := 0
+	for i := 0; i < len(data); i++ {
+		if c := data[i]; c == '\n' || c == '\r' {
+			dst = append(dst, data[start:i]...)
+			dst = append(dst, "\ndata: "...)
+			if c == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+				i++
+			}
+			start = i + 1
+		}
+	}
+	dst = append(dst, data[start:]...)
+	return append(dst, '\n', '\n')
+}
