@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
@@ -190,19 +191,38 @@ func (e *Executor) fill(kv []byte, seed uint64) {
 }
 
 // contextDigest folds the digests of positions 0..len(Tokens)-1, read from
-// the pool through the block table, into one value. Each step is a
-// bijection of the running value and of the digest, so changing any one
-// digest always changes the result.
+// the pool through the block table, into one value.
+//
+// Position i goes to lane i%4, and each lane steps c = rotl((c^d)×K, 31):
+// a bijection of the running value and of the digest (K is odd), so
+// changing any one digest always changes its lane, and the lanes are then
+// combined with full mixing, so it always changes the result. Several
+// changes (an overwritten block) leave a lane that is a bijection of the
+// last changed digest, so with random digests the result collides with
+// probability about 2^-64. Four independent lanes run about four times
+// faster than one serial chain: this loop is the executor's hot spot in
+// decode.
 func (e *Executor) contextDigest(s *model.Seq) uint64 {
+	const k = 0x9fb21c651e98df25 // odd
 	n := len(s.Tokens)
-	c := uint64(domainContext)
+	// l0 is always the lane of the next position: a single step rotates the
+	// lanes, four steps bring them back. The fold depends on positions only,
+	// not on the block size.
+	l0, l1, l2, l3 := uint64(domainContext), uint64(domainContext+1), uint64(domainContext+2), uint64(domainContext+3)
 	for i := 0; i*e.blockSize < n; i++ {
 		d := e.pool.Digests(s.Blocks[i])
-		for _, v := range d[:min(e.blockSize, n-i*e.blockSize)] {
-			c = mix64(c ^ v)
+		d = d[:min(e.blockSize, n-i*e.blockSize)]
+		for ; len(d) >= 4; d = d[4:] {
+			l0 = bits.RotateLeft64((l0^d[0])*k, 31)
+			l1 = bits.RotateLeft64((l1^d[1])*k, 31)
+			l2 = bits.RotateLeft64((l2^d[2])*k, 31)
+			l3 = bits.RotateLeft64((l3^d[3])*k, 31)
+		}
+		for _, v := range d {
+			l0, l1, l2, l3 = l1, l2, l3, bits.RotateLeft64((l0^v)*k, 31)
 		}
 	}
-	return combine(c, uint64(n))
+	return combine(combine(combine(combine(l0, l1), l2), l3), uint64(n))
 }
 
 // sample draws the token at position len(Tokens). Greedy (Temperature ≤ 0):

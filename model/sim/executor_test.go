@@ -339,7 +339,7 @@ func checkDamage(t *testing.T, full bool, what string, damage func(h *harness, r
 	if ctxChanged != trials {
 		t.Errorf("%s: context digest unchanged in %d of %d trials", what, trials-ctxChanged, trials)
 	}
-	if float64(nextChanged) < trials*(1-collide-0.03) {
+	if float64(nextChanged) < trials*(1-collide-0.05) {
 		t.Errorf("%s: next token changed in only %d of %d trials", what, nextChanged, trials)
 	}
 	if contChanged < trials*99/100 {
@@ -533,5 +533,24 @@ func TestBlockChecksum(t *testing.T) {
 	}
 	if BlockChecksum(d[:3]) != SlotDigest(raw) {
 		t.Fatal("BlockChecksum is not xxhash64 of little-endian digests")
+	}
+}
+
+// Engines with different block sizes (a P/D pair may differ) produce the
+// same tokens: KV and the context fold depend on positions, not blocks.
+func TestBlockSizeDoesNotMatter(t *testing.T) {
+	for _, m := range modes {
+		rng := rand.New(rand.NewPCG(12, 12))
+		prompt := randomTokens(rng, 123)
+		want := alone(t, tinyProfile(), m.full, 6, prompt, model.Sampling{}, 20)
+		for _, bs := range []int{1, 3, 5, 16, 32, 1024} {
+			h := newHarnessBS(t, tinyProfile(), m.full, 200, 6, bs)
+			h.fragment(rng)
+			r := h.add(1, prompt, model.Sampling{})
+			h.run([]*hreq{r}, 20, func(*hreq) int { return 1 + rng.IntN(50) })
+			if !equalTokens(r.gen, want) {
+				t.Fatalf("%s block size %d: %q, want %q", m.name, bs, string32(r.gen), string32(want))
+			}
+		}
 	}
 }

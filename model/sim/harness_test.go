@@ -30,13 +30,17 @@ type hreq struct {
 const testBlockSize = 16
 
 func newHarness(t testing.TB, p Profile, full bool, numBlocks int, modelSeed uint64) *harness {
+	return newHarnessBS(t, p, full, numBlocks, modelSeed, testBlockSize)
+}
+
+func newHarnessBS(t testing.TB, p Profile, full bool, numBlocks int, modelSeed uint64, blockSize int) *harness {
 	t.Helper()
-	cfg := kvblock.Config{NumBlocks: numBlocks, BlockSizeTokens: testBlockSize}
+	cfg := kvblock.Config{NumBlocks: numBlocks, BlockSizeTokens: blockSize}
 	if full {
 		cfg.BytesPerToken = p.BytesPerToken()
 	}
 	pool := kvblock.New(cfg)
-	return &harness{t: t, pool: pool, ex: New(p, pool, modelSeed), bs: testBlockSize}
+	return &harness{t: t, pool: pool, ex: New(p, pool, modelSeed), bs: blockSize}
 }
 
 func tinyProfile() Profile {

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/tokenizer"
 )
 
-// Byte-level tokenizer constants: token ids 0..255 are bytes, EOSToken ends
-// a sequence.
+// The byte-level tokenizer's constants: token ids 0..255 are bytes,
+// EOSToken ends a sequence.
 const (
-	EOSToken  int32 = 256
-	VocabSize       = 257
+	EOSToken  = tokenizer.EOS
+	VocabSize = tokenizer.VocabSize
 )
 
 // Profile describes a simulated model: its KV shape, its vocabulary and its
