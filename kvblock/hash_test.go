@@ -1,0 +1,200 @@
+package kvblock
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+func randTokens(rng *rand.Rand, n, alphabet int) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = int32(rng.IntN(alphabet))
+	}
+	return t
+}
+
+// TestHashGolden pins the hash function: every engine and offload tier must
+// compute the same hashes for the same tokens, so a change here is a wire
+// and storage format change, not a refactor.
+func TestHashGolden(t *testing.T) {
+	tokens := make([]int32, 32)
+	for i := range tokens {
+		tokens[i] = int32(i * 7)
+	}
+	tests := []struct {
+		ex   Extras
+		want []Hash
+	}{
+		{Extras{}, []Hash{0x3f7b8c5e43224323, 0xd95a8c7c071c7a29}},
+		{Extras{CacheSalt: "s"}, []Hash{0xf6212ae622b05195, 0x270526ce7cd1fb6}},
+		{Extras{Adapter: "a"}, []Hash{0xc1f31ac89ea1154, 0xaaa12d196557e1aa}},
+		{Extras{CacheSalt: "s", Adapter: "a"}, []Hash{0x4bde4f69c61845c, 0xdc262fc1b20844fe}},
+	}
+	for _, tt := range tests {
+		if got := AppendHashes(nil, tokens, 16, tt.ex); !slices.Equal(got, tt.want) {
+			t.Errorf("AppendHashes(%+v) = %#x, want %#x", tt.ex, got, tt.want)
+		}
+	}
+	// The layout, spelled out independently: xxhash64 of the parent and
+	// the token ids, little endian, then 0xff and the extra key if any.
+	spell := func(parent Hash, toks []int32, extra string) Hash {
+		buf := binary.LittleEndian.AppendUint64(nil, uint64(parent))
+		for _, tok := range toks {
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(tok))
+		}
+		if extra != "" {
+			buf = append(append(buf, 0xff), extra...)
+		}
+		return Hash(xxhash.Sum64(buf))
+	}
+	for _, extra := range []string{"", "adapter:a"} {
+		if got, want := HashBlock(RootHash, tokens[:16], extra), spell(RootHash, tokens[:16], extra); got != want {
+			t.Errorf("HashBlock(extra %q) = %#x, the documented layout gives %#x", extra, got, want)
+		}
+	}
+}
+
+// TestAppendHashesIncremental: extending the hashes token by token, or in
+// random steps, gives exactly the one-shot result.
+func TestAppendHashesIncremental(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, bs := range []int{1, 3, 16, 100} { // 100: longer than HashBlock's stack buffer
+		for _, ex := range []Extras{{}, {CacheSalt: "salt"}, {Adapter: "lora"}, {CacheSalt: "salt", Adapter: "lora"}} {
+			tokens := randTokens(rng, 10*bs+bs/2, 5)
+			oneShot := AppendHashes(nil, tokens, bs, ex)
+			if len(oneShot) != 10 {
+				t.Fatalf("bs %d: %d hashes, want 10", bs, len(oneShot))
+			}
+			var inc []Hash
+			for n := 0; n <= len(tokens); n++ {
+				inc = AppendHashes(inc, tokens[:n], bs, ex)
+				if len(inc) != n/bs {
+					t.Fatalf("bs %d after %d tokens: %d hashes, want %d", bs, n, len(inc), n/bs)
+				}
+			}
+			if !slices.Equal(inc, oneShot) {
+				t.Fatalf("bs %d %+v: token by token %x, one shot %x", bs, ex, inc, oneShot)
+			}
+			var steps []Hash
+			for n := 0; n < len(tokens); {
+				n = min(len(tokens), n+rng.IntN(3*bs))
+				steps = AppendHashes(steps, tokens[:n], bs, ex)
+			}
+			if !slices.Equal(steps, oneShot) {
+				t.Fatalf("bs %d %+v: in random steps %x, one shot %x", bs, ex, steps, oneShot)
+			}
+			// The chain, spelled out.
+			parent := RootHash
+			for i, h := range oneShot {
+				if want := HashBlock(parent, tokens[i*bs:(i+1)*bs], ex.forBlock(i)); h != want {
+					t.Fatalf("bs %d block %d: %#x, HashBlock gives %#x", bs, i, h, want)
+				}
+				parent = h
+			}
+		}
+	}
+}
+
+// TestPartialBlocksNotHashed: only full blocks get a hash, and the tokens of
+// a partial block do not affect the hashes before it.
+func TestPartialBlocksNotHashed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tokens := randTokens(rng, 47, 100)
+	if got := AppendHashes(nil, tokens[:15], 16, Extras{}); len(got) != 0 {
+		t.Fatalf("15 tokens gave %d hashes", len(got))
+	}
+	full := AppendHashes(nil, tokens[:32], 16, Extras{})
+	partial := AppendHashes(nil, tokens, 16, Extras{})
+	if !slices.Equal(full, partial) {
+		t.Fatalf("47 tokens: %x, want the 2 hashes of the first 32 tokens %x", partial, full)
+	}
+	tokens[40]++
+	if again := AppendHashes(nil, tokens, 16, Extras{}); !slices.Equal(again, full) {
+		t.Fatal("a token of the partial block changed the hashes")
+	}
+	// dst already longer than the full blocks: nothing to add.
+	if got := AppendHashes(full[:2:2], tokens[:20], 16, Extras{}); len(got) != 2 {
+		t.Fatalf("AppendHashes shrank or grew dst: %d hashes", len(got))
+	}
+}
+
+// TestExtrasScope: the cache salt enters only block 0 (so, through the
+// chain, every hash differs, but blocks after 0 hash exactly as without a
+// salt given their parent); the adapter enters every block.
+func TestExtrasScope(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const bs = 16
+	tokens := randTokens(rng, 6*bs, 1000)
+	plain := AppendHashes(nil, tokens, bs, Extras{})
+	salted := AppendHashes(nil, tokens, bs, Extras{CacheSalt: "tenant-a"})
+	salted2 := AppendHashes(nil, tokens, bs, Extras{CacheSalt: "tenant-b"})
+	adapted := AppendHashes(nil, tokens, bs, Extras{Adapter: "lora-1"})
+	both := AppendHashes(nil, tokens, bs, Extras{CacheSalt: "tenant-a", Adapter: "lora-1"})
+	for i := range plain {
+		seen := map[Hash]string{}
+		for name, hs := range map[string][]Hash{"plain": plain, "salted": salted, "salted2": salted2, "adapted": adapted, "both": both} {
+			if other, dup := seen[hs[i]]; dup {
+				t.Fatalf("block %d: %s and %s hash alike", i, name, other)
+			}
+			seen[hs[i]] = name
+		}
+	}
+	for i := 1; i < len(plain); i++ {
+		tok := tokens[i*bs : (i+1)*bs]
+		if want := HashBlock(salted[i-1], tok, ""); salted[i] != want {
+			t.Fatalf("salted block %d mixes in more than its parent and tokens", i)
+		}
+		if want := HashBlock(adapted[i-1], tok, ""); adapted[i] == want {
+			t.Fatalf("adapter block %d does not mix in the adapter", i)
+		}
+		if want := HashBlock(both[i-1], tok, "adapter:lora-1"); both[i] != want {
+			t.Fatalf("salt+adapter block %d: salt leaks past block 0", i)
+		}
+	}
+	// A salt and an adapter with the same name are different keys.
+	if a, b := AppendHashes(nil, tokens[:bs], bs, Extras{CacheSalt: "x"}), AppendHashes(nil, tokens[:bs], bs, Extras{Adapter: "x"}); a[0] == b[0] {
+		t.Fatal("salt x and adapter x hash alike")
+	}
+}
+
+// TestHashOrderMatters: reordering tokens inside a block, or swapping whole
+// blocks, changes the hash of that block and of everything after it, and
+// nothing before it.
+func TestHashOrderMatters(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const bs = 4
+	tokens := randTokens(rng, 5*bs, 1_000_000)
+	base := AppendHashes(nil, tokens, bs, Extras{})
+
+	swapped := slices.Clone(tokens)
+	swapped[2*bs], swapped[2*bs+1] = swapped[2*bs+1], swapped[2*bs]
+	got := AppendHashes(nil, swapped, bs, Extras{})
+	for i := range base {
+		if (got[i] == base[i]) != (i < 2) {
+			t.Fatalf("tokens swapped in block 2: block %d hash equal = %v", i, got[i] == base[i])
+		}
+	}
+
+	blocksSwapped := slices.Concat(tokens[bs:2*bs], tokens[:bs], tokens[2*bs:])
+	got = AppendHashes(nil, blocksSwapped, bs, Extras{})
+	for i := range base {
+		if got[i] == base[i] {
+			t.Fatalf("blocks 0 and 1 swapped: block %d hash unchanged", i)
+		}
+	}
+	// Same tokens at another position (another parent): another hash.
+	same := slices.Repeat(tokens[:bs], 3)
+	hs := AppendHashes(nil, same, bs, Extras{})
+	if hs[0] == hs[1] || hs[1] == hs[2] {
+		t.Fatal("a repeated block hashes alike at different positions")
+	}
+	// Token ids are hashed as 32-bit values, not bytes.
+	if HashBlock(RootHash, []int32{1, 256}, "") == HashBlock(RootHash, []int32{256, 1}, "") ||
+		HashBlock(RootHash, []int32{-1}, "") == HashBlock(RootHash, []int32{1}, "") {
+		t.Fatal("distinct token sequences hash alike")
+	}
+}
