@@ -28,8 +28,7 @@ type Executor struct {
 	pool      *kvblock.Pool
 	blockSize int
 	full      bool // the pool has an arena: write bytes, digest = SlotDigest
-	bytesPer  int
-	section   int // bytes of one layer's K (or V): KVHeads × HeadDim × DTypeBytes
+	section   int  // bytes of one layer's K (or V): KVHeads × HeadDim × DTypeBytes
 
 	kvKey, greedyKey, sampledKey uint64
 
@@ -63,7 +62,6 @@ func New(p Profile, pool *kvblock.Pool, modelSeed uint64) *Executor {
 		pool:        pool,
 		blockSize:   pool.BlockSizeTokens(),
 		full:        bpt > 0,
-		bytesPer:    bpt,
 		section:     p.KVHeads * p.HeadDim * p.DTypeBytes,
 		kvKey:       mix64(modelSeed ^ domainKV),
 		greedyKey:   mix64(modelSeed ^ domainGreedy),
@@ -101,9 +99,10 @@ func (e *Executor) Forget(req uint64) { delete(e.prefix, req) }
 func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 	out.Tokens = out.Tokens[:0]
 	for i := range b.Seqs {
-		s := &b.Seqs[i]
-		e.check(s)
-		e.write(s)
+		e.check(&b.Seqs[i])
+	}
+	for i := range b.Seqs {
+		e.write(&b.Seqs[i])
 	}
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
