@@ -1,0 +1,144 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/sched"
+)
+
+// Source supplies the snapshot a scrape reads. engine.Node implements it.
+type Source interface {
+	Stats() engine.NodeStats
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func() engine.NodeStats
+
+// Stats calls f.
+func (f SourceFunc) Stats() engine.NodeStats { return f() }
+
+// emitFunc reports one sample of a snapshot metric with the values of its
+// variable labels, in the order of the row's labels.
+type emitFunc func(value float64, labelValues ...string)
+
+// snapshotMetric is one metric read from a snapshot at scrape time.
+type snapshotMetric struct {
+	name   string
+	help   string
+	kind   prometheus.ValueType
+	labels []string // variable labels; model_name is added to every row
+	read   func(s *engine.NodeStats, emit emitFunc)
+}
+
+// finishReasons are vLLM's finished_reason label values, always exported
+// (with zeros) so the series exist from the first scrape.
+var finishReasons = []sched.Status{sched.FinishedStopped, sched.FinishedLength, sched.FinishedAborted, sched.FinishedError}
+
+// snapshotMetrics are the gauges and counters read from engine.NodeStats.
+// This table is the one place to add more (kvlease_leases_active,
+// kvlease_transfer_bytes_total, ...): extend NodeStats, add a row.
+var snapshotMetrics = []snapshotMetric{
+	{
+		name: "vllm:num_requests_running", kind: prometheus.GaugeValue,
+		help: "Number of requests in model execution batches.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Running)) },
+	},
+	{
+		name: "vllm:num_requests_waiting", kind: prometheus.GaugeValue,
+		help: "Number of requests waiting to be processed.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Waiting)) },
+	},
+	{
+		name: "vllm:kv_cache_usage_perc", kind: prometheus.GaugeValue,
+		help: "KV-cache usage. 1 means 100 percent usage.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(s.Pool.Usage) },
+	},
+	{
+		name: "vllm:cache_config_info", kind: prometheus.GaugeValue,
+		help:   "Information of the LLMEngine CacheConfig.",
+		labels: []string{"block_size", "num_gpu_blocks"},
+		read: func(s *engine.NodeStats, emit emitFunc) {
+			emit(1, strconv.Itoa(s.Pool.BlockSizeTokens), strconv.Itoa(s.Pool.Capacity))
+		},
+	},
+	{
+		name: "vllm:prefix_cache_queries_total", kind: prometheus.CounterValue,
+		help: "Prefix cache queries, in terms of number of queried tokens.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.PrefixQueryTokens)) },
+	},
+	{
+		name: "vllm:prefix_cache_hits_total", kind: prometheus.CounterValue,
+		help: "Prefix cache hits, in terms of number of cached tokens.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.PrefixHitTokens)) },
+	},
+	{
+		name: "vllm:prompt_tokens_total", kind: prometheus.CounterValue,
+		help: "Number of prefill tokens processed.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.PromptTokens)) },
+	},
+	{
+		name: "vllm:generation_tokens_total", kind: prometheus.CounterValue,
+		help: "Number of generation tokens processed.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.GeneratedTokens)) },
+	},
+	{
+		name: "vllm:request_success_total", kind: prometheus.CounterValue,
+		help:   "Count of successfully processed requests.",
+		labels: []string{"finished_reason"},
+		read: func(s *engine.NodeStats, emit emitFunc) {
+			for _, st := range finishReasons {
+				emit(float64(s.Finished[st]), st.FinishReason())
+			}
+		},
+	},
+	{
+		name: "vllm:num_preemptions_total", kind: prometheus.CounterValue,
+		help: "Cumulative number of preemption from the engine.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.Preemptions)) },
+	},
+	{
+		name: "kvlease_kv_blocks", kind: prometheus.GaugeValue,
+		help:   "KV blocks of the primary pool by state: free (no hold, no cached prefix), evictable (cached prefix, no hold), held (at least one hold).",
+		labels: []string{"state"},
+		read: func(s *engine.NodeStats, emit emitFunc) {
+			emit(float64(s.Pool.Free), "free")
+			emit(float64(s.Pool.Evictable), "evictable")
+			emit(float64(s.Pool.Held), "held")
+		},
+	},
+}
+
+// snapshotCollector exports snapshotMetrics from one Source snapshot per
+// scrape.
+type snapshotCollector struct {
+	src   Source
+	descs []*prometheus.Desc // parallel to snapshotMetrics
+}
+
+func newSnapshotCollector(modelName string, src Source) *snapshotCollector {
+	c := &snapshotCollector{src: src}
+	for _, m := range snapshotMetrics {
+		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, m.labels,
+			prometheus.Labels{"model_name": modelName}))
+	}
+	return c
+}
+
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.src.Stats()
+	for i := range snapshotMetrics {
+		m, d := &snapshotMetrics[i], c.descs[i]
+		m.read(&s, func(v float64, lv ...string) {
+			ch <- prometheus.MustNewConstMetric(d, m.kind, v, lv...)
+		})
+	}
+}

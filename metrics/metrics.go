@@ -1,0 +1,77 @@
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Bucket boundaries in seconds, as vLLM's (vllm/v1/metrics/loggers.py).
+var (
+	TTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+		0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	InterTokenBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
+		0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	RequestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
+		20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+)
+
+// Metrics is an engine's registry: the snapshot collector over a Source,
+// the latency histograms, and the Go runtime and process collectors. The
+// Observe methods are safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	ttft, itl, e2e, queue prometheus.Histogram
+}
+
+// New returns the metrics of the engine serving modelName, reading gauges
+// and counters from src at scrape time.
+func New(modelName string, src Source) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	labels := prometheus.Labels{"model_name": modelName}
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: name, Help: help, Buckets: buckets, ConstLabels: labels,
+		})
+	}
+	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFTBuckets)
+	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", InterTokenBuckets)
+	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", RequestLatencyBuckets)
+	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", RequestLatencyBuckets)
+	m.reg.MustRegister(
+		newSnapshotCollector(modelName, src),
+		m.ttft, m.itl, m.e2e, m.queue,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Registry is the registry, for adding collectors of other modules.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// ObserveFirstToken records a request's time to first token.
+func (m *Metrics) ObserveFirstToken(ttft time.Duration) { m.ttft.Observe(ttft.Seconds()) }
+
+// ObserveInterToken records the time between two consecutive tokens of a
+// request.
+func (m *Metrics) ObserveInterToken(d time.Duration) { m.itl.Observe(d.Seconds()) }
+
+// ObserveFinished records a finished request's end-to-end latency and the
+// time it waited before it was first scheduled (queued is negative when it
+// never was, and is then not recorded).
+func (m *Metrics) ObserveFinished(e2e, queued time.Duration) {
+	m.e2e.Observe(e2e.Seconds())
+	if queued >= 0 {
+		m.queue.Observe(queued.Seconds())
+	}
+}

@@ -1,0 +1,77 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/sched"
+)
+
+func fixed(s engine.NodeStats) Source { return SourceFunc(func() engine.NodeStats { return s }) }
+
+func TestScrapeExportsVLLMNames(t *testing.T) {
+	src := fixed(engine.NodeStats{
+		Stats: engine.Stats{
+			Running: 3, Waiting: 2,
+			Sched: sched.Stats{PrefixQueryTokens: 100, PrefixHitTokens: 40, PromptTokens: 90,
+				GeneratedTokens: 70, Preemptions: 5},
+			Finished: map[sched.Status]uint64{sched.FinishedStopped: 7, sched.FinishedAborted: 1},
+		},
+		Pool: engine.PoolStats{Capacity: 100, BlockSizeTokens: 16, Free: 60, Evictable: 15, Held: 25, Usage: 0.25},
+	})
+	m := New("kvlease-tiny", src)
+	m.ObserveFirstToken(30 * time.Millisecond)
+	m.ObserveInterToken(5 * time.Millisecond)
+	m.ObserveFinished(time.Second, 2*time.Millisecond)
+	m.ObserveFinished(time.Second, -1) // never scheduled: no queue sample
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	text := string(body)
+	for _, want := range []string{
+		`vllm:num_requests_running{model_name="kvlease-tiny"} 3`,
+		`vllm:num_requests_waiting{model_name="kvlease-tiny"} 2`,
+		`vllm:kv_cache_usage_perc{model_name="kvlease-tiny"} 0.25`,
+		`vllm:cache_config_info{block_size="16",model_name="kvlease-tiny",num_gpu_blocks="100"} 1`,
+		`vllm:prefix_cache_queries_total{model_name="kvlease-tiny"} 100`,
+		`vllm:prefix_cache_hits_total{model_name="kvlease-tiny"} 40`,
+		`vllm:prompt_tokens_total{model_name="kvlease-tiny"} 90`,
+		`vllm:generation_tokens_total{model_name="kvlease-tiny"} 70`,
+		`vllm:request_success_total{finished_reason="stop",model_name="kvlease-tiny"} 7`,
+		`vllm:request_success_total{finished_reason="length",model_name="kvlease-tiny"} 0`,
+		`vllm:request_success_total{finished_reason="abort",model_name="kvlease-tiny"} 1`,
+		`vllm:num_preemptions_total{model_name="kvlease-tiny"} 5`,
+		`kvlease_kv_blocks{model_name="kvlease-tiny",state="free"} 60`,
+		`kvlease_kv_blocks{model_name="kvlease-tiny",state="evictable"} 15`,
+		`kvlease_kv_blocks{model_name="kvlease-tiny",state="held"} 25`,
+		`vllm:time_to_first_token_seconds_bucket{model_name="kvlease-tiny",le="0.04"} 1`,
+		`vllm:time_to_first_token_seconds_bucket{model_name="kvlease-tiny",le="0.02"} 0`,
+		`vllm:inter_token_latency_seconds_count{model_name="kvlease-tiny"} 1`,
+		`vllm:e2e_request_latency_seconds_count{model_name="kvlease-tiny"} 2`,
+		`vllm:request_queue_time_seconds_count{model_name="kvlease-tiny"} 1`,
+		`# TYPE vllm:prompt_tokens_total counter`,
+		`# TYPE vllm:num_requests_running gauge`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(text)
+	}
+}
+
+func TestRegistryIsConsistent(t *testing.T) {
+	m := New("m", fixed(engine.NodeStats{}))
+	if _, err := testutil.GatherAndCount(m.Registry()); err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+}
