@@ -9,7 +9,44 @@ import (
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
 )
+
+// Role is what an engine does in P/D serving.
+type Role uint8
+
+const (
+	// RoleBoth serves whole requests, and can also act as P and D.
+	RoleBoth Role = iota
+	// RolePrefill computes prompts and leases their blocks to decoders.
+	RolePrefill
+	// RoleDecode pulls remote prefixes and generates.
+	RoleDecode
+)
+
+// ParseRole parses a --role value.
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "both":
+		return RoleBoth, nil
+	case "prefill":
+		return RolePrefill, nil
+	case "decode":
+		return RoleDecode, nil
+	}
+	return 0, fmt.Errorf("engine: unknown role %q (want prefill, decode or both)", s)
+}
+
+func (r Role) String() string {
+	switch r {
+	case RolePrefill:
+		return "prefill"
+	case RoleDecode:
+		return "decode"
+	}
+	return "both"
+}
 
 // Config configures a Core.
 type Config struct {
@@ -23,6 +60,15 @@ type Config struct {
 	// RecentFinished is how many finished request ids the core remembers
 	// so that a late abort is reported as "already finished".
 	RecentFinished int
+
+	Role Role
+	// EngineID names the engine to its P/D peers (remote_engine_id).
+	EngineID string
+	// Transfer enables the P/D transfer: a producer unless the role is
+	// decode, a consumer unless it is prefill. Nil: single-engine only.
+	Transfer *xfer.Config
+	// Secret is the cluster secret for the peers' handshake.
+	Secret []byte
 }
 
 // Validate reports the first problem with c.
@@ -42,6 +88,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: EOS %d is outside the vocabulary [0, %d)", c.EOS, c.VocabSize)
 	case c.RecentFinished < 0:
 		return errors.New("engine: RecentFinished must not be negative")
+	case c.Role > RoleDecode:
+		return fmt.Errorf("engine: unknown role %d", c.Role)
+	case c.Role != RoleBoth && c.Transfer == nil:
+		return fmt.Errorf("engine: role %s needs a transfer configuration", c.Role)
+	case c.Transfer != nil && len(c.Secret) == 0:
+		return errors.New("engine: P/D transfer needs a cluster secret")
+	case c.Transfer != nil && (c.EngineID == "" || len(c.EngineID) > wire.MaxEngineIDBytes):
+		return fmt.Errorf("engine: engine id must be 1 to %d bytes", wire.MaxEngineIDBytes)
+	}
+	if c.Transfer != nil {
+		return c.Transfer.Validate()
 	}
 	return nil
 }
@@ -61,6 +118,12 @@ type Request struct {
 	SeedSet   bool
 	Priority  int
 	CacheSalt string
+	// RemoteDecode marks a prefill for a remote decoder (P side): when it
+	// finishes, its prompt blocks are leased and the finished output
+	// carries the Grant.
+	RemoteDecode bool
+	// Remote is the remote prefix to pull before decoding (D side).
+	Remote *xfer.Remote
 }
 
 // AddResult is the outcome of Add.
@@ -136,6 +199,14 @@ type Output struct {
 	Usage    Usage
 	// At is the instant the output was produced.
 	At clock.Instant
+	// Grant is the lease on a RemoteDecode request's prompt blocks (on its
+	// finished output; nil if none was granted).
+	Grant *xfer.Grant
+	// Pulled is set on the first output of a request whose remote prefix
+	// was pulled; Fallback says why it was not ("" when it was, or when the
+	// request had no remote prefix).
+	Pulled   bool
+	Fallback string
 }
 
 // Ready is what one Step hands to the caller. Its slices are owned by the
@@ -149,19 +220,25 @@ type Ready struct {
 	Outputs []Output
 	// Events are the pool's KV cache events since the previous Step.
 	Events []kvblock.Event
-}
-
-// TeardownHook is offered a finished request's blocks before the request
-// hold is dropped. It may take holds of its own on them (a lease, a store):
-// the blocks stay in memory exactly as long as some hold names them.
-type TeardownHook interface {
-	RequestFinished(now clock.Instant, r *sched.Request)
+	// Messages (P side) and Actions (D side) are transfer work for the
+	// transport edge; Reads are block streams P must send.
+	Messages []xfer.Envelope
+	Reads    []xfer.ReadWork
+	Actions  []xfer.Action
+	// Transfers are D's finished pulls, for metrics.
+	Transfers []xfer.Done
 }
 
 type request struct {
 	sched.Request
-	ext     string
-	arrival clock.Instant
+	ext          string
+	arrival      clock.Instant
+	remoteDecode bool
+	remote       *xfer.Remote
+	pulling      bool   // waiting or reading in the consumer
+	pulled       bool   // the remote prefix arrived
+	fallback     string // why the remote prefix was not used
+	announced    bool   // the first output was sent
 }
 
 // Core is one engine: pool, scheduler and request lifecycle. It is pure
@@ -177,15 +254,16 @@ type Core struct {
 	byExt  map[string]*request
 	recent recentSet
 
-	// Teardown hooks, in order: transfer first, then offload.
-	Transfer TeardownHook
-	Offload  TeardownHook
+	producer *xfer.Producer // P side, nil without transfer or as decoder
+	consumer *xfer.Consumer // D side, nil without transfer or as prefill
 
-	outputs  []Output
-	spare    []Output
-	deferred []*request // finished while their step ran; torn down at Complete
-	stopping bool
-	stats    Stats
+	transfers       []xfer.Done
+	outputs         []Output
+	consumerActions []xfer.Action
+	spare           []Output
+	deferred        []*request // finished while their step ran; torn down at Complete
+	stopping        bool
+	stats           Stats
 }
 
 // Stats are the core's cumulative counters and current figures.
@@ -218,8 +296,22 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 	}
 	c.stats.Finished = make(map[sched.Status]uint64)
 	c.stats.Rejected = make(map[AddResult]uint64)
+	if t := cfg.Transfer; t != nil {
+		if cfg.Role != RoleDecode {
+			c.producer = xfer.NewProducer(*t, pool, cfg.EngineID, cfg.Secret, rng)
+		}
+		if cfg.Role != RolePrefill {
+			c.consumer = xfer.NewConsumer(*t, pool, cfg.EngineID, cfg.Secret, rng)
+		}
+	}
 	return c
 }
+
+// Producer is the P-side transfer core, or nil.
+func (c *Core) Producer() *xfer.Producer { return c.producer }
+
+// Consumer is the D-side transfer core, or nil.
+func (c *Core) Consumer() *xfer.Consumer { return c.consumer }
 
 // Pool is the core's block pool (read it; do not change it).
 func (c *Core) Pool() *kvblock.Pool { return c.pool }
@@ -231,12 +323,29 @@ func (c *Core) Scheduler() *sched.Scheduler { return c.sched }
 func (c *Core) Config() Config { return c.cfg }
 
 // Add validates and queues a request.
+//
+// A request with a Remote prefix waits in the transfer consumer until its
+// blocks arrive, then enters the scheduler. When such a request is rejected,
+// for whatever reason, P is told at once (RELEASE rejected), so its blocks
+// do not wait for the lease to expire.
 func (c *Core) Add(now clock.Instant, in *Request) AddResult {
 	res := c.add(now, in)
 	if res != Accepted {
 		c.stats.Rejected[res]++
+		if in.Remote != nil {
+			c.Reject(now, in.Remote)
+		}
 	}
 	return res
+}
+
+// Reject tells P that a request carrying remote prefix r will not be
+// served here (the edge calls it for rejections it decides itself, such as
+// an unknown model or a malformed body). No-op without a consumer.
+func (c *Core) Reject(now clock.Instant, r *xfer.Remote) {
+	if c.consumer != nil && r != nil {
+		c.consumer.Reject(now, *r)
+	}
 }
 
 func (c *Core) add(now clock.Instant, in *Request) AddResult {
@@ -253,6 +362,19 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 	}
 	if _, dup := c.byExt[in.ID]; dup {
 		return RejectedDuplicate
+	}
+	if in.Remote != nil {
+		if c.consumer == nil {
+			return RejectedInvalid
+		}
+		rm := in.Remote
+		bs := c.cfg.Pool.BlockSizeTokens
+		if rm.NumTokens < 1 || rm.NumTokens > len(in.Prompt) || rm.NumBlocks != (rm.NumTokens+bs-1)/bs {
+			return RejectedInvalid
+		}
+	}
+	if in.RemoteDecode && c.producer == nil {
+		return RejectedInvalid
 	}
 	if len(in.Prompt)+in.MaxTokens > c.cfg.MaxModelLen {
 		return RejectedTooLong
@@ -279,7 +401,16 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 	if !in.SeedSet && in.Sampling.Temperature > 0 {
 		r.Sampling.Seed = c.rng.Uint64()
 	}
-	if c.sched.Add(&r.Request) == sched.QueueFull {
+	r.remoteDecode = in.RemoteDecode
+	if in.Remote != nil {
+		rm := *in.Remote
+		r.remote = &rm
+		if c.sched.NumWaiting() >= c.cfg.Sched.MaxWaiting || !c.consumer.Enqueue(now, xfer.PullRequest{
+			Req: r.ID, Prompt: r.Tokens[:r.NumPromptTokens], Extras: r.Extras, Remote: rm}) {
+			return RejectedQueueFull
+		}
+		r.pulling = true
+	} else if c.sched.Add(&r.Request) == sched.QueueFull {
 		return RejectedQueueFull
 	}
 	c.byID[r.ID] = r
@@ -290,9 +421,16 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 // Abort finishes a live request with status aborted and frees what it holds
 // (after its step completes, if it is in the batch being executed).
 // Aborting an unknown or finished request changes nothing and says why.
+//
+// On P, aborting a request that already finished and holds a lease is the
+// transfer's business: the lease is released at once if the response never
+// reached the client (undelivered), revoked otherwise (policy lease).
 func (c *Core) Abort(now clock.Instant, id string) AbortResult {
 	r, ok := c.byExt[id]
 	if !ok {
+		if c.producer != nil && c.producer.Abort(now, id) {
+			return AbortAlreadyFinished
+		}
 		if c.recent.has(id) {
 			return AbortAlreadyFinished
 		}
@@ -306,6 +444,14 @@ func (c *Core) Abort(now clock.Instant, id string) AbortResult {
 // the outputs and events produced since the previous Step.
 func (c *Core) Step(now clock.Instant) Ready {
 	var rd Ready
+	if c.producer != nil {
+		c.producer.Tick(now)
+	}
+	if c.consumer != nil {
+		admit := c.sched.NumWaiting() == 0 && c.sched.NumRunning() < c.cfg.Sched.MaxNumSeqs
+		c.consumer.Tick(now, admit)
+		c.drainConsumer(now)
+	}
 	if !c.sched.InFlight() {
 		if b := c.sched.Schedule(); len(b.Seqs) > 0 {
 			rd.Batch = b
@@ -318,7 +464,49 @@ func (c *Core) Step(now clock.Instant) Ready {
 	if c.cfg.Pool.Events {
 		rd.Events = c.pool.TakeEvents()
 	}
+	if c.producer != nil {
+		rd.Messages, rd.Reads = c.producer.Take()
+	}
+	if c.consumer != nil {
+		c.drainConsumer(now)
+		rd.Actions = c.consumerActions
+		c.consumerActions = nil
+	}
+	rd.Transfers, c.transfers = c.transfers, nil
 	return rd
+}
+
+// drainConsumer moves the consumer's finished pulls into the scheduler (or
+// to their fallback) and keeps its actions for the next Ready.
+func (c *Core) drainConsumer(now clock.Instant) {
+	acts, done := c.consumer.Take()
+	c.consumerActions = append(c.consumerActions, acts...)
+	for _, d := range done {
+		c.transfers = append(c.transfers, d)
+		r, ok := c.byID[d.Req]
+		if !ok || !r.pulling {
+			// The request finished (aborted) while its read ran.
+			if d.Hold != 0 {
+				c.pool.Release(d.Hold)
+			}
+			continue
+		}
+		r.pulling = false
+		switch d.Outcome {
+		case xfer.Pulled:
+			r.Hold = d.Hold
+			r.NumComputed = d.NumComputed
+			r.pulled = true
+			c.sched.Requeue(&r.Request) // admitted under the consumer's bound
+		case xfer.FellBack:
+			r.fallback = d.Why
+			c.sched.Requeue(&r.Request)
+		case xfer.Failed:
+			r.fallback = d.Why
+			c.finish(now, r, sched.FinishedError, model.NoToken)
+		case xfer.Dropped:
+		}
+	}
 }
 
 // Complete applies the result of the batch of the last Step, at the instant
@@ -331,11 +519,13 @@ func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 			continue
 		}
 		if o.Token != model.NoToken {
-			c.outputs = append(c.outputs, Output{ID: r.ext, Token: o.Token, At: now})
+			out := Output{ID: r.ext, Token: o.Token, At: now}
+			c.announce(r, &out)
+			c.outputs = append(c.outputs, out)
 		}
 	}
 	for _, r := range c.deferred {
-		c.teardown(now, r)
+		c.teardown(now, r) // aborted requests: no lease
 	}
 	clear(c.deferred)
 	c.deferred = c.deferred[:0]
@@ -347,34 +537,133 @@ func (c *Core) finish(now clock.Instant, r *request, st sched.Status, tok int32)
 	if !r.Status().Finished() {
 		c.sched.Finish(&r.Request, st)
 	}
-	c.outputs = append(c.outputs, Output{
+	if r.pulling {
+		c.consumer.Abort(now, r.ID) // tells P; a read in flight ends first
+		r.pulling = false
+	}
+	out := Output{
 		ID: r.ext, Token: tok, Finished: true, Status: st, At: now,
 		Usage: Usage{PromptTokens: r.NumPromptTokens, CompletionTokens: r.NumOutputTokens(), CachedTokens: r.NumCachedTokens},
-	})
+	}
+	if r.pulled {
+		out.Usage.CachedTokens = r.NumPromptTokens // computed elsewhere
+	}
+	c.announce(r, &out)
 	c.stats.Finished[st]++
 	delete(c.byExt, r.ext)
 	c.recent.add(r.ext)
 	if r.InBatch() {
 		c.deferred = append(c.deferred, r)
-		return
+	} else {
+		out.Grant = c.teardown(now, r)
 	}
-	c.teardown(now, r)
+	c.outputs = append(c.outputs, out)
+}
+
+func (c *Core) announce(r *request, out *Output) {
+	if !r.announced {
+		r.announced = true
+		out.Pulled = r.pulled
+		out.Fallback = r.fallback
+	}
 }
 
 // teardown is the fixed end of every request: offer its blocks to the
-// transfer module, then to the offload policy, then drop the request hold.
-func (c *Core) teardown(now clock.Instant, r *request) {
+// transfer module (a finished remote-decode prefill gets a lease hold on its
+// prompt blocks), then drop the request hold. A block is freed only when its
+// last hold goes, so the transfer never asks anybody whether to delay a
+// free. It returns the lease grant, if any.
+func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
+	var grant *xfer.Grant
 	if r.Hold != 0 {
-		if c.Transfer != nil {
-			c.Transfer.RequestFinished(now, &r.Request)
-		}
-		if c.Offload != nil {
-			c.Offload.RequestFinished(now, &r.Request)
+		st := r.Status()
+		if c.producer != nil && r.remoteDecode && (st == sched.FinishedLength || st == sched.FinishedStopped) && r.NumComputed > 0 {
+			bs := c.cfg.Pool.BlockSizeTokens
+			n := min(r.NumComputed, r.NumPromptTokens)
+			blocks := c.pool.Blocks(r.Hold)[:(n+bs-1)/bs]
+			if g, ok := c.producer.Grant(now, r.ext, blocks, n); ok {
+				grant = &g
+			}
 		}
 		c.pool.Release(r.Hold)
 		r.Hold = 0
 	}
 	delete(c.byID, r.ID)
+	return grant
+}
+
+// Delivered reports whether the response carrying request id's lease token
+// was written to the client (P side). An undelivered token can never be
+// presented, so its lease is released at once.
+func (c *Core) Delivered(now clock.Instant, id string, ok bool) {
+	if c.producer != nil {
+		c.producer.Delivered(now, id, ok)
+	}
+}
+
+// PeerAccepted registers an inbound transfer connection (P side).
+func (c *Core) PeerAccepted(now clock.Instant, s xfer.SessionID) {
+	if c.producer != nil {
+		c.producer.Connected(now, s)
+	}
+}
+
+// PeerDialed reports that a connection this core asked for is up (D side).
+func (c *Core) PeerDialed(now clock.Instant, addr string, s xfer.SessionID) {
+	if c.consumer != nil {
+		c.consumer.Dialed(now, addr, s)
+	}
+}
+
+// PeerDialFailed reports that a connection could not be opened (D side).
+func (c *Core) PeerDialFailed(now clock.Instant, addr string) {
+	if c.consumer != nil {
+		c.consumer.DialFailed(now, addr)
+	}
+}
+
+// PeerClosed reports that a transfer connection is gone.
+func (c *Core) PeerClosed(now clock.Instant, s xfer.SessionID) {
+	if c.consumer != nil && c.consumer.OwnsSession(s) {
+		c.consumer.Disconnected(now, s)
+		c.drainConsumer(now)
+		return
+	}
+	if c.producer != nil {
+		c.producer.Disconnected(now, s)
+	}
+}
+
+// PeerMessage delivers a transfer message received on session s.
+func (c *Core) PeerMessage(now clock.Instant, s xfer.SessionID, m wire.Message) {
+	if c.consumer != nil && c.consumer.OwnsSession(s) {
+		c.consumer.Handle(now, s, m)
+		c.drainConsumer(now)
+		return
+	}
+	if c.producer != nil {
+		c.producer.Handle(now, s, m)
+	}
+}
+
+// ReadFinished reports that the edge finished streaming a read (P side).
+func (c *Core) ReadFinished(now clock.Instant, s xfer.SessionID, readID uint64, ok bool) {
+	if c.producer != nil {
+		c.producer.ReadFinished(now, s, readID, ok)
+	}
+}
+
+// NextDeadline is the earliest instant at which Step has timer work (lease
+// expiry, heartbeats, retries), or clock.Never.
+func (c *Core) NextDeadline() clock.Instant {
+	t := clock.Never
+	if c.producer != nil {
+		t = min(t, c.producer.NextDeadline())
+	}
+	if c.consumer != nil {
+		t = min(t, c.consumer.NextDeadline())
+	}
+	return t
 }
 
 // Drain stops admitting requests: Add returns RejectedShuttingDown from now
@@ -385,6 +674,7 @@ func (c *Core) Drain() { c.stopping = true }
 func (c *Core) Draining() bool { return c.stopping }
 
 // Idle reports whether no request is live and no step is executing.
+// Leases may still be outstanding (see Producer).
 func (c *Core) Idle() bool { return len(c.byID) == 0 && !c.sched.InFlight() }
 
 // NumRequests is the number of live requests.
@@ -421,6 +711,30 @@ func (c *Core) Check() error {
 	for _, r := range c.byID {
 		if r.Hold != 0 && !c.pool.Live(r.Hold) {
 			return fmt.Errorf("engine: request %q names a dead hold", r.ext)
+		}
+	}
+	if c.producer != nil {
+		if err := c.producer.Check(); err != nil {
+			return err
+		}
+	}
+	if c.consumer != nil {
+		if err := c.consumer.Check(); err != nil {
+			return err
+		}
+	}
+	for _, h := range c.pool.LiveHolds(nil) {
+		switch h.Kind {
+		case kvblock.HoldLease:
+			if c.producer == nil {
+				return fmt.Errorf("engine: lease hold %#x without a producer", uint64(h.ID))
+			}
+		case kvblock.HoldInbound:
+			if c.consumer == nil {
+				return fmt.Errorf("engine: inbound hold %#x without a consumer", uint64(h.ID))
+			}
+		case kvblock.HoldStore, kvblock.HoldLoad:
+			return fmt.Errorf("engine: %s hold %#x without an offload manager", h.Kind, uint64(h.ID))
 		}
 	}
 	return nil

@@ -16,6 +16,12 @@ func (h *reqHeap) less(a, b *Request) bool {
 	return a.seq < b.seq
 }
 
+// has reports whether r is queued (a request the caller holds elsewhere,
+// such as one waiting for a remote prefix, is not).
+func (h *reqHeap) has(r *Request) bool {
+	return r.heapIdx >= 0 && r.heapIdx < len(h.items) && h.items[r.heapIdx] == r
+}
+
 func (h *reqHeap) peek() *Request { return h.items[0] }
 
 func (h *reqHeap) push(r *Request) {

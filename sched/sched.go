@@ -159,7 +159,7 @@ type Request struct {
 
 	status       Status
 	seq          uint64
-	heapIdx      int
+	heapIdx      int  // index in the waiting heap while queued
 	cachedBlocks int  // leading blocks of Hold this request has offered to the cache
 	inBatch      bool // part of the batch being executed
 	admitted     bool // NumCachedTokens recorded
@@ -272,6 +272,20 @@ func (s *Scheduler) Add(r *Request) AddResult {
 	return Added
 }
 
+// Requeue queues r regardless of MaxWaiting: for a request that was
+// admitted earlier under another bound (a decoder's request whose remote
+// prefix just arrived) and must not be dropped now.
+func (s *Scheduler) Requeue(r *Request) {
+	if s.Add(r) == QueueFull {
+		s.stats.QueueFullRejections--
+		s.seq++
+		r.seq = s.seq
+		r.status = Waiting
+		r.Hashes = kvblock.AppendHashes(r.Hashes[:0], r.Tokens, s.bs, r.Extras)
+		s.waiting.push(r)
+	}
+}
+
 // Finish removes r from the queues with a terminal status (an abort or an
 // error decided by the caller). It does not touch r's hold. Finishing a
 // finished request is a no-op that returns false.
@@ -284,7 +298,9 @@ func (s *Scheduler) Finish(r *Request, st Status) bool {
 	}
 	switch r.status {
 	case Waiting, Preempted:
-		s.waiting.remove(r)
+		if s.waiting.has(r) {
+			s.waiting.remove(r)
+		}
 	case Running:
 		for i, q := range s.running {
 			if q == r {

@@ -1,0 +1,189 @@
+package xfer
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policy is a release policy: how P decides that a lease's blocks are no
+// longer needed. kvlease runs all three in one engine so that benchmarks and
+// the simulator compare them under the same load.
+type Policy uint8
+
+const (
+	// PolicyLease is kvlease's: authenticated leases renewed by batched
+	// heartbeats, bound to the renewing D session (released soon after it
+	// is lost), released at once on rejection, on abort and when the
+	// response carrying the token was never delivered.
+	PolicyLease Policy = iota
+	// PolicyVLLMLease mirrors vLLM's NIXL lease (PR #41383): 30 s lease,
+	// 5 s heartbeat, extension to now+20 s, rejection notices honoured, no
+	// session binding, and an abort after finish ignored.
+	PolicyVLLMLease
+	// PolicyLegacyTimeout mirrors vLLM before leases: one fixed 480 s
+	// timeout, no heartbeats, no rejection notice, abort after finish
+	// ignored.
+	PolicyLegacyTimeout
+)
+
+// ParsePolicy parses a --release-policy value.
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "lease":
+		return PolicyLease, nil
+	case "vllm-lease":
+		return PolicyVLLMLease, nil
+	case "legacy-timeout":
+		return PolicyLegacyTimeout, nil
+	}
+	return 0, fmt.Errorf("xfer: unknown release policy %q (want lease, vllm-lease or legacy-timeout)", s)
+}
+
+func (p Policy) String() string {
+	switch p {
+	case PolicyLease:
+		return "lease"
+	case PolicyVLLMLease:
+		return "vllm-lease"
+	case PolicyLegacyTimeout:
+		return "legacy-timeout"
+	}
+	return fmt.Sprintf("Policy(%d)", p)
+}
+
+// Policies lists every policy, for reports.
+var Policies = []Policy{PolicyLease, PolicyVLLMLease, PolicyLegacyTimeout}
+
+// Fallback is what D does when it cannot get a remote prefix.
+type Fallback uint8
+
+const (
+	// FallbackRecompute prefills the prompt locally.
+	FallbackRecompute Fallback = iota
+	// FallbackFail finishes the request with an error.
+	FallbackFail
+)
+
+// ParseFallback parses "recompute" or "fail".
+func ParseFallback(s string) (Fallback, error) {
+	switch s {
+	case "recompute":
+		return FallbackRecompute, nil
+	case "fail":
+		return FallbackFail, nil
+	}
+	return 0, fmt.Errorf("xfer: unknown fallback %q (want recompute or fail)", s)
+}
+
+func (f Fallback) String() string {
+	if f == FallbackFail {
+		return "fail"
+	}
+	return "recompute"
+}
+
+// Config configures both sides of the transfer.
+type Config struct {
+	Policy Policy
+	// LeaseDuration is a lease's life from its grant.
+	LeaseDuration time.Duration
+	// HeartbeatInterval is how often D renews the leases it waits on.
+	HeartbeatInterval time.Duration
+	// LeaseExtension: a renewal moves the deadline to max(old, now+this).
+	LeaseExtension time.Duration
+	// PeerGrace is how long P keeps a lease after the D session bound to it
+	// is lost, for a reconnect.
+	PeerGrace time.Duration
+
+	// MaxLeases bounds live leases on P; a finished prefill beyond it gets
+	// no lease (its blocks are freed, D recomputes).
+	MaxLeases int
+	// Tombstones is how many released lease ids P remembers to answer late
+	// messages with "released" or "expired" rather than "unknown".
+	Tombstones int
+
+	// MaxInflightReads bounds D's concurrent pulls.
+	MaxInflightReads int
+	// MaxWaiting bounds D's requests waiting for remote KV.
+	MaxWaiting int
+	// MaxReadAttempts bounds how often D reads a lease (transient failures,
+	// corrupt blocks) before falling back.
+	MaxReadAttempts int
+	// RetryInterval spaces D's retries of a pull, a dial or a RELEASE.
+	RetryInterval time.Duration
+	// Fallback is what D does when the remote prefix cannot be had.
+	Fallback Fallback
+}
+
+// DefaultConfig returns the defaults of a policy (DESIGN.md, lease rules).
+func DefaultConfig(p Policy) Config {
+	c := Config{
+		Policy:            p,
+		LeaseDuration:     30 * time.Second,
+		HeartbeatInterval: 5 * time.Second,
+		LeaseExtension:    20 * time.Second,
+		PeerGrace:         2 * time.Second,
+		MaxLeases:         1 << 16,
+		Tombstones:        1 << 14,
+		MaxInflightReads:  8,
+		MaxWaiting:        4096,
+		MaxReadAttempts:   3,
+		RetryInterval:     200 * time.Millisecond,
+		Fallback:          FallbackRecompute,
+	}
+	if p == PolicyLegacyTimeout {
+		c.LeaseDuration = 480 * time.Second
+	}
+	return c
+}
+
+// WithLease scales a config to a lease duration d the way vLLM derives its
+// knobs from kv_lease_duration: heartbeat d/6, extension 2d/3, peer grace
+// d/15 (at least one heartbeat's worth of slack stays).
+func (c Config) WithLease(d time.Duration) Config {
+	c.LeaseDuration = d
+	c.HeartbeatInterval = d / 6
+	c.LeaseExtension = d * 2 / 3
+	c.PeerGrace = d / 15
+	if c.RetryInterval > c.HeartbeatInterval/2 {
+		c.RetryInterval = c.HeartbeatInterval / 2
+	}
+	return c
+}
+
+// Validate reports the first problem with c, naming the setting.
+func (c Config) Validate() error {
+	switch {
+	case c.Policy > PolicyLegacyTimeout:
+		return fmt.Errorf("xfer: unknown policy %d", c.Policy)
+	case c.LeaseDuration <= 0:
+		return fmt.Errorf("xfer: lease duration must be positive, got %v", c.LeaseDuration)
+	case c.Heartbeats() && c.HeartbeatInterval <= 0:
+		return fmt.Errorf("xfer: heartbeat interval must be positive, got %v", c.HeartbeatInterval)
+	case c.Heartbeats() && c.LeaseDuration < 3*c.HeartbeatInterval:
+		return fmt.Errorf("xfer: lease duration %v must be at least 3 × the heartbeat interval %v", c.LeaseDuration, c.HeartbeatInterval)
+	case c.Heartbeats() && c.LeaseExtension < 2*c.HeartbeatInterval:
+		return fmt.Errorf("xfer: lease extension %v must be at least 2 × the heartbeat interval %v", c.LeaseExtension, c.HeartbeatInterval)
+	case c.PeerGrace < 0:
+		return fmt.Errorf("xfer: peer grace must not be negative, got %v", c.PeerGrace)
+	case c.MaxLeases <= 0 || c.Tombstones < 0 || c.MaxInflightReads <= 0 || c.MaxWaiting <= 0 || c.MaxReadAttempts <= 0:
+		return fmt.Errorf("xfer: bounds must be positive (leases %d, reads %d, waiting %d, attempts %d)", c.MaxLeases, c.MaxInflightReads, c.MaxWaiting, c.MaxReadAttempts)
+	case c.RetryInterval <= 0:
+		return fmt.Errorf("xfer: retry interval must be positive, got %v", c.RetryInterval)
+	}
+	return nil
+}
+
+// Heartbeats reports whether D renews leases under this policy.
+func (c Config) Heartbeats() bool { return c.Policy != PolicyLegacyTimeout }
+
+// BindsSessions reports whether P releases a lease when the D session that
+// renewed or read it is lost.
+func (c Config) BindsSessions() bool { return c.Policy == PolicyLease }
+
+// HonoursAbort reports whether P acts on an abort after finish (revocation,
+// or release when the response was never delivered).
+func (c Config) HonoursAbort() bool { return c.Policy == PolicyLease }
+
+// NotifiesRejection reports whether D tells P it rejected a request.
+func (c Config) NotifiesRejection() bool { return c.Policy != PolicyLegacyTimeout }

@@ -1,0 +1,801 @@
+package xfer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/wire"
+)
+
+// Remote is what D knows of a remote prefix, from kv_transfer_params.
+type Remote struct {
+	EngineID string
+	// Addr is P's transfer address (remote_host:remote_port).
+	Addr  string
+	Lease wire.LeaseID
+	Token wire.Token
+	// NumBlocks is len(remote_block_ids); NumTokens the prompt tokens they
+	// hold.
+	NumBlocks int
+	NumTokens int
+	ExpiresIn time.Duration
+}
+
+// PullRequest is a decode request waiting for its remote prefix.
+type PullRequest struct {
+	Req    uint64 // the engine's request number (owner of the request hold)
+	Prompt []int32
+	Extras kvblock.Extras
+	Remote Remote
+}
+
+// ActionKind says what the edge must do.
+type ActionKind uint8
+
+const (
+	// ActionDial: open a connection to Addr and report Dialed or DialFailed.
+	ActionDial ActionKind = iota + 1
+	// ActionSend: send Msg on Session.
+	ActionSend
+	// ActionClose: close Session.
+	ActionClose
+)
+
+// Action is work for D's transport edge.
+type Action struct {
+	Kind    ActionKind
+	Addr    string
+	Session SessionID
+	Msg     wire.Message
+}
+
+// Outcome of a pull, as Done reports it.
+type Outcome uint8
+
+const (
+	// Pulled: the request holds its full prefix; schedule it.
+	Pulled Outcome = iota + 1
+	// FellBack: the prefix could not be had; recompute it locally.
+	FellBack
+	// Failed: the prefix could not be had and the policy is fail.
+	Failed
+	// Dropped: the request was aborted while waiting or reading.
+	Dropped
+)
+
+// Done reports a request leaving the consumer.
+type Done struct {
+	Req     uint64
+	Outcome Outcome
+	// Hold is the request hold over the whole prefix (Pulled only).
+	Hold kvblock.HoldID
+	// NumComputed is the number of prompt positions with KV (Pulled only):
+	// all but the last, which the decoder recomputes to sample.
+	NumComputed int
+	// Why explains a fallback or failure ("lease_gone", "unreachable",
+	// "corrupt", "expired", "unauthenticated", "engine_mismatch").
+	Why      string
+	Bytes    int
+	Duration time.Duration
+}
+
+// ConsumerStats are D's transfer counters.
+type ConsumerStats struct {
+	Pulls        uint64
+	PulledBlocks uint64
+	HitBlocks    uint64 // blocks D already had in its own prefix cache
+	Bytes        uint64
+	Fallbacks    map[string]uint64
+	Failures     map[string]uint64 // transfer failures by kind, retried or not
+	ReleasesSent map[wire.Reason]uint64
+	RenewsSent   uint64
+	Waiting      int
+	Reading      int
+}
+
+const (
+	pullQueued uint8 = iota
+	pullReading
+)
+
+type pull struct {
+	PullRequest
+	peer     *peer
+	deadline clock.Instant // our view of the lease's expiry
+	state    uint8
+	aborted  bool
+	inbound  kvblock.HoldID
+	hits     int      // leading blocks D had cached
+	need     []uint32 // indexes still to receive
+	got      []bool   // by index - hits
+	readID   uint64
+	sent     bool // READ sent for readID
+	attempts int
+	started  clock.Instant
+	bytes    int
+}
+
+type peerState uint8
+
+const (
+	peerIdle peerState = iota
+	peerDialing
+	peerHello
+	peerAuth
+	peerUp
+)
+
+type relNotice struct {
+	lease    wire.LeaseID
+	token    wire.Token
+	reason   wire.Reason
+	deadline clock.Instant
+	next     clock.Instant
+}
+
+type peer struct {
+	addr      string
+	engineID  string // learned in the handshake
+	state     peerState
+	session   SessionID
+	nonce     [16]byte
+	retryAt   clock.Instant // no dial before this
+	heartbeat clock.Instant // next RENEW
+	renewSeq  uint64
+	releases  []relNotice
+}
+
+// Consumer is D's side of the transfer. Pure; not safe for concurrent use.
+type Consumer struct {
+	cfg      Config
+	pool     *kvblock.Pool
+	rng      *rand.Rand
+	engineID string
+	secret   []byte
+
+	queue     []*pull // FIFO of queued pulls
+	byReq     map[uint64]*pull
+	byRead    map[uint64]*pull
+	peers     map[string]*peer
+	bySession map[SessionID]*peer
+	nextRead  uint64
+	reading   int
+
+	actions []Action
+	done    []Done
+	stats   ConsumerStats
+	hashes  []kvblock.Hash
+	hitBuf  []kvblock.BlockID
+}
+
+// NewConsumer returns D's transfer core.
+func NewConsumer(cfg Config, pool *kvblock.Pool, engineID string, secret []byte, rng *rand.Rand) *Consumer {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return &Consumer{
+		cfg: cfg, pool: pool, rng: rng, engineID: engineID, secret: secret,
+		byReq:     make(map[uint64]*pull),
+		byRead:    make(map[uint64]*pull),
+		peers:     make(map[string]*peer),
+		bySession: make(map[SessionID]*peer),
+		stats: ConsumerStats{Fallbacks: make(map[string]uint64), Failures: make(map[string]uint64),
+			ReleasesSent: make(map[wire.Reason]uint64)},
+	}
+}
+
+// Config returns the configuration.
+func (c *Consumer) Config() Config { return c.cfg }
+
+func (c *Consumer) peer(addr string) *peer {
+	p, ok := c.peers[addr]
+	if !ok {
+		p = &peer{addr: addr}
+		c.peers[addr] = p
+	}
+	return p
+}
+
+// Enqueue admits a request that waits for its remote prefix. It returns
+// false when MaxWaiting requests wait (the caller rejects the request, which
+// sends P the rejection).
+func (c *Consumer) Enqueue(now clock.Instant, r PullRequest) bool {
+	if len(c.byReq) >= c.cfg.MaxWaiting {
+		return false
+	}
+	if _, dup := c.byReq[r.Req]; dup {
+		panic(fmt.Sprintf("xfer: request %d enqueued twice", r.Req))
+	}
+	p := &pull{PullRequest: r, peer: c.peer(r.Remote.Addr), deadline: now.Add(r.Remote.ExpiresIn)}
+	c.byReq[r.Req] = p
+	c.queue = append(c.queue, p)
+	if c.cfg.Heartbeats() && p.peer.heartbeat > now {
+		p.peer.heartbeat = now // bind the lease to us right away
+	}
+	return true
+}
+
+// Reject tells P that D will never read the lease (D refused the request
+// before admitting it). The notice is retried until P acknowledges it or
+// the lease would have expired anyway.
+func (c *Consumer) Reject(now clock.Instant, r Remote) {
+	if !c.cfg.NotifiesRejection() || r.Addr == "" {
+		return
+	}
+	c.notify(now, c.peer(r.Addr), r.Lease, r.Token, wire.ReasonRejected, now.Add(r.ExpiresIn))
+}
+
+func (c *Consumer) notify(now clock.Instant, p *peer, l wire.LeaseID, t wire.Token, why wire.Reason, deadline clock.Instant) {
+	p.releases = append(p.releases, relNotice{lease: l, token: t, reason: why, deadline: deadline, next: now})
+}
+
+// Abort drops a request that waits or reads. A reading request is dropped
+// when its read ends (D's inbound blocks may still be written until then).
+// It reports whether the consumer had the request.
+func (c *Consumer) Abort(now clock.Instant, req uint64) bool {
+	p, ok := c.byReq[req]
+	if !ok {
+		return false
+	}
+	if p.state == pullReading && p.sent {
+		p.aborted = true
+		return true
+	}
+	c.finish(now, p, Dropped, wire.ReasonAborted, "")
+	return true
+}
+
+// OwnsSession reports whether s is one of the consumer's connections.
+func (c *Consumer) OwnsSession(s SessionID) bool { _, ok := c.bySession[s]; return ok }
+
+// Has reports whether req waits or reads in the consumer.
+func (c *Consumer) Has(req uint64) bool { _, ok := c.byReq[req]; return ok }
+
+// Tick advances timers: dials, handshakes, heartbeats, release notices,
+// lease deadlines; and, when admit is true (the engine has room), starts
+// queued pulls in arrival order within MaxInflightReads and the pool's free
+// blocks.
+func (c *Consumer) Tick(now clock.Instant, admit bool) {
+	// Queued pulls whose lease we believe expired fall back without
+	// trying: P has freed, or will free, the blocks.
+	for i := 0; i < len(c.queue); i++ {
+		p := c.queue[i]
+		if p.state == pullQueued && now >= p.deadline {
+			c.finish(now, p, c.fallbackOutcome(), 0, "expired")
+			i--
+		}
+	}
+	if admit {
+		for _, p := range c.queue {
+			if c.reading >= c.cfg.MaxInflightReads {
+				break
+			}
+			if p.state != pullQueued {
+				continue
+			}
+			if !c.start(now, p) {
+				break // no room: later requests wait too (FIFO)
+			}
+		}
+	}
+	for _, addr := range c.peerAddrs() {
+		c.tickPeer(now, c.peers[addr])
+	}
+}
+
+func (c *Consumer) peerAddrs() []string {
+	addrs := make([]string, 0, len(c.peers))
+	for a := range c.peers {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	return addrs
+}
+
+// start reserves blocks for p's pull: its own cached prefix, and fresh
+// blocks for the rest. It returns false when the pool has no room.
+func (c *Consumer) start(now clock.Instant, p *pull) bool {
+	bs := c.pool.BlockSizeTokens()
+	n := p.Remote.NumBlocks
+	c.hashes = kvblock.AppendHashes(c.hashes[:0], p.Prompt[:min(len(p.Prompt), p.Remote.NumTokens)], bs, p.Extras)
+	c.hitBuf = c.pool.Lookup(c.hitBuf[:0], c.hashes[:min(len(c.hashes), n)])
+	hits := len(c.hitBuf)
+	avail := c.pool.NumAvailable()
+	for _, b := range c.hitBuf {
+		if c.pool.Refs(b) == 0 {
+			avail--
+		}
+	}
+	if n-hits > avail {
+		return false
+	}
+	p.inbound = c.pool.NewHold(kvblock.HoldInbound, p.Req)
+	c.pool.Share(p.inbound, c.hitBuf)
+	if !c.pool.Allocate(p.inbound, n-hits) {
+		panic("xfer: allocation failed after the availability check")
+	}
+	p.hits = hits
+	p.need = p.need[:0]
+	for i := hits; i < n; i++ {
+		p.need = append(p.need, uint32(i))
+	}
+	p.got = make([]bool, n-hits)
+	p.state = pullReading
+	p.started = now
+	c.reading++
+	c.stats.HitBlocks += uint64(hits)
+	c.newRead(p)
+	return true
+}
+
+func (c *Consumer) newRead(p *pull) {
+	if p.readID != 0 {
+		delete(c.byRead, p.readID)
+	}
+	c.nextRead++
+	p.readID = c.nextRead
+	p.sent = false
+	c.byRead[p.readID] = p
+}
+
+func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
+	// Drop release notices past their deadline: P has expired the lease.
+	j := 0
+	for _, r := range pr.releases {
+		if now < r.deadline {
+			pr.releases[j] = r
+			j++
+		}
+	}
+	pr.releases = pr.releases[:j]
+
+	wants := len(pr.releases) > 0
+	for _, p := range c.queue {
+		if p.peer == pr {
+			wants = true
+			break
+		}
+	}
+	switch pr.state {
+	case peerIdle:
+		if wants && now >= pr.retryAt {
+			pr.state = peerDialing
+			c.actions = append(c.actions, Action{Kind: ActionDial, Addr: pr.addr})
+		}
+		return
+	case peerUp:
+	default:
+		return
+	}
+	// Reads waiting for the connection (a snapshot: a read with nothing to
+	// fetch completes and leaves the queue).
+	for _, p := range c.pullsOf(pr) {
+		if p.state == pullReading && !p.sent && !p.aborted {
+			c.sendRead(pr, p)
+		}
+	}
+	if c.cfg.Heartbeats() && now >= pr.heartbeat {
+		var refs []wire.LeaseRef
+		for _, p := range c.queue {
+			if p.peer == pr && p.state == pullQueued && len(refs) < wire.MaxLeasesPerRenew {
+				refs = append(refs, wire.LeaseRef{ID: p.Remote.Lease, Token: p.Remote.Token})
+			}
+		}
+		if len(refs) > 0 {
+			pr.renewSeq++
+			c.send(pr, &wire.Renew{Seq: pr.renewSeq, Leases: refs})
+			c.stats.RenewsSent++
+		}
+		pr.heartbeat = now.Add(c.cfg.HeartbeatInterval)
+	}
+	for i := range pr.releases {
+		r := &pr.releases[i]
+		if now >= r.next {
+			c.send(pr, &wire.Release{Lease: r.lease, Token: r.token, Reason: r.reason})
+			c.stats.ReleasesSent[r.reason]++
+			r.next = now.Add(c.cfg.RetryInterval)
+		}
+	}
+}
+
+func (c *Consumer) send(pr *peer, m wire.Message) {
+	c.actions = append(c.actions, Action{Kind: ActionSend, Session: pr.session, Msg: m})
+}
+
+func (c *Consumer) sendRead(pr *peer, p *pull) {
+	c.send(pr, &wire.Read{ReadID: p.readID, Lease: p.Remote.Lease, Token: p.Remote.Token, Indexes: append([]uint32(nil), p.need...)})
+	p.sent = true
+	if len(p.need) == 0 {
+		// Everything was cached here: no READ is needed, but P must hear
+		// that it can free. Treat it as a completed read.
+		delete(c.byRead, p.readID)
+		c.actions = c.actions[:len(c.actions)-1]
+		c.complete(p.started, p)
+	}
+}
+
+// Dialed reports that the connection to addr is up as session s.
+func (c *Consumer) Dialed(now clock.Instant, addr string, s SessionID) {
+	pr, ok := c.peers[addr]
+	if !ok || pr.state != peerDialing {
+		c.actions = append(c.actions, Action{Kind: ActionClose, Session: s})
+		return
+	}
+	pr.session = s
+	pr.state = peerHello
+	c.bySession[s] = pr
+	a, b := c.rng.Uint64(), c.rng.Uint64()
+	for i := 0; i < 8; i++ {
+		pr.nonce[i], pr.nonce[8+i] = byte(a>>(8*i)), byte(b>>(8*i))
+	}
+	c.send(pr, &wire.Hello{Version: wire.Version, EngineID: c.engineID, Nonce: pr.nonce})
+}
+
+// DialFailed reports that addr could not be reached.
+func (c *Consumer) DialFailed(now clock.Instant, addr string) {
+	pr, ok := c.peers[addr]
+	if !ok {
+		return
+	}
+	pr.state = peerIdle
+	pr.retryAt = now.Add(c.cfg.RetryInterval)
+	c.stats.Failures["unreachable"]++
+}
+
+// Disconnected reports that session s is gone. Reads in flight on it are
+// retried (within the lease and MaxReadAttempts) over a new connection.
+func (c *Consumer) Disconnected(now clock.Instant, s SessionID) {
+	pr, ok := c.bySession[s]
+	if !ok {
+		return
+	}
+	delete(c.bySession, s)
+	pr.state = peerIdle
+	pr.session = 0
+	pr.retryAt = now.Add(c.cfg.RetryInterval)
+	c.stats.Failures["disconnected"]++
+	for _, p := range c.pullsOf(pr) {
+		if p.state == pullReading && p.sent {
+			c.retry(now, p, "disconnected")
+		}
+	}
+}
+
+func (c *Consumer) pullsOf(pr *peer) []*pull {
+	var ps []*pull
+	for _, p := range c.queue {
+		if p.peer == pr {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// retry restarts p's read after a failure, or falls back when out of
+// attempts or lease.
+func (c *Consumer) retry(now clock.Instant, p *pull, why string) {
+	p.attempts++
+	if p.aborted {
+		c.finish(now, p, Dropped, wire.ReasonAborted, "")
+		return
+	}
+	if p.attempts >= c.cfg.MaxReadAttempts || now >= p.deadline {
+		c.finish(now, p, c.fallbackOutcome(), wire.ReasonFallback, why)
+		return
+	}
+	c.newRead(p)
+	if p.peer.state == peerUp {
+		c.sendRead(p.peer, p)
+	}
+}
+
+func (c *Consumer) fallbackOutcome() Outcome {
+	if c.cfg.Fallback == FallbackFail {
+		return Failed
+	}
+	return FellBack
+}
+
+// Handle processes a message received on session s.
+func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
+	pr, ok := c.bySession[s]
+	if !ok {
+		return
+	}
+	switch m := m.(type) {
+	case *wire.HelloAck:
+		if pr.state != peerHello || m.Status != wire.StatusOK ||
+			!wire.VerifyMAC(c.secret, wire.RoleP, pr.nonce, m.EngineID, c.engineID, m.MAC) {
+			c.authFailed(now, pr, "unauthenticated")
+			return
+		}
+		pr.engineID = m.EngineID
+		pr.state = peerAuth
+		c.send(pr, &wire.Auth{MAC: wire.ComputeMAC(c.secret, wire.RoleD, m.Nonce, m.EngineID, c.engineID)})
+	case *wire.AuthAck:
+		if pr.state != peerAuth || m.Status != wire.StatusOK {
+			c.authFailed(now, pr, "unauthenticated")
+			return
+		}
+		pr.state = peerUp
+		for _, p := range c.pullsOf(pr) {
+			if p.Remote.EngineID != "" && p.Remote.EngineID != pr.engineID {
+				c.finish(now, p, c.fallbackOutcome(), 0, "engine_mismatch")
+			}
+		}
+		c.tickPeer(now, pr)
+	case *wire.RenewAck:
+		queued := make(map[wire.LeaseID]*pull)
+		for _, p := range c.pullsOf(pr) {
+			if p.state == pullQueued {
+				queued[p.Remote.Lease] = p
+			}
+		}
+		for _, r := range m.Results {
+			p, ok := queued[r.ID]
+			if !ok {
+				continue // read started, or gone: a late ack
+			}
+			if r.Status == wire.StatusOK {
+				p.deadline = clock.Max(p.deadline, now.Add(time.Duration(r.ExpiresInMs)*time.Millisecond))
+			} else {
+				c.stats.Failures["lease_gone"]++
+				delete(queued, r.ID)
+				c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+			}
+		}
+	case *wire.Revoked:
+		for _, p := range c.pullsOf(pr) {
+			if p.Remote.Lease == m.Lease && !(p.state == pullReading && p.sent) {
+				c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+			}
+		}
+	case *wire.Block:
+		c.block(now, m)
+	case *wire.ReadEnd:
+		c.readEnd(now, m)
+	case *wire.ReleaseAck:
+		j := 0
+		for _, r := range pr.releases {
+			if r.lease != m.Lease {
+				pr.releases[j] = r
+				j++
+			}
+		}
+		pr.releases = pr.releases[:j]
+	}
+}
+
+func (c *Consumer) authFailed(now clock.Instant, pr *peer, why string) {
+	c.stats.Failures[why]++
+	c.actions = append(c.actions, Action{Kind: ActionClose, Session: pr.session})
+	delete(c.bySession, pr.session)
+	pr.state = peerIdle
+	pr.session = 0
+	pr.retryAt = now.Add(c.cfg.RetryInterval)
+	pr.releases = nil // cannot be delivered to an impostor
+	for _, p := range c.pullsOf(pr) {
+		if p.aborted {
+			c.finish(now, p, Dropped, 0, "")
+			continue
+		}
+		c.finish(now, p, c.fallbackOutcome(), 0, why)
+	}
+}
+
+func (c *Consumer) block(now clock.Instant, m *wire.Block) {
+	p, ok := c.byRead[m.ReadID]
+	if !ok || p.Remote.Lease != m.Lease || p.aborted {
+		return
+	}
+	bs := c.pool.BlockSizeTokens()
+	ix := int(m.Index)
+	if ix < p.hits || ix >= p.Remote.NumBlocks || p.got[ix-p.hits] {
+		c.stats.Failures["bad_block"]++
+		return
+	}
+	filled := min(bs, p.Remote.NumTokens-ix*bs)
+	if int(m.Tokens) != filled || len(m.Digests) != filled {
+		c.stats.Failures["bad_block"]++
+		return
+	}
+	b := c.pool.Blocks(p.inbound)[ix]
+	dig := c.pool.Digests(b)
+	bpt := c.pool.Config().BytesPerToken
+	if bpt > 0 {
+		if len(m.Data) != filled*bpt {
+			c.stats.Failures["bad_block"]++
+			return
+		}
+		dst := c.pool.Bytes(b)
+		copy(dst, m.Data)
+		for i := 0; i < filled; i++ {
+			dig[i] = kvblock.SlotDigest(dst[i*bpt : (i+1)*bpt])
+		}
+	} else {
+		copy(dig, m.Digests)
+	}
+	if kvblock.Checksum(dig[:filled]) != m.Checksum {
+		c.stats.Failures["corrupt"]++
+		return // not marked received: read again
+	}
+	p.got[ix-p.hits] = true
+	p.bytes += len(m.Data) + 8*len(m.Digests)
+}
+
+func (c *Consumer) readEnd(now clock.Instant, m *wire.ReadEnd) {
+	p, ok := c.byRead[m.ReadID]
+	if !ok || p.Remote.Lease != m.Lease {
+		return
+	}
+	if p.aborted {
+		c.finish(now, p, Dropped, wire.ReasonAborted, "")
+		return
+	}
+	switch m.Status {
+	case wire.StatusOK:
+	case wire.StatusBusy, wire.StatusInternal:
+		c.stats.Failures["read_"+m.Status.String()]++
+		c.retry(now, p, "read_"+m.Status.String())
+		return
+	default:
+		// The lease is gone, or we are not allowed to read it.
+		c.stats.Failures["lease_gone"]++
+		c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+		return
+	}
+	p.need = p.need[:0]
+	for i, g := range p.got {
+		if !g {
+			p.need = append(p.need, uint32(p.hits+i))
+		}
+	}
+	if len(p.need) > 0 {
+		c.retry(now, p, "corrupt")
+		return
+	}
+	c.complete(now, p)
+}
+
+// complete turns a finished pull into a schedulable request: the inbound
+// hold passes to a request hold, the received blocks join the prefix cache,
+// and P is told it may free.
+func (c *Consumer) complete(now clock.Instant, p *pull) {
+	bs := c.pool.BlockSizeTokens()
+	blocks := c.pool.Blocks(p.inbound)
+	hold := c.pool.NewHold(kvblock.HoldRequest, p.Req)
+	c.pool.Share(hold, blocks)
+	c.pool.Release(p.inbound)
+	p.inbound = 0
+	// Cache the received full blocks (only now that they are verified).
+	blocks = c.pool.Blocks(hold)
+	full := min(p.Remote.NumTokens/bs, len(blocks))
+	if full > p.hits {
+		c.hashes = kvblock.AppendHashes(c.hashes[:0], p.Prompt[:p.Remote.NumTokens], bs, p.Extras)
+		parent := kvblock.RootHash
+		if p.hits > 0 {
+			parent = c.hashes[p.hits-1]
+		}
+		c.pool.CacheRun(blocks[p.hits:full], c.hashes[p.hits:full], parent, p.Prompt[p.hits*bs:full*bs])
+	}
+	c.stats.Pulls++
+	c.stats.PulledBlocks += uint64(p.Remote.NumBlocks - p.hits)
+	c.stats.Bytes += uint64(p.bytes)
+	c.remove(p)
+	c.notify(now, p.peer, p.Remote.Lease, p.Remote.Token, wire.ReasonReadDone, p.deadline)
+	if p.peer.state == peerUp {
+		c.tickPeer(now, p.peer)
+	}
+	c.done = append(c.done, Done{Req: p.Req, Outcome: Pulled, Hold: hold, NumComputed: p.Remote.NumTokens - 1,
+		Bytes: p.bytes, Duration: now.Sub(p.started)})
+}
+
+// finish removes p with an outcome other than Pulled, frees its inbound
+// blocks and, when release is set, tells P.
+func (c *Consumer) finish(now clock.Instant, p *pull, o Outcome, release wire.Reason, why string) {
+	if p.inbound != 0 {
+		c.pool.Release(p.inbound)
+		p.inbound = 0
+	}
+	c.remove(p)
+	if release != 0 && (c.cfg.NotifiesRejection() || release == wire.ReasonReadDone) {
+		c.notify(now, p.peer, p.Remote.Lease, p.Remote.Token, release, p.deadline)
+	}
+	if o == FellBack || o == Failed {
+		c.stats.Fallbacks[why]++
+	}
+	c.done = append(c.done, Done{Req: p.Req, Outcome: o, Why: why})
+}
+
+func (c *Consumer) remove(p *pull) {
+	if p.state == pullReading {
+		c.reading--
+	}
+	delete(c.byReq, p.Req)
+	if p.readID != 0 {
+		delete(c.byRead, p.readID)
+	}
+	for i, q := range c.queue {
+		if q == p {
+			copy(c.queue[i:], c.queue[i+1:])
+			c.queue[len(c.queue)-1] = nil
+			c.queue = c.queue[:len(c.queue)-1]
+			break
+		}
+	}
+}
+
+// Take returns the edge's actions and the requests that left the consumer
+// since the last Take. The caller owns the slices.
+func (c *Consumer) Take() ([]Action, []Done) {
+	a, d := c.actions, c.done
+	c.actions, c.done = nil, nil
+	return a, d
+}
+
+// NextDeadline is the earliest instant at which Tick has timer work, or
+// clock.Never.
+func (c *Consumer) NextDeadline() clock.Instant {
+	t := clock.Never
+	for _, p := range c.queue {
+		if p.state == pullQueued && p.deadline < t {
+			t = p.deadline
+		}
+	}
+	for _, pr := range c.peers {
+		if pr.state == peerIdle && pr.retryAt < t && (len(pr.releases) > 0 || len(c.pullsOf(pr)) > 0) {
+			t = pr.retryAt
+		}
+		if pr.state == peerUp {
+			if c.cfg.Heartbeats() && len(c.pullsOf(pr)) > 0 && pr.heartbeat < t {
+				t = pr.heartbeat
+			}
+			for _, r := range pr.releases {
+				t = min(t, r.next, r.deadline)
+			}
+		}
+	}
+	return t
+}
+
+// Stats returns the counters (maps are the consumer's own; read only).
+func (c *Consumer) Stats() ConsumerStats {
+	s := c.stats
+	s.Waiting = len(c.queue) - c.reading
+	s.Reading = c.reading
+	return s
+}
+
+// NumWaiting is the number of requests waiting or reading.
+func (c *Consumer) NumWaiting() int { return len(c.queue) }
+
+// Check verifies the consumer's holds: every inbound hold belongs to a
+// reading pull, and every reading pull has one.
+func (c *Consumer) Check() error {
+	for _, h := range c.pool.LiveHolds(nil) {
+		if h.Kind != kvblock.HoldInbound {
+			continue
+		}
+		p, ok := c.byReq[h.Owner]
+		if !ok || p.inbound != h.ID {
+			return fmt.Errorf("xfer: orphan inbound hold %#x of request %d", uint64(h.ID), h.Owner)
+		}
+	}
+	n := 0
+	for _, p := range c.queue {
+		if p.state == pullReading {
+			n++
+			if p.inbound == 0 || !c.pool.Live(p.inbound) {
+				return fmt.Errorf("xfer: reading request %d has no inbound hold", p.Req)
+			}
+		}
+	}
+	if n != c.reading {
+		return fmt.Errorf("xfer: %d pulls reading, counted %d", n, c.reading)
+	}
+	return nil
+}

@@ -1,0 +1,694 @@
+package xfer
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/wire"
+)
+
+// SessionID names one authenticated connection, as the edge numbers them.
+type SessionID uint64
+
+// Envelope is a message to send on a session. Close asks the edge to close
+// the session after sending it.
+type Envelope struct {
+	Session SessionID
+	Msg     wire.Message
+	Close   bool
+}
+
+// ReadWork is a read P must stream: one wire.Block per entry of Blocks, then
+// a wire.ReadEnd with StatusOK, on Session. The lease stays pinned until the
+// edge reports ReadFinished, so the memory Blocks alias does not change
+// while the edge copies it out.
+type ReadWork struct {
+	Session SessionID
+	ReadID  uint64
+	Lease   wire.LeaseID
+	Blocks  []wire.Block // Data and Digests alias the pool
+}
+
+// Bytes is the payload size of the read.
+func (w *ReadWork) Bytes() int {
+	n := 0
+	for i := range w.Blocks {
+		n += len(w.Blocks[i].Data) + 8*len(w.Blocks[i].Digests)
+	}
+	return n
+}
+
+// Grant is what P tells the client about a new lease, for
+// kv_transfer_params.
+type Grant struct {
+	Lease     wire.LeaseID
+	Token     wire.Token
+	ExpiresIn time.Duration
+	// BlockIDs are P's physical block ids, in prompt order (vLLM's
+	// remote_block_ids); D reads them by index.
+	BlockIDs  []kvblock.BlockID
+	NumTokens int
+}
+
+type leaseState struct {
+	id        wire.LeaseID
+	token     wire.Token
+	req       string // the request's external id
+	hold      kvblock.HoldID
+	numTokens int
+	granted   clock.Instant
+	deadline  clock.Instant
+	// session is the bound D session (0 = unbound); lostAt is when a lost
+	// binding releases the lease (clock.Never while the session lives).
+	session   SessionID
+	lostAt    clock.Instant
+	delivered bool
+	reads     int         // reads in flight: they pin the lease
+	pending   wire.Reason // a release decided while pinned
+	read      bool        // some read completed
+}
+
+func (l *leaseState) due() clock.Instant {
+	if l.lostAt < l.deadline {
+		return l.lostAt
+	}
+	return l.deadline
+}
+
+// ProducerStats are P's lease counters.
+type ProducerStats struct {
+	Granted  uint64
+	Refused  uint64 // finished prefills that got no lease (MaxLeases)
+	Released map[wire.Reason]uint64
+	Active   int
+	// BlockSeconds held by leases, by whether any read completed: the unread
+	// part is stranded memory.
+	BlockSecondsRead, BlockSecondsUnread float64
+	ReadsServed, ReadsRefused            uint64
+	BytesServed                          uint64
+	AuthFailures                         uint64
+}
+
+// Producer is P's side of the transfer: it grants leases on finished
+// prefills, renews, binds, serves reads and releases them. It is pure and
+// not safe for concurrent use; the engine core owns it.
+type Producer struct {
+	cfg      Config
+	pool     *kvblock.Pool
+	rng      *rand.Rand
+	engineID string
+	secret   []byte
+
+	leases   map[wire.LeaseID]*leaseState
+	byReq    map[string]*leaseState
+	due      dueHeap
+	tomb     tombstones
+	sessions map[SessionID]*pSession
+	reads    map[readKey]*leaseState
+
+	out    []Envelope
+	work   []ReadWork
+	stats  ProducerStats
+	hookFn func(now clock.Instant, l wire.LeaseID, r wire.Reason)
+}
+
+type readKey struct {
+	s  SessionID
+	id uint64
+}
+
+type pSession struct {
+	peer   string // D's engine id, once authenticated
+	nonce  [16]byte
+	dNonce [16]byte
+	state  uint8 // 0 awaiting HELLO, 1 awaiting AUTH, 2 authenticated
+}
+
+// NewProducer returns P's transfer core for engine engineID. secret is the
+// cluster secret for the handshake; rng draws lease ids, tokens and nonces.
+func NewProducer(cfg Config, pool *kvblock.Pool, engineID string, secret []byte, rng *rand.Rand) *Producer {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return &Producer{
+		cfg: cfg, pool: pool, rng: rng, engineID: engineID, secret: secret,
+		leases:   make(map[wire.LeaseID]*leaseState),
+		byReq:    make(map[string]*leaseState),
+		tomb:     newTombstones(cfg.Tombstones),
+		sessions: make(map[SessionID]*pSession),
+		reads:    make(map[readKey]*leaseState),
+		stats:    ProducerStats{Released: make(map[wire.Reason]uint64)},
+	}
+}
+
+// Config returns the configuration.
+func (p *Producer) Config() Config { return p.cfg }
+
+// OnRelease sets a function called for every released lease (for tests and
+// the simulator's invariant checks).
+func (p *Producer) OnRelease(fn func(now clock.Instant, l wire.LeaseID, r wire.Reason)) {
+	p.hookFn = fn
+}
+
+// Grant takes a lease on a finished prefill's blocks: the first numTokens
+// token slots of blocks. It returns false when MaxLeases leases are live
+// (the caller frees the blocks and answers without a lease).
+func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID, numTokens int) (Grant, bool) {
+	if len(p.leases) >= p.cfg.MaxLeases || len(blocks) == 0 {
+		p.stats.Refused++
+		return Grant{}, false
+	}
+	if old, dup := p.byReq[req]; dup {
+		// A request id reused while its old lease lives: the old lease can
+		// no longer be named by this id, so it is released.
+		p.release(now, old, wire.ReasonAborted)
+	}
+	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never}
+	for {
+		l.id = wire.LeaseID(p.rng.Uint64())
+		if _, taken := p.leases[l.id]; !taken && l.id != 0 && !p.tomb.has(l.id) {
+			break
+		}
+	}
+	for i := 0; i < len(l.token); i += 8 {
+		v := p.rng.Uint64()
+		for j := 0; j < 8; j++ {
+			l.token[i+j] = byte(v >> (8 * j))
+		}
+	}
+	l.deadline = now.Add(p.cfg.LeaseDuration)
+	l.hold = p.pool.NewHold(kvblock.HoldLease, uint64(l.id))
+	p.pool.Share(l.hold, blocks)
+	p.leases[l.id] = l
+	p.byReq[req] = l
+	heap.Push(&p.due, dueEntry{at: l.deadline, id: l.id})
+	p.stats.Granted++
+	return Grant{Lease: l.id, Token: l.token, ExpiresIn: p.cfg.LeaseDuration, BlockIDs: p.pool.Blocks(l.hold), NumTokens: numTokens}, true
+}
+
+// Delivered reports whether the response carrying req's lease token reached
+// the client. If it did not, nobody can ever present the token, so the lease
+// is released at once (reason undelivered) under PolicyLease.
+func (p *Producer) Delivered(now clock.Instant, req string, ok bool) {
+	l, found := p.byReq[req]
+	if !found {
+		return
+	}
+	if ok {
+		l.delivered = true
+		return
+	}
+	if p.cfg.HonoursAbort() && !l.delivered {
+		p.end(now, l, wire.ReasonUndelivered)
+	}
+}
+
+// Abort handles a client abort of a request that already finished on P.
+// Before the token was delivered it is the undelivered case; after, the
+// lease is revoked (reason aborted), right after any read in flight ends.
+// It reports whether a lease was found. Under the vLLM-like policies the
+// abort is ignored, as vLLM does.
+func (p *Producer) Abort(now clock.Instant, req string) bool {
+	l, found := p.byReq[req]
+	if !found {
+		return false
+	}
+	if !p.cfg.HonoursAbort() {
+		return true
+	}
+	if l.delivered {
+		p.end(now, l, wire.ReasonAborted)
+	} else {
+		p.end(now, l, wire.ReasonUndelivered)
+	}
+	return true
+}
+
+// Tick releases every lease whose deadline (or lost-session grace) has
+// passed, whatever the order of deadlines: the due heap is ordered by the
+// current due instant, and an entry whose lease was extended is pushed back
+// at its new instant, so a renewed lease never hides an expired one.
+func (p *Producer) Tick(now clock.Instant) {
+	for len(p.due) > 0 && p.due[0].at <= now {
+		e := heap.Pop(&p.due).(dueEntry)
+		l, ok := p.leases[e.id]
+		if !ok {
+			continue
+		}
+		if at := l.due(); at > now {
+			heap.Push(&p.due, dueEntry{at: at, id: l.id})
+			continue
+		}
+		if l.pending != 0 {
+			continue // already decided; waits for its reads
+		}
+		reason := wire.ReasonExpired
+		if l.lostAt <= now && l.lostAt <= l.deadline {
+			reason = wire.ReasonPeerLost
+		}
+		p.end(now, l, reason)
+	}
+}
+
+// NextDeadline is the earliest instant at which Tick has work, or
+// clock.Never.
+func (p *Producer) NextDeadline() clock.Instant {
+	if len(p.due) == 0 {
+		return clock.Never
+	}
+	return p.due[0].at
+}
+
+// end releases l now, or marks it to be released when its reads end.
+func (p *Producer) end(now clock.Instant, l *leaseState, r wire.Reason) {
+	if l.reads > 0 {
+		if l.pending == 0 {
+			l.pending = r
+		}
+		return
+	}
+	p.release(now, l, r)
+}
+
+func (p *Producer) release(now clock.Instant, l *leaseState, r wire.Reason) {
+	if _, live := p.leases[l.id]; !live {
+		panic(fmt.Sprintf("xfer: lease %d released twice", l.id))
+	}
+	if l.reads > 0 {
+		panic(fmt.Sprintf("xfer: lease %d released with %d reads in flight", l.id, l.reads))
+	}
+	// Tell a bound session that the lease is gone unless it asked for it.
+	if l.session != 0 && r != wire.ReasonReadDone && r != wire.ReasonRejected && r != wire.ReasonFallback && r != wire.ReasonPeerLost {
+		if s, ok := p.sessions[l.session]; ok && s.state == stateAuthed {
+			p.out = append(p.out, Envelope{Session: l.session, Msg: &wire.Revoked{Lease: l.id, Reason: r}})
+		}
+	}
+	blocks := p.pool.Len(l.hold)
+	p.pool.Release(l.hold)
+	delete(p.leases, l.id)
+	if p.byReq[l.req] == l {
+		delete(p.byReq, l.req)
+	}
+	p.tomb.add(l.id, r)
+	bs := float64(blocks) * now.Sub(l.granted).Seconds()
+	if l.read {
+		p.stats.BlockSecondsRead += bs
+	} else {
+		p.stats.BlockSecondsUnread += bs
+	}
+	p.stats.Released[r]++
+	if p.hookFn != nil {
+		p.hookFn(now, l.id, r)
+	}
+}
+
+// ReleaseAll ends every lease with reason r (engine shutdown at its drain
+// deadline); leases with reads in flight end when the reads do.
+func (p *Producer) ReleaseAll(now clock.Instant, r wire.Reason) {
+	for _, l := range p.sortedLeases() {
+		p.end(now, l, r)
+	}
+}
+
+func (p *Producer) sortedLeases() []*leaseState {
+	ls := make([]*leaseState, 0, len(p.leases))
+	for _, l := range p.leases {
+		ls = append(ls, l)
+	}
+	// Deterministic order: by lease id.
+	for i := 1; i < len(ls); i++ {
+		for j := i; j > 0 && ls[j].id < ls[j-1].id; j-- {
+			ls[j], ls[j-1] = ls[j-1], ls[j]
+		}
+	}
+	return ls
+}
+
+// NumLeases is the number of live leases.
+func (p *Producer) NumLeases() int { return len(p.leases) }
+
+// NumPinned is the number of leases with a read in flight.
+func (p *Producer) NumPinned() int { return len(p.reads) }
+
+// Stats returns the counters (the map is the producer's own; read only).
+func (p *Producer) Stats() ProducerStats {
+	s := p.stats
+	s.Active = len(p.leases)
+	return s
+}
+
+// Take returns the messages to send and the reads to stream since the last
+// Take. The caller owns the slices.
+func (p *Producer) Take() ([]Envelope, []ReadWork) {
+	out, work := p.out, p.work
+	p.out, p.work = nil, nil
+	return out, work
+}
+
+// Check verifies the producer's bookkeeping against the pool: every live
+// lease holds a live lease hold, every lease hold belongs to a live lease,
+// and pins match the reads in flight.
+func (p *Producer) Check() error {
+	pins := map[wire.LeaseID]int{}
+	for _, l := range p.reads {
+		pins[l.id]++
+	}
+	for id, l := range p.leases {
+		if !p.pool.Live(l.hold) || p.pool.Kind(l.hold) != kvblock.HoldLease {
+			return fmt.Errorf("xfer: lease %d has no live lease hold", id)
+		}
+		if pins[id] != l.reads {
+			return fmt.Errorf("xfer: lease %d counts %d reads, %d in flight", id, l.reads, pins[id])
+		}
+	}
+	for _, h := range p.pool.LiveHolds(nil) {
+		if h.Kind != kvblock.HoldLease {
+			continue
+		}
+		if l, ok := p.leases[wire.LeaseID(h.Owner)]; !ok || l.hold != h.ID {
+			return fmt.Errorf("xfer: orphan lease hold %#x for lease %d", uint64(h.ID), h.Owner)
+		}
+	}
+	return nil
+}
+
+// --- sessions and messages ---
+
+const (
+	stateHello uint8 = iota
+	stateAuth
+	stateAuthed
+)
+
+// Connected registers a new inbound connection; it must complete the
+// handshake before any other message is served.
+func (p *Producer) Connected(now clock.Instant, s SessionID) {
+	p.sessions[s] = &pSession{}
+}
+
+// Disconnected ends a session: its reads in flight end unsuccessfully, and
+// (under PolicyLease) every lease bound to it is released after the peer
+// grace unless another session of the same D renews it first.
+func (p *Producer) Disconnected(now clock.Instant, s SessionID) {
+	if _, ok := p.sessions[s]; !ok {
+		return
+	}
+	delete(p.sessions, s)
+	for k, l := range p.reads {
+		if k.s == s {
+			p.finishRead(now, k, l, false)
+		}
+	}
+	if !p.cfg.BindsSessions() {
+		return
+	}
+	for _, l := range p.sortedLeases() {
+		if l.session == s {
+			l.lostAt = now.Add(p.cfg.PeerGrace)
+			heap.Push(&p.due, dueEntry{at: l.lostAt, id: l.id})
+		}
+	}
+}
+
+// Handle processes one message received on session s.
+func (p *Producer) Handle(now clock.Instant, s SessionID, m wire.Message) {
+	ss, ok := p.sessions[s]
+	if !ok {
+		return // a message racing the session's end
+	}
+	if ss.state != stateAuthed {
+		p.handshake(s, ss, m)
+		return
+	}
+	switch m := m.(type) {
+	case *wire.Renew:
+		p.renew(now, s, ss, m)
+	case *wire.Read:
+		p.read(now, s, m)
+	case *wire.Release:
+		p.handleRelease(now, s, m)
+	default:
+		p.out = append(p.out, Envelope{Session: s, Msg: &wire.AuthAck{Status: wire.StatusBadRequest}, Close: true})
+	}
+}
+
+func (p *Producer) handshake(s SessionID, ss *pSession, m wire.Message) {
+	refuse := func(st wire.Status) {
+		p.stats.AuthFailures++
+		// Answer a pull or renewal with its own refusal so the peer sees a
+		// clear status, then close.
+		switch m := m.(type) {
+		case *wire.Read:
+			p.out = append(p.out, Envelope{Session: s, Msg: &wire.ReadEnd{ReadID: m.ReadID, Lease: m.Lease, Status: st}})
+		case *wire.Renew:
+			ack := &wire.RenewAck{Seq: m.Seq}
+			for _, r := range m.Leases {
+				ack.Results = append(ack.Results, wire.RenewResult{ID: r.ID, Status: st})
+			}
+			p.out = append(p.out, Envelope{Session: s, Msg: ack})
+		}
+		p.out = append(p.out, Envelope{Session: s, Msg: &wire.AuthAck{Status: st}, Close: true})
+		delete(p.sessions, s)
+	}
+	switch m := m.(type) {
+	case *wire.Hello:
+		if ss.state != stateHello {
+			refuse(wire.StatusBadRequest)
+			return
+		}
+		if m.Version != wire.Version {
+			p.out = append(p.out, Envelope{Session: s, Msg: &wire.HelloAck{Version: wire.Version, EngineID: p.engineID, Status: wire.StatusBadVersion}, Close: true})
+			delete(p.sessions, s)
+			return
+		}
+		ss.peer = m.EngineID
+		ss.dNonce = m.Nonce
+		ss.nonce = p.nonce()
+		ss.state = stateAuth
+		p.out = append(p.out, Envelope{Session: s, Msg: &wire.HelloAck{
+			Version: wire.Version, EngineID: p.engineID, Nonce: ss.nonce,
+			MAC: wire.ComputeMAC(p.secret, wire.RoleP, m.Nonce, p.engineID, m.EngineID),
+		}})
+	case *wire.Auth:
+		if ss.state != stateAuth || !wire.VerifyMAC(p.secret, wire.RoleD, ss.nonce, p.engineID, ss.peer, m.MAC) {
+			refuse(wire.StatusUnauthenticated)
+			return
+		}
+		ss.state = stateAuthed
+		p.out = append(p.out, Envelope{Session: s, Msg: &wire.AuthAck{Status: wire.StatusOK}})
+	default:
+		refuse(wire.StatusUnauthenticated)
+	}
+}
+
+func (p *Producer) nonce() [16]byte {
+	var n [16]byte
+	a, b := p.rng.Uint64(), p.rng.Uint64()
+	for i := 0; i < 8; i++ {
+		n[i], n[8+i] = byte(a>>(8*i)), byte(b>>(8*i))
+	}
+	return n
+}
+
+// lookup finds a live lease and checks the token. A miss reports the
+// tombstone's status so D learns why.
+func (p *Producer) lookup(id wire.LeaseID, tok wire.Token) (*leaseState, wire.Status) {
+	l, ok := p.leases[id]
+	if !ok {
+		if r, dead := p.tomb.get(id); dead {
+			switch r {
+			case wire.ReasonExpired, wire.ReasonPeerLost:
+				return nil, wire.StatusExpired
+			case wire.ReasonAborted, wire.ReasonUndelivered, wire.ReasonShutdown:
+				return nil, wire.StatusRevoked
+			}
+			return nil, wire.StatusReleased
+		}
+		return nil, wire.StatusUnknownLease
+	}
+	if !l.token.Equal(tok) {
+		return nil, wire.StatusBadToken
+	}
+	if l.pending != 0 {
+		return nil, wire.StatusRevoked // ends when its reads do
+	}
+	return l, wire.StatusOK
+}
+
+// bind records that session s (of peer) uses l: l's fate follows s.
+func (p *Producer) bind(s SessionID, l *leaseState) {
+	l.delivered = true // only a holder of the token can renew or read
+	if !p.cfg.BindsSessions() {
+		return
+	}
+	l.session = s
+	l.lostAt = clock.Never
+}
+
+func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.Renew) {
+	ack := &wire.RenewAck{Seq: m.Seq, Results: make([]wire.RenewResult, 0, len(m.Leases))}
+	for _, ref := range m.Leases {
+		l, st := p.lookup(ref.ID, ref.Token)
+		res := wire.RenewResult{ID: ref.ID, Status: st}
+		if l != nil {
+			if p.cfg.Heartbeats() {
+				l.deadline = clock.Max(l.deadline, now.Add(p.cfg.LeaseExtension))
+			}
+			p.bind(s, l)
+			res.ExpiresInMs = uint32(min(l.deadline.Sub(now).Milliseconds(), 1<<31))
+		}
+		ack.Results = append(ack.Results, res)
+	}
+	p.out = append(p.out, Envelope{Session: s, Msg: ack})
+}
+
+func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
+	refuse := func(st wire.Status) {
+		p.stats.ReadsRefused++
+		p.out = append(p.out, Envelope{Session: s, Msg: &wire.ReadEnd{ReadID: m.ReadID, Lease: m.Lease, Status: st}})
+	}
+	key := readKey{s, m.ReadID}
+	if _, dup := p.reads[key]; dup {
+		refuse(wire.StatusBadRequest)
+		return
+	}
+	l, st := p.lookup(m.Lease, m.Token)
+	if l == nil {
+		refuse(st)
+		return
+	}
+	blocks := p.pool.Blocks(l.hold)
+	bs := p.pool.BlockSizeTokens()
+	for _, ix := range m.Indexes {
+		if int(ix) >= len(blocks) {
+			refuse(wire.StatusBadIndex)
+			return
+		}
+	}
+	p.bind(s, l)
+	w := ReadWork{Session: s, ReadID: m.ReadID, Lease: l.id, Blocks: make([]wire.Block, len(m.Indexes))}
+	bpt := p.pool.Config().BytesPerToken
+	for i, ix := range m.Indexes {
+		b := blocks[ix]
+		filled := min(bs, l.numTokens-int(ix)*bs)
+		dig := p.pool.Digests(b)[:filled]
+		var data []byte
+		if bpt > 0 {
+			data = p.pool.Bytes(b)[:filled*bpt]
+		}
+		w.Blocks[i] = wire.Block{ReadID: m.ReadID, Lease: l.id, Index: ix, Tokens: uint16(filled),
+			Checksum: kvblock.Checksum(dig), Digests: dig, Data: data}
+	}
+	l.reads++
+	p.reads[key] = l
+	p.work = append(p.work, w)
+}
+
+// ReadFinished reports that the edge finished streaming a read (ok) or
+// could not (the session broke). The lease is unpinned; a release decided
+// during the read happens now.
+func (p *Producer) ReadFinished(now clock.Instant, s SessionID, readID uint64, ok bool) {
+	key := readKey{s, readID}
+	l, found := p.reads[key]
+	if !found {
+		return
+	}
+	p.finishRead(now, key, l, ok)
+}
+
+func (p *Producer) finishRead(now clock.Instant, key readKey, l *leaseState, ok bool) {
+	delete(p.reads, key)
+	l.reads--
+	if ok {
+		l.read = true
+		p.stats.ReadsServed++
+	}
+	if l.reads == 0 && l.pending != 0 {
+		p.release(now, l, l.pending)
+	}
+}
+
+// CountServed adds n payload bytes to the served counter (the edge knows
+// what it wrote).
+func (p *Producer) CountServed(n int) { p.stats.BytesServed += uint64(n) }
+
+func (p *Producer) handleRelease(now clock.Instant, s SessionID, m *wire.Release) {
+	l, st := p.lookup(m.Lease, m.Token)
+	if l != nil {
+		switch m.Reason {
+		case wire.ReasonReadDone, wire.ReasonRejected, wire.ReasonAborted, wire.ReasonFallback:
+		default:
+			st = wire.StatusBadRequest
+			l = nil
+		}
+	}
+	if l != nil {
+		if l.session == s {
+			l.session = 0 // D asked: no REVOKED back
+		}
+		p.end(now, l, m.Reason)
+		st = wire.StatusOK
+	} else if st == wire.StatusRevoked || st == wire.StatusExpired {
+		st = wire.StatusReleased // already gone: the release is satisfied
+	}
+	p.out = append(p.out, Envelope{Session: s, Msg: &wire.ReleaseAck{Lease: m.Lease, Status: st}})
+}
+
+// --- due heap and tombstones ---
+
+type dueEntry struct {
+	at clock.Instant
+	id wire.LeaseID
+}
+
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].id < h[j].id
+}
+func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)   { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// tombstones remember the last n released lease ids and why.
+type tombstones struct {
+	ring []wire.LeaseID
+	next int
+	m    map[wire.LeaseID]wire.Reason
+}
+
+func newTombstones(n int) tombstones {
+	return tombstones{ring: make([]wire.LeaseID, n), m: make(map[wire.LeaseID]wire.Reason, n)}
+}
+
+func (t *tombstones) add(id wire.LeaseID, r wire.Reason) {
+	if len(t.ring) == 0 {
+		return
+	}
+	if old := t.ring[t.next]; old != 0 {
+		delete(t.m, old)
+	}
+	t.ring[t.next] = id
+	t.m[id] = r
+	t.next = (t.next + 1) % len(t.ring)
+}
+
+func (t *tombstones) has(id wire.LeaseID) bool { _, ok := t.m[id]; return ok }
+
+func (t *tombstones) get(id wire.LeaseID) (wire.Reason, bool) {
+	r, ok := t.m[id]
+	return r, ok
+}
