@@ -97,19 +97,19 @@ type Req struct {
 
 	P, D *Node
 
-	Tokens    []int32 // received from D
-	Status    sched.Status
-	Done      bool
-	Error     string // a rejection or failure the client saw
-	Pulled    bool
-	Fallback  string
-	Grant     *xfer.Grant
+	Tokens     []int32 // received from D
+	Status     sched.Status
+	Done       bool
+	Error      string // a rejection or failure the client saw
+	Pulled     bool
+	Fallback   string
+	Grant      *xfer.Grant
 	clientGone bool // the client disconnected
-	atD       bool
-	delivered bool
-	SentAt    clock.Instant
-	FirstAt   clock.Instant
-	DoneAt    clock.Instant
+	atD        bool
+	delivered  bool
+	SentAt     clock.Instant
+	FirstAt    clock.Instant
+	DoneAt     clock.Instant
 }
 
 // Cluster is a deterministic P/D cluster: engines, a network and a proxy,
