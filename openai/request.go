@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/kvlease/kvlease/tokenizer"
 )
@@ -237,7 +238,9 @@ func decodeBody(body []byte, v any) *Error {
 		if te.Field == "" {
 			return BadRequest("", "the request body must be a JSON object, got %s", te.Value)
 		}
-		return BadRequest(te.Field, "%s must be %s, got %s", te.Field, describeType(te.Type), te.Value)
+		// encoding/json names promoted fields with the embedded type.
+		field := strings.TrimPrefix(te.Field, "rawCommon.")
+		return BadRequest(field, "%s must be %s, got %s", field, describeType(te.Type), te.Value)
 	}
 	return BadRequest("", "the request body is not valid JSON: %v", err)
 }
