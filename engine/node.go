@@ -111,6 +111,7 @@ const (
 	msgStats
 	msgDrain
 	msgIdle
+	msgDelivered
 )
 
 type nodeMsg struct {
@@ -121,6 +122,7 @@ type nodeMsg struct {
 	abort  chan AbortResult
 	stats  chan NodeStats
 	idle   chan struct{}
+	ok     bool // msgDelivered
 }
 
 // NewNode returns a node that will drive core with exec once Run is called.
@@ -280,6 +282,8 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 			n.core.Drain()
 		case msgIdle:
 			n.idleWaiters = append(n.idleWaiters, m.idle)
+		case msgDelivered:
+			n.core.Delivered(now, m.id, m.ok)
 		}
 	}
 }
@@ -471,6 +475,15 @@ func (n *Node) Abort(id string) AbortResult {
 		return AbortUnknown
 	}
 	return <-reply
+}
+
+// Delivered reports whether the HTTP response carrying request id's lease
+// token (Output.Grant) was written to the client: ok false releases the
+// lease at once (reason undelivered), since nobody can ever present its
+// token. Call it once per granted request, after the write; it does not
+// wait for the loop.
+func (n *Node) Delivered(id string, ok bool) {
+	n.enqueue(nodeMsg{kind: msgDelivered, id: id, ok: ok})
 }
 
 // Stats returns a snapshot. Before Run starts and after it returns it is
