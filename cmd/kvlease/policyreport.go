@@ -21,14 +21,14 @@ import (
 // decode engine that crashes and restarts, and a congested decode engine
 // whose bounded queue rejects requests.
 type faultMix struct {
-	Seed        uint64
-	Requests    int
-	Rate        float64       // arrivals per simulated second
-	AbortShare  float64       // share of clients that leave at a random moment
-	CrashAt     time.Duration // d0 is killed then (0: never)
-	RestartFor  time.Duration // and restarted this much later
-	ObserveAt   time.Duration // when stranded memory is sampled
-	SettleLimit time.Duration // how long the liveness phase may take
+	Seed        uint64        `json:"seed"`
+	Requests    int           `json:"requests"`
+	Rate        float64       `json:"rate_per_s"`       // arrivals per simulated second
+	AbortShare  float64       `json:"abort_share"`      // share of clients that leave at a random moment
+	CrashAt     time.Duration `json:"crash_d0_at_ns"`   // d0 is killed then (0: never)
+	RestartFor  time.Duration `json:"restart_after_ns"` // and restarted this much later
+	ObserveAt   time.Duration `json:"observe_at_ns"`    // when stranded memory is sampled
+	SettleLimit time.Duration `json:"settle_limit_ns"`  // how long the liveness phase may take
 }
 
 func defaultFaultMix() faultMix {
