@@ -521,6 +521,26 @@ func (m *Manager) CompleteStore(hashes []kvblock.Hash, ok bool) {
 	}
 }
 
+// Remove drops a ready block with no load in flight from the tier and
+// records a BlockRemoved event for it: the caller found its record missing
+// or corrupt (a failed load), so a later Lookup must not offer it again. It
+// returns false and changes nothing when h is absent, being stored or being
+// loaded. With ARC the hash does not become a ghost: losing a record says
+// nothing about the access pattern.
+func (m *Manager) Remove(h kvblock.Hash) bool {
+	s, ok := m.slotOf(h)
+	if !ok || !m.evictable(s) {
+		return false
+	}
+	m.unlink(s)
+	m.count[m.member[s]]--
+	m.member[s] = listNone
+	delete(m.index, h)
+	m.free = append(m.free, Slot(s))
+	m.events = append(m.events, m.event(kvblock.BlockRemoved, []kvblock.Hash{h}))
+	return true
+}
+
 func (m *Manager) event(k kvblock.EventKind, hashes []kvblock.Hash) kvblock.Event {
 	// Like vLLM's offloading events, these carry no tokens and no parent:
 	// the tier knows hashes only.

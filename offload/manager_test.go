@@ -579,6 +579,16 @@ func runARCRandom(t *testing.T, rng *rand.Rand, numBlocks, ops int) {
 				present[h].pins--
 			}
 			loads = slices.Delete(loads, i, i+1)
+		case k < 88:
+			h := kvblock.Hash(1 + rng.IntN(universe))
+			s := present[h]
+			want := s != nil && s.ready && s.pins == 0
+			if got := m.Remove(h); got != want {
+				t.Fatalf("op %d: Remove(%x) = %v with state %+v", op, h, got, s)
+			}
+			if want {
+				delete(present, h)
+			}
 		default:
 			m.Touch(randomHashes())
 		}
@@ -599,5 +609,49 @@ func runARCRandom(t *testing.T, rng *rand.Rand, numBlocks, ops int) {
 	}
 	if evictions == 0 || targetMoves == 0 || (numBlocks > 1 && refusals == 0) {
 		t.Fatalf("weak run: %d evictions, %d refusals, %d target moves", evictions, refusals, targetMoves)
+	}
+}
+
+// TestRemove: only a ready block with no load in flight can be removed; a
+// removed block is gone (a miss, its slot reusable, one BlockRemoved event)
+// and with ARC leaves no ghost.
+func TestRemove(t *testing.T) {
+	for _, ev := range []string{EvictionLRU, EvictionARC} {
+		t.Run(ev, func(t *testing.T) {
+			m := newTest(t, ManagerConfig{NumBlocks: 3, Eviction: ev, BlockSizeTokens: 16})
+			store(t, m, hA, hB)
+			m.TakeEvents()
+			if _, ok := m.PrepareStore(hs(hC)); !ok {
+				t.Fatal("PrepareStore(C) refused")
+			}
+			m.PrepareLoad(hs(hB))
+			for _, h := range hs(hC, hB, hD) {
+				if m.Remove(h) {
+					t.Fatalf("Remove(%x) = true for a block being stored, loaded or absent", h)
+				}
+			}
+			if !m.Remove(hA) || m.Remove(hA) {
+				t.Fatal("Remove(A) twice: want true then false")
+			}
+			if _, present := m.Contains(hA); present || m.NumFree() != 1 {
+				t.Fatalf("after Remove(A): present %v, %d free slots", present, m.NumFree())
+			}
+			if hits, res := m.Lookup(hs(hA)); hits != 0 || res != Miss {
+				t.Fatalf("Lookup(A) after Remove = %d, %v", hits, res)
+			}
+			want := []kvblock.Event{{Kind: kvblock.BlockRemoved, Hashes: hs(hA), Medium: MediumCPU, BlockSize: 16}}
+			if got := m.TakeEvents(); !sameEvents(got, want) {
+				t.Fatalf("events %+v, want %+v", got, want)
+			}
+			if _, ghost := m.index[hA]; ghost {
+				t.Fatal("removed hash left a ghost")
+			}
+			m.CompleteLoad(hs(hB))
+			m.CompleteStore(hs(hC), true)
+			if !m.Remove(hB) {
+				t.Fatal("Remove(B) after its load = false")
+			}
+			mustCheck(t, m)
+		})
 	}
 }

@@ -196,6 +196,17 @@ func (r *refModel) touch(hashes []kvblock.Hash) {
 	}
 }
 
+func (r *refModel) remove(h kvblock.Hash) bool {
+	j := r.find(h)
+	if j < 0 || !r.evictable(r.entries[j]) {
+		return false
+	}
+	r.free = append(r.free, r.entries[j].slot)
+	r.entries = slices.Delete(r.entries, j, j+1)
+	r.events = append(r.events, kvblock.Event{Kind: kvblock.BlockRemoved, Hashes: []kvblock.Hash{h}, Medium: r.cfg.Medium, BlockSize: r.cfg.BlockSizeTokens})
+	return true
+}
+
 func (r *refModel) contains(h kvblock.Hash) (bool, bool) {
 	j := r.find(h)
 	if j < 0 {
@@ -329,6 +340,12 @@ func runModelComparison(t *testing.T, rng *rand.Rand, cfg ManagerConfig, ops int
 			what = fmt.Sprintf("CompleteLoad(%d)", len(hs))
 			m.CompleteLoad(hs)
 			ref.completeLoad(hs)
+		case k < 90:
+			h := hashOf(rng.IntN(universe))
+			what = fmt.Sprintf("Remove(%#x)", uint64(h))
+			if got, want := m.Remove(h), ref.remove(h); got != want {
+				t.Fatalf("op %d %s = %v; model %v", op, what, got, want)
+			}
 		default:
 			hs := randomHashes()
 			what = fmt.Sprintf("Touch(%d)", len(hs))
