@@ -1,0 +1,328 @@
+package tcp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvlease/kvlease/transport"
+	"github.com/kvlease/kvlease/wire"
+)
+
+// readBufferBytes is the socket read buffer of a connection.
+const readBufferBytes = 64 << 10
+
+// maxKeptReadBuffer is the largest frame buffer a reader keeps for the next
+// frame; a larger one (a huge RENEW) is left to the garbage collector.
+const maxKeptReadBuffer = 1 << 20
+
+// conn is one connection and its two goroutines: the reader, the only one
+// that reports Received and Closed, and the writer, the only one that
+// writes to the socket. Whoever detects a failure first calls fail, which
+// records the reason and closes the socket; the reader then reports Closed
+// with that first reason.
+type conn struct {
+	t      *Transport
+	id     transport.ConnID
+	remote transport.Addr
+	nc     net.Conn // set by attach before start; read-only afterwards
+
+	ownerClosed atomic.Bool   // written under mu; read anywhere
+	lingering   atomic.Bool   // the writer half-closed after an owner Close
+	wakeW       chan struct{} // capacity 1: the writer has work
+	dead        chan struct{} // closed by the first fail
+
+	mu           sync.Mutex
+	up           bool // attached: Send may queue
+	isDead       bool
+	reason       string
+	queue        [][]byte // encoded frames, from getBuf
+	queued       int      // bytes in queue and in the writer's current batch
+	wantWritable bool     // Writable said no: signal Ready under the window
+	cancelDial   context.CancelFunc
+
+	lastDeadline time.Time // reader-owned
+}
+
+func newConn(t *Transport, id transport.ConnID, remote transport.Addr) *conn {
+	return &conn{t: t, id: id, remote: remote, wakeW: make(chan struct{}, 1), dead: make(chan struct{})}
+}
+
+// attach gives c its socket. The caller holds t.mu, so Shutdown either sees
+// the socket or is seen by the caller.
+func (c *conn) attach(nc net.Conn) {
+	c.nc = nc
+	c.mu.Lock()
+	c.up = true
+	c.mu.Unlock()
+}
+
+// start runs the reader and the writer. The caller is a goroutine of the
+// transport's wait group, so the group is not at zero.
+func (c *conn) start() {
+	c.t.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+// fail breaks the connection: the first reason is kept, queued frames are
+// dropped and the socket is closed, which ends the reader's and the writer's
+// blocking calls.
+func (c *conn) fail(reason string) {
+	c.mu.Lock()
+	if c.reason == "" {
+		c.reason = reason
+	}
+	first := !c.isDead
+	c.isDead = true
+	dropped := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for _, f := range dropped {
+		putBuf(f)
+	}
+	if first {
+		close(c.dead)
+		c.nc.Close()
+	}
+}
+
+func (c *conn) failReason() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reason
+}
+
+// ownerClose is Transport.Close(id).
+func (c *conn) ownerClose() {
+	c.mu.Lock()
+	if c.ownerClosed.Load() {
+		c.mu.Unlock()
+		return
+	}
+	c.ownerClosed.Store(true)
+	cancel := c.cancelDial
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	select {
+	case c.wakeW <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) enqueue(frame []byte) bool {
+	limit := c.t.cfg.MaxQueuedBytes
+	c.mu.Lock()
+	if !c.up || c.isDead || c.ownerClosed.Load() {
+		c.mu.Unlock()
+		putBuf(frame)
+		return false
+	}
+	if c.queued > 0 && c.queued+len(frame) > limit {
+		n := c.queued + len(frame)
+		c.mu.Unlock()
+		putBuf(frame)
+		c.fail(fmt.Sprintf("%s: %d bytes queued, limit %d", ReasonQueueOverflow, n, limit))
+		return false
+	}
+	c.queue = append(c.queue, frame)
+	c.queued += len(frame)
+	c.mu.Unlock()
+	select {
+	case c.wakeW <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (c *conn) writable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.up || c.isDead || c.queued < c.t.cfg.WindowBytes {
+		return true
+	}
+	c.wantWritable = true
+	return false
+}
+
+// writeLoop writes queued frames in batches (one writev each), a keepalive
+// when idle, and after an owner Close the rest of the queue and a FIN.
+func (c *conn) writeLoop() {
+	defer c.t.wg.Done()
+	cfg := &c.t.cfg
+	ka := time.NewTimer(cfg.KeepaliveInterval)
+	defer ka.Stop()
+	var (
+		batch, spare [][]byte
+		bufs         net.Buffers
+	)
+	for {
+		c.mu.Lock()
+		batch, c.queue = c.queue, spare[:0]
+		closing := c.ownerClosed.Load()
+		dead := c.isDead
+		c.mu.Unlock()
+		if dead {
+			return
+		}
+		if len(batch) == 0 {
+			spare = batch
+			if closing {
+				c.closeWrite()
+				return
+			}
+			select {
+			case <-c.wakeW:
+			case <-c.dead:
+				return
+			case <-ka.C:
+				c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+				if _, err := c.nc.Write(keepaliveFrame); err != nil {
+					c.fail(writeReason(err, cfg.WriteTimeout))
+					return
+				}
+				ka.Reset(cfg.KeepaliveInterval)
+			}
+			continue
+		}
+		total := 0
+		for _, f := range batch {
+			total += len(f)
+		}
+		// WriteTo consumes bufs (it nils written entries), so it gets a
+		// copy of the slice headers and batch keeps them for recycling.
+		bufs = append(bufs[:0], batch...)
+		c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+		_, err := bufs.WriteTo(c.nc)
+		for _, f := range batch {
+			putBuf(f)
+		}
+		clear(batch)
+		spare = batch[:0]
+		if err != nil {
+			c.fail(writeReason(err, cfg.WriteTimeout))
+			return
+		}
+		c.mu.Lock()
+		c.queued -= total
+		wake := c.wantWritable && c.queued < cfg.WindowBytes
+		if wake {
+			c.wantWritable = false
+		}
+		c.mu.Unlock()
+		if wake {
+			c.t.signal()
+		}
+		ka.Reset(cfg.KeepaliveInterval)
+	}
+}
+
+// closeWrite ends an owner-closed connection gracefully: a FIN after the
+// last frame, then the reader discards what the peer still sends until it
+// closes too, for at most IdleTimeout. Closing the socket at once could
+// reset it and lose the frames just written.
+func (c *conn) closeWrite() {
+	c.lingering.Store(true)
+	c.nc.SetReadDeadline(time.Now().Add(c.t.cfg.IdleTimeout))
+	if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		if tc.CloseWrite() == nil {
+			return
+		}
+	}
+	c.fail(ReasonTransportClosed)
+}
+
+func writeReason(err error, timeout time.Duration) string {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Sprintf("%s: a write made no progress for %v", ReasonWriteTimeout, timeout)
+	}
+	return ReasonWriteError + ": " + err.Error()
+}
+
+// deadlineReader moves the socket's read deadline forward as reads happen,
+// so a connection on which nothing arrives for IdleTimeout fails. It
+// refreshes at most every IdleTimeout/8, so the effective limit lies
+// between 7/8 of IdleTimeout and IdleTimeout.
+type deadlineReader struct{ c *conn }
+
+func (r deadlineReader) Read(p []byte) (int, error) {
+	c := r.c
+	if !c.lingering.Load() {
+		idle := c.t.cfg.IdleTimeout
+		if now := time.Now(); now.Sub(c.lastDeadline) >= idle/8 {
+			c.nc.SetReadDeadline(now.Add(idle))
+			c.lastDeadline = now
+		}
+	}
+	return c.nc.Read(p)
+}
+
+// readLoop reads, decodes and reports frames until the connection fails,
+// then reports Closed (unless the owner closed it) and forgets it.
+func (c *conn) readLoop() {
+	defer c.t.wg.Done()
+	t := c.t
+	br := bufio.NewReaderSize(deadlineReader{c}, readBufferBytes)
+	var buf []byte
+	for {
+		frame, err := wire.ReadFrame(br, buf[:0], t.cfg.MaxFrameBytes)
+		if err != nil {
+			c.fail(c.readReason(err))
+			break
+		}
+		if isKeepalive(frame) {
+			buf = frame
+			continue
+		}
+		m, err := wire.Decode(frame)
+		if err != nil {
+			c.fail(ReasonBadFrame + ": " + err.Error())
+			break
+		}
+		// A Block's Data aliases the frame: the frame goes with it to the
+		// owner, and the next frame gets a new buffer.
+		if _, isBlock := m.(*wire.Block); isBlock || cap(frame) > maxKeptReadBuffer {
+			buf = nil
+		} else {
+			buf = frame
+		}
+		if c.ownerClosed.Load() {
+			continue // draining after the owner's Close
+		}
+		if !t.push(c, transport.Event{Kind: transport.Received, Conn: c.id, Remote: c.remote, Msg: m}) {
+			c.fail(ReasonTransportClosed)
+			break
+		}
+	}
+	if !c.ownerClosed.Load() {
+		t.push(c, transport.Event{Kind: transport.Closed, Conn: c.id, Remote: c.remote, Reason: c.failReason()})
+	}
+	t.forget(c)
+}
+
+func (c *conn) readReason(err error) string {
+	switch {
+	case errors.Is(err, io.EOF):
+		return ReasonClosedByPeer
+	case errors.Is(err, wire.ErrTruncated):
+		return ReasonTruncated
+	case errors.Is(err, wire.ErrFrameTooLarge):
+		return ReasonFrameTooLarge + ": " + strings.TrimPrefix(err.Error(), wire.ErrFrameTooLarge.Error()+": ")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if c.lingering.Load() {
+			return ReasonTransportClosed
+		}
+		return fmt.Sprintf("%s: nothing received for %v", ReasonIdleTimeout, c.t.cfg.IdleTimeout)
+	}
+	return ReasonReadError + ": " + err.Error()
+}

@@ -1,0 +1,62 @@
+// Package tcp is kvlease's real P/D transport: wire messages over TCP, one
+// connection per (D, P) pair, opened by D. It is an edge: it owns sockets,
+// goroutines and the clock, and turns them into transport.Events with the
+// per-connection contract of package transport (exactly one of Dialed or
+// DialFailed, Accepted first, Received in send order, exactly one Closed
+// unless the owner closed the connection itself).
+//
+// # Driving
+//
+// One goroutine owns a Transport (the engine node's loop). It calls Dial,
+// Send, Writable and Close, waits on Ready and takes events with Poll:
+//
+//	t, _ := tcp.New(tcp.Config{})
+//	t.Listen("127.0.0.1:9000") // P side; D only dials
+//	id := t.Dial(ctx, "10.0.0.7:9000")
+//	for {
+//		<-t.Ready()
+//		for _, e := range t.Poll(evs[:0]) { ... t.Send(e.Conn, reply) ... }
+//	}
+//
+// None of Dial, Send, Writable, Close and Poll ever blocks on the network,
+// so a slow or dead peer never stalls the owner's loop. Send, Writable and
+// Close are safe for concurrent use; Poll, being the one consumer of the
+// event queue, belongs to one goroutine.
+//
+// # Framing
+//
+// Each message is one frame of package wire ([4-byte length][type][payload]),
+// encoded by Send into a buffer of the connection's send queue and read back
+// with wire.ReadFrame and wire.Decode. A frame with type byte 0 and an empty
+// payload (the five bytes 00 00 00 00 00) is this package's keepalive: an end
+// that has written nothing for Config.KeepaliveInterval sends one, and the
+// receiving end consumes it without reporting it. Type 0 is not a wire
+// message type, so a keepalive can never be mistaken for a message.
+//
+// # Bounds and failures
+//
+// Every way a connection can go wrong closes it, and both owners learn it as
+// a Closed event whose Reason starts with one of the Reason constants:
+//
+//   - a received frame over Config.MaxFrameBytes, or one that does not
+//     decode (garbage): ReasonFrameTooLarge, ReasonBadFrame;
+//   - a send queue over Config.MaxQueuedBytes (the peer reads too slowly):
+//     ReasonQueueOverflow, and Send returns false;
+//   - a write that does not complete within Config.WriteTimeout:
+//     ReasonWriteTimeout;
+//   - nothing received, not even a keepalive, for Config.IdleTimeout (the
+//     peer is dead, hung below the transport, or cut off): ReasonIdleTimeout;
+//   - the peer closed or reset the connection: ReasonClosedByPeer,
+//     ReasonTruncated, ReasonReadError.
+//
+// Events wait for Poll in a queue of at most Config.MaxEvents; while it is
+// full, connections stop reading their sockets, and TCP flow control pushes
+// back on the peers. Live connections are bounded by Config.MaxConns.
+//
+// # Ownership
+//
+// Send encodes the message before it returns: the caller may reuse or free
+// everything the message points to at once (a BLOCK's Data aliases the KV
+// pool). A received *wire.Block owns its Data; every received message
+// belongs to the owner.
+package tcp

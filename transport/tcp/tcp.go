@@ -1,0 +1,573 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/kvlease/kvlease/transport"
+	"github.com/kvlease/kvlease/wire"
+)
+
+// Reasons of DialFailed and Closed events. An event's Reason is one of these,
+// alone or followed by ": " and details. They are for humans and tests:
+// protocol cores must not branch on them.
+const (
+	ReasonDialError       = "dial error"                    // DialFailed: the TCP dial failed (refused, unreachable, timeout)
+	ReasonTooManyConns    = "too many connections"          // DialFailed: Config.MaxConns connections are live
+	ReasonClosedByPeer    = "closed by peer"                // Closed: the peer closed the connection between frames
+	ReasonTruncated       = "closed by peer inside a frame" // Closed: the peer went away in the middle of a frame
+	ReasonFrameTooLarge   = "frame too large"               // Closed: a received frame is over Config.MaxFrameBytes
+	ReasonBadFrame        = "bad frame"                     // Closed: a received frame does not decode
+	ReasonIdleTimeout     = "idle timeout"                  // Closed: nothing received for Config.IdleTimeout
+	ReasonWriteTimeout    = "write timeout"                 // Closed: a write took longer than Config.WriteTimeout
+	ReasonQueueOverflow   = "send queue overflow"           // Closed: a Send exceeded Config.MaxQueuedBytes
+	ReasonReadError       = "read error"                    // Closed: the socket failed while reading (reset, ...)
+	ReasonWriteError      = "write error"                   // Closed: the socket failed while writing
+	ReasonTransportClosed = "transport closed"              // never delivered: the owner closed the whole Transport
+)
+
+// Config configures a Transport. A zero field means its default (see
+// DefaultConfig).
+type Config struct {
+	// MaxFrameBytes bounds the payload of a received frame: a peer that
+	// announces more is disconnected before the payload is read
+	// (ReasonFrameTooLarge). At most wire.MaxFrameBytes.
+	MaxFrameBytes int
+	// MaxQueuedBytes bounds each connection's send queue: encoded frames
+	// not yet written to the socket. A Send that would exceed it breaks the
+	// connection (ReasonQueueOverflow): a peer that does not read must not
+	// make this process buffer without limit. A frame larger than the bound
+	// is accepted into an empty queue, so every valid message can be sent.
+	MaxQueuedBytes int
+	// WindowBytes is the backlog under which Writable reports true. Bulk
+	// senders (block streams) check Writable before each frame, so they
+	// keep about this much queued per connection and never reach
+	// MaxQueuedBytes. Less than MaxQueuedBytes.
+	WindowBytes int
+	// WriteTimeout: a write to the socket that does not complete within it
+	// breaks the connection (ReasonWriteTimeout): the peer stopped reading.
+	WriteTimeout time.Duration
+	// KeepaliveInterval: an end that has written nothing for this long
+	// sends a keepalive frame.
+	KeepaliveInterval time.Duration
+	// IdleTimeout: an end that has received nothing, keepalives included,
+	// for about this long closes the connection (ReasonIdleTimeout): the
+	// peer is dead or cut off. At least 2 × KeepaliveInterval.
+	IdleTimeout time.Duration
+	// DialTimeout bounds a dial (DialFailed with ReasonDialError).
+	DialTimeout time.Duration
+	// MaxConns bounds live connections, dialed and accepted together. A
+	// Dial beyond it fails (ReasonTooManyConns); an inbound connection
+	// beyond it is closed at once and not reported.
+	MaxConns int
+	// MaxEvents bounds the events waiting for Poll. While the queue is
+	// full, connections stop reading their sockets.
+	MaxEvents int
+	// Logger receives rare operational logs (accept errors). Nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults: frames up to wire.MaxFrameBytes,
+// 64 MiB send queues with a 4 MiB streaming window, a keepalive every
+// second, 5 s idle and 10 s write timeouts, 5 s dials, 4096 connections and
+// 4096 queued events.
+func DefaultConfig() Config {
+	return Config{
+		MaxFrameBytes:     wire.MaxFrameBytes,
+		MaxQueuedBytes:    64 << 20,
+		WindowBytes:       4 << 20,
+		WriteTimeout:      10 * time.Second,
+		KeepaliveInterval: time.Second,
+		IdleTimeout:       5 * time.Second,
+		DialTimeout:       5 * time.Second,
+		MaxConns:          4096,
+		MaxEvents:         4096,
+	}
+}
+
+// withDefaults fills the zero fields of c from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = d.MaxFrameBytes
+	}
+	if c.MaxQueuedBytes == 0 {
+		c.MaxQueuedBytes = d.MaxQueuedBytes
+	}
+	if c.WindowBytes == 0 {
+		c.WindowBytes = min(d.WindowBytes, c.MaxQueuedBytes/2)
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = d.WriteTimeout
+	}
+	if c.KeepaliveInterval == 0 {
+		c.KeepaliveInterval = d.KeepaliveInterval
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = max(d.IdleTimeout, 2*c.KeepaliveInterval)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = d.MaxConns
+	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = d.MaxEvents
+	}
+	return c
+}
+
+// Validate reports the first problem with c (after defaults), naming the
+// setting.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.MaxFrameBytes < 0 || c.MaxFrameBytes > wire.MaxFrameBytes:
+		return fmt.Errorf("tcp: MaxFrameBytes must be in 1..%d, got %d", wire.MaxFrameBytes, c.MaxFrameBytes)
+	case c.MaxQueuedBytes < 0 || c.WindowBytes < 0 || c.WindowBytes >= c.MaxQueuedBytes:
+		return fmt.Errorf("tcp: WindowBytes (%d) must be positive and less than MaxQueuedBytes (%d)", c.WindowBytes, c.MaxQueuedBytes)
+	case c.WriteTimeout < 0 || c.KeepaliveInterval < 0 || c.DialTimeout < 0:
+		return errors.New("tcp: timeouts must be positive")
+	case c.IdleTimeout < 2*c.KeepaliveInterval:
+		return fmt.Errorf("tcp: IdleTimeout %v must be at least 2 × KeepaliveInterval %v", c.IdleTimeout, c.KeepaliveInterval)
+	case c.MaxConns < 0 || c.MaxEvents < 0:
+		return fmt.Errorf("tcp: MaxConns (%d) and MaxEvents (%d) must be positive", c.MaxConns, c.MaxEvents)
+	}
+	return nil
+}
+
+// ErrClosed is returned by Listen after Close.
+var ErrClosed = errors.New("tcp: transport closed")
+
+// ErrListening is returned by a second Listen.
+var ErrListening = errors.New("tcp: already listening")
+
+// Transport is one node's set of P/D connections: at most one listener
+// (P's transfer port) and any number of dialed connections (D's, one per
+// P). Connection ids are never reused.
+//
+// Dial, Send, Writable, Close(id), Conns and Addr are safe for concurrent
+// use and never block on the network. Poll belongs to one goroutine, the
+// owner, which also sees the Ready notifications.
+type Transport struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context // canceled by Close: stops dials
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	conns  map[transport.ConnID]*conn
+	nextID transport.ConnID
+	ln     net.Listener
+	addr   transport.Addr
+	closed bool
+
+	evMu   sync.Mutex
+	events []queued
+	spare  []queued
+	slots  chan struct{} // a token per queued event: capacity MaxEvents
+	ready  chan struct{} // capacity 1: "Poll has something, or a window opened"
+	done   chan struct{} // closed by Close
+
+	wg sync.WaitGroup
+}
+
+type queued struct {
+	c  *conn // nil for events of no connection
+	ev transport.Event
+}
+
+// New returns a Transport that dials only; Listen adds a listener.
+func New(cfg Config) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Transport{
+		cfg:    cfg,
+		log:    log,
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  make(map[transport.ConnID]*conn),
+		slots:  make(chan struct{}, cfg.MaxEvents),
+		ready:  make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// Config returns the configuration, defaults filled in.
+func (t *Transport) Config() Config { return t.cfg }
+
+// Listen accepts connections on addr ("host:port"; port 0 picks a free
+// one). Each becomes an Accepted event. Addr then returns the bound address.
+func (t *Transport) Listen(addr string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		return ErrClosed
+	case t.ln != nil:
+		return ErrListening
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("tcp: listen on %s: %w", addr, err)
+	}
+	t.ln = ln
+	t.addr = transport.Addr(ln.Addr().String())
+	t.wg.Add(1)
+	go t.acceptLoop(ln)
+	return nil
+}
+
+// Addr is the listener's bound address (host:port), or "" before Listen.
+// It is Event.Local of every event.
+func (t *Transport) Addr() transport.Addr {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.addr
+}
+
+// Conns is the number of live connections (dialing included): those whose
+// goroutines have not finished.
+func (t *Transport) Conns() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.conns)
+}
+
+// Ready receives a value when Poll may return events or when a connection
+// that Writable reported full has drained below the window. One value may
+// stand for many; after receiving, the owner polls and retries its pending
+// sends.
+func (t *Transport) Ready() <-chan struct{} { return t.ready }
+
+func (t *Transport) signal() {
+	select {
+	case t.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Poll appends the queued events to buf, in the order they happened per
+// connection, and returns it. Events of a connection that the owner has
+// closed are dropped, so nothing is delivered on a ConnID after Close(id).
+func (t *Transport) Poll(buf []transport.Event) []transport.Event {
+	t.evMu.Lock()
+	q := t.events
+	t.events, t.spare = t.spare[:0], nil
+	t.evMu.Unlock()
+	for i := range q {
+		<-t.slots
+		if c := q[i].c; c != nil && c.ownerClosed.Load() {
+			continue
+		}
+		buf = append(buf, q[i].ev)
+	}
+	clear(q)
+	t.evMu.Lock()
+	if t.spare == nil {
+		t.spare = q[:0]
+	}
+	t.evMu.Unlock()
+	return buf
+}
+
+// push queues ev for Poll, waiting while the queue is full. It returns false
+// (and queues nothing) once the transport is closed.
+func (t *Transport) push(c *conn, ev transport.Event) bool {
+	select {
+	case <-t.done:
+		return false
+	default:
+	}
+	select {
+	case t.slots <- struct{}{}:
+	case <-t.done:
+		return false
+	}
+	ev.Local = t.addrNoLock()
+	t.evMu.Lock()
+	t.events = append(t.events, queued{c, ev})
+	t.evMu.Unlock()
+	t.signal()
+	return true
+}
+
+// addrNoLock reads addr; it is written once, before any event exists.
+func (t *Transport) addrNoLock() transport.Addr {
+	t.mu.Lock()
+	a := t.addr
+	t.mu.Unlock()
+	return a
+}
+
+// Dial opens a connection to addr ("host:port") and returns its id at once;
+// the outcome comes later as Dialed or DialFailed, with Event.Remote set to
+// addr exactly as given (the owner can map it back to whatever it dialed).
+// ctx bounds the dial only, together with Config.DialTimeout; it does not
+// govern the connection afterwards. Closing the id before the outcome
+// cancels the dial, and nothing is delivered. After Close of the Transport,
+// Dial returns an id and delivers nothing.
+func (t *Transport) Dial(ctx context.Context, addr transport.Addr) transport.ConnID {
+	t.mu.Lock()
+	t.nextID++
+	id := t.nextID
+	c := newConn(t, id, addr)
+	why := ""
+	switch {
+	case t.closed:
+		t.mu.Unlock()
+		return id
+	case len(t.conns) >= t.cfg.MaxConns:
+		why = ReasonTooManyConns
+	default:
+		t.conns[id] = c
+	}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	go t.dial(ctx, c, why)
+	return id
+}
+
+func (t *Transport) dial(ctx context.Context, c *conn, why string) {
+	defer t.wg.Done()
+	if why != "" {
+		if !c.ownerClosed.Load() {
+			t.push(c, transport.Event{Kind: transport.DialFailed, Conn: c.id, Remote: c.remote, Reason: why})
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	stop := context.AfterFunc(t.ctx, cancel)
+	defer stop()
+	c.mu.Lock()
+	c.cancelDial = cancel // an owner Close cancels the dial
+	c.mu.Unlock()
+	if c.ownerClosed.Load() {
+		cancel()
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", string(c.remote))
+
+	t.mu.Lock()
+	if err != nil || t.closed || c.ownerClosed.Load() {
+		delete(t.conns, c.id)
+		t.mu.Unlock()
+		if nc != nil {
+			nc.Close()
+		}
+		if err != nil && !c.ownerClosed.Load() {
+			t.push(c, transport.Event{Kind: transport.DialFailed, Conn: c.id, Remote: c.remote,
+				Reason: ReasonDialError + ": " + err.Error()})
+		}
+		return
+	}
+	c.attach(nc)
+	t.mu.Unlock()
+	// Dialed is queued before the reader starts, so it precedes every
+	// Received of the connection.
+	if !t.push(c, transport.Event{Kind: transport.Dialed, Conn: c.id, Remote: c.remote}) {
+		c.fail(ReasonTransportClosed)
+	}
+	c.start()
+}
+
+func (t *Transport) acceptLoop(ln net.Listener) {
+	defer t.wg.Done()
+	backoff := time.Duration(0)
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-t.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// A resource error (EMFILE, ...): back off rather than spin,
+			// as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t.log.Warn("transfer accept failed", "err", err, "retry_in", backoff)
+			timer := time.NewTimer(backoff)
+			select {
+			case <-timer.C:
+			case <-t.done:
+				timer.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		t.mu.Lock()
+		if t.closed || len(t.conns) >= t.cfg.MaxConns {
+			full := !t.closed
+			t.mu.Unlock()
+			nc.Close()
+			if full {
+				t.log.Warn("transfer connection refused: too many connections", "peer", nc.RemoteAddr().String())
+			}
+			continue
+		}
+		t.nextID++
+		c := newConn(t, t.nextID, transport.Addr(nc.RemoteAddr().String()))
+		c.attach(nc)
+		t.conns[c.id] = c
+		t.mu.Unlock()
+		// Accepted is queued before the reader starts, so it precedes
+		// every Received of the connection.
+		if !t.push(c, transport.Event{Kind: transport.Accepted, Conn: c.id, Remote: c.remote}) {
+			c.fail(ReasonTransportClosed)
+		}
+		c.start()
+	}
+}
+
+func (t *Transport) conn(id transport.ConnID) *conn {
+	t.mu.Lock()
+	c := t.conns[id]
+	t.mu.Unlock()
+	return c
+}
+
+func (t *Transport) forget(c *conn) {
+	t.mu.Lock()
+	delete(t.conns, c.id)
+	t.mu.Unlock()
+}
+
+// Send queues m on connection id and reports whether it was queued. It
+// encodes m before returning, so the caller may reuse m and everything it
+// points to at once. False means the connection is not open from this end
+// (unknown id, not yet Dialed or Accepted, closed by the owner, or broken)
+// or that m would overflow the send queue, which breaks the connection: its
+// Closed event follows. True does not mean the peer will get m: the
+// connection may break first (then Closed follows).
+//
+// m must be valid (wire.Validate); an invalid message is a bug of the
+// caller and panics, as in wire.AppendFrame.
+func (t *Transport) Send(id transport.ConnID, m wire.Message) bool {
+	c := t.conn(id)
+	if c == nil || c.ownerClosed.Load() {
+		return false
+	}
+	n := wire.FrameBytes(m)
+	frame := wire.AppendFrame(getBuf(n), m)
+	return c.enqueue(frame)
+}
+
+// Writable reports whether connection id's send queue is under
+// Config.WindowBytes. When it reports false, Ready receives a value once the
+// backlog drops under the window. It reports true for a connection that is
+// not open, so that a caller finds out with Send.
+func (t *Transport) Writable(id transport.ConnID) bool {
+	c := t.conn(id)
+	if c == nil {
+		return true
+	}
+	return c.writable()
+}
+
+// Close closes connection id from this end: frames already queued are
+// still written (within Config.WriteTimeout), then the peer gets end of
+// stream. Nothing more is delivered on id, and Send on it returns false.
+// Closing a dial in progress cancels it. Unknown ids and repeated closes do
+// nothing.
+func (t *Transport) Close(id transport.ConnID) {
+	c := t.conn(id)
+	if c == nil {
+		return
+	}
+	c.ownerClose()
+}
+
+// Shutdown closes the listener and every connection at once, without
+// flushing, and waits for every goroutine of the transport to end. Nothing
+// more is delivered; peers see their connections reset or closed. It is
+// idempotent and safe to call at any time, from any goroutine.
+func (t *Transport) Shutdown() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.wg.Wait()
+		return
+	}
+	t.closed = true
+	ln := t.ln
+	conns := make([]*conn, 0, len(t.conns))
+	for _, c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	close(t.done)
+	t.cancel()
+	if ln != nil {
+		ln.Close()
+	}
+	for _, c := range conns {
+		if c.nc != nil {
+			c.fail(ReasonTransportClosed)
+		}
+	}
+	t.wg.Wait()
+}
+
+// keepaliveFrame is the transport's own frame (type 0, no payload). It is
+// never recycled.
+var keepaliveFrame = []byte{0, 0, 0, 0, 0}
+
+// isKeepalive reports whether a frame from wire.ReadFrame (type byte and
+// payload) is a keepalive.
+func isKeepalive(frame []byte) bool { return len(frame) == 1 && frame[0] == 0 }
+
+// bufClasses are power-of-two buffer pools for encoded frames, from 4 KiB to
+// 128 MiB (wire.MaxFrameBytes plus the header fits in the last class).
+const (
+	minBufShift = 12
+	maxBufShift = 27
+)
+
+var bufPools [maxBufShift - minBufShift + 1]sync.Pool
+
+func bufClass(n int) int {
+	c := 0
+	for (1 << (minBufShift + c)) < n {
+		c++
+	}
+	return c
+}
+
+// getBuf returns an empty slice with capacity of at least n.
+func getBuf(n int) []byte {
+	c := bufClass(n)
+	if c >= len(bufPools) {
+		return make([]byte, 0, n)
+	}
+	if b, ok := bufPools[c].Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 1<<(minBufShift+c))
+}
+
+// putBuf recycles a buffer from getBuf.
+func putBuf(b []byte) {
+	c := bufClass(cap(b))
+	if c >= len(bufPools) || cap(b) != 1<<(minBufShift+c) {
+		return // not one of ours (or oversized): let it go
+	}
+	bufPools[c].Put(&b)
+}
