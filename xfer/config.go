@@ -102,6 +102,10 @@ type Config struct {
 	// messages with "released" or "expired" rather than "unknown".
 	Tombstones int
 
+	// MaxServedReads bounds the reads P streams at once, over all
+	// sessions; a READ beyond it is answered StatusBusy (D retries).
+	MaxServedReads int
+
 	// MaxInflightReads bounds D's concurrent pulls.
 	MaxInflightReads int
 	// MaxWaiting bounds D's requests waiting for remote KV.
@@ -125,6 +129,7 @@ func DefaultConfig(p Policy) Config {
 		PeerGrace:         2 * time.Second,
 		MaxLeases:         1 << 16,
 		Tombstones:        1 << 14,
+		MaxServedReads:    1024,
 		MaxInflightReads:  8,
 		MaxWaiting:        4096,
 		MaxReadAttempts:   3,
@@ -166,8 +171,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("xfer: lease extension %v must be at least 2 × the heartbeat interval %v", c.LeaseExtension, c.HeartbeatInterval)
 	case c.PeerGrace < 0:
 		return fmt.Errorf("xfer: peer grace must not be negative, got %v", c.PeerGrace)
-	case c.MaxLeases <= 0 || c.Tombstones < 0 || c.MaxInflightReads <= 0 || c.MaxWaiting <= 0 || c.MaxReadAttempts <= 0:
-		return fmt.Errorf("xfer: bounds must be positive (leases %d, reads %d, waiting %d, attempts %d)", c.MaxLeases, c.MaxInflightReads, c.MaxWaiting, c.MaxReadAttempts)
+	case c.MaxLeases <= 0:
+		return fmt.Errorf("xfer: MaxLeases must be positive, got %d", c.MaxLeases)
+	case c.Tombstones < 0:
+		return fmt.Errorf("xfer: Tombstones must not be negative, got %d", c.Tombstones)
+	case c.MaxServedReads <= 0:
+		return fmt.Errorf("xfer: MaxServedReads must be positive, got %d", c.MaxServedReads)
+	case c.MaxInflightReads <= 0:
+		return fmt.Errorf("xfer: MaxInflightReads must be positive, got %d", c.MaxInflightReads)
+	case c.MaxWaiting <= 0:
+		return fmt.Errorf("xfer: MaxWaiting must be positive, got %d", c.MaxWaiting)
+	case c.MaxReadAttempts <= 0:
+		return fmt.Errorf("xfer: MaxReadAttempts must be positive, got %d", c.MaxReadAttempts)
 	case c.RetryInterval <= 0:
 		return fmt.Errorf("xfer: retry interval must be positive, got %v", c.RetryInterval)
 	}

@@ -114,7 +114,10 @@ type pull struct {
 	got      []bool   // by index - hits
 	readID   uint64
 	sent     bool // READ sent for readID
-	attempts int
+	// readDeadline: a sent read with no news (block or end) by then has
+	// failed (P hung or the stream stalled).
+	readDeadline clock.Instant
+	attempts     int
 	started  clock.Instant
 	bytes    int
 }
@@ -135,6 +138,7 @@ type relNotice struct {
 	reason   wire.Reason
 	deadline clock.Instant
 	next     clock.Instant
+	sent     bool // sent at least once
 }
 
 type peer struct {
@@ -147,6 +151,9 @@ type peer struct {
 	heartbeat clock.Instant // next RENEW
 	renewSeq  uint64
 	releases  []relNotice
+	// dialFailures counts failed dials since the last handshake; at
+	// MaxReadAttempts the pulls of this peer fall back (unreachable).
+	dialFailures int
 }
 
 // Consumer is D's side of the transfer. Pure; not safe for concurrent use.
@@ -164,6 +171,7 @@ type Consumer struct {
 	bySession map[SessionID]*peer
 	nextRead  uint64
 	reading   int
+	notices   int // release notices pending over all peers (≤ MaxWaiting)
 
 	actions []Action
 	done    []Done
@@ -229,7 +237,22 @@ func (c *Consumer) Reject(now clock.Instant, r Remote) {
 	c.notify(now, c.peer(r.Addr), r.Lease, r.Token, wire.ReasonRejected, now.Add(r.ExpiresIn))
 }
 
+// notify queues a RELEASE for P, retried every RetryInterval until P
+// acknowledges it or deadline (the lease's expiry as D knows it) passes. A
+// second notice for the same lease replaces nothing: the first reason
+// stands. Pending notices are bounded by MaxWaiting over all peers; beyond
+// it a notice is dropped (counted) and P's lease simply expires.
 func (c *Consumer) notify(now clock.Instant, p *peer, l wire.LeaseID, t wire.Token, why wire.Reason, deadline clock.Instant) {
+	for _, r := range p.releases {
+		if r.lease == l {
+			return
+		}
+	}
+	if c.notices >= c.cfg.MaxWaiting {
+		c.stats.Failures["release_dropped"]++
+		return
+	}
+	c.notices++
 	p.releases = append(p.releases, relNotice{lease: l, token: t, reason: why, deadline: deadline, next: now})
 }
 
@@ -262,11 +285,24 @@ func (c *Consumer) Has(req uint64) bool { _, ok := c.byReq[req]; return ok }
 func (c *Consumer) Tick(now clock.Instant, admit bool) {
 	// Queued pulls whose lease we believe expired fall back without
 	// trying: P has freed, or will free, the blocks.
+	// A read not yet sent (P not connected) cannot pin the lease either.
+	// A sent read with no news past its deadline has failed.
 	for i := 0; i < len(c.queue); i++ {
 		p := c.queue[i]
-		if p.state == pullQueued && now >= p.deadline {
-			c.finish(now, p, c.fallbackOutcome(), 0, "expired")
+		switch {
+		case (p.state == pullQueued || !p.sent) && now >= p.deadline:
+			if p.aborted {
+				c.finish(now, p, Dropped, wire.ReasonAborted, "")
+			} else {
+				c.finish(now, p, c.fallbackOutcome(), 0, "expired")
+			}
 			i--
+		case p.state == pullReading && p.sent && now >= p.readDeadline:
+			c.stats.Failures["timeout"]++
+			c.retry(now, p, "timeout")
+			if c.byReq[p.Req] != p {
+				i--
+			}
 		}
 	}
 	if admit {
@@ -343,16 +379,10 @@ func (c *Consumer) newRead(p *pull) {
 }
 
 func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
-	// Drop release notices past their deadline: P has expired the lease.
-	j := 0
-	for _, r := range pr.releases {
-		if now < r.deadline {
-			pr.releases[j] = r
-			j++
-		}
+	if pr.state != peerUp {
+		// Notices past their deadline are dropped: P has expired the lease.
+		c.dropNotices(now, pr)
 	}
-	pr.releases = pr.releases[:j]
-
 	wants := len(pr.releases) > 0
 	for _, p := range c.queue {
 		if p.peer == pr {
@@ -362,7 +392,11 @@ func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
 	}
 	switch pr.state {
 	case peerIdle:
-		if wants && now >= pr.retryAt {
+		if !wants {
+			delete(c.peers, pr.addr) // nothing to do there: forget it
+			return
+		}
+		if now >= pr.retryAt {
 			pr.state = peerDialing
 			c.actions = append(c.actions, Action{Kind: ActionDial, Addr: pr.addr})
 		}
@@ -375,21 +409,32 @@ func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
 	// fetch completes and leaves the queue).
 	for _, p := range c.pullsOf(pr) {
 		if p.state == pullReading && !p.sent && !p.aborted {
-			c.sendRead(pr, p)
+			c.sendRead(now, pr, p)
 		}
 	}
 	if c.cfg.Heartbeats() && now >= pr.heartbeat {
+		// One RENEW for every lease of this P that D still needs: queued
+		// pulls and reads in progress (a read pins the lease only while P
+		// streams it; D needs it until its RELEASE). Split only at the
+		// wire's bound.
 		var refs []wire.LeaseRef
-		for _, p := range c.queue {
-			if p.peer == pr && p.state == pullQueued && len(refs) < wire.MaxLeasesPerRenew {
-				refs = append(refs, wire.LeaseRef{ID: p.Remote.Lease, Token: p.Remote.Token})
+		flush := func() {
+			if len(refs) > 0 {
+				pr.renewSeq++
+				c.send(pr, &wire.Renew{Seq: pr.renewSeq, Leases: refs})
+				c.stats.RenewsSent++
+				refs = nil
 			}
 		}
-		if len(refs) > 0 {
-			pr.renewSeq++
-			c.send(pr, &wire.Renew{Seq: pr.renewSeq, Leases: refs})
-			c.stats.RenewsSent++
+		for _, p := range c.queue {
+			if p.peer == pr && !p.aborted {
+				refs = append(refs, wire.LeaseRef{ID: p.Remote.Lease, Token: p.Remote.Token})
+				if len(refs) == wire.MaxLeasesPerRenew {
+					flush()
+				}
+			}
 		}
+		flush()
 		pr.heartbeat = now.Add(c.cfg.HeartbeatInterval)
 	}
 	for i := range pr.releases {
@@ -398,17 +443,36 @@ func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
 			c.send(pr, &wire.Release{Lease: r.lease, Token: r.token, Reason: r.reason})
 			c.stats.ReleasesSent[r.reason]++
 			r.next = now.Add(c.cfg.RetryInterval)
+			r.sent = true
 		}
 	}
+	c.dropNotices(now, pr)
+}
+
+// dropNotices forgets notices whose lease P has expired by now. A notice
+// is sent at least once while P is connected, even late: D's view of the
+// deadline is never earlier than P's, but the message costs little.
+func (c *Consumer) dropNotices(now clock.Instant, pr *peer) {
+	j := 0
+	for _, r := range pr.releases {
+		if now < r.deadline || (!r.sent && pr.state == peerUp) {
+			pr.releases[j] = r
+			j++
+		}
+	}
+	c.notices -= len(pr.releases) - j
+	clear(pr.releases[j:])
+	pr.releases = pr.releases[:j]
 }
 
 func (c *Consumer) send(pr *peer, m wire.Message) {
 	c.actions = append(c.actions, Action{Kind: ActionSend, Session: pr.session, Msg: m})
 }
 
-func (c *Consumer) sendRead(pr *peer, p *pull) {
+func (c *Consumer) sendRead(now clock.Instant, pr *peer, p *pull) {
 	c.send(pr, &wire.Read{ReadID: p.readID, Lease: p.Remote.Lease, Token: p.Remote.Token, Indexes: append([]uint32(nil), p.need...)})
 	p.sent = true
+	p.readDeadline = now.Add(c.cfg.LeaseDuration)
 	if len(p.need) == 0 {
 		// Everything was cached here: no READ is needed, but P must hear
 		// that it can free. Treat it as a completed read.
@@ -438,12 +502,26 @@ func (c *Consumer) Dialed(now clock.Instant, addr string, s SessionID) {
 // DialFailed reports that addr could not be reached.
 func (c *Consumer) DialFailed(now clock.Instant, addr string) {
 	pr, ok := c.peers[addr]
-	if !ok {
+	if !ok || pr.state != peerDialing {
 		return
 	}
 	pr.state = peerIdle
 	pr.retryAt = now.Add(c.cfg.RetryInterval)
 	c.stats.Failures["unreachable"]++
+	pr.dialFailures++
+	if pr.dialFailures < c.cfg.MaxReadAttempts {
+		return
+	}
+	// P is unreachable: its pulls fall back rather than wait out their
+	// leases. Release notices keep being retried until their deadlines.
+	pr.dialFailures = 0
+	for _, p := range c.pullsOf(pr) {
+		if p.aborted {
+			c.finish(now, p, Dropped, wire.ReasonAborted, "")
+			continue
+		}
+		c.finish(now, p, c.fallbackOutcome(), wire.ReasonFallback, "unreachable")
+	}
 }
 
 // Disconnected reports that session s is gone. Reads in flight on it are
@@ -489,7 +567,7 @@ func (c *Consumer) retry(now clock.Instant, p *pull, why string) {
 	}
 	c.newRead(p)
 	if p.peer.state == peerUp {
-		c.sendRead(p.peer, p)
+		c.sendRead(now, p.peer, p)
 	}
 }
 
@@ -508,6 +586,9 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 	}
 	switch m := m.(type) {
 	case *wire.HelloAck:
+		if pr.state == peerAuth || pr.state == peerUp {
+			return // a duplicate: the handshake moved on
+		}
 		if pr.state != peerHello || m.Status != wire.StatusOK ||
 			!wire.VerifyMAC(c.secret, wire.RoleP, pr.nonce, m.EngineID, c.engineID, m.MAC) {
 			c.authFailed(now, pr, "unauthenticated")
@@ -517,11 +598,15 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		pr.state = peerAuth
 		c.send(pr, &wire.Auth{MAC: wire.ComputeMAC(c.secret, wire.RoleD, m.Nonce, m.EngineID, c.engineID)})
 	case *wire.AuthAck:
+		if pr.state == peerUp && m.Status == wire.StatusOK {
+			return // a duplicate
+		}
 		if pr.state != peerAuth || m.Status != wire.StatusOK {
 			c.authFailed(now, pr, "unauthenticated")
 			return
 		}
 		pr.state = peerUp
+		pr.dialFailures = 0
 		for _, p := range c.pullsOf(pr) {
 			if p.Remote.EngineID != "" && p.Remote.EngineID != pr.engineID {
 				c.finish(now, p, c.fallbackOutcome(), 0, "engine_mismatch")
@@ -529,35 +614,44 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		}
 		c.tickPeer(now, pr)
 	case *wire.RenewAck:
-		queued := make(map[wire.LeaseID]*pull)
+		live := make(map[wire.LeaseID]*pull)
 		for _, p := range c.pullsOf(pr) {
-			if p.state == pullQueued {
-				queued[p.Remote.Lease] = p
-			}
+			live[p.Remote.Lease] = p
 		}
 		for _, r := range m.Results {
-			p, ok := queued[r.ID]
+			p, ok := live[r.ID]
 			if !ok {
-				continue // read started, or gone: a late ack
+				continue // gone: a late ack
 			}
-			if r.Status == wire.StatusOK {
+			switch {
+			case r.Status == wire.StatusOK:
 				p.deadline = clock.Max(p.deadline, now.Add(time.Duration(r.ExpiresInMs)*time.Millisecond))
-			} else {
+			case p.state == pullReading && p.sent:
+				// The read in flight ends with its own status.
+			default:
 				c.stats.Failures["lease_gone"]++
-				delete(queued, r.ID)
-				c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+				delete(live, r.ID)
+				if p.aborted {
+					c.finish(now, p, Dropped, 0, "")
+				} else {
+					c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+				}
 			}
 		}
 	case *wire.Revoked:
 		for _, p := range c.pullsOf(pr) {
 			if p.Remote.Lease == m.Lease && !(p.state == pullReading && p.sent) {
-				c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+				if p.aborted {
+					c.finish(now, p, Dropped, 0, "")
+				} else {
+					c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+				}
 			}
 		}
 	case *wire.Block:
-		c.block(now, m)
+		c.block(now, pr, m)
 	case *wire.ReadEnd:
-		c.readEnd(now, m)
+		c.readEnd(now, pr, m)
 	case *wire.ReleaseAck:
 		j := 0
 		for _, r := range pr.releases {
@@ -566,6 +660,8 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 				j++
 			}
 		}
+		c.notices -= len(pr.releases) - j
+		clear(pr.releases[j:])
 		pr.releases = pr.releases[:j]
 	}
 }
@@ -577,6 +673,7 @@ func (c *Consumer) authFailed(now clock.Instant, pr *peer, why string) {
 	pr.state = peerIdle
 	pr.session = 0
 	pr.retryAt = now.Add(c.cfg.RetryInterval)
+	c.notices -= len(pr.releases)
 	pr.releases = nil // cannot be delivered to an impostor
 	for _, p := range c.pullsOf(pr) {
 		if p.aborted {
@@ -587,11 +684,12 @@ func (c *Consumer) authFailed(now clock.Instant, pr *peer, why string) {
 	}
 }
 
-func (c *Consumer) block(now clock.Instant, m *wire.Block) {
+func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 	p, ok := c.byRead[m.ReadID]
-	if !ok || p.Remote.Lease != m.Lease || p.aborted {
+	if !ok || p.peer != pr || p.Remote.Lease != m.Lease || p.aborted {
 		return
 	}
+	p.readDeadline = now.Add(c.cfg.LeaseDuration) // the stream moves
 	bs := c.pool.BlockSizeTokens()
 	ix := int(m.Index)
 	if ix < p.hits || ix >= p.Remote.NumBlocks || p.got[ix-p.hits] {
@@ -627,9 +725,9 @@ func (c *Consumer) block(now clock.Instant, m *wire.Block) {
 	p.bytes += len(m.Data) + 8*len(m.Digests)
 }
 
-func (c *Consumer) readEnd(now clock.Instant, m *wire.ReadEnd) {
+func (c *Consumer) readEnd(now clock.Instant, pr *peer, m *wire.ReadEnd) {
 	p, ok := c.byRead[m.ReadID]
-	if !ok || p.Remote.Lease != m.Lease {
+	if !ok || p.peer != pr || p.Remote.Lease != m.Lease || !p.sent {
 		return
 	}
 	if p.aborted {
@@ -741,18 +839,28 @@ func (c *Consumer) Take() ([]Action, []Done) {
 // clock.Never.
 func (c *Consumer) NextDeadline() clock.Instant {
 	t := clock.Never
+	pulls := make(map[*peer]bool, len(c.peers))
 	for _, p := range c.queue {
-		if p.state == pullQueued && p.deadline < t {
-			t = p.deadline
+		pulls[p.peer] = true
+		switch {
+		case p.state == pullQueued || !p.sent:
+			t = min(t, p.deadline)
+		default:
+			t = min(t, p.readDeadline)
 		}
 	}
 	for _, pr := range c.peers {
-		if pr.state == peerIdle && pr.retryAt < t && (len(pr.releases) > 0 || len(c.pullsOf(pr)) > 0) {
-			t = pr.retryAt
-		}
-		if pr.state == peerUp {
-			if c.cfg.Heartbeats() && len(c.pullsOf(pr)) > 0 && pr.heartbeat < t {
-				t = pr.heartbeat
+		switch pr.state {
+		case peerIdle:
+			if len(pr.releases) > 0 || pulls[pr] {
+				t = min(t, pr.retryAt)
+			}
+			for _, r := range pr.releases {
+				t = min(t, r.deadline)
+			}
+		case peerUp:
+			if c.cfg.Heartbeats() && pulls[pr] {
+				t = min(t, pr.heartbeat)
 			}
 			for _, r := range pr.releases {
 				t = min(t, r.next, r.deadline)
@@ -796,6 +904,16 @@ func (c *Consumer) Check() error {
 	}
 	if n != c.reading {
 		return fmt.Errorf("xfer: %d pulls reading, counted %d", n, c.reading)
+	}
+	if n > c.cfg.MaxInflightReads {
+		return fmt.Errorf("xfer: %d pulls reading, over MaxInflightReads %d", n, c.cfg.MaxInflightReads)
+	}
+	k := 0
+	for _, pr := range c.peers {
+		k += len(pr.releases)
+	}
+	if k != c.notices {
+		return fmt.Errorf("xfer: %d release notices pending, counted %d", k, c.notices)
 	}
 	return nil
 }

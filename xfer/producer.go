@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/kvlease/kvlease/clock"
@@ -70,6 +71,10 @@ type leaseState struct {
 	reads     int         // reads in flight: they pin the lease
 	pending   wire.Reason // a release decided while pinned
 	read      bool        // some read completed
+	// hix is the lease's index in the due heap, -1 when it is not there
+	// (a pinned lease whose release is decided waits for its reads, not for
+	// a deadline).
+	hix int
 }
 
 func (l *leaseState) due() clock.Instant {
@@ -89,8 +94,11 @@ type ProducerStats struct {
 	// part is stranded memory.
 	BlockSecondsRead, BlockSecondsUnread float64
 	ReadsServed, ReadsRefused            uint64
-	BytesServed                          uint64
-	AuthFailures                         uint64
+	// ReadsBusy counts READs refused with StatusBusy because
+	// MaxServedReads reads were in flight.
+	ReadsBusy    uint64
+	BytesServed  uint64
+	AuthFailures uint64
 }
 
 // Producer is P's side of the transfer: it grants leases on finished
@@ -105,7 +113,7 @@ type Producer struct {
 
 	leases   map[wire.LeaseID]*leaseState
 	byReq    map[string]*leaseState
-	due      dueHeap
+	due      dueHeap // one entry per live lease not waiting for its reads
 	tomb     tombstones
 	sessions map[SessionID]*pSession
 	reads    map[readKey]*leaseState
@@ -164,10 +172,13 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 	}
 	if old, dup := p.byReq[req]; dup {
 		// A request id reused while its old lease lives: the old lease can
-		// no longer be named by this id, so it is released.
-		p.release(now, old, wire.ReasonAborted)
+		// no longer be named by this id, so it is released (after its reads,
+		// if any are in flight: releasing a pinned lease would free blocks
+		// being streamed).
+		delete(p.byReq, req)
+		p.end(now, old, wire.ReasonAborted)
 	}
-	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never}
+	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never, hix: -1}
 	for {
 		l.id = wire.LeaseID(p.rng.Uint64())
 		if _, taken := p.leases[l.id]; !taken && l.id != 0 && !p.tomb.has(l.id) {
@@ -185,9 +196,11 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 	p.pool.Share(l.hold, blocks)
 	p.leases[l.id] = l
 	p.byReq[req] = l
-	heap.Push(&p.due, dueEntry{at: l.deadline, id: l.id})
+	p.schedule(l)
 	p.stats.Granted++
-	return Grant{Lease: l.id, Token: l.token, ExpiresIn: p.cfg.LeaseDuration, BlockIDs: p.pool.Blocks(l.hold), NumTokens: numTokens}, true
+	// BlockIDs is a copy: the pool reuses a released hold's slice.
+	ids := append([]kvblock.BlockID(nil), p.pool.Blocks(l.hold)...)
+	return Grant{Lease: l.id, Token: l.token, ExpiresIn: p.cfg.LeaseDuration, BlockIDs: ids, NumTokens: numTokens}, true
 }
 
 // Delivered reports whether the response carrying req's lease token reached
@@ -229,28 +242,22 @@ func (p *Producer) Abort(now clock.Instant, req string) bool {
 }
 
 // Tick releases every lease whose deadline (or lost-session grace) has
-// passed, whatever the order of deadlines: the due heap is ordered by the
-// current due instant, and an entry whose lease was extended is pushed back
-// at its new instant, so a renewed lease never hides an expired one.
+// passed, whatever the order of deadlines: the due heap holds one entry per
+// lease keyed by its current due instant, re-keyed whenever a renewal,
+// binding or session loss moves it, so a renewed lease never hides an
+// expired one. A pinned lease that falls due leaves the heap and is
+// released when its reads end.
 func (p *Producer) Tick(now clock.Instant) {
-	for len(p.due) > 0 && p.due[0].at <= now {
-		e := heap.Pop(&p.due).(dueEntry)
-		l, ok := p.leases[e.id]
-		if !ok {
-			continue
-		}
-		if at := l.due(); at > now {
-			heap.Push(&p.due, dueEntry{at: at, id: l.id})
-			continue
-		}
-		if l.pending != 0 {
-			continue // already decided; waits for its reads
-		}
+	for len(p.due) > 0 && p.due[0].due() <= now {
+		l := p.due[0]
 		reason := wire.ReasonExpired
 		if l.lostAt <= now && l.lostAt <= l.deadline {
 			reason = wire.ReasonPeerLost
 		}
 		p.end(now, l, reason)
+		if l.hix >= 0 {
+			panic(fmt.Sprintf("xfer: lease %d stayed due after its end", l.id))
+		}
 	}
 }
 
@@ -260,7 +267,27 @@ func (p *Producer) NextDeadline() clock.Instant {
 	if len(p.due) == 0 {
 		return clock.Never
 	}
-	return p.due[0].at
+	return p.due[0].due()
+}
+
+// schedule puts l in the due heap at its current due instant, or moves it
+// there.
+func (p *Producer) schedule(l *leaseState) {
+	if l.pending != 0 {
+		return // waits for its reads, not for a deadline
+	}
+	if l.hix >= 0 {
+		heap.Fix(&p.due, l.hix)
+		return
+	}
+	heap.Push(&p.due, l)
+}
+
+// unschedule takes l out of the due heap.
+func (p *Producer) unschedule(l *leaseState) {
+	if l.hix >= 0 {
+		heap.Remove(&p.due, l.hix)
+	}
 }
 
 // end releases l now, or marks it to be released when its reads end.
@@ -269,6 +296,7 @@ func (p *Producer) end(now clock.Instant, l *leaseState, r wire.Reason) {
 		if l.pending == 0 {
 			l.pending = r
 		}
+		p.unschedule(l) // its fate is decided; only the reads remain
 		return
 	}
 	p.release(now, l, r)
@@ -289,6 +317,7 @@ func (p *Producer) release(now clock.Instant, l *leaseState, r wire.Reason) {
 	}
 	blocks := p.pool.Len(l.hold)
 	p.pool.Release(l.hold)
+	p.unschedule(l)
 	delete(p.leases, l.id)
 	if p.byReq[l.req] == l {
 		delete(p.byReq, l.req)
@@ -326,6 +355,30 @@ func (p *Producer) sortedLeases() []*leaseState {
 		}
 	}
 	return ls
+}
+
+// LeaseInfo describes a live lease, for checks and tests.
+type LeaseInfo struct {
+	Req      string
+	Deadline clock.Instant
+	// LostAt is when the lease goes because its session was lost
+	// (clock.Never while bound to a live session or unbound).
+	LostAt    clock.Instant
+	Session   SessionID
+	Reads     int         // reads in flight (pins)
+	Pending   wire.Reason // a release decided while pinned, or 0
+	Delivered bool
+	Blocks    int
+}
+
+// Lease describes live lease id; false once it is released (or never was).
+func (p *Producer) Lease(id wire.LeaseID) (LeaseInfo, bool) {
+	l, ok := p.leases[id]
+	if !ok {
+		return LeaseInfo{}, false
+	}
+	return LeaseInfo{Req: l.req, Deadline: l.deadline, LostAt: l.lostAt, Session: l.session, Reads: l.reads,
+		Pending: l.pending, Delivered: l.delivered, Blocks: p.pool.Len(l.hold)}, true
 }
 
 // NumLeases is the number of live leases.
@@ -392,24 +445,36 @@ func (p *Producer) Connected(now clock.Instant, s SessionID) {
 
 // Disconnected ends a session: its reads in flight end unsuccessfully, and
 // (under PolicyLease) every lease bound to it is released after the peer
-// grace unless another session of the same D renews it first.
+// grace unless another session renews or reads it first.
 func (p *Producer) Disconnected(now clock.Instant, s SessionID) {
 	if _, ok := p.sessions[s]; !ok {
 		return
 	}
+	p.endSession(now, s)
+}
+
+// endSession forgets session s. Its reads end in read-id order (a map's
+// order must not reach the releases they may trigger).
+func (p *Producer) endSession(now clock.Instant, s SessionID) {
 	delete(p.sessions, s)
-	for k, l := range p.reads {
+	var keys []readKey
+	for k := range p.reads {
 		if k.s == s {
-			p.finishRead(now, k, l, false)
+			keys = append(keys, k)
 		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].id < keys[j].id })
+	for _, k := range keys {
+		p.finishRead(now, k, p.reads[k], false)
 	}
 	if !p.cfg.BindsSessions() {
 		return
 	}
 	for _, l := range p.sortedLeases() {
 		if l.session == s {
+			l.session = 0
 			l.lostAt = now.Add(p.cfg.PeerGrace)
-			heap.Push(&p.due, dueEntry{at: l.lostAt, id: l.id})
+			p.schedule(l)
 		}
 	}
 }
@@ -431,8 +496,14 @@ func (p *Producer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		p.read(now, s, m)
 	case *wire.Release:
 		p.handleRelease(now, s, m)
+	case *wire.Hello, *wire.Auth:
+		// A duplicate of the handshake (the network may duplicate): the
+		// session is already authenticated, so it changes nothing.
 	default:
+		// A message D never sends: the peer is broken. Close the session
+		// and end it here too (the edge reports no close it asked for).
 		p.out = append(p.out, Envelope{Session: s, Msg: &wire.AuthAck{Status: wire.StatusBadRequest}, Close: true})
+		p.endSession(now, s)
 	}
 }
 
@@ -456,6 +527,9 @@ func (p *Producer) handshake(s SessionID, ss *pSession, m wire.Message) {
 	}
 	switch m := m.(type) {
 	case *wire.Hello:
+		if ss.state == stateAuth && m.EngineID == ss.peer && m.Nonce == ss.dNonce {
+			return // a duplicate of the Hello being answered
+		}
 		if ss.state != stateHello {
 			refuse(wire.StatusBadRequest)
 			return
@@ -526,7 +600,10 @@ func (p *Producer) bind(s SessionID, l *leaseState) {
 		return
 	}
 	l.session = s
-	l.lostAt = clock.Never
+	if l.lostAt != clock.Never {
+		l.lostAt = clock.Never
+		p.schedule(l)
+	}
 }
 
 func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.Renew) {
@@ -536,7 +613,10 @@ func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.R
 		res := wire.RenewResult{ID: ref.ID, Status: st}
 		if l != nil {
 			if p.cfg.Heartbeats() {
-				l.deadline = clock.Max(l.deadline, now.Add(p.cfg.LeaseExtension))
+				if d := now.Add(p.cfg.LeaseExtension); d > l.deadline {
+					l.deadline = d
+					p.schedule(l)
+				}
 			}
 			p.bind(s, l)
 			res.ExpiresInMs = uint32(min(l.deadline.Sub(now).Milliseconds(), 1<<31))
@@ -553,12 +633,18 @@ func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
 	}
 	key := readKey{s, m.ReadID}
 	if _, dup := p.reads[key]; dup {
-		refuse(wire.StatusBadRequest)
+		// The same READ twice (a duplicated message): the read in flight
+		// answers it. Refusing it would end D's good read.
 		return
 	}
 	l, st := p.lookup(m.Lease, m.Token)
 	if l == nil {
 		refuse(st)
+		return
+	}
+	if len(p.reads) >= p.cfg.MaxServedReads {
+		p.stats.ReadsBusy++
+		refuse(wire.StatusBusy)
 		return
 	}
 	blocks := p.pool.Blocks(l.hold)
@@ -640,27 +726,35 @@ func (p *Producer) handleRelease(now clock.Instant, s SessionID, m *wire.Release
 
 // --- due heap and tombstones ---
 
-type dueEntry struct {
-	at clock.Instant
-	id wire.LeaseID
-}
-
-type dueHeap []dueEntry
+// dueHeap orders live leases by due instant (then id, for a deterministic
+// order); each lease records its index so that a renewal re-keys it in
+// O(log n). Its size is at most the number of live leases (MaxLeases).
+type dueHeap []*leaseState
 
 func (h dueHeap) Len() int { return len(h) }
 func (h dueHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+	a, b := h[i].due(), h[j].due()
+	if a != b {
+		return a < b
 	}
 	return h[i].id < h[j].id
 }
-func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(x any)   { *h = append(*h, x.(dueEntry)) }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hix, h[j].hix = i, j
+}
+func (h *dueHeap) Push(x any) {
+	l := x.(*leaseState)
+	l.hix = len(*h)
+	*h = append(*h, l)
+}
 func (h *dueHeap) Pop() any {
 	old := *h
-	e := old[len(old)-1]
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	return e
+	l.hix = -1
+	return l
 }
 
 // tombstones remember the last n released lease ids and why.

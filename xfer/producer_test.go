@@ -1,0 +1,802 @@
+package xfer
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/wire"
+)
+
+func TestProducerGrantHoldsBlocks(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	g := e.grant("r1", 10) // 3 blocks, the last partly filled
+	if len(g.BlockIDs) != 3 || g.NumTokens != 10 || g.ExpiresIn != 600*time.Millisecond || g.Token.IsZero() || g.Lease == 0 {
+		t.Fatalf("grant %+v", g)
+	}
+	if e.pool.NumHeld() != 3 || e.p.NumLeases() != 1 || e.pool.NumHolds(kvblock.HoldLease) != 1 {
+		t.Fatalf("held %d, leases %d", e.pool.NumHeld(), e.p.NumLeases())
+	}
+	info, ok := e.p.Lease(g.Lease)
+	if !ok || info.Deadline != at(600) || info.Session != 0 || info.LostAt != clock.Never || info.Req != "r1" || info.Blocks != 3 {
+		t.Fatalf("lease %+v", info)
+	}
+	// The grant's block ids are the caller's: a later hold reusing the
+	// pool's slot must not change them.
+	want := append([]kvblock.BlockID(nil), g.BlockIDs...)
+	e.send(e.connect(), &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonReadDone})
+	e.grant("r2", 16)
+	for i := range want {
+		if g.BlockIDs[i] != want[i] {
+			t.Fatalf("grant's block ids changed: %v, were %v", g.BlockIDs, want)
+		}
+	}
+	if _, ok := e.p.Grant(e.now, "r3", nil, 0); ok {
+		t.Fatal("a grant of no blocks succeeded")
+	}
+	if s := e.p.Stats(); s.Granted != 2 || s.Refused != 1 || s.Active != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestProducerMaxLeases(t *testing.T) {
+	cfg := testConfig(PolicyLease)
+	cfg.MaxLeases = 3
+	e := newPEnv(t, cfg)
+	for i := range 3 {
+		e.grant(fmt.Sprintf("r%d", i), 4)
+	}
+	h := e.pool.NewHold(kvblock.HoldRequest, 9)
+	e.pool.Allocate(h, 1)
+	if _, ok := e.p.Grant(e.now, "r3", e.pool.Blocks(h), 4); ok {
+		t.Fatal("grant beyond MaxLeases succeeded")
+	}
+	e.pool.Release(h)
+	if e.pool.NumHeld() != 3 || e.p.NumLeases() != 3 || e.p.Stats().Refused != 1 {
+		t.Fatalf("held %d leases %d stats %+v", e.pool.NumHeld(), e.p.NumLeases(), e.p.Stats())
+	}
+	// A release makes room again.
+	e.p.Abort(e.now, "r0")
+	e.grant("r3", 4)
+}
+
+func TestProducerRenewExtendsAndBinds(t *testing.T) {
+	// Extension is 400 ms: a renewal moves the deadline to
+	// max(old, now+400ms); leases only extend.
+	cases := []struct {
+		name     string
+		renewAt  []int // ms
+		deadline int   // ms, after the renewals
+	}{
+		{"no renewal", nil, 600},
+		{"early renewal keeps the later deadline", []int{100}, 600},
+		{"renewal past old-extension extends", []int{300}, 700},
+		{"two renewals", []int{300, 500}, 900},
+		{"a late renewal cannot shorten", []int{500, 510}, 910},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPEnv(t, testConfig(PolicyLease))
+			g := e.grant("r", 8)
+			s := e.connect()
+			for _, ms := range tc.renewAt {
+				e.advance(at(ms))
+				out := e.send(s, &wire.Renew{Seq: 7, Leases: []wire.LeaseRef{ref(g)}})
+				ack, ok := only[*wire.RenewAck](t, out)
+				if !ok || ack.Seq != 7 || len(ack.Results) != 1 || ack.Results[0].Status != wire.StatusOK {
+					t.Fatalf("ack %+v", out)
+				}
+				info, _ := e.p.Lease(g.Lease)
+				if got := time.Duration(ack.Results[0].ExpiresInMs) * time.Millisecond; e.now.Add(got) != info.Deadline {
+					t.Fatalf("ack says %v left, deadline %v at %v", got, info.Deadline, e.now)
+				}
+				if info.Session != s {
+					t.Fatalf("lease bound to %d, want %d", info.Session, s)
+				}
+			}
+			info, _ := e.p.Lease(g.Lease)
+			if info.Deadline != at(tc.deadline) {
+				t.Fatalf("deadline %v, want %v", info.Deadline, at(tc.deadline))
+			}
+			e.advance(at(tc.deadline) - 1)
+			if e.p.NumLeases() != 1 {
+				t.Fatal("released before its deadline")
+			}
+			e.advance(at(tc.deadline))
+			if r, ok := released(e, g.Lease); !ok || r.reason != wire.ReasonExpired || r.at != at(tc.deadline) {
+				t.Fatalf("release %+v %v", r, ok)
+			}
+			if e.pool.NumHeld() != 0 {
+				t.Fatal("blocks still held")
+			}
+		})
+	}
+}
+
+func TestProducerExpiryHasNoHeadOfLine(t *testing.T) {
+	// Leases granted in order, some renewed so that renewed (later) leases
+	// sit before expired ones in grant order: each is released exactly at
+	// its own deadline, whatever the order.
+	e := newPEnv(t, testConfig(PolicyLease))
+	s := e.connect()
+	var gs []Grant
+	for i := range 8 {
+		e.advance(at(i * 10))
+		gs = append(gs, e.grant(fmt.Sprintf("r%d", i), 4))
+	}
+	// Renew the even leases at 300 ms: their deadline becomes 700 ms; the
+	// odd ones expire at 610, 630, 650, 670.
+	e.advance(at(300))
+	var refs []wire.LeaseRef
+	for i := 0; i < 8; i += 2 {
+		refs = append(refs, ref(gs[i]))
+	}
+	e.send(s, &wire.Renew{Leases: refs})
+	for ms := 300; ms <= 700; ms++ {
+		e.advance(at(ms))
+	}
+	for i, g := range gs {
+		want := at(i*10 + 600)
+		if i%2 == 0 {
+			want = at(700)
+		}
+		r, ok := released(e, g.Lease)
+		if !ok || r.at != want || r.reason != wire.ReasonExpired {
+			t.Errorf("lease %d: released %v at %v (%v), want expired at %v", i, ok, r.at, r.reason, want)
+		}
+	}
+	if len(e.p.due) != 0 || e.pool.NumHeld() != 0 {
+		t.Fatalf("due %d held %d", len(e.p.due), e.pool.NumHeld())
+	}
+}
+
+func TestProducerNextDeadlineIsExact(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	if e.p.NextDeadline() != clock.Never {
+		t.Fatal("deadline without leases")
+	}
+	g1 := e.grant("a", 4)
+	e.advance(at(50))
+	e.grant("b", 4)
+	if e.p.NextDeadline() != at(600) {
+		t.Fatalf("next %v", e.p.NextDeadline())
+	}
+	s := e.connect()
+	e.advance(at(300))
+	e.send(s, &wire.Renew{Leases: []wire.LeaseRef{ref(g1)}})
+	if e.p.NextDeadline() != at(650) { // b's; a's moved to 700
+		t.Fatalf("next %v after renewal", e.p.NextDeadline())
+	}
+	e.p.Disconnected(e.now, s) // a is bound to s: grace 40 ms
+	if e.p.NextDeadline() != at(340) {
+		t.Fatalf("next %v after session loss", e.p.NextDeadline())
+	}
+}
+
+func TestProducerReadPinsLease(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		during func(e *pEnv, s SessionID, g Grant) // while the read is in flight
+		reason wire.Reason
+	}{
+		{"expiry", func(e *pEnv, s SessionID, g Grant) { e.advance(at(900)) }, wire.ReasonExpired},
+		{"abort (revocation)", func(e *pEnv, s SessionID, g Grant) { e.p.Abort(e.now, "r") }, wire.ReasonAborted},
+		{"release by D", func(e *pEnv, s SessionID, g Grant) {
+			out := e.send(s, &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonReadDone})
+			if a, ok := only[*wire.ReleaseAck](e.t, out); !ok || a.Status != wire.StatusOK {
+				e.t.Fatalf("ack %+v", out)
+			}
+		}, wire.ReasonReadDone},
+		{"shutdown", func(e *pEnv, s SessionID, g Grant) { e.p.ReleaseAll(e.now, wire.ReasonShutdown) }, wire.ReasonShutdown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPEnv(t, testConfig(PolicyLease))
+			g := e.grant("r", 12)
+			e.p.Delivered(e.now, "r", true)
+			s := e.connect()
+			e.advance(at(100))
+			e.send(s, &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0, 1, 2}})
+			w := e.takeReads()
+			if len(w) != 1 || len(w[0].Blocks) != 3 || e.p.NumPinned() != 1 {
+				t.Fatalf("reads %+v pinned %d", w, e.p.NumPinned())
+			}
+			// The read's data aliases the pool: it must stay valid.
+			tc.during(e, s, g)
+			if _, ok := released(e, g.Lease); ok || e.pool.NumHeld() != 3 {
+				t.Fatalf("released during the read (held %d)", e.pool.NumHeld())
+			}
+			info, _ := e.p.Lease(g.Lease)
+			if info.Pending != tc.reason || info.Reads != 1 {
+				t.Fatalf("lease %+v, want pending %v", info, tc.reason)
+			}
+			// The lease is decided: no new read or renewal is served.
+			out := e.send(s, &wire.Read{ReadID: 2, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
+			if re, ok := only[*wire.ReadEnd](t, out); !ok || re.Status != wire.StatusRevoked {
+				t.Fatalf("second read: %+v", out)
+			}
+			if len(e.takeReads()) != 0 {
+				t.Fatal("a decided lease served a read")
+			}
+			for i, blk := range w[0].Blocks {
+				for pos := 0; pos < int(blk.Tokens); pos++ {
+					if blk.Data[pos*testBPT] != slotByte("r", i*testBlockSize+pos, 0) {
+						t.Fatalf("block %d changed during the read", i)
+					}
+				}
+			}
+			e.advance(e.now + 1)
+			e.p.ReadFinished(e.now, s, 1, true)
+			e.check()
+			r, ok := released(e, g.Lease)
+			if !ok || r.reason != tc.reason || r.at != e.now || e.pool.NumHeld() != 0 {
+				t.Fatalf("after the read: %+v %v held %d", r, ok, e.pool.NumHeld())
+			}
+			if e.p.Stats().BlockSecondsRead == 0 || e.p.Stats().BlockSecondsUnread != 0 {
+				t.Fatalf("block-seconds %+v", e.p.Stats())
+			}
+		})
+	}
+}
+
+func TestProducerReleaseReasons(t *testing.T) {
+	// Each counted reason, from the event that causes it.
+	cases := []struct {
+		name   string
+		do     func(e *pEnv, g Grant)
+		reason wire.Reason
+		at     int
+	}{
+		{"read_done", func(e *pEnv, g Grant) {
+			s := e.connect()
+			e.send(s, &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonReadDone})
+		}, wire.ReasonReadDone, 100},
+		{"rejected", func(e *pEnv, g Grant) {
+			e.send(e.connect(), &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonRejected})
+		}, wire.ReasonRejected, 100},
+		{"aborted by D", func(e *pEnv, g Grant) {
+			e.send(e.connect(), &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonAborted})
+		}, wire.ReasonAborted, 100},
+		{"fallback", func(e *pEnv, g Grant) {
+			e.send(e.connect(), &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonFallback})
+		}, wire.ReasonFallback, 100},
+		{"aborted after delivery", func(e *pEnv, g Grant) {
+			e.p.Delivered(e.now, "r", true)
+			if !e.p.Abort(e.now, "r") {
+				e.t.Fatal("abort found no lease")
+			}
+		}, wire.ReasonAborted, 100},
+		{"undelivered response", func(e *pEnv, g Grant) { e.p.Delivered(e.now, "r", false) }, wire.ReasonUndelivered, 100},
+		{"abort before delivery", func(e *pEnv, g Grant) { e.p.Abort(e.now, "r") }, wire.ReasonUndelivered, 100},
+		{"peer lost", func(e *pEnv, g Grant) {
+			s := e.connect()
+			e.send(s, &wire.Renew{Leases: []wire.LeaseRef{ref(g)}})
+			e.p.Disconnected(e.now, s)
+			e.advance(at(139))
+			e.advance(at(140))
+		}, wire.ReasonPeerLost, 140},
+		{"expired", func(e *pEnv, g Grant) { e.advance(at(599)); e.advance(at(600)) }, wire.ReasonExpired, 600},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPEnv(t, testConfig(PolicyLease))
+			g := e.grant("r", 8)
+			e.advance(at(100))
+			tc.do(e, g)
+			r, ok := released(e, g.Lease)
+			if !ok || r.reason != tc.reason || r.at != at(tc.at) {
+				t.Fatalf("release %+v %v, want %v at %v", r, ok, tc.reason, at(tc.at))
+			}
+			if len(e.rel) != 1 || e.p.Stats().Released[tc.reason] != 1 || e.p.NumLeases() != 0 || e.pool.NumHeld() != 0 {
+				t.Fatalf("releases %v stats %v leases %d held %d", e.rel, e.p.Stats().Released, e.p.NumLeases(), e.pool.NumHeld())
+			}
+			if e.p.Stats().BlockSecondsUnread == 0 {
+				t.Fatal("unread block-seconds not counted")
+			}
+		})
+	}
+}
+
+func TestProducerRevokedNotifiesBoundSession(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	g := e.grant("r", 8)
+	e.p.Delivered(e.now, "r", true)
+	s := e.connect()
+	e.send(s, &wire.Renew{Leases: []wire.LeaseRef{ref(g)}})
+	e.p.Abort(e.now, "r")
+	out, _ := e.p.Take()
+	if rv, ok := only[*wire.Revoked](t, out); !ok || rv.Lease != g.Lease || rv.Reason != wire.ReasonAborted || out[0].Session != s {
+		t.Fatalf("revocation %+v", out)
+	}
+	// D's own release is not echoed back.
+	g2 := e.grant("r2", 4)
+	e.send(s, &wire.Renew{Leases: []wire.LeaseRef{ref(g2)}})
+	if out := e.send(s, &wire.Release{Lease: g2.Lease, Token: g2.Token, Reason: wire.ReasonReadDone}); len(out) != 1 {
+		t.Fatalf("release answered with %+v", out)
+	}
+}
+
+func TestProducerTombstones(t *testing.T) {
+	// A released lease never comes back: every late or duplicate message
+	// gets a clear status and changes nothing.
+	for _, tc := range []struct {
+		reason wire.Reason
+		status wire.Status // for READ and RENEW
+	}{
+		{wire.ReasonReadDone, wire.StatusReleased},
+		{wire.ReasonRejected, wire.StatusReleased},
+		{wire.ReasonAborted, wire.StatusRevoked},
+		{wire.ReasonUndelivered, wire.StatusRevoked},
+		{wire.ReasonExpired, wire.StatusExpired},
+		{wire.ReasonPeerLost, wire.StatusExpired},
+	} {
+		t.Run(tc.reason.String(), func(t *testing.T) {
+			e := newPEnv(t, testConfig(PolicyLease))
+			g := e.grant("r", 8)
+			s := e.connect()
+			switch tc.reason {
+			case wire.ReasonReadDone, wire.ReasonRejected:
+				e.send(s, &wire.Release{Lease: g.Lease, Token: g.Token, Reason: tc.reason})
+			case wire.ReasonAborted:
+				e.p.Delivered(e.now, "r", true)
+				e.p.Abort(e.now, "r")
+			case wire.ReasonUndelivered:
+				e.p.Delivered(e.now, "r", false)
+			case wire.ReasonExpired:
+				e.advance(at(600))
+			case wire.ReasonPeerLost:
+				e.send(s, &wire.Renew{Leases: []wire.LeaseRef{ref(g)}})
+				e.p.Disconnected(e.now, s)
+				e.advance(at(40))
+				s = e.connect()
+			}
+			e.p.Take()
+			if e.p.NumLeases() != 0 || e.pool.NumHeld() != 0 {
+				t.Fatal("not released")
+			}
+			out := e.send(s, &wire.Read{ReadID: 5, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
+			if re, ok := only[*wire.ReadEnd](t, out); !ok || re.Status != tc.status || re.ReadID != 5 {
+				t.Fatalf("late read: %+v", out)
+			}
+			if len(e.takeReads()) != 0 {
+				t.Fatal("a released lease served data")
+			}
+			out = e.send(s, &wire.Renew{Seq: 3, Leases: []wire.LeaseRef{ref(g)}})
+			if a, ok := only[*wire.RenewAck](t, out); !ok || a.Results[0].Status != tc.status {
+				t.Fatalf("late renew: %+v", out)
+			}
+			for range 2 { // duplicate releases, any reason: satisfied, no double free
+				out = e.send(s, &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonAborted})
+				if a, ok := only[*wire.ReleaseAck](t, out); !ok || a.Status != wire.StatusReleased {
+					t.Fatalf("late release: %+v", out)
+				}
+			}
+			e.p.Abort(e.now, "r")
+			e.p.Delivered(e.now, "r", false)
+			e.advance(at(5000))
+			if len(e.rel) != 1 || e.p.NumLeases() != 0 {
+				t.Fatalf("releases %v", e.rel)
+			}
+			total := uint64(0)
+			for _, n := range e.p.Stats().Released {
+				total += n
+			}
+			if total != 1 {
+				t.Fatalf("released counted %d times", total)
+			}
+		})
+	}
+}
+
+func TestProducerTombstoneBound(t *testing.T) {
+	cfg := testConfig(PolicyLease)
+	cfg.Tombstones = 2
+	e := newPEnv(t, cfg)
+	s := e.connect()
+	var gs []Grant
+	for i := range 3 {
+		g := e.grant(fmt.Sprintf("r%d", i), 4)
+		e.send(s, &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonReadDone})
+		gs = append(gs, g)
+	}
+	if len(e.p.tomb.m) != 2 {
+		t.Fatalf("%d tombstones, bound 2", len(e.p.tomb.m))
+	}
+	// The oldest fell out of the ring: it is unknown now, still not live.
+	want := []wire.Status{wire.StatusUnknownLease, wire.StatusReleased, wire.StatusReleased}
+	for i, g := range gs {
+		out := e.send(s, &wire.Read{ReadID: uint64(10 + i), Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
+		if re, ok := only[*wire.ReadEnd](t, out); !ok || re.Status != want[i] {
+			t.Fatalf("lease %d: %+v, want %v", i, out, want[i])
+		}
+	}
+	cfg.Tombstones = 0 // no memory at all still never serves a released lease
+	e = newPEnv(t, cfg)
+	s = e.connect()
+	g := e.grant("x", 4)
+	e.send(s, &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonReadDone})
+	out := e.send(s, &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
+	if re, ok := only[*wire.ReadEnd](t, out); !ok || re.Status != wire.StatusUnknownLease {
+		t.Fatalf("%+v", out)
+	}
+}
+
+func TestProducerWrongTokenLeavesLeaseUntouched(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	g := e.grant("r", 8)
+	s := e.connect()
+	bad := g.Token
+	bad[0] ^= 1
+	e.advance(at(300))
+	before, _ := e.p.Lease(g.Lease)
+	msgs := []struct {
+		m    wire.Message
+		want wire.Status
+	}{
+		{&wire.Read{ReadID: 1, Lease: g.Lease, Token: bad, Indexes: []uint32{0}}, wire.StatusBadToken},
+		{&wire.Renew{Leases: []wire.LeaseRef{{ID: g.Lease, Token: bad}}}, wire.StatusBadToken},
+		{&wire.Release{Lease: g.Lease, Token: bad, Reason: wire.ReasonReadDone}, wire.StatusBadToken},
+		{&wire.Read{ReadID: 2, Lease: g.Lease + 1, Token: g.Token, Indexes: []uint32{0}}, wire.StatusUnknownLease},
+		{&wire.Read{ReadID: 3, Lease: g.Lease, Token: g.Token, Indexes: []uint32{2}}, wire.StatusBadIndex},
+		{&wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonExpired}, wire.StatusBadRequest}, // not D's to say
+	}
+	for i, m := range msgs {
+		out := e.send(s, m.m)
+		var st wire.Status
+		switch a := out[0].Msg.(type) {
+		case *wire.ReadEnd:
+			st = a.Status
+		case *wire.RenewAck:
+			st = a.Results[0].Status
+		case *wire.ReleaseAck:
+			st = a.Status
+		}
+		if len(out) != 1 || st != m.want || out[0].Close {
+			t.Fatalf("message %d: %+v, want %v", i, out, m.want)
+		}
+	}
+	after, ok := e.p.Lease(g.Lease)
+	if !ok || after != before || len(e.takeReads()) != 0 || len(e.rel) != 0 {
+		t.Fatalf("lease changed: %+v → %+v", before, after)
+	}
+	if e.p.Stats().ReadsRefused != 3 {
+		t.Fatalf("refused %d", e.p.Stats().ReadsRefused)
+	}
+}
+
+func TestProducerRefusesUnauthenticated(t *testing.T) {
+	type step struct {
+		m      wire.Message
+		status wire.Status
+	}
+	hello := &wire.Hello{Version: wire.Version, EngineID: "d", Nonce: [16]byte{9}}
+	cases := []struct {
+		name  string
+		pre   []wire.Message
+		m     func(g Grant, pNonce [16]byte) wire.Message
+		check func(t *testing.T, out []Envelope)
+	}{
+		{"read before hello", nil, func(g Grant, _ [16]byte) wire.Message {
+			return &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}}
+		}, func(t *testing.T, out []Envelope) {
+			if re, ok := out[0].Msg.(*wire.ReadEnd); !ok || re.Status != wire.StatusUnauthenticated {
+				t.Fatalf("%+v", out)
+			}
+		}},
+		{"renew before auth", []wire.Message{hello}, func(g Grant, _ [16]byte) wire.Message {
+			return &wire.Renew{Leases: []wire.LeaseRef{ref(g)}}
+		}, func(t *testing.T, out []Envelope) {
+			if a, ok := out[0].Msg.(*wire.RenewAck); !ok || a.Results[0].Status != wire.StatusUnauthenticated {
+				t.Fatalf("%+v", out)
+			}
+		}},
+		{"bad MAC", []wire.Message{hello}, func(g Grant, n [16]byte) wire.Message {
+			return &wire.Auth{MAC: wire.ComputeMAC([]byte("wrong secret"), wire.RoleD, n, "p", "d")}
+		}, nil},
+		{"release before hello", nil, func(g Grant, _ [16]byte) wire.Message {
+			return &wire.Release{Lease: g.Lease, Token: g.Token, Reason: wire.ReasonReadDone}
+		}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPEnv(t, testConfig(PolicyLease))
+			g := e.grant("r", 8)
+			before, _ := e.p.Lease(g.Lease)
+			e.p.Connected(e.now, 1)
+			var pNonce [16]byte
+			for _, m := range tc.pre {
+				out := e.send(1, m)
+				if a, ok := out[0].Msg.(*wire.HelloAck); ok {
+					pNonce = a.Nonce
+				}
+			}
+			out := e.send(1, tc.m(g, pNonce))
+			last := out[len(out)-1]
+			if a, ok := last.Msg.(*wire.AuthAck); !ok || a.Status != wire.StatusUnauthenticated || !last.Close {
+				t.Fatalf("no refusal and close: %+v", out)
+			}
+			if tc.check != nil {
+				tc.check(t, out)
+			}
+			after, ok := e.p.Lease(g.Lease)
+			if !ok || after != before || len(e.takeReads()) != 0 || e.p.Stats().AuthFailures != 1 {
+				t.Fatalf("lease touched: %+v → %+v", before, after)
+			}
+			// The session is gone: later messages are ignored.
+			if out := e.send(1, &wire.Read{ReadID: 2, Lease: g.Lease, Token: g.Token}); len(out) != 0 {
+				t.Fatalf("served a closed session: %+v", out)
+			}
+		})
+	}
+}
+
+func TestProducerBadVersion(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	e.p.Connected(e.now, 1)
+	out := e.send(1, &wire.Hello{Version: wire.Version + 1, EngineID: "d"})
+	if a, ok := only[*wire.HelloAck](t, out); !ok || a.Status != wire.StatusBadVersion || !out[0].Close || a.Version != wire.Version {
+		t.Fatalf("%+v", out)
+	}
+}
+
+func TestProducerDuplicateHandshakeAndRead(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	g := e.grant("r", 8)
+	e.p.Connected(e.now, 1)
+	hello := &wire.Hello{Version: wire.Version, EngineID: "d", Nonce: [16]byte{4}}
+	out := e.send(1, hello)
+	ack := out[0].Msg.(*wire.HelloAck)
+	if out := e.send(1, hello); len(out) != 0 {
+		t.Fatalf("duplicate hello answered %+v", out)
+	}
+	auth := &wire.Auth{MAC: wire.ComputeMAC(testSecret, wire.RoleD, ack.Nonce, "p", "d")}
+	e.send(1, auth)
+	if out := e.send(1, auth); len(out) != 0 {
+		t.Fatalf("duplicate auth answered %+v", out)
+	}
+	if out := e.send(1, hello); len(out) != 0 {
+		t.Fatalf("hello after auth answered %+v", out)
+	}
+	rd := &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0, 1}}
+	e.send(1, rd)
+	if out := e.send(1, rd); len(out) != 0 {
+		t.Fatalf("duplicate read answered %+v", out)
+	}
+	if w := e.takeReads(); len(w) != 1 || e.p.NumPinned() != 1 {
+		t.Fatalf("reads %d pinned %d", len(w), e.p.NumPinned())
+	}
+}
+
+func TestProducerBogusMessageClosesSession(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	g := e.grant("r", 8)
+	s := e.connect()
+	e.send(s, &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
+	e.takeReads()
+	out := e.send(s, &wire.Block{})
+	if a, ok := only[*wire.AuthAck](t, out); !ok || a.Status != wire.StatusBadRequest || !out[0].Close {
+		t.Fatalf("%+v", out)
+	}
+	// The session ended: its read is unpinned and its lease gets the grace.
+	if e.p.NumPinned() != 0 {
+		t.Fatal("read still pinned")
+	}
+	info, _ := e.p.Lease(g.Lease)
+	if info.LostAt != e.now.Add(40*time.Millisecond) {
+		t.Fatalf("lease %+v", info)
+	}
+	e.advance(at(40))
+	if r, ok := released(e, g.Lease); !ok || r.reason != wire.ReasonPeerLost {
+		t.Fatalf("%+v", e.rel)
+	}
+}
+
+func TestProducerPeerGraceAndRebind(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	g := e.grant("r", 8)
+	s1 := e.connect()
+	e.send(s1, &wire.Renew{Leases: []wire.LeaseRef{ref(g)}})
+	e.advance(at(10))
+	e.p.Disconnected(e.now, s1)
+	e.p.Disconnected(e.now, s1) // twice: no-op
+	e.advance(at(49))           // grace ends at 50
+	s2 := e.connect()
+	e.send(s2, &wire.Renew{Leases: []wire.LeaseRef{ref(g)}})
+	info, _ := e.p.Lease(g.Lease)
+	if info.Session != s2 || info.LostAt != clock.Never {
+		t.Fatalf("not rebound: %+v", info)
+	}
+	e.advance(at(60))
+	if len(e.rel) != 0 {
+		t.Fatalf("released after rebinding: %+v", e.rel)
+	}
+	// Reading from a new session also rebinds.
+	e.p.Disconnected(e.now, s2)
+	s3 := e.connect()
+	e.send(s3, &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
+	e.advance(at(200))
+	if len(e.rel) != 0 {
+		t.Fatalf("released: %+v", e.rel)
+	}
+	// The session breaks during the read: the read ends unsuccessfully,
+	// the grace runs.
+	e.p.Disconnected(e.now, s3)
+	if e.p.NumPinned() != 0 || e.p.Stats().ReadsServed != 0 {
+		t.Fatal("broken read still pinned or counted served")
+	}
+	e.advance(at(240))
+	if r, ok := released(e, g.Lease); !ok || r.reason != wire.ReasonPeerLost || r.at != at(240) {
+		t.Fatalf("%+v", e.rel)
+	}
+}
+
+func TestProducerDuplicateRequestIDWithPinnedLease(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	g1 := e.grant("r", 8)
+	s := e.connect()
+	e.send(s, &wire.Read{ReadID: 1, Lease: g1.Lease, Token: g1.Token, Indexes: []uint32{0, 1}})
+	g2 := e.grant("r", 8) // the same request id finishes again
+	if _, ok := released(e, g1.Lease); ok {
+		t.Fatal("old lease freed under its read")
+	}
+	e.p.ReadFinished(e.now, s, 1, true)
+	e.check()
+	if r, ok := released(e, g1.Lease); !ok || r.reason != wire.ReasonAborted {
+		t.Fatalf("%+v", e.rel)
+	}
+	// The request id names the new lease.
+	e.p.Delivered(e.now, "r", false)
+	if r, ok := released(e, g2.Lease); !ok || r.reason != wire.ReasonUndelivered {
+		t.Fatalf("%+v", e.rel)
+	}
+}
+
+func TestProducerMaxServedReads(t *testing.T) {
+	cfg := testConfig(PolicyLease)
+	cfg.MaxServedReads = 2
+	e := newPEnv(t, cfg)
+	g := e.grant("r", 8)
+	s := e.connect()
+	for id := uint64(1); id <= 3; id++ {
+		out := e.send(s, &wire.Read{ReadID: id, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
+		if id <= 2 && len(out) != 0 {
+			t.Fatalf("read %d refused: %+v", id, out)
+		}
+		if id == 3 {
+			if re, ok := only[*wire.ReadEnd](t, out); !ok || re.Status != wire.StatusBusy {
+				t.Fatalf("read beyond the bound: %+v", out)
+			}
+		}
+	}
+	if e.p.NumPinned() != 2 || e.p.Stats().ReadsBusy != 1 {
+		t.Fatalf("pinned %d stats %+v", e.p.NumPinned(), e.p.Stats())
+	}
+	e.p.ReadFinished(e.now, s, 1, true)
+	if out := e.send(s, &wire.Read{ReadID: 4, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}}); len(out) != 0 {
+		t.Fatalf("read after room refused: %+v", out)
+	}
+	e.p.ReadFinished(e.now, s, 99, true) // unknown: no-op
+	e.check()
+}
+
+func TestProducerReadContent(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	g := e.grant("r", 10)
+	s := e.connect()
+	e.send(s, &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{2, 0}})
+	w := e.takeReads()[0]
+	if w.Session != s || w.ReadID != 1 || w.Lease != g.Lease || len(w.Blocks) != 2 {
+		t.Fatalf("%+v", w)
+	}
+	for _, b := range w.Blocks {
+		filled := min(testBlockSize, 10-int(b.Index)*testBlockSize)
+		if int(b.Tokens) != filled || len(b.Digests) != filled || len(b.Data) != filled*testBPT || b.Checksum != kvblock.Checksum(b.Digests) {
+			t.Fatalf("block %d: %+v", b.Index, b)
+		}
+		for pos := 0; pos < filled; pos++ {
+			slot := b.Data[pos*testBPT : (pos+1)*testBPT]
+			if slot[3] != slotByte("r", int(b.Index)*testBlockSize+pos, 3) || b.Digests[pos] != kvblock.SlotDigest(slot) {
+				t.Fatalf("block %d slot %d content", b.Index, pos)
+			}
+		}
+	}
+	if w.Bytes() != (4+2)*testBPT+8*6 {
+		t.Fatalf("bytes %d", w.Bytes())
+	}
+}
+
+func TestProducerPolicies(t *testing.T) {
+	t.Run("vllm-lease ignores aborts after finish and does not bind", func(t *testing.T) {
+		e := newPEnv(t, testConfig(PolicyVLLMLease))
+		g := e.grant("r", 8)
+		e.p.Delivered(e.now, "r", false) // undelivered: ignored
+		if !e.p.Abort(e.now, "r") {
+			t.Fatal("abort did not find the lease")
+		}
+		s := e.connect()
+		e.advance(at(300))
+		e.send(s, &wire.Renew{Leases: []wire.LeaseRef{ref(g)}})
+		info, _ := e.p.Lease(g.Lease)
+		if info.Session != 0 || info.Deadline != at(700) {
+			t.Fatalf("lease %+v", info)
+		}
+		e.p.Disconnected(e.now, s)
+		e.advance(at(699))
+		if len(e.rel) != 0 {
+			t.Fatalf("released early: %+v", e.rel)
+		}
+		e.advance(at(700))
+		if r, ok := released(e, g.Lease); !ok || r.reason != wire.ReasonExpired {
+			t.Fatalf("%+v", e.rel)
+		}
+		// Rejections are honoured.
+		g2 := e.grant("r2", 4)
+		e.send(e.connect(), &wire.Release{Lease: g2.Lease, Token: g2.Token, Reason: wire.ReasonRejected})
+		if r, ok := released(e, g2.Lease); !ok || r.reason != wire.ReasonRejected {
+			t.Fatalf("%+v", e.rel)
+		}
+	})
+	t.Run("legacy-timeout: one fixed timeout", func(t *testing.T) {
+		e := newPEnv(t, testConfig(PolicyLegacyTimeout))
+		g := e.grant("r", 8)
+		if g.ExpiresIn != 480*time.Second {
+			t.Fatalf("lease %v", g.ExpiresIn)
+		}
+		e.p.Delivered(e.now, "r", false)
+		e.p.Abort(e.now, "r")
+		s := e.connect()
+		e.advance(at(400_000))
+		e.send(s, &wire.Renew{Leases: []wire.LeaseRef{ref(g)}}) // no extension
+		e.p.Disconnected(e.now, s)
+		e.advance(at(479_999))
+		if len(e.rel) != 0 {
+			t.Fatalf("released early: %+v", e.rel)
+		}
+		e.advance(at(480_000))
+		if r, ok := released(e, g.Lease); !ok || r.reason != wire.ReasonExpired {
+			t.Fatalf("%+v", e.rel)
+		}
+	})
+}
+
+func TestProducerReleaseAllOrder(t *testing.T) {
+	e := newPEnv(t, testConfig(PolicyLease))
+	for i := range 5 {
+		e.grant(fmt.Sprintf("r%d", i), 4)
+	}
+	e.p.ReleaseAll(e.now, wire.ReasonShutdown)
+	if len(e.rel) != 5 || e.p.Stats().Released[wire.ReasonShutdown] != 5 || e.pool.NumHeld() != 0 {
+		t.Fatalf("%+v", e.rel)
+	}
+	for i := 1; i < len(e.rel); i++ {
+		if e.rel[i].lease < e.rel[i-1].lease {
+			t.Fatal("ReleaseAll not in lease-id order")
+		}
+	}
+}
+
+func TestProducerDueHeapBound(t *testing.T) {
+	// Renewals, session losses and rebinding re-key leases in place: the
+	// heap never holds more entries than live leases.
+	cfg := testConfig(PolicyLease)
+	cfg.MaxLeases = 16
+	e := newPEnv(t, cfg)
+	var gs []Grant
+	for i := range 16 {
+		gs = append(gs, e.grant(fmt.Sprintf("r%d", i), 4))
+	}
+	for round := range 50 {
+		s := e.connect()
+		var refs []wire.LeaseRef
+		for _, g := range gs {
+			refs = append(refs, ref(g))
+		}
+		e.send(s, &wire.Renew{Leases: refs})
+		e.p.Disconnected(e.now, s)
+		if len(e.p.due) != 16 {
+			t.Fatalf("round %d: %d heap entries for 16 leases", round, len(e.p.due))
+		}
+		e.advance(e.now + clock.Instant(time.Millisecond))
+	}
+}
