@@ -118,8 +118,8 @@ type pull struct {
 	// failed (P hung or the stream stalled).
 	readDeadline clock.Instant
 	attempts     int
-	started  clock.Instant
-	bytes    int
+	started      clock.Instant
+	bytes        int
 }
 
 type peerState uint8

@@ -37,7 +37,9 @@ func at(ms int) clock.Instant { return clock.Instant(time.Duration(ms) * time.Mi
 
 // slotByte is the KV content of a prompt's slot: a function of the request
 // and position, so a block in the wrong place is visible.
-func slotByte(req string, pos, i int) byte { return byte(len(req)*31 + int(req[len(req)-1]) + pos*7 + i) }
+func slotByte(req string, pos, i int) byte {
+	return byte(len(req)*31 + int(req[len(req)-1]) + pos*7 + i)
+}
 
 // pEnv drives a Producer instant by instant over a real pool, recording
 // every release.
