@@ -1,0 +1,661 @@
+package offload
+
+import (
+	"fmt"
+
+	"github.com/kvlease/kvlease/kvblock"
+)
+
+// WorkID names one StoreWork or LoadWork; it is never reused.
+type WorkID uint64
+
+// StoreWork copies blocks of the primary pool into a tier: for each i, the
+// KV bytes and digests of Blocks[i] (whose content has hash Hashes[i]) go
+// to slot Slots[i] of tier Tier. A store hold keeps the blocks unchanged
+// until the edge reports StoreDone(ID, copied). The slices are the
+// caller's.
+type StoreWork struct {
+	ID     WorkID
+	Tier   int    // index in Config.Tiers
+	Medium string // MediumCPU or MediumDisk
+	Blocks []kvblock.BlockID
+	Hashes []kvblock.Hash
+	Slots  []Slot
+}
+
+// LoadWork copies blocks from a tier into the primary pool: slot Slots[i]
+// of tier Tier (a record of hash Hashes[i]) goes into Blocks[i]. A load
+// hold keeps the target blocks (and the request's primary prefix) until the
+// edge reports LoadDone(ID, copied). The slices are the caller's.
+type LoadWork struct {
+	ID     WorkID
+	Tier   int
+	Medium string
+	// Req is the request the blocks are loaded for.
+	Req    uint64
+	Blocks []kvblock.BlockID
+	Hashes []kvblock.Hash
+	Slots  []Slot
+}
+
+// Work is what the Coordinator hands to the edge at each Take: copies to
+// run (with offload/tier) and the tiers' KV events (BlockStored and
+// BlockRemoved, Medium CPU or DISK) to publish. The caller owns the slices.
+type Work struct {
+	Stores []StoreWork
+	Loads  []LoadWork
+	Events []kvblock.Event
+}
+
+// Empty reports whether w holds nothing.
+func (w *Work) Empty() bool { return len(w.Stores) == 0 && len(w.Loads) == 0 && len(w.Events) == 0 }
+
+// TierStats are one tier's counters (cumulative) and figures (current),
+// for kvlease_offload_*_total{medium}.
+type TierStats struct {
+	Medium string
+	// Capacity and Blocks are the tier's slots and its blocks (ready or
+	// being stored) now.
+	Capacity, Blocks int
+	// StoredBlocks completed successfully; StoreFailedBlocks did not.
+	StoredBlocks, StoreFailedBlocks uint64
+	// RefusedBlocks were offered and refused by the tier (reuse filter or
+	// tier full of blocks in flight); they are offered again later.
+	RefusedBlocks uint64
+	// HitBlocks were found ready in this tier by a lookup and planned for
+	// loading (kvlease_offload_hits_total); LoadedBlocks were loaded
+	// successfully, LoadFailedBlocks were not (missing or corrupt records,
+	// and the copies after them).
+	HitBlocks, LoadedBlocks, LoadFailedBlocks uint64
+	// EvictedBlocks were evicted to make room; InvalidatedBlocks were
+	// removed after a failed load.
+	EvictedBlocks, InvalidatedBlocks uint64
+}
+
+// Stats are the Coordinator's counters.
+type Stats struct {
+	Tiers []TierStats
+	// InflightStoreBlocks and InflightLoadBlocks are under store and load
+	// holds now.
+	InflightStoreBlocks, InflightLoadBlocks int
+	// Lookups counts Lookup calls; LoadingRequests is how many of them
+	// planned loads.
+	Lookups, LoadingRequests uint64
+	// LoadedTokens are the prompt tokens brought back from tiers and cached
+	// in the primary pool (so not recomputed, if they stay until the
+	// request is admitted).
+	LoadedTokens uint64
+	// Requests are the requests with watermarks; SpillCandidates the
+	// length of the spillover policy's eviction-order mirror.
+	Requests, SpillCandidates int
+}
+
+type storeJob struct {
+	tier   int
+	hold   kvblock.HoldID
+	hashes []kvblock.Hash
+}
+
+// loadGroup is one request's loads: a load hold over its primary prefix
+// (first blocks, shared) and the target blocks, and the works filling them.
+type loadGroup struct {
+	req     uint64
+	hold    kvblock.HoldID
+	first   int            // primary hit blocks at the head of hold
+	hashes  []kvblock.Hash // of the targets
+	parent  kvblock.Hash   // hash before hashes[0]
+	tokens  []int32        // the targets' tokens, when pool events are on
+	ok      []bool         // per target: loaded
+	pending int            // works not yet done
+	gone    bool           // the request finished while loading
+}
+
+type loadJob struct {
+	group  *loadGroup
+	tier   int
+	index  []int // target positions in group
+	hashes []kvblock.Hash
+}
+
+// Coordinator connects the engine's block pool to the offload tiers: it
+// owns one Manager per tier and a Policy, takes store and load holds in the
+// pool, and turns the engine's hooks into copy work for the edge. It does
+// no I/O: work goes out through Take, completions come back through
+// StoreDone and LoadDone. See the package documentation for the calls the
+// engine makes and in which order.
+//
+// Holds, not flags: a block being stored is under a store hold, so the
+// request that computed it may drop its own hold at once (S20); blocks
+// being loaded are under a load hold together with the request's primary
+// prefix, so neither is evicted before the load ends.
+//
+// Not safe for concurrent use; it belongs to one engine core.
+type Coordinator struct {
+	cfg    Config
+	pool   *kvblock.Pool
+	bs     int
+	events bool
+	tiers  []*Manager
+	policy *Policy
+
+	nextID   WorkID
+	stores   map[WorkID]*storeJob
+	loads    map[WorkID]*loadJob
+	groups   map[uint64]*loadGroup // by request
+	inStore  int
+	inLoad   int
+	outStore []StoreWork
+	outLoad  []LoadWork
+
+	stats Stats
+
+	// scratch
+	hits      []kvblock.BlockID
+	tierOf    []int8
+	spillB    []kvblock.BlockID
+	spillH    []kvblock.Hash
+	offerB    []kvblock.BlockID
+	offerH    []kvblock.Hash
+	perTier   [][]int
+	perTierHs [][]kvblock.Hash
+}
+
+// NewCoordinator returns a coordinator over pool. It panics if cfg is
+// invalid for the pool: configuration is validated at the edges
+// (Config.ValidateFor).
+func NewCoordinator(cfg Config, pool *kvblock.Pool) *Coordinator {
+	pc := pool.Config()
+	if err := cfg.ValidateFor(pc); err != nil {
+		panic(err)
+	}
+	cfg = cfg.resolved(pool.Capacity())
+	c := &Coordinator{
+		cfg:    cfg,
+		pool:   pool,
+		bs:     pool.BlockSizeTokens(),
+		events: pc.Events,
+		policy: NewPolicy(cfg.Policy, len(cfg.Tiers), cfg.MaxRequests, pool.Capacity()),
+		stores: make(map[WorkID]*storeJob),
+		loads:  make(map[WorkID]*loadJob),
+		groups: make(map[uint64]*loadGroup),
+	}
+	for _, t := range cfg.Tiers {
+		n, _ := t.NumBlocks(pc) // checked by ValidateFor
+		c.tiers = append(c.tiers, NewManager(ManagerConfig{
+			Medium: t.Medium, NumBlocks: n, Eviction: cfg.Eviction,
+			StoreThreshold: cfg.StoreThreshold, BlockSizeTokens: c.bs,
+		}))
+		c.stats.Tiers = append(c.stats.Tiers, TierStats{Medium: t.Medium, Capacity: n})
+	}
+	c.perTier = make([][]int, len(c.tiers))
+	c.perTierHs = make([][]kvblock.Hash, len(c.tiers))
+	return c
+}
+
+// Config returns the configuration with defaults filled in.
+func (c *Coordinator) Config() Config { return c.cfg }
+
+// NumTiers is the number of tiers.
+func (c *Coordinator) NumTiers() int { return len(c.tiers) }
+
+// Manager returns tier i's manager (read it; do not drive it).
+func (c *Coordinator) Manager(i int) *Manager { return c.tiers[i] }
+
+// Policy returns the store policy (read it; do not drive it).
+func (c *Coordinator) Policy() *Policy { return c.policy }
+
+// numFull is how many leading blocks of a request are full and computed.
+func (c *Coordinator) numFull(blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) int {
+	return max(0, min(numComputed/c.bs, len(hashes), len(blocks)))
+}
+
+// Computed is the after-step hook: request req's block table is blocks,
+// hashes are the prefix hashes of its full blocks (sched.Request.Hashes),
+// and its first numComputed positions have KV. Under StoreOnCompute the
+// full computed blocks past the request's watermarks are offered; others
+// do nothing. blocks must be held by the caller during the call.
+func (c *Coordinator) Computed(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
+	c.offerRequest(OnCompute, req, blocks, hashes, numComputed)
+}
+
+// Preempted is the preemption hook (sched.Scheduler.OnPreempt), called
+// before the request's hold is released. StoreOnCompute and PreemptionOnly
+// offer the full computed blocks past the watermarks, taking store holds,
+// so the blocks survive the release until they are stored; Spillover
+// notes the blocks as about to become evictable. The request's watermarks
+// are kept (it will run again).
+func (c *Coordinator) Preempted(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
+	c.offerRequest(OnPreempt, req, blocks, hashes, numComputed)
+	n := c.numFull(blocks, hashes, numComputed)
+	c.policy.Evictable(blocks[:n], hashes[:n])
+}
+
+// Finished is the teardown hook, called before the request's hold is
+// released (and after the transfer module took any lease hold). Blocks
+// whose stores are in flight are already under store holds, and
+// StoreOnCompute offers the ones not yet accepted (taking store holds), so
+// the caller may drop the request's hold at once: each block stays held
+// until its store completes (S20). Spillover notes the blocks as about to
+// become evictable. The request is forgotten; if it was still loading, its
+// loads complete normally but LoadDone will not report it ready. Call it
+// for every request the coordinator may know (a request that never held
+// blocks passes nil, nil, 0).
+func (c *Coordinator) Finished(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
+	c.offerRequest(OnFinish, req, blocks, hashes, numComputed)
+	n := c.numFull(blocks, hashes, numComputed)
+	c.policy.Evictable(blocks[:n], hashes[:n])
+	c.policy.Forget(req)
+	if g, ok := c.groups[req]; ok {
+		g.gone = true
+		delete(c.groups, req)
+	}
+}
+
+// Loading reports whether request req has loads in flight.
+func (c *Coordinator) Loading(req uint64) bool {
+	_, ok := c.groups[req]
+	return ok
+}
+
+func (c *Coordinator) offerRequest(tr Trigger, req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
+	if !c.policy.Offers(tr) {
+		return
+	}
+	n := c.numFull(blocks, hashes, numComputed)
+	for t := range c.tiers {
+		from, to := c.policy.Range(tr, req, t, n)
+		to = min(to, from+c.cfg.MaxInflightStoreBlocks-c.inStore)
+		if from >= to {
+			continue
+		}
+		plan, ok := c.tiers[t].PrepareStore(hashes[from:to])
+		c.policy.Offered(req, t, from, hashes[from:to], plan, ok)
+		c.account(t, plan, ok, to-from)
+		if ok && len(plan.Hashes) > 0 {
+			c.submitStore(t, blocks[from:to], hashes[from:to], plan)
+		}
+	}
+}
+
+func (c *Coordinator) account(t int, plan StorePlan, ok bool, offered int) {
+	s := &c.stats.Tiers[t]
+	if !ok {
+		s.RefusedBlocks += uint64(offered)
+		return
+	}
+	s.RefusedBlocks += uint64(len(plan.Refused))
+	s.EvictedBlocks += uint64(len(plan.Evicted))
+}
+
+// submitStore takes a store hold on the blocks of plan.Hashes (found in
+// the offered blocks/hashes, in order) and queues the work.
+func (c *Coordinator) submitStore(t int, blocks []kvblock.BlockID, hashes []kvblock.Hash, plan StorePlan) {
+	c.nextID++
+	id := c.nextID
+	w := StoreWork{ID: id, Tier: t, Medium: c.tiers[t].cfg.Medium, Hashes: append([]kvblock.Hash(nil), plan.Hashes...), Slots: plan.Slots,
+		Blocks: make([]kvblock.BlockID, 0, len(plan.Hashes))}
+	// plan.Hashes is in input order without duplicates: one pass matches
+	// each accepted hash with the first block offered under it.
+	j := 0
+	for i, h := range hashes {
+		if j < len(plan.Hashes) && plan.Hashes[j] == h {
+			w.Blocks = append(w.Blocks, blocks[i])
+			j++
+		}
+	}
+	if j != len(plan.Hashes) {
+		panic("offload: store plan does not follow the offered order")
+	}
+	hold := c.pool.NewHold(kvblock.HoldStore, uint64(id))
+	c.pool.Share(hold, w.Blocks)
+	c.stores[id] = &storeJob{tier: t, hold: hold, hashes: plan.Hashes}
+	c.inStore += len(w.Blocks)
+	c.outStore = append(c.outStore, w)
+}
+
+// StoreDone reports the end of store work id: its first copied blocks were
+// written, the rest were not (the edge passes tier.Completion.Copied). The
+// written blocks become loadable; the store hold is released, so blocks no
+// one else holds become evictable (cached) or free. A StoreDone for work
+// that is not in flight panics.
+func (c *Coordinator) StoreDone(id WorkID, copied int) {
+	j, ok := c.stores[id]
+	if !ok {
+		panic(fmt.Sprintf("offload: StoreDone(%d) of no store in flight", id))
+	}
+	if copied < 0 || copied > len(j.hashes) {
+		panic(fmt.Sprintf("offload: StoreDone(%d, %d) of a store of %d blocks", id, copied, len(j.hashes)))
+	}
+	delete(c.stores, id)
+	m := c.tiers[j.tier]
+	m.CompleteStore(j.hashes[:copied], true)
+	if copied < len(j.hashes) {
+		m.CompleteStore(j.hashes[copied:], false)
+	}
+	s := &c.stats.Tiers[j.tier]
+	s.StoredBlocks += uint64(copied)
+	s.StoreFailedBlocks += uint64(len(j.hashes) - copied)
+	c.inStore -= len(j.hashes)
+	c.pool.Release(j.hold)
+}
+
+// Lookup is the prefix-miss hook, called when request req (tokens, and
+// hashes the prefix hashes of its full blocks) is about to be queued. It
+// finds the longest prefix cached in the primary pool, then the blocks
+// after it that are ready in some tier (preferring tiers in Config order),
+// and plans their loads: a load hold over the primary prefix and newly
+// allocated target blocks, and one LoadWork per tier, handed out by the
+// next Take. It returns whether loads were planned; if so the caller keeps
+// the request out of the scheduler until LoadDone reports it ready, at
+// which point the loaded blocks are cached in the pool and the scheduler's
+// prefix lookup finds them (and counts them as cached tokens).
+//
+// At most (len(tokens)-1)/blockSize blocks are looked up, so at least one
+// token is left to compute. The load is shortened to what
+// MaxInflightLoadBlocks and the pool's available blocks allow. A request
+// may have one lookup with loads in flight at a time; a second panics.
+func (c *Coordinator) Lookup(req uint64, tokens []int32, hashes []kvblock.Hash) bool {
+	if _, dup := c.groups[req]; dup {
+		panic(fmt.Sprintf("offload: Lookup for request %d which is still loading", req))
+	}
+	c.stats.Lookups++
+	if len(tokens) == 0 {
+		return false
+	}
+	hashes = hashes[:min(len(hashes), (len(tokens)-1)/c.bs)]
+	for _, m := range c.tiers {
+		m.Lookup(hashes) // counts reuse for the filter
+	}
+	c.hits = c.pool.Lookup(c.hits[:0], hashes)
+	first := len(c.hits)
+	rest := hashes[first:]
+	c.tierOf = c.tierOf[:0]
+	for _, h := range rest {
+		t := -1
+		for i, m := range c.tiers {
+			if ready, _ := m.Contains(h); ready {
+				t = i
+				break
+			}
+		}
+		if t < 0 {
+			break
+		}
+		c.tierOf = append(c.tierOf, int8(t))
+	}
+	k := len(c.tierOf)
+	k = min(k, c.cfg.MaxInflightLoadBlocks-c.inLoad)
+	// Sharing the primary prefix takes its evictable blocks out of what an
+	// allocation can use.
+	avail := c.pool.NumAvailable()
+	for _, b := range c.hits {
+		if c.pool.Refs(b) == 0 {
+			avail--
+		}
+	}
+	k = min(k, avail)
+	if k <= 0 {
+		return false
+	}
+	g := &loadGroup{
+		req: req, first: first,
+		hashes: append([]kvblock.Hash(nil), rest[:k]...),
+		parent: kvblock.RootHash,
+		ok:     make([]bool, k),
+	}
+	if first > 0 {
+		g.parent = hashes[first-1]
+	}
+	if c.events {
+		g.tokens = append([]int32(nil), tokens[first*c.bs:(first+k)*c.bs]...)
+	}
+	g.hold = c.pool.NewHold(kvblock.HoldLoad, req)
+	c.pool.Share(g.hold, c.hits)
+	if !c.pool.Allocate(g.hold, k) {
+		panic("offload: allocation failed after the availability check")
+	}
+	targets := c.pool.Blocks(g.hold)[first:]
+	for t := range c.tiers {
+		c.perTier[t] = c.perTier[t][:0]
+		c.perTierHs[t] = c.perTierHs[t][:0]
+	}
+	for i, t := range c.tierOf[:k] {
+		c.perTier[t] = append(c.perTier[t], i)
+		c.perTierHs[t] = append(c.perTierHs[t], g.hashes[i])
+	}
+	for t, m := range c.tiers {
+		idx := c.perTier[t]
+		if len(idx) == 0 {
+			continue
+		}
+		hs := append([]kvblock.Hash(nil), c.perTierHs[t]...)
+		m.Touch(hs) // a second use: with ARC, T1 → T2
+		slots := m.PrepareLoad(hs)
+		c.nextID++
+		id := c.nextID
+		w := LoadWork{ID: id, Tier: t, Medium: m.cfg.Medium, Req: req, Hashes: append([]kvblock.Hash(nil), hs...), Slots: slots,
+			Blocks: make([]kvblock.BlockID, len(idx))}
+		for i, p := range idx {
+			w.Blocks[i] = targets[p]
+		}
+		c.loads[id] = &loadJob{group: g, tier: t, index: append([]int(nil), idx...), hashes: hs}
+		g.pending++
+		c.stats.Tiers[t].HitBlocks += uint64(len(idx))
+		c.outLoad = append(c.outLoad, w)
+	}
+	c.groups[req] = g
+	c.inLoad += k
+	c.stats.LoadingRequests++
+	return true
+}
+
+// LoadDone reports the end of load work id: its first copied blocks were
+// read into the pool, the rest were not (tier.Completion.Copied). A block
+// whose record turned out missing or corrupt is removed from its tier, so
+// it is not offered again. When the request's last load ends, the leading
+// run of loaded blocks is cached in the pool (one BlockStored event with
+// medium GPU when events are on) and the load hold is released; LoadDone
+// then returns the request and ready = true, unless the request finished
+// in the meantime. A LoadDone for work that is not in flight panics.
+func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
+	j, ok := c.loads[id]
+	if !ok {
+		panic(fmt.Sprintf("offload: LoadDone(%d) of no load in flight", id))
+	}
+	if copied < 0 || copied > len(j.hashes) {
+		panic(fmt.Sprintf("offload: LoadDone(%d, %d) of a load of %d blocks", id, copied, len(j.hashes)))
+	}
+	delete(c.loads, id)
+	m := c.tiers[j.tier]
+	m.CompleteLoad(j.hashes)
+	s := &c.stats.Tiers[j.tier]
+	s.LoadedBlocks += uint64(copied)
+	s.LoadFailedBlocks += uint64(len(j.hashes) - copied)
+	if copied < len(j.hashes) && m.Remove(j.hashes[copied]) {
+		s.InvalidatedBlocks++
+	}
+	g := j.group
+	for _, p := range j.index[:copied] {
+		g.ok[p] = true
+	}
+	g.pending--
+	if g.pending > 0 {
+		return g.req, false
+	}
+	n := 0
+	for n < len(g.ok) && g.ok[n] {
+		n++
+	}
+	if n > 0 {
+		blocks := c.pool.Blocks(g.hold)[g.first : g.first+n]
+		var toks []int32
+		if c.events {
+			toks = g.tokens[:n*c.bs]
+		}
+		c.pool.CacheRun(blocks, g.hashes[:n], g.parent, toks)
+		c.stats.LoadedTokens += uint64(n * c.bs)
+	}
+	c.pool.Release(g.hold)
+	c.inLoad -= len(g.hashes)
+	if !g.gone {
+		delete(c.groups, g.req)
+	}
+	return g.req, !g.gone
+}
+
+// Take runs the spillover pass (under that policy) and returns the work and
+// events produced since the previous Take.
+func (c *Coordinator) Take() Work {
+	if c.cfg.Policy == Spillover {
+		c.spillPass()
+	}
+	var w Work
+	w.Stores, c.outStore = c.outStore, nil
+	w.Loads, c.outLoad = c.outLoad, nil
+	for _, m := range c.tiers {
+		w.Events = append(w.Events, m.TakeEvents()...)
+	}
+	return w
+}
+
+// spillPass offers the blocks at the head of the primary pool's eviction
+// order while the pool is short of free blocks.
+func (c *Coordinator) spillPass() {
+	window := c.cfg.SpillAheadBlocks
+	if c.pool.NumFree() >= window {
+		return
+	}
+	window = min(window, c.cfg.MaxInflightStoreBlocks-c.inStore)
+	if window <= 0 {
+		return
+	}
+	c.spillB, c.spillH = c.policy.SpillCandidates(c.pool, window, c.spillB[:0], c.spillH[:0])
+	for t, m := range c.tiers {
+		c.offerB, c.offerH = c.offerB[:0], c.offerH[:0]
+		for i, h := range c.spillH {
+			if _, present := m.Contains(h); !present {
+				c.offerB = append(c.offerB, c.spillB[i])
+				c.offerH = append(c.offerH, h)
+			}
+		}
+		if n := c.cfg.MaxInflightStoreBlocks - c.inStore; len(c.offerH) > n {
+			c.offerB, c.offerH = c.offerB[:n], c.offerH[:n]
+		}
+		if len(c.offerH) == 0 {
+			continue
+		}
+		plan, ok := m.PrepareStore(c.offerH)
+		c.account(t, plan, ok, len(c.offerH))
+		if ok && len(plan.Hashes) > 0 {
+			c.submitStore(t, c.offerB, c.offerH, plan)
+		}
+	}
+	// A candidate present in every tier (stored or being stored) is done.
+	for i, h := range c.spillH {
+		all := true
+		for _, m := range c.tiers {
+			if _, present := m.Contains(h); !present {
+				all = false
+				break
+			}
+		}
+		if all {
+			c.policy.Spilled(c.spillB[i])
+		}
+	}
+}
+
+// Stats returns the counters. The Tiers slice is a copy.
+func (c *Coordinator) Stats() Stats {
+	s := c.stats
+	s.Tiers = append([]TierStats(nil), c.stats.Tiers...)
+	for i, m := range c.tiers {
+		s.Tiers[i].Blocks = m.Len()
+	}
+	s.InflightStoreBlocks = c.inStore
+	s.InflightLoadBlocks = c.inLoad
+	s.Requests = c.policy.NumRequests()
+	s.SpillCandidates = c.policy.NumSpillCandidates()
+	return s
+}
+
+// Idle reports whether no store or load is in flight (every hold the
+// coordinator took is released).
+func (c *Coordinator) Idle() bool { return len(c.stores) == 0 && len(c.loads) == 0 }
+
+// Check verifies the coordinator's bookkeeping against the pool and its
+// managers: every live store and load hold in the pool is one the
+// coordinator tracks and vice versa, with the right blocks; in-flight
+// counts match and are within their bounds; every manager and the policy
+// pass their own checks. It does not check the pool itself (Pool.Check).
+func (c *Coordinator) Check() error {
+	for i, m := range c.tiers {
+		if err := m.Check(); err != nil {
+			return fmt.Errorf("tier %d: %w", i, err)
+		}
+	}
+	if err := c.policy.Check(); err != nil {
+		return err
+	}
+	storeHolds := map[kvblock.HoldID]bool{}
+	inStore := 0
+	for id, j := range c.stores {
+		if !c.pool.Live(j.hold) || c.pool.Kind(j.hold) != kvblock.HoldStore || c.pool.Owner(j.hold) != uint64(id) {
+			return fmt.Errorf("offload: store %d names hold %#x which is not its live store hold", id, uint64(j.hold))
+		}
+		if c.pool.Len(j.hold) != len(j.hashes) {
+			return fmt.Errorf("offload: store %d holds %d blocks for %d hashes", id, c.pool.Len(j.hold), len(j.hashes))
+		}
+		for _, h := range j.hashes {
+			if ready, present := c.tiers[j.tier].Contains(h); !present || ready {
+				return fmt.Errorf("offload: store %d: block %#x is not being stored in tier %d", id, uint64(h), j.tier)
+			}
+		}
+		storeHolds[j.hold] = true
+		inStore += len(j.hashes)
+	}
+	loadHolds := map[kvblock.HoldID]bool{}
+	inLoad, pending := 0, map[*loadGroup]int{}
+	for id, j := range c.loads {
+		pending[j.group]++
+		if len(j.index) != len(j.hashes) {
+			return fmt.Errorf("offload: load %d has %d positions for %d hashes", id, len(j.index), len(j.hashes))
+		}
+	}
+	for g, n := range pending {
+		if g.pending != n {
+			return fmt.Errorf("offload: request %d has %d loads pending, counted %d", g.req, g.pending, n)
+		}
+		if !c.pool.Live(g.hold) || c.pool.Kind(g.hold) != kvblock.HoldLoad {
+			return fmt.Errorf("offload: request %d's load hold %#x is not live", g.req, uint64(g.hold))
+		}
+		if c.pool.Len(g.hold) != g.first+len(g.hashes) {
+			return fmt.Errorf("offload: request %d's load hold has %d blocks, want %d", g.req, c.pool.Len(g.hold), g.first+len(g.hashes))
+		}
+		if !g.gone && c.groups[g.req] != g {
+			return fmt.Errorf("offload: request %d's loads are not indexed", g.req)
+		}
+		loadHolds[g.hold] = true
+		inLoad += len(g.hashes)
+	}
+	for req, g := range c.groups {
+		if pending[g] == 0 || g.gone || g.req != req {
+			return fmt.Errorf("offload: request %d is indexed as loading with nothing pending", req)
+		}
+	}
+	if inStore != c.inStore || inLoad != c.inLoad {
+		return fmt.Errorf("offload: in flight store %d load %d, recorded %d %d", inStore, inLoad, c.inStore, c.inLoad)
+	}
+	if c.inStore > c.cfg.MaxInflightStoreBlocks || c.inLoad > c.cfg.MaxInflightLoadBlocks {
+		return fmt.Errorf("offload: in flight store %d load %d over bounds %d %d", c.inStore, c.inLoad, c.cfg.MaxInflightStoreBlocks, c.cfg.MaxInflightLoadBlocks)
+	}
+	for _, h := range c.pool.LiveHolds(nil) {
+		switch {
+		case h.Kind == kvblock.HoldStore && !storeHolds[h.ID]:
+			return fmt.Errorf("offload: orphan store hold %#x", uint64(h.ID))
+		case h.Kind == kvblock.HoldLoad && !loadHolds[h.ID]:
+			return fmt.Errorf("offload: orphan load hold %#x", uint64(h.ID))
+		}
+	}
+	return nil
+}
