@@ -31,7 +31,9 @@ type record struct {
 }
 
 // content is the digest of slot s of a block whose prefix hash is h.
-func content(h kvblock.Hash, s int) uint64 { return uint64(h)*0x9e3779b97f4a7c15 + uint64(s)*0xbf58476d1ce4e5b9 + 1 }
+func content(h kvblock.Hash, s int) uint64 {
+	return uint64(h)*0x9e3779b97f4a7c15 + uint64(s)*0xbf58476d1ce4e5b9 + 1
+}
 
 func newHarness(t *testing.T, poolBlocks int, cfg Config) *harness {
 	t.Helper()
@@ -793,4 +795,3 @@ func FuzzParseTiers(f *testing.F) {
 		}
 	})
 }
-
