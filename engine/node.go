@@ -9,13 +9,19 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/transport"
+	"github.com/kvlease/kvlease/transport/tcp"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
 )
 
 // NodeConfig configures a Node.
@@ -27,10 +33,55 @@ type NodeConfig struct {
 	// added to the core; beyond it Submit returns RejectedQueueFull at
 	// once. Zero means DefaultMaxPending.
 	MaxPending int
+
+	// Transport carries the P/D transfer. It is required when the core has
+	// a transfer configuration (Config.Transfer) and ignored otherwise. The
+	// node owns it from NewNode on: Run drives it (dials, sends, streams
+	// reads, feeds its events to the core) and shuts it down when it
+	// returns. A node that serves leases (role prefill or both) must have
+	// it listening (tcp.Transport.Listen) before NewNode: that address is
+	// its TransferEndpoint.
+	Transport *tcp.Transport
+	// AdvertiseHost is the host this node's responses give D engines as
+	// remote_host. Empty means the listener's host; it must be set when
+	// the transport listens on a wildcard address (0.0.0.0, [::]).
+	AdvertiseHost string
+	// MaxReadStreams bounds the reads P streams at once; a READ beyond it
+	// is answered READ_END(busy), which D retries within the lease. Zero
+	// means DefaultMaxReadStreams.
+	MaxReadStreams int
 }
 
 // DefaultMaxPending is the default NodeConfig.MaxPending.
 const DefaultMaxPending = 1 << 16
+
+// DefaultMaxReadStreams is the default NodeConfig.MaxReadStreams.
+const DefaultMaxReadStreams = 1024
+
+// minTimerWait is the shortest wait for a core deadline: a deadline that is
+// already due right after a Step must not make the loop spin.
+const minTimerWait = 200 * time.Microsecond
+
+// TransferEndpoint is where D engines reach a P node's transfer port: the
+// remote_engine_id, remote_host and remote_port of the kv_transfer_params
+// in P's responses.
+type TransferEndpoint struct {
+	EngineID string
+	Host     string
+	Port     int
+}
+
+// Addr is Host:Port, the address D dials (xfer.Remote.Addr).
+func (e TransferEndpoint) Addr() string { return net.JoinHostPort(e.Host, strconv.Itoa(e.Port)) }
+
+// Remote is the remote prefix a D engine is given for grant g of this
+// endpoint: what a proxy carries from P's response to D's request.
+func (e TransferEndpoint) Remote(g *xfer.Grant) *xfer.Remote {
+	return &xfer.Remote{
+		EngineID: e.EngineID, Addr: e.Addr(), Lease: g.Lease, Token: g.Token,
+		NumBlocks: len(g.BlockIDs), NumTokens: g.NumTokens, ExpiresIn: g.ExpiresIn,
+	}
+}
 
 // SubmitOptions tune how a Stream wakes its consumer.
 type SubmitOptions struct {
@@ -62,6 +113,12 @@ type NodeStats struct {
 	Streams int
 	// Now is the node's instant when the snapshot was taken.
 	Now clock.Instant
+	// Producer and Consumer are the transfer counters (copies, owned by
+	// the receiver), nil when the core has no such side.
+	Producer *xfer.ProducerStats
+	Consumer *xfer.ConsumerStats
+	// ReadStreams is the number of reads P is streaming.
+	ReadStreams int
 }
 
 // Node drives one Core with the real clock. One goroutine (Run) owns the
@@ -101,6 +158,26 @@ type Node struct {
 	byInternal  map[uint64]*Stream // streams not yet scheduled, by core id
 	touched     []*Stream
 	idleWaiters []chan struct{}
+
+	// Transfer edge; tr is nil without a transfer configuration.
+	tr             *tcp.Transport
+	endpoint       TransferEndpoint
+	hasEndpoint    bool
+	maxReadStreams int
+	runCtx         context.Context   // Run's: dials end with it
+	events         []transport.Event // Poll's buffer
+	reads          []*readStream     // P's reads being streamed, in arrival order
+}
+
+// readStream is a read P streams over several loop iterations: as many
+// BLOCK frames as the connection's window takes each time, then READ_END.
+// The lease stays pinned until ReadFinished, so the pool memory its blocks
+// alias does not change meanwhile; Send copies each block out, in the loop
+// goroutine that owns the pool.
+type readStream struct {
+	w    xfer.ReadWork
+	conn transport.ConnID
+	next int // the next block to send
 }
 
 type msgKind uint8
@@ -136,18 +213,64 @@ func NewNode(core *Core, exec model.Executor, cfg NodeConfig) *Node {
 	if maxPending <= 0 {
 		maxPending = DefaultMaxPending
 	}
-	return &Node{
-		core:       core,
-		exec:       exec,
-		log:        log,
-		cfg:        core.Config(),
-		epoch:      time.Now(),
-		maxPending: maxPending,
-		wake:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
-		streams:    make(map[string]*Stream),
-		byInternal: make(map[uint64]*Stream),
+	maxReads := cfg.MaxReadStreams
+	if maxReads <= 0 {
+		maxReads = DefaultMaxReadStreams
 	}
+	n := &Node{
+		core:           core,
+		exec:           exec,
+		log:            log,
+		cfg:            core.Config(),
+		epoch:          time.Now(),
+		maxPending:     maxPending,
+		wake:           make(chan struct{}, 1),
+		done:           make(chan struct{}),
+		streams:        make(map[string]*Stream),
+		byInternal:     make(map[uint64]*Stream),
+		maxReadStreams: maxReads,
+	}
+	if core.Producer() != nil || core.Consumer() != nil {
+		if cfg.Transport == nil {
+			panic("engine: NewNode: a core with a transfer configuration needs NodeConfig.Transport")
+		}
+		n.tr = cfg.Transport
+		if core.Producer() != nil {
+			n.endpoint, n.hasEndpoint = endpointOf(n.cfg.EngineID, cfg.Transport.Addr(), cfg.AdvertiseHost)
+		}
+		if core.Producer() != nil && !n.hasEndpoint {
+			log.Warn("engine node serves leases but has no transfer endpoint: listen on a concrete address or set an advertise host",
+				"listen", string(cfg.Transport.Addr()))
+		}
+	}
+	return n
+}
+
+// endpointOf derives a node's transfer endpoint from its listener address.
+func endpointOf(engineID string, listen transport.Addr, advertise string) (TransferEndpoint, bool) {
+	host, portStr, err := net.SplitHostPort(string(listen))
+	if err != nil {
+		return TransferEndpoint{}, false
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 {
+		return TransferEndpoint{}, false
+	}
+	if advertise != "" {
+		host = advertise
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return TransferEndpoint{}, false
+	}
+	return TransferEndpoint{EngineID: engineID, Host: host, Port: port}, true
+}
+
+// TransferEndpoint is where D engines pull this node's leases from, for the
+// kv_transfer_params of its responses (remote_engine_id, remote_host,
+// remote_port). It reports false when the node grants no leases (no
+// producer) or has no usable address (see NodeConfig.AdvertiseHost). It is
+// fixed at NewNode and safe for concurrent use.
+func (n *Node) TransferEndpoint() (TransferEndpoint, bool) {
+	return n.endpoint, n.hasEndpoint
 }
 
 // Now is the node's current instant: monotonic time since NewNode.
@@ -167,8 +290,17 @@ var ErrRunTwice = errors.New("engine: Node.Run called twice")
 
 // Run drives the core until ctx is done, then aborts every live request
 // (each stream gets its finished output with status aborted), answers every
-// queued message and returns nil. Submissions after that are rejected with
-// RejectedShuttingDown. Run may be called once.
+// queued message, shuts the transport down and returns nil. Submissions
+// after that are rejected with RejectedShuttingDown. Run may be called once.
+//
+// With a transport, each iteration also feeds the transport's events to the
+// core (PeerAccepted, PeerDialed, PeerMessage, ...), carries out the
+// transfer work of the Ready (messages, dials, closes) and streams P's
+// reads within each connection's send window, reporting ReadFinished when a
+// read's last frame is queued. The core is stepped on every iteration, also
+// while a batch executes (it then schedules nothing), so peers are answered
+// without waiting for the step; and the loop wakes at the core's
+// NextDeadline for lease, heartbeat and retry timers.
 func (n *Node) Run(ctx context.Context) error {
 	n.mu.Lock()
 	if n.started {
@@ -178,8 +310,10 @@ func (n *Node) Run(ctx context.Context) error {
 	n.started = true
 	n.mu.Unlock()
 	defer close(n.done)
+	n.runCtx = ctx
 	n.log.Info("engine node started", "max_model_len", n.cfg.MaxModelLen,
-		"blocks", n.cfg.Pool.NumBlocks, "block_size", n.cfg.Pool.BlockSizeTokens)
+		"blocks", n.cfg.Pool.NumBlocks, "block_size", n.cfg.Pool.BlockSizeTokens,
+		"role", n.cfg.Role.String(), "engine_id", n.cfg.EngineID)
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -188,62 +322,207 @@ func (n *Node) Run(ctx context.Context) error {
 		res      model.StepResult
 		inFlight bool
 		deadline clock.Instant
+		trReady  <-chan struct{}
 	)
+	if n.tr != nil {
+		trReady = n.tr.Ready()
+	}
 	for {
 		msgs = n.takeInbox(msgs)
 		now := n.Now()
 		n.handle(now, msgs)
+		n.pollTransport(now)
 		if inFlight && now >= deadline {
 			n.core.Complete(now, &res)
 			inFlight = false
 		}
-		if !inFlight {
-			rd := n.core.Step(now)
-			n.route(rd.Outputs)
-			if rd.Batch != nil {
-				n.noteScheduled(now, rd.Batch)
-				n.exec.Execute(rd.Batch, &res)
-				deadline = now.Add(res.Duration)
-				inFlight = true
-				if res.Duration <= 0 {
-					// A zero-latency model: let the HTTP goroutines run
-					// before the next step, so the loop does not spin
-					// small batches against them for the same CPU.
-					runtime.Gosched()
-					continue
-				}
-			} else if len(n.idleWaiters) > 0 && n.core.Idle() {
-				for _, w := range n.idleWaiters {
-					close(w)
-				}
-				clear(n.idleWaiters)
-				n.idleWaiters = n.idleWaiters[:0]
-			}
-		}
-		if inFlight {
-			d := deadline.Sub(n.Now())
-			if d <= 0 {
+		rd := n.core.Step(now)
+		n.route(rd.Outputs)
+		n.transfer(now, rd)
+		if rd.Batch != nil {
+			n.noteScheduled(now, rd.Batch)
+			n.exec.Execute(rd.Batch, &res)
+			deadline = now.Add(res.Duration)
+			inFlight = true
+			if res.Duration <= 0 {
+				// A zero-latency model: let the HTTP goroutines run
+				// before the next step, so the loop does not spin
+				// small batches against them for the same CPU.
+				n.pump(now)
+				runtime.Gosched()
 				continue
 			}
-			timer.Reset(d)
-			select {
-			case <-n.wake:
-				timer.Stop()
-			case <-timer.C:
-			case <-ctx.Done():
-				timer.Stop()
-				n.shutdown(&res, inFlight)
-				return nil
+		} else if !inFlight && len(n.idleWaiters) > 0 && n.core.Idle() {
+			for _, w := range n.idleWaiters {
+				close(w)
 			}
+			clear(n.idleWaiters)
+			n.idleWaiters = n.idleWaiters[:0]
+		}
+		if n.pump(now) {
+			// A read ended: the core may have messages for the peer.
 			continue
+		}
+		wait := time.Duration(-1) // no timer
+		if inFlight {
+			if wait = deadline.Sub(n.Now()); wait <= 0 {
+				continue
+			}
+		}
+		if next := n.core.NextDeadline(); next != clock.Never {
+			d := max(next.Sub(n.Now()), minTimerWait)
+			if wait < 0 || d < wait {
+				wait = d
+			}
+		}
+		var timeout <-chan time.Time
+		if wait >= 0 {
+			timer.Reset(wait)
+			timeout = timer.C
 		}
 		select {
 		case <-n.wake:
+		case <-trReady:
+		case <-timeout:
 		case <-ctx.Done():
-			n.shutdown(&res, false)
+			timer.Stop()
+			n.shutdown(&res, inFlight)
 			return nil
 		}
+		timer.Stop()
 	}
+}
+
+// pollTransport hands the transport's events to the core.
+func (n *Node) pollTransport(now clock.Instant) {
+	if n.tr == nil {
+		return
+	}
+	n.events = n.tr.Poll(n.events[:0])
+	for i := range n.events {
+		ev := &n.events[i]
+		s := xfer.SessionID(ev.Conn)
+		switch ev.Kind {
+		case transport.Accepted:
+			n.core.PeerAccepted(now, s)
+		case transport.Dialed:
+			// Event.Remote is the address exactly as dialed: the
+			// consumer's peer key.
+			n.core.PeerDialed(now, string(ev.Remote), s)
+		case transport.DialFailed:
+			n.log.Debug("transfer dial failed", "peer", string(ev.Remote), "reason", ev.Reason)
+			n.core.PeerDialFailed(now, string(ev.Remote))
+		case transport.Received:
+			n.core.PeerMessage(now, s, ev.Msg)
+		case transport.Closed:
+			n.log.Debug("transfer connection closed", "peer", string(ev.Remote), "reason", ev.Reason)
+			n.dropStreams(now, ev.Conn)
+			n.core.PeerClosed(now, s)
+		}
+	}
+	clear(n.events)
+}
+
+// transfer carries out a Ready's transfer work. A Send that fails needs no
+// handling here: the connection is broken or closing, and its Closed event
+// tells the core.
+func (n *Node) transfer(now clock.Instant, rd Ready) {
+	if n.tr == nil {
+		return
+	}
+	for _, e := range rd.Messages {
+		id := transport.ConnID(e.Session)
+		n.tr.Send(id, e.Msg)
+		if e.Close {
+			n.closeConn(now, id)
+		}
+	}
+	for _, a := range rd.Actions {
+		id := transport.ConnID(a.Session)
+		switch a.Kind {
+		case xfer.ActionDial:
+			n.tr.Dial(n.runCtx, transport.Addr(a.Addr))
+		case xfer.ActionSend:
+			n.tr.Send(id, a.Msg)
+		case xfer.ActionClose:
+			n.closeConn(now, id)
+		}
+	}
+	for _, w := range rd.Reads {
+		id := transport.ConnID(w.Session)
+		if len(n.reads) >= n.maxReadStreams {
+			// Too many reads at once: refuse this one; D retries it
+			// within the lease.
+			n.tr.Send(id, &wire.ReadEnd{ReadID: w.ReadID, Lease: w.Lease, Status: wire.StatusBusy})
+			n.core.ReadFinished(now, w.Session, w.ReadID, false)
+			continue
+		}
+		n.reads = append(n.reads, &readStream{w: w, conn: id})
+	}
+}
+
+// closeConn closes a connection the core gave up, ending its streams first:
+// no Closed event will come for it.
+func (n *Node) closeConn(now clock.Instant, id transport.ConnID) {
+	n.dropStreams(now, id)
+	n.tr.Close(id)
+}
+
+// dropStreams ends the reads streaming on connection id unsuccessfully.
+func (n *Node) dropStreams(now clock.Instant, id transport.ConnID) {
+	j := 0
+	for _, st := range n.reads {
+		if st.conn == id {
+			n.core.ReadFinished(now, st.w.Session, st.w.ReadID, false)
+			continue
+		}
+		n.reads[j] = st
+		j++
+	}
+	clear(n.reads[j:])
+	n.reads = n.reads[:j]
+}
+
+// pump queues as many blocks of the streaming reads as their connections'
+// windows take, in arrival order, and reports whether a read ended. Every
+// Send copies its block out of the pool: pump runs in the loop goroutine,
+// which owns the pool, and never waits for a socket.
+func (n *Node) pump(now clock.Instant) bool {
+	ended := false
+	j := 0
+	for _, st := range n.reads {
+		done, ok := n.streamRead(st)
+		if !done {
+			n.reads[j] = st
+			j++
+			continue
+		}
+		ended = true
+		if ok {
+			n.core.Producer().CountServed(st.w.Bytes())
+		}
+		n.core.ReadFinished(now, st.w.Session, st.w.ReadID, ok)
+	}
+	clear(n.reads[j:])
+	n.reads = n.reads[:j]
+	return ended
+}
+
+// streamRead sends what fits of one read; done reports that the read is
+// over (every frame queued, or the connection refused one: then ok is
+// false).
+func (n *Node) streamRead(st *readStream) (done, ok bool) {
+	for st.next < len(st.w.Blocks) {
+		if !n.tr.Writable(st.conn) {
+			return false, false // Ready fires when the window opens
+		}
+		if !n.tr.Send(st.conn, &st.w.Blocks[st.next]) {
+			return true, false
+		}
+		st.next++
+	}
+	end := &wire.ReadEnd{ReadID: st.w.ReadID, Lease: st.w.Lease, Status: wire.StatusOK}
+	return true, n.tr.Send(st.conn, end)
 }
 
 // takeInbox swaps the inbox with spare (emptied) and returns the messages.
@@ -351,10 +630,33 @@ func (n *Node) snapshot(now clock.Instant) NodeStats {
 			Held:            p.NumHeld(),
 			Usage:           p.Usage(),
 		},
-		Draining: n.core.Draining(),
-		Streams:  len(n.streams),
-		Now:      now,
+		Draining:    n.core.Draining(),
+		Streams:     len(n.streams),
+		Now:         now,
+		Producer:    producerStats(n.core.Producer()),
+		Consumer:    consumerStats(n.core.Consumer()),
+		ReadStreams: len(n.reads),
 	}
+}
+
+func producerStats(p *xfer.Producer) *xfer.ProducerStats {
+	if p == nil {
+		return nil
+	}
+	st := p.Stats()
+	st.Released = maps.Clone(st.Released)
+	return &st
+}
+
+func consumerStats(c *xfer.Consumer) *xfer.ConsumerStats {
+	if c == nil {
+		return nil
+	}
+	st := c.Stats()
+	st.Fallbacks = maps.Clone(st.Fallbacks)
+	st.Failures = maps.Clone(st.Failures)
+	st.ReleasesSent = maps.Clone(st.ReleasesSent)
+	return &st
 }
 
 // shutdown aborts everything live, answers every queued message and closes
@@ -394,11 +696,31 @@ func (n *Node) shutdown(res *model.StepResult, inFlight bool) {
 	for range 1 << 20 {
 		rd := n.core.Step(now)
 		n.route(rd.Outputs)
+		n.transfer(now, rd)
 		if rd.Batch == nil {
 			break
 		}
 		n.exec.Execute(rd.Batch, res)
 		n.core.Complete(now, res)
+	}
+	if n.tr != nil {
+		// Best effort: what fits in the windows is queued, the rest of
+		// each read fails; leases end (REVOKED shutdown), and the
+		// transport goes down at once, so peers see their connections
+		// lost and fall back.
+		n.pump(now)
+		for _, st := range n.reads {
+			n.core.ReadFinished(now, st.w.Session, st.w.ReadID, false)
+		}
+		clear(n.reads)
+		n.reads = nil
+		if p := n.core.Producer(); p != nil {
+			p.ReleaseAll(now, wire.ReasonShutdown)
+		}
+		rd := n.core.Step(now)
+		n.route(rd.Outputs)
+		n.transfer(now, rd)
+		n.tr.Shutdown()
 	}
 	for _, w := range n.idleWaiters {
 		close(w)
