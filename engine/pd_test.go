@@ -290,7 +290,6 @@ func TestPDTransferMatchesSingleEngine(t *testing.T) {
 	}
 }
 
-
 // TestPDDecodeKilledReleasesAfterGrace: D admits a request, renews its
 // lease (binding it to D's session) and dies; P releases the lease with
 // reason peer_lost after the grace, long before it would expire.
