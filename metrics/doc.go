@@ -9,12 +9,18 @@
 //     states) are read at scrape time from one engine.NodeStats snapshot by
 //     a custom Collector. Nothing is updated on the hot path, and the
 //     scrape's figures are mutually consistent because they come from one
-//     snapshot. To add such a metric (leases, transfers, offload), add one
-//     row to snapshotMetrics in collector.go.
+//     snapshot. The P/D transfer counters (kvlease_leases_*,
+//     kvlease_transfer_*, kvlease_remote_prefill_*) come from the same
+//     scrape when the Source is also a TransferSource, and read as zeros
+//     otherwise, so every series exists whatever the engine's role. To add
+//     such a metric, add one row to engineMetrics (collector.go) or
+//     transferMetrics (transfer.go).
 //   - Latency histograms (TTFT, inter-token latency, end-to-end latency,
 //     queue time) are observed by the HTTP layer as requests progress,
-//     through Metrics.ObserveRequest and Metrics.ObserveInterToken, with
-//     vLLM's bucket boundaries (vllm/v1/metrics/loggers.py).
+//     through Metrics.ObserveFirstToken, ObserveInterToken and
+//     ObserveFinished, with vLLM's bucket boundaries
+//     (vllm/v1/metrics/loggers.py); kvlease_transfer_seconds is observed by
+//     whoever sees a decode engine's finished pulls (ObserveTransfer).
 //
 // Every vllm:* series carries the label model_name, as vLLM's do.
 package metrics

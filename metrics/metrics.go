@@ -17,6 +17,10 @@ var (
 		0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
 	RequestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
 		20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	// TransferBuckets span a few small blocks on loopback (sub-millisecond)
+	// to a long prompt of 8B-class KV over a slow link.
+	TransferBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+		0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0}
 )
 
 // Metrics is an engine's registry: the snapshot collector over a Source,
@@ -26,6 +30,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	ttft, itl, e2e, queue prometheus.Histogram
+	transfer              prometheus.Histogram
 }
 
 // New returns the metrics of the engine serving modelName, reading gauges
@@ -42,9 +47,12 @@ func New(modelName string, src Source) *Metrics {
 	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", InterTokenBuckets)
 	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", RequestLatencyBuckets)
 	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", RequestLatencyBuckets)
+	m.transfer = hist("kvlease_transfer_seconds",
+		"Histogram of the time a decode engine took to pull a remote prefix (all reads of one request), in seconds.",
+		TransferBuckets)
 	m.reg.MustRegister(
 		newSnapshotCollector(modelName, src),
-		m.ttft, m.itl, m.e2e, m.queue,
+		m.ttft, m.itl, m.e2e, m.queue, m.transfer,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -75,3 +83,7 @@ func (m *Metrics) ObserveFinished(e2e, queued time.Duration) {
 		m.queue.Observe(queued.Seconds())
 	}
 }
+
+// ObserveTransfer records the duration of one completed remote-prefix pull
+// (xfer.Done.Duration of a pulled request).
+func (m *Metrics) ObserveTransfer(d time.Duration) { m.transfer.Observe(d.Seconds()) }

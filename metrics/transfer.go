@@ -1,0 +1,202 @@
+package metrics
+
+import (
+	"slices"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+// TransferStats are an engine's P/D transfer counters: the lease producer's
+// (P side) and the pull consumer's (D side). Either is nil on an engine
+// without that side; the metrics then read as zeros, so every series exists
+// from the first scrape whatever the role.
+//
+// The maps inside must be the receiver's own copies: the collector reads
+// them on the scrape goroutine.
+type TransferStats struct {
+	Producer *xfer.ProducerStats
+	Consumer *xfer.ConsumerStats
+}
+
+// TransferSource is implemented by a Source whose engine does P/D
+// transfers. The collector asks for the transfer counters right after the
+// node snapshot of the same scrape.
+type TransferSource interface {
+	TransferStats() TransferStats
+}
+
+// Snapshot is what one scrape reads: the node snapshot and, when the
+// Source is a TransferSource, the transfer counters.
+type Snapshot struct {
+	engine.NodeStats
+	Transfer TransferStats
+}
+
+// releaseReasons are the label values of kvlease_leases_released_total,
+// always exported. Reasons are wire's, in wire order.
+var releaseReasons = func() []wire.Reason {
+	var rs []wire.Reason
+	for r := wire.ReasonReadDone; r.Valid(); r++ {
+		rs = append(rs, r)
+	}
+	return rs
+}()
+
+// fallbackReasons and failureKinds are always exported (zero until they
+// happen); other keys the consumer reports are exported as they appear.
+var (
+	fallbackReasons = []string{"lease_gone", "unreachable", "corrupt", "expired", "unauthenticated", "engine_mismatch"}
+	failureKinds    = []string{"timeout", "unreachable", "disconnected", "lease_gone", "bad_block", "corrupt", "release_dropped"}
+)
+
+// emitKeyed emits one sample per key of m, the always-present keys first
+// (zero when absent), then any other key in sorted order.
+func emitKeyed(m map[string]uint64, always []string, emit emitFunc) {
+	for _, k := range always {
+		emit(float64(m[k]), k)
+	}
+	var extra []string
+	for k := range m {
+		if !slices.Contains(always, k) {
+			extra = append(extra, k)
+		}
+	}
+	slices.Sort(extra)
+	for _, k := range extra {
+		emit(float64(m[k]), k)
+	}
+}
+
+// producer and consumer return the side's stats, or zeros.
+func producer(s *Snapshot) *xfer.ProducerStats {
+	if p := s.Transfer.Producer; p != nil {
+		return p
+	}
+	return &xfer.ProducerStats{}
+}
+
+func consumer(s *Snapshot) *xfer.ConsumerStats {
+	if c := s.Transfer.Consumer; c != nil {
+		return c
+	}
+	return &xfer.ConsumerStats{}
+}
+
+// transferMetrics are kvlease's P/D metrics (DESIGN.md, "Observability").
+var transferMetrics = []snapshotMetric{
+	{
+		name: "kvlease_leases_active", kind: gauge,
+		help: "Leases this prefill engine holds on KV blocks for remote decoders.",
+		read: func(s *Snapshot, emit emitFunc) { emit(float64(producer(s).Active)) },
+	},
+	{
+		name: "kvlease_leases_granted_total", kind: counter,
+		help: "Leases granted on finished do_remote_decode prefills.",
+		read: func(s *Snapshot, emit emitFunc) { emit(float64(producer(s).Granted)) },
+	},
+	{
+		name: "kvlease_leases_refused_total", kind: counter,
+		help: "Finished do_remote_decode prefills that got no lease (the lease table was full); their blocks were freed.",
+		read: func(s *Snapshot, emit emitFunc) { emit(float64(producer(s).Refused)) },
+	},
+	{
+		name: "kvlease_leases_released_total", kind: counter,
+		help:   "Leases released, by reason: read_done, rejected, aborted, undelivered, peer_lost, expired, fallback, shutdown, restart.",
+		labels: []string{"reason"},
+		read: func(s *Snapshot, emit emitFunc) {
+			p := producer(s)
+			for _, r := range releaseReasons {
+				emit(float64(p.Released[r]), r.String())
+			}
+		},
+	},
+	{
+		name: "kvlease_lease_block_seconds_total", kind: counter,
+		help:   "Block-seconds of KV held by released leases, by whether a read completed (outcome=read) or not (outcome=unread: stranded memory).",
+		labels: []string{"outcome"},
+		read: func(s *Snapshot, emit emitFunc) {
+			p := producer(s)
+			emit(p.BlockSecondsRead, "read")
+			emit(p.BlockSecondsUnread, "unread")
+		},
+	},
+	{
+		name: "kvlease_lease_reads_total", kind: counter,
+		help:   "READs of leased blocks by result: served, refused (bad token, unknown or released lease), busy (too many reads in flight).",
+		labels: []string{"result"},
+		read: func(s *Snapshot, emit emitFunc) {
+			p := producer(s)
+			emit(float64(p.ReadsServed), "served")
+			emit(float64(p.ReadsRefused), "refused")
+			emit(float64(p.ReadsBusy), "busy")
+		},
+	},
+	{
+		name: "kvlease_transfer_auth_failures_total", kind: counter,
+		help: "Transfer sessions that failed the cluster-secret handshake.",
+		read: func(s *Snapshot, emit emitFunc) { emit(float64(producer(s).AuthFailures)) },
+	},
+	{
+		name: "kvlease_transfer_bytes_total", kind: counter,
+		help:   "KV bytes moved between engines: direction=out served by this prefill engine, direction=in pulled by this decode engine.",
+		labels: []string{"direction"},
+		read: func(s *Snapshot, emit emitFunc) {
+			emit(float64(producer(s).BytesServed), "out")
+			emit(float64(consumer(s).Bytes), "in")
+		},
+	},
+	{
+		name: "kvlease_transfer_blocks_total", kind: counter,
+		help:   "Remote-prefix blocks on this decode engine: pulled from the prefill engine, or hit (already in the local prefix cache, not pulled).",
+		labels: []string{"source"},
+		read: func(s *Snapshot, emit emitFunc) {
+			c := consumer(s)
+			emit(float64(c.PulledBlocks), "pulled")
+			emit(float64(c.HitBlocks), "hit")
+		},
+	},
+	{
+		name: "kvlease_transfer_failures_total", kind: counter,
+		help:   "Transfer failures on this decode engine by kind, retried or not.",
+		labels: []string{"kind"},
+		read: func(s *Snapshot, emit emitFunc) {
+			emitKeyed(consumer(s).Failures, failureKinds, emit)
+		},
+	},
+	{
+		name: "kvlease_remote_prefill_fallbacks_total", kind: counter,
+		help:   "Requests whose remote prefix could not be had, by reason; they were recomputed locally or failed, by the fallback policy.",
+		labels: []string{"reason"},
+		read: func(s *Snapshot, emit emitFunc) {
+			emitKeyed(consumer(s).Fallbacks, fallbackReasons, emit)
+		},
+	},
+	{
+		name: "kvlease_remote_prefill_requests", kind: gauge,
+		help:   "Requests of this decode engine waiting for their remote prefix (state=waiting) or pulling it (state=reading).",
+		labels: []string{"state"},
+		read: func(s *Snapshot, emit emitFunc) {
+			c := consumer(s)
+			emit(float64(c.Waiting), "waiting")
+			emit(float64(c.Reading), "reading")
+		},
+	},
+	{
+		name: "kvlease_releases_sent_total", kind: counter,
+		help:   "RELEASE notices this decode engine sent to prefill engines, by reason.",
+		labels: []string{"reason"},
+		read: func(s *Snapshot, emit emitFunc) {
+			c := consumer(s)
+			for _, r := range releaseReasons {
+				emit(float64(c.ReleasesSent[r]), r.String())
+			}
+		},
+	},
+	{
+		name: "kvlease_lease_renewals_sent_total", kind: counter,
+		help: "Batched RENEW heartbeats this decode engine sent.",
+		read: func(s *Snapshot, emit emitFunc) { emit(float64(consumer(s).RenewsSent)) },
+	},
+}

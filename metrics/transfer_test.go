@@ -1,0 +1,98 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+type transferSource struct {
+	engine.NodeStats
+	ts TransferStats
+}
+
+func (s transferSource) Stats() engine.NodeStats      { return s.NodeStats }
+func (s transferSource) TransferStats() TransferStats { return s.ts }
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	return string(body)
+}
+
+func TestScrapeExportsTransferMetrics(t *testing.T) {
+	src := transferSource{ts: TransferStats{
+		Producer: &xfer.ProducerStats{
+			Granted: 9, Refused: 1, Active: 2,
+			Released:         map[wire.Reason]uint64{wire.ReasonReadDone: 4, wire.ReasonUndelivered: 2, wire.ReasonRejected: 1},
+			BlockSecondsRead: 12.5, BlockSecondsUnread: 3,
+			ReadsServed: 4, ReadsRefused: 1, BytesServed: 4096,
+		},
+		Consumer: &xfer.ConsumerStats{
+			Bytes: 2048, PulledBlocks: 3, HitBlocks: 1, Waiting: 5, Reading: 1,
+			Fallbacks:    map[string]uint64{"unreachable": 2},
+			Failures:     map[string]uint64{"timeout": 1, "zzz_new_kind": 7},
+			ReleasesSent: map[wire.Reason]uint64{wire.ReasonRejected: 6},
+		},
+	}}
+	m := New("m", src)
+	m.ObserveTransfer(3 * time.Millisecond)
+	text := scrape(t, m)
+	for _, want := range []string{
+		`kvlease_leases_active{model_name="m"} 2`,
+		`kvlease_leases_granted_total{model_name="m"} 9`,
+		`kvlease_leases_refused_total{model_name="m"} 1`,
+		`kvlease_leases_released_total{model_name="m",reason="read_done"} 4`,
+		`kvlease_leases_released_total{model_name="m",reason="undelivered"} 2`,
+		`kvlease_leases_released_total{model_name="m",reason="rejected"} 1`,
+		`kvlease_leases_released_total{model_name="m",reason="peer_lost"} 0`,
+		`kvlease_leases_released_total{model_name="m",reason="expired"} 0`,
+		`kvlease_lease_block_seconds_total{model_name="m",outcome="read"} 12.5`,
+		`kvlease_lease_block_seconds_total{model_name="m",outcome="unread"} 3`,
+		`kvlease_transfer_bytes_total{direction="out",model_name="m"} 4096`,
+		`kvlease_transfer_bytes_total{direction="in",model_name="m"} 2048`,
+		`kvlease_transfer_blocks_total{model_name="m",source="pulled"} 3`,
+		`kvlease_transfer_failures_total{kind="timeout",model_name="m"} 1`,
+		`kvlease_transfer_failures_total{kind="corrupt",model_name="m"} 0`,
+		`kvlease_transfer_failures_total{kind="zzz_new_kind",model_name="m"} 7`,
+		`kvlease_remote_prefill_fallbacks_total{model_name="m",reason="unreachable"} 2`,
+		`kvlease_remote_prefill_requests{model_name="m",state="waiting"} 5`,
+		`kvlease_releases_sent_total{model_name="m",reason="rejected"} 6`,
+		`kvlease_transfer_seconds_bucket{model_name="m",le="0.005"} 1`,
+		`kvlease_transfer_seconds_bucket{model_name="m",le="0.0025"} 0`,
+		`# TYPE kvlease_leases_active gauge`,
+		`# TYPE kvlease_leases_released_total counter`,
+		`# TYPE kvlease_transfer_seconds histogram`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(text)
+	}
+}
+
+// A source without transfer counters (a single engine) still exports every
+// transfer series, as zeros.
+func TestTransferMetricsAreZeroWithoutTransfer(t *testing.T) {
+	text := scrape(t, New("m", fixed(engine.NodeStats{})))
+	for _, want := range []string{
+		`kvlease_leases_active{model_name="m"} 0`,
+		`kvlease_leases_released_total{model_name="m",reason="aborted"} 0`,
+		`kvlease_transfer_bytes_total{direction="in",model_name="m"} 0`,
+		`kvlease_remote_prefill_fallbacks_total{model_name="m",reason="lease_gone"} 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}
