@@ -444,3 +444,105 @@ func TestNewNodeNeedsTransportForTransfer(t *testing.T) {
 }
 
 func transportAddr(s string) transport.Addr { return transport.Addr(s) }
+
+// TestNodeStreamsReadsWithinWindow drives the node's streaming directly
+// (the loop is not running): a read larger than the connection's window is
+// sent over several pumps, each waiting for the window to open, blocks in
+// order then READ_END; a read beyond MaxReadStreams is refused with
+// READ_END(busy) at once.
+func TestNodeStreamsReadsWithinWindow(t *testing.T) {
+	pdNoLeaks(t)
+	xc := shortLease()
+	core := NewCore(pdConfig(t, RolePrefill, "p0", &xc), rand.New(rand.NewPCG(1, 1)))
+	ptr, err := tcp.New(tcp.Config{MaxQueuedBytes: 64 << 10, WindowBytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptr.Shutdown()
+	if err := ptr.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	n := NewNode(core, stepExec{}, NodeConfig{Transport: ptr, MaxReadStreams: 1})
+	dtr, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dtr.Shutdown()
+	dc := dtr.Dial(context.Background(), ptr.Addr())
+	next := func(tr *tcp.Transport, pending *[]transport.Event) transport.Event {
+		t.Helper()
+		timer := time.NewTimer(pdWait)
+		defer timer.Stop()
+		for len(*pending) == 0 {
+			select {
+			case <-tr.Ready():
+				*pending = tr.Poll(*pending)
+			case <-timer.C:
+				t.Fatal("no event")
+			}
+		}
+		ev := (*pending)[0]
+		*pending = (*pending)[1:]
+		return ev
+	}
+	var pev, dev []transport.Event
+	if ev := next(dtr, &dev); ev.Kind != transport.Dialed {
+		t.Fatalf("D: %v", ev)
+	}
+	acc := next(ptr, &pev)
+	if acc.Kind != transport.Accepted {
+		t.Fatalf("P: %v", acc)
+	}
+	s := xfer.SessionID(acc.Conn)
+	const numBlocks, blockBytes = 12, 4 << 10
+	w1 := xfer.ReadWork{Session: s, ReadID: 1, Lease: 7, Blocks: make([]wire.Block, numBlocks)}
+	for i := range w1.Blocks {
+		w1.Blocks[i] = wire.Block{ReadID: 1, Lease: 7, Index: uint32(i), Data: bytesOf(byte(i), blockBytes)}
+	}
+	w2 := xfer.ReadWork{Session: s, ReadID: 2, Lease: 8, Blocks: w1.Blocks[:1]}
+	n.runCtx = context.Background()
+	n.transfer(0, Ready{Reads: []xfer.ReadWork{w1, w2}})
+	if len(n.reads) != 1 {
+		t.Fatalf("%d reads streaming, want 1 (MaxReadStreams)", len(n.reads))
+	}
+	ev := next(dtr, &dev)
+	if end, ok := ev.Msg.(*wire.ReadEnd); !ok || end.ReadID != 2 || end.Status != wire.StatusBusy {
+		t.Fatalf("D got %v, want READ_END(busy) for read 2", ev)
+	}
+	// Whether a pump stops at the window depends on how fast the writer
+	// drains; either way the read must complete, waiting on Ready.
+	timer := time.NewTimer(pdWait)
+	defer timer.Stop()
+	for !n.pump(0) {
+		select {
+		case <-ptr.Ready(): // the window opened
+		case <-timer.C:
+			t.Fatal("the stream never finished")
+		}
+	}
+	if len(n.reads) != 0 {
+		t.Errorf("%d reads left after the last pump", len(n.reads))
+	}
+	for i := range numBlocks {
+		ev := next(dtr, &dev)
+		b, ok := ev.Msg.(*wire.Block)
+		if !ok || b.Index != uint32(i) || len(b.Data) != blockBytes || b.Data[0] != byte(i) {
+			t.Fatalf("D got %v, want block %d", ev, i)
+		}
+	}
+	ev = next(dtr, &dev)
+	if end, ok := ev.Msg.(*wire.ReadEnd); !ok || end.ReadID != 1 || end.Status != wire.StatusOK {
+		t.Fatalf("D got %v, want READ_END(ok) for read 1", ev)
+	}
+	if dc == 0 {
+		t.Fatal("no connection id")
+	}
+}
+
+func bytesOf(b byte, n int) []byte {
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = b
+	}
+	return out
+}
