@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvlease/kvlease/transport"
@@ -167,6 +168,7 @@ type Transport struct {
 	ln     net.Listener
 	addr   transport.Addr
 	closed bool
+	local  atomic.Pointer[transport.Addr] // addr, for events without t.mu
 
 	evMu   sync.Mutex
 	events []queued
@@ -226,6 +228,7 @@ func (t *Transport) Listen(addr string) error {
 	}
 	t.ln = ln
 	t.addr = transport.Addr(ln.Addr().String())
+	t.local.Store(&t.addr)
 	t.wg.Add(1)
 	go t.acceptLoop(ln)
 	return nil
@@ -297,20 +300,14 @@ func (t *Transport) push(c *conn, ev transport.Event) bool {
 	case <-t.done:
 		return false
 	}
-	ev.Local = t.addrNoLock()
+	if a := t.local.Load(); a != nil {
+		ev.Local = *a
+	}
 	t.evMu.Lock()
 	t.events = append(t.events, queued{c, ev})
 	t.evMu.Unlock()
 	t.signal()
 	return true
-}
-
-// addrNoLock reads addr; it is written once, before any event exists.
-func (t *Transport) addrNoLock() transport.Addr {
-	t.mu.Lock()
-	a := t.addr
-	t.mu.Unlock()
-	return a
 }
 
 // Dial opens a connection to addr ("host:port") and returns its id at once;
