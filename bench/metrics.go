@@ -1,0 +1,261 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvlease/kvlease/bench/stats"
+)
+
+// Metric names scraped during a run.
+const (
+	MetricKVUsage      = "vllm:kv_cache_usage_perc"
+	MetricHeldBlocks   = `kvlease_kv_blocks{state="held"}`
+	MetricLeasesActive = "kvlease_leases_active"
+)
+
+// scraped are the series read from each endpoint: a name, and the labels
+// a sample must carry (all its series that match are summed, so a metric
+// with an engine label sums over engines).
+var scraped = []struct {
+	key    string
+	name   string
+	labels map[string]string
+}{
+	{MetricKVUsage, "vllm:kv_cache_usage_perc", nil},
+	{MetricHeldBlocks, "kvlease_kv_blocks", map[string]string{"state": "held"}},
+	{MetricLeasesActive, "kvlease_leases_active", nil},
+}
+
+// MetricSeries is one metric of one endpoint over the run: X is seconds
+// since the start of the run, Y the value.
+type MetricSeries struct {
+	URL    string        `json:"url"`
+	Metric string        `json:"metric"`
+	Points []stats.Point `json:"points"`
+}
+
+// maxScrapeBytes bounds one /metrics response.
+const maxScrapeBytes = 16 << 20
+
+// scraper polls Prometheus endpoints. Its methods are safe for concurrent
+// use.
+type scraper struct {
+	client *http.Client
+	urls   []string
+	start  time.Time
+
+	mu     sync.Mutex
+	series map[[2]string]*MetricSeries // (url, metric)
+	order  [][2]string                 // first-seen order, for stable output
+	errs   map[string]int
+}
+
+func newScraper(client *http.Client, urls []string, start time.Time) *scraper {
+	s := &scraper{client: client, start: start, series: map[[2]string]*MetricSeries{}, errs: map[string]int{}}
+	for _, u := range urls {
+		s.urls = append(s.urls, metricsURL(u))
+	}
+	return s
+}
+
+// metricsURL adds /metrics to a URL without a path.
+func metricsURL(u string) string {
+	p, err := url.Parse(u)
+	if err == nil && (p.Path == "" || p.Path == "/") {
+		p.Path = "/metrics"
+		return p.String()
+	}
+	return u
+}
+
+// run scrapes every interval until ctx is done, starting at once.
+func (s *scraper) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		s.scrapeAll(ctx, interval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// scrapeAll scrapes every endpoint once, in parallel, each within
+// timeout (bounded to 2 s).
+func (s *scraper) scrapeAll(ctx context.Context, timeout time.Duration) {
+	timeout = min(max(timeout, 100*time.Millisecond), 2*time.Second)
+	var wg sync.WaitGroup
+	for _, u := range s.urls {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			at := time.Since(s.start).Seconds()
+			vals, err := s.scrape(cctx, u)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if err != nil {
+				if ctx.Err() == nil {
+					s.errs[u]++
+				}
+				return
+			}
+			for _, m := range scraped {
+				v, ok := vals[m.key]
+				if !ok {
+					continue
+				}
+				k := [2]string{u, m.key}
+				ser := s.series[k]
+				if ser == nil {
+					ser = &MetricSeries{URL: u, Metric: m.key}
+					s.series[k] = ser
+					s.order = append(s.order, k)
+				}
+				if len(ser.Points) < maxMetricsPoints {
+					ser.Points = append(ser.Points, stats.Point{X: at, Y: v})
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (s *scraper) scrape(ctx context.Context, u string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return parseMetrics(io.LimitReader(resp.Body, maxScrapeBytes))
+}
+
+// results returns the series and error counts gathered so far.
+func (s *scraper) results() ([]MetricSeries, map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]MetricSeries, 0, len(s.order))
+	for _, k := range s.order {
+		out = append(out, *s.series[k])
+	}
+	var errs map[string]int
+	for u, n := range s.errs {
+		if errs == nil {
+			errs = map[string]int{}
+		}
+		errs[u] = n
+	}
+	return out, errs
+}
+
+// parseMetrics reads the Prometheus text exposition format and returns,
+// for each scraped metric found, the sum of its matching samples. Lines it
+// cannot parse are skipped: one odd line must not lose a whole scrape.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, labels, value, ok := parseSample(line)
+		if !ok || math.IsNaN(value) {
+			continue
+		}
+	next:
+		for _, m := range scraped {
+			if m.name != name {
+				continue
+			}
+			for k, v := range m.labels {
+				if labels[k] != v {
+					continue next
+				}
+			}
+			out[m.key] += value
+		}
+	}
+	return out, sc.Err()
+}
+
+// parseSample parses `name{k="v",...} value [timestamp]`.
+func parseSample(line string) (name string, labels map[string]string, value float64, ok bool) {
+	i := strings.IndexAny(line, "{ \t")
+	if i <= 0 {
+		return "", nil, 0, false
+	}
+	name, rest := line[:i], line[i:]
+	if rest[0] == '{' {
+		labels = map[string]string{}
+		rest = rest[1:]
+		for {
+			rest = strings.TrimLeft(rest, " \t,")
+			if rest == "" {
+				return "", nil, 0, false
+			}
+			if rest[0] == '}' {
+				rest = rest[1:]
+				break
+			}
+			eq := strings.IndexByte(rest, '=')
+			if eq <= 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
+				return "", nil, 0, false
+			}
+			key := strings.TrimSpace(rest[:eq])
+			rest = rest[eq+2:]
+			var val strings.Builder
+			closed := false
+			for j := 0; j < len(rest); j++ {
+				c := rest[j]
+				if c == '\\' && j+1 < len(rest) {
+					j++
+					switch rest[j] {
+					case 'n':
+						val.WriteByte('\n')
+					default:
+						val.WriteByte(rest[j])
+					}
+					continue
+				}
+				if c == '"' {
+					rest, closed = rest[j+1:], true
+					break
+				}
+				val.WriteByte(c)
+			}
+			if !closed {
+				return "", nil, 0, false
+			}
+			labels[key] = val.String()
+		}
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return "", nil, 0, false
+	}
+	v, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return "", nil, 0, false
+	}
+	return name, labels, v, true
+}
