@@ -1,0 +1,481 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kvlease/kvlease/openai"
+	"github.com/kvlease/kvlease/proxy/route"
+)
+
+// call is one generation request on its way through the two legs.
+type call struct {
+	p       *Proxy
+	w       http.ResponseWriter
+	r       *http.Request
+	ctx     context.Context // the client's: done when it leaves
+	id      string
+	outcome string
+
+	// holder is the prefill engine whose lease the request holds (its
+	// answer carried kv_transfer_params), nil before.
+	holder *engine
+	// cached is P's usage.prompt_tokens_details.cached_tokens, put in
+	// the final usage when hasCached.
+	cached    int64
+	hasCached bool
+	// streaming is set once the event stream's header went to the client:
+	// errors after it are events, not statuses.
+	streaming bool
+}
+
+// legResult says what a leg's attempt on one engine came to.
+type legResult uint8
+
+const (
+	legDone  legResult = iota // it succeeded: go on
+	legFinal                  // the client has its answer (or left): stop
+	legRetry                  // the engine could not take it: try another
+)
+
+// prefillKV is what the proxy sends P in kv_transfer_params: vLLM's
+// request for a remote decode, with every remote field null.
+var prefillKV = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,` +
+	`"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
+
+var (
+	jsonTrue  = json.RawMessage("true")
+	jsonFalse = json.RawMessage("false")
+	jsonOne   = json.RawMessage("1")
+)
+
+func (p *Proxy) generate(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	select {
+	case p.sem <- struct{}{}:
+	default:
+		p.m.requests.WithLabelValues(OutcomeOverloaded).Inc()
+		writeError(w, openai.Overloaded(time.Second, "the kvlease proxy is at its limit of %d concurrent requests",
+			p.cfg.MaxConcurrentRequests))
+		return
+	}
+	p.m.inflight.Inc()
+	c := &call{p: p, w: w, r: r, ctx: r.Context()}
+	defer func() {
+		<-p.sem
+		p.m.inflight.Dec()
+		p.m.requests.WithLabelValues(c.outcome).Inc()
+		p.m.legs.WithLabelValues(legTotal).Observe(time.Since(start).Seconds())
+	}()
+	c.run()
+}
+
+func (c *call) run() {
+	id, e := requestID(c.r.Header.Get("X-Request-Id"))
+	if e != nil {
+		c.fail(OutcomeBadRequest, e)
+		return
+	}
+	c.id = id
+	c.w.Header().Set("X-Request-Id", id)
+	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, c.p.cfg.MaxRequestBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			c.fail(OutcomeBadRequest, openai.TooLarge("the request body is over %d bytes", c.p.cfg.MaxRequestBytes))
+		case c.ctx.Err() != nil:
+			c.outcome = OutcomeClientCancelled
+		default:
+			c.fail(OutcomeBadRequest, openai.BadRequest("", "reading the request body: %v", err))
+		}
+		return
+	}
+	req, err := parseObject(body)
+	if err != nil {
+		c.fail(OutcomeBadRequest, openai.BadRequest("", "the request body must be a JSON object: %v", err))
+		return
+	}
+	skip, e := c.prefillCandidates()
+	if e != nil {
+		c.fail(OutcomeBadRequest, e)
+		return
+	}
+	kv, ok := c.prefill(prefillBody(req), skip)
+	if !ok {
+		return
+	}
+	c.decode(decodeBody(req, kv))
+}
+
+// prefillBody is the prefill leg's body (DESIGN.md, "The P/D protocol";
+// the same edits as vLLM's toy proxy and llm-d's nixlv2 sidecar): one
+// token, not streamed, no minimum, with a request for a remote decode.
+func prefillBody(req object) []byte {
+	pre := req.clone()
+	pre.set("stream", jsonFalse)
+	pre.del("stream_options")
+	pre.set("max_tokens", jsonOne)
+	if pre.has("max_completion_tokens") {
+		pre.set("max_completion_tokens", jsonOne)
+	}
+	pre.del("min_tokens")
+	pre.del("min_completion_tokens")
+	pre.set("kv_transfer_params", prefillKV)
+	return pre.appendJSON(nil)
+}
+
+// decodeBody is the decode leg's body: the client's request with P's
+// kv_transfer_params verbatim (without them when P gave none: D then
+// prefills the prompt itself).
+func decodeBody(req object, kv json.RawMessage) []byte {
+	dec := req.clone()
+	if kv == nil {
+		dec.del("kv_transfer_params")
+	} else {
+		dec.set("kv_transfer_params", kv)
+	}
+	return dec.appendJSON(nil)
+}
+
+// prefillCandidates honours x-prefiller-host-port: the returned mask
+// skips every prefill engine the header does not name.
+func (c *call) prefillCandidates() ([]bool, *openai.Error) {
+	v := strings.Join(c.r.Header.Values(route.HeaderPrefillerHostPort), ",")
+	named, err := route.ParseHostPorts(v)
+	if err != nil {
+		return nil, openai.BadRequest(route.HeaderPrefillerHostPort, "%s: %v", route.HeaderPrefillerHostPort, err)
+	}
+	skip, any := route.Match(named, c.p.prefill.hostPorts)
+	if !any {
+		return nil, openai.BadRequest(route.HeaderPrefillerHostPort,
+			"%s names %s, not a prefill engine of this proxy (they are %s)",
+			route.HeaderPrefillerHostPort, strings.Join(named, ", "), strings.Join(c.p.prefill.hostPorts, ", "))
+	}
+	return skip, nil
+}
+
+// prefill runs the prefill leg and returns P's kv_transfer_params (nil if
+// P gave none). ok is false when the client already has its answer.
+func (c *call) prefill(body []byte, skip []bool) (kv json.RawMessage, ok bool) {
+	var failures []string
+	for attempt := range c.p.cfg.MaxPrefillAttempts {
+		e, found := c.p.pick(&c.p.prefill, skip)
+		if !found {
+			break
+		}
+		skip[e.index] = true
+		if attempt > 0 {
+			c.p.m.retries.WithLabelValues(legPrefill).Inc()
+		}
+		kv, res, why := c.prefillOn(e, body)
+		switch res {
+		case legDone:
+			return kv, true
+		case legFinal:
+			return nil, false
+		}
+		failures = append(failures, why)
+	}
+	c.fail(OutcomePrefillUnreachable, gatewayError(http.StatusBadGateway,
+		"no prefill engine could be reached: %s", strings.Join(failures, "; ")))
+	return nil, false
+}
+
+func (c *call) prefillOn(e *engine, body []byte) (json.RawMessage, legResult, string) {
+	defer e.inflight.Add(-1)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(c.ctx, c.p.cfg.PrefillTimeout)
+	defer cancel()
+	resp, err := c.post(ctx, e, body)
+	if err != nil {
+		if isDialError(err) && c.ctx.Err() == nil {
+			c.p.markDown(e)
+			c.p.log.Warn("prefill engine unreachable", "req", c.id, "peer", e.base, "reason", err)
+			return nil, legRetry, fmt.Sprintf("%s: %v", e.hostPort, err)
+		}
+		c.legFailed(ctx, err, e, RolePrefill, e)
+		return nil, legFinal, ""
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		// P refused the request: nothing of it is held there.
+		c.passError(resp, OutcomePrefillError, e)
+		return nil, legFinal, ""
+	}
+	raw, err := readBounded(resp.Body, c.p.cfg.MaxPrefillResponseBytes)
+	if err != nil {
+		c.legFailed(ctx, err, e, RolePrefill, e)
+		return nil, legFinal, ""
+	}
+	c.p.m.legs.WithLabelValues(legPrefill).Observe(time.Since(start).Seconds())
+	ans, err := parseObject(raw)
+	if err != nil {
+		c.p.abortAll(c.ctx, c.id, e)
+		c.fail(OutcomePrefillError, gatewayError(http.StatusBadGateway,
+			"prefill engine %s answered with invalid JSON: %v", e.hostPort, err))
+		return nil, legFinal, ""
+	}
+	kv := ans.get("kv_transfer_params")
+	switch {
+	case isNullOrAbsent(kv):
+		kv = nil
+		c.p.log.Warn("prefill answer has no kv_transfer_params; decode prefills itself", "req", c.id, "peer", e.base)
+	case bytes.TrimSpace(kv)[0] != '{':
+		c.p.abortAll(c.ctx, c.id, e)
+		c.fail(OutcomePrefillError, gatewayError(http.StatusBadGateway,
+			"prefill engine %s answered with kv_transfer_params that are not an object", e.hostPort))
+		return nil, legFinal, ""
+	default:
+		c.holder = e
+	}
+	c.cached, c.hasCached = cachedTokens(ans)
+	return kv, legDone, ""
+}
+
+// decode runs the decode leg, trying another decode engine with the same
+// kv_transfer_params while one cannot take the request.
+func (c *call) decode(body []byte) {
+	skip := make([]bool, len(c.p.decode.engines))
+	var failures []string
+	for attempt := range c.p.cfg.MaxDecodeAttempts {
+		if c.ctx.Err() != nil {
+			c.p.abortAll(c.ctx, c.id, c.holder)
+			c.outcome = OutcomeClientCancelled
+			return
+		}
+		e, found := c.p.pick(&c.p.decode, skip)
+		if !found {
+			break
+		}
+		skip[e.index] = true
+		if attempt > 0 {
+			c.p.m.retries.WithLabelValues(legDecode).Inc()
+		}
+		res, why := c.decodeOn(e, body)
+		if res != legRetry {
+			return
+		}
+		c.p.log.Warn("decode engine could not take the request", "req", c.id, "peer", e.base, "reason", why)
+		failures = append(failures, why)
+	}
+	// Nobody will read P's blocks: release them now rather than at the
+	// lease's expiry.
+	c.p.abortAll(c.ctx, c.id, c.holder)
+	released := ""
+	if c.holder != nil {
+		released = "; the prefill engine's KV blocks were released"
+	}
+	c.fail(OutcomeDecodeUnavailable, openai.Unavailable("no decode engine could take the request (%s)%s",
+		strings.Join(failures, "; "), released))
+}
+
+func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
+	defer e.inflight.Add(-1)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(c.ctx, c.p.cfg.DecodeTimeout)
+	defer cancel()
+	resp, err := c.post(ctx, e, body)
+	if err != nil {
+		if c.ctx.Err() != nil || ctx.Err() != nil {
+			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
+			return legFinal, ""
+		}
+		c.p.markDown(e)
+		if !isDialError(err) {
+			// The request may have reached e: make sure it lets go.
+			c.p.abortAll(c.ctx, c.id, e)
+		}
+		return legRetry, fmt.Sprintf("%s: %v", e.hostPort, err)
+	}
+	defer resp.Body.Close()
+	c.p.m.legs.WithLabelValues(legDecodeFirstEvent).Observe(time.Since(start).Seconds())
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		msg, _ := readBounded(resp.Body, maxErrorBytes)
+		return legRetry, fmt.Sprintf("%s: %d %s", e.hostPort, resp.StatusCode, errorMessage(msg))
+	case resp.StatusCode/100 != 2:
+		// D rejected the request (it tells P itself; the abort makes sure
+		// even with an engine that does not).
+		c.p.abortAll(c.ctx, c.id, c.holder)
+		c.passError(resp, OutcomeDecodeError, e)
+		return legFinal, ""
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+		return c.stream(ctx, e, resp, start)
+	}
+	raw, err := readBounded(resp.Body, c.p.cfg.MaxResponseBytes)
+	if err != nil {
+		if c.ctx.Err() != nil || ctx.Err() != nil || errors.Is(err, errTooLarge) {
+			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
+			return legFinal, ""
+		}
+		c.p.abortAll(c.ctx, c.id, e)
+		return legRetry, fmt.Sprintf("%s: reading its answer: %v", e.hostPort, err)
+	}
+	if c.hasCached {
+		raw, _ = withCachedTokens(raw, c.cached)
+	}
+	c.p.m.legs.WithLabelValues(legDecode).Observe(time.Since(start).Seconds())
+	h := c.w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	c.w.WriteHeader(resp.StatusCode)
+	c.w.Write(raw)
+	c.outcome = OutcomeOK
+	return legFinal, ""
+}
+
+// stream passes D's event stream to the client, one flush per event. The
+// stream starts (and the decode engine can no longer be replaced) when
+// D's first event has arrived whole.
+func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start time.Time) (legResult, string) {
+	events := newEventReader(resp.Body, c.p.cfg.MaxEventBytes)
+	ev, err := events.next()
+	if err != nil && (len(ev) == 0 || !errors.Is(err, io.EOF)) {
+		if c.ctx.Err() != nil || ctx.Err() != nil || errors.Is(err, errEventTooLong) {
+			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
+			return legFinal, ""
+		}
+		c.p.abortAll(c.ctx, c.id, e)
+		return legRetry, fmt.Sprintf("%s: its stream ended before the first event: %v", e.hostPort, err)
+	}
+	h := c.w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.w.WriteHeader(resp.StatusCode)
+	c.streaming = true
+	rc := http.NewResponseController(c.w)
+	done := false
+	for {
+		if len(ev) > 0 {
+			if d := eventData(ev); bytes.Equal(d, doneData) {
+				done = true
+			} else if c.hasCached {
+				ev = rewriteUsageEvent(ev, c.cached)
+			}
+			if _, werr := c.w.Write(ev); werr != nil {
+				c.p.abortAll(c.ctx, c.id, e, c.holder)
+				c.outcome = OutcomeClientCancelled
+				return legFinal, ""
+			}
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				c.p.abortAll(c.ctx, c.id, e, c.holder)
+				c.outcome = OutcomeClientCancelled
+				return legFinal, ""
+			}
+		}
+		if err != nil {
+			break
+		}
+		ev, err = events.next()
+	}
+	switch {
+	case errors.Is(err, io.EOF) && done:
+		c.p.m.legs.WithLabelValues(legDecode).Observe(time.Since(start).Seconds())
+		c.outcome = OutcomeOK
+		return legFinal, ""
+	case errors.Is(err, io.EOF):
+		err = errors.New("the stream ended without [DONE]")
+	}
+	c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
+	return legFinal, ""
+}
+
+// post sends one leg's body to e at the client's path, with the request's
+// id and the client's credentials.
+func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+c.r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", c.id)
+	copyAuth(req.Header, c.r.Header)
+	return c.p.client.Do(req)
+}
+
+// legFailed ends a call whose leg on e (of the given role) failed for
+// good with err under ctx: the client left, the leg timed out, or the
+// engine broke. It aborts the request on every engine in abort and answers
+// the client if it is still there — with an error status, or an error
+// event when the stream has started.
+func (c *call) legFailed(ctx context.Context, err error, e *engine, role string, abort ...*engine) {
+	c.p.abortAll(c.ctx, c.id, abort...)
+	var ae *openai.Error
+	switch {
+	case c.ctx.Err() != nil:
+		c.outcome = OutcomeClientCancelled
+		return
+	case ctx.Err() != nil:
+		limit := c.p.cfg.PrefillTimeout
+		c.outcome = OutcomePrefillTimeout
+		if role == RoleDecode {
+			limit, c.outcome = c.p.cfg.DecodeTimeout, OutcomeDecodeTimeout
+		}
+		ae = gatewayError(http.StatusGatewayTimeout, "%s engine %s did not finish within %v", role, e.hostPort, limit)
+	default:
+		c.outcome = OutcomePrefillUnreachable
+		if role == RoleDecode {
+			c.outcome = OutcomeDecodeFailed
+		}
+		ae = gatewayError(http.StatusBadGateway, "%s engine %s failed: %v", role, e.hostPort, err)
+	}
+	c.p.log.Warn("leg failed", "req", c.id, "peer", e.base, "reason", ae.Message)
+	if c.streaming {
+		c.w.Write(openai.AppendSSE(nil, openai.AppendError(nil, ae)))
+		http.NewResponseController(c.w).Flush()
+		return
+	}
+	writeError(c.w, ae)
+}
+
+// fail answers the client with e.
+func (c *call) fail(outcome string, e *openai.Error) {
+	c.outcome = outcome
+	writeError(c.w, e)
+}
+
+// passError answers the client with an engine's error answer: its status
+// and body (bounded), or a message naming the engine when it sent none.
+func (c *call) passError(resp *http.Response, outcome string, e *engine) {
+	c.outcome = outcome
+	body, err := readBounded(resp.Body, maxErrorBytes)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		writeError(c.w, &openai.Error{Status: resp.StatusCode, Type: openai.TypeServer,
+			Message: fmt.Sprintf("%s engine %s answered %s", e.role, e.hostPort, resp.Status)})
+		return
+	}
+	h := c.w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		h.Set("Retry-After", ra)
+	}
+	c.w.WriteHeader(resp.StatusCode)
+	c.w.Write(body)
+}
+
+// errorMessage returns the message of an OpenAI error body, or the body.
+func errorMessage(body []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}

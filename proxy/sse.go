@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// errEventTooLong is returned when one line of an event stream is over the
+// configured bound.
+var errEventTooLong = errors.New("proxy: event stream line too long")
+
+// eventReader reads a text/event-stream one event at a time: the lines up
+// to and including the blank line that ends an event. Lines are kept
+// verbatim, so events pass through unchanged unless the proxy edits them.
+type eventReader struct {
+	br      *bufio.Reader
+	maxLine int
+	buf     []byte
+}
+
+func newEventReader(r io.Reader, maxLine int) *eventReader {
+	return &eventReader{br: bufio.NewReaderSize(r, 16<<10), maxLine: maxLine}
+}
+
+// next returns the next event's bytes, valid until the following call. At
+// the end of the stream it returns what is left (possibly an unterminated
+// event) with io.EOF; an error of the underlying reader is returned as is.
+func (e *eventReader) next() ([]byte, error) {
+	e.buf = e.buf[:0]
+	lineStart := 0
+	for {
+		frag, err := e.br.ReadSlice('\n')
+		e.buf = append(e.buf, frag...)
+		if len(e.buf)-lineStart > e.maxLine {
+			return nil, fmt.Errorf("%w: over %d bytes", errEventTooLong, e.maxLine)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err != nil:
+			return e.buf, err
+		}
+		line := e.buf[lineStart:]
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			if lineStart == 0 { // stray blank line between events
+				e.buf = e.buf[:0]
+				continue
+			}
+			return e.buf, nil
+		}
+		lineStart = len(e.buf)
+	}
+}
+
+var (
+	dataPrefix = []byte("data:")
+	doneData   = []byte("[DONE]")
+	usageKey   = []byte(`"usage"`)
+)
+
+// eventData returns the payload of an event's data line (one data line per
+// event, as OpenAI-style servers write), or nil.
+func eventData(ev []byte) []byte {
+	for len(ev) > 0 {
+		line := ev
+		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
+		}
+		if d, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), dataPrefix); ok {
+			return bytes.TrimSpace(d)
+		}
+	}
+	return nil
+}
+
+// rewriteUsageEvent returns ev with usage.prompt_tokens_details.cached_tokens
+// set to n when its data is a JSON object with a usage object; otherwise
+// ev unchanged.
+func rewriteUsageEvent(ev []byte, n int64) []byte {
+	data := eventData(ev)
+	if data == nil || !bytes.Contains(data, usageKey) {
+		return ev
+	}
+	out, ok := withCachedTokens(data, n)
+	if !ok {
+		return ev
+	}
+	ev2 := make([]byte, 0, len(out)+8)
+	ev2 = append(ev2, "data: "...)
+	ev2 = append(ev2, out...)
+	return append(ev2, "\n\n"...)
+}
