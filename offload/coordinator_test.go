@@ -23,6 +23,8 @@ type harness struct {
 	tiers  []map[Slot]record
 	stores []StoreWork
 	loads  []LoadWork
+	// expect is the content of every full block ever computed, by hash.
+	expect map[kvblock.Hash][]uint64
 }
 
 type record struct {
@@ -30,9 +32,14 @@ type record struct {
 	digests []uint64
 }
 
-// content is the digest of slot s of a block whose prefix hash is h.
-func content(h kvblock.Hash, s int) uint64 {
-	return uint64(h)*0x9e3779b97f4a7c15 + uint64(s)*0xbf58476d1ce4e5b9 + 1
+// posContent is the KV digest of position q of a token sequence: a
+// function of the prefix tokens[:q+1], as in model/sim.
+func posContent(tokens []int32, q int) uint64 {
+	v := uint64(0x6b766c65)
+	for _, t := range tokens[:q+1] {
+		v = (v^uint64(t))*0x9e3779b97f4a7c15 + 1
+	}
+	return v
 }
 
 func newHarness(t *testing.T, poolBlocks int, cfg Config) *harness {
@@ -46,7 +53,7 @@ func newHarness(t *testing.T, poolBlocks int, cfg Config) *harness {
 	if cfg.MaxInflightLoadBlocks == 0 {
 		cfg.MaxInflightLoadBlocks = poolBlocks
 	}
-	h := &harness{t: t, pool: pool, c: NewCoordinator(cfg, pool), bs: 4}
+	h := &harness{t: t, pool: pool, c: NewCoordinator(cfg, pool), bs: 4, expect: map[kvblock.Hash][]uint64{}}
 	h.tiers = make([]map[Slot]record, len(cfg.Tiers))
 	for i := range h.tiers {
 		h.tiers[i] = map[Slot]record{}
@@ -81,10 +88,12 @@ func (h *harness) check(what string) {
 
 func (h *harness) mustHold(what string, b kvblock.BlockID, hash kvblock.Hash) {
 	h.t.Helper()
-	for s, d := range h.pool.Digests(b) {
-		if d != content(hash, s) {
-			h.t.Fatalf("%s: block %d (hash %#x) slot %d holds wrong content", what, b, uint64(hash), s)
-		}
+	want, ok := h.expect[hash]
+	if !ok {
+		h.t.Fatalf("%s: block %d carries hash %#x which no request computed", what, b, uint64(hash))
+	}
+	if !slices.Equal(h.pool.Digests(b), want) {
+		h.t.Fatalf("%s: block %d (hash %#x) holds wrong content", what, b, uint64(hash))
 	}
 }
 
@@ -101,6 +110,9 @@ func (h *harness) runStore(i, copied int) {
 	w := h.stores[i]
 	h.stores = slices.Delete(h.stores, i, i+1)
 	for k := range copied {
+		if !slices.Equal(h.pool.Digests(w.Blocks[k]), h.expect[w.Hashes[k]]) {
+			h.t.Fatalf("store %d copy %d: block %d does not hold the content of %#x while its store reads it", w.ID, k, w.Blocks[k], uint64(w.Hashes[k]))
+		}
 		h.tiers[w.Tier][w.Slots[k]] = record{w.Hashes[k], slices.Clone(h.pool.Digests(w.Blocks[k]))}
 	}
 	h.c.StoreDone(w.ID, copied)
@@ -124,6 +136,9 @@ func (h *harness) runLoad(i int) (uint64, bool) {
 		rec, ok := h.tiers[w.Tier][s]
 		if !ok || rec.hash != w.Hashes[k] {
 			break
+		}
+		if !slices.Equal(rec.digests, h.expect[w.Hashes[k]]) {
+			h.t.Fatalf("load %d copy %d: the record of %#x in slot %d has the wrong content", w.ID, k, uint64(w.Hashes[k]), s)
 		}
 		copy(h.pool.Digests(w.Blocks[k]), rec.digests)
 		copied++
@@ -171,23 +186,30 @@ func (h *harness) admit(r *hreq) bool {
 	return true
 }
 
-// compute computes r up to n tokens (writing the content of every position
-// of its full blocks, and of partial ones under a pseudo hash), caches its
-// full blocks and calls the Computed hook.
+// compute computes r up to n tokens, caches its full blocks and calls the
+// Computed hook.
 func (h *harness) compute(r *hreq, n int) {
+	h.computeNoHook(r, n)
+	h.c.Computed(r.id, h.pool.Blocks(r.hold), r.hashes, r.computed)
+}
+
+func (h *harness) computeNoHook(r *hreq, n int) {
 	blocks := h.pool.Blocks(r.hold)
 	for q := r.computed; q < n; q++ {
-		i := q / h.bs
-		hash := kvblock.Hash(0xdead0000 + uint64(r.id))
-		if i < len(r.hashes) {
-			hash = r.hashes[i]
-		}
-		h.pool.Digests(blocks[i])[q%h.bs] = content(hash, q%h.bs)
+		h.pool.Digests(blocks[q/h.bs])[q%h.bs] = posContent(r.tokens, q)
 	}
 	r.computed = n
 	full := min(n/h.bs, len(r.hashes))
+	for i, hash := range r.hashes[:full] {
+		if _, ok := h.expect[hash]; !ok {
+			d := make([]uint64, h.bs)
+			for s := range d {
+				d[s] = posContent(r.tokens, i*h.bs+s)
+			}
+			h.expect[hash] = d
+		}
+	}
 	h.pool.CacheRun(blocks[:full], r.hashes[:full], kvblock.RootHash, r.tokens[:full*h.bs])
-	h.c.Computed(r.id, blocks, r.hashes, r.computed)
 }
 
 func (h *harness) finish(r *hreq) {
@@ -243,11 +265,7 @@ func TestScenarioS20StoreInFlightAtFinish(t *testing.T) {
 				h.compute(r, 14)
 			} else {
 				// Compute without the hook: the teardown is the first offer.
-				for q := 0; q < 14; q++ {
-					h.pool.Digests(blocks[q/4])[q%4] = content(r.hashes[min(q/4, 2)], q%4)
-				}
-				r.computed = 14
-				h.pool.CacheRun(blocks[:3], r.hashes[:3], kvblock.RootHash, r.tokens[:12])
+				h.computeNoHook(r, 14)
 			}
 			h.check("computed")
 			h.finish(r)

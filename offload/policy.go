@@ -2,6 +2,7 @@ package offload
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvlease/kvlease/kvblock"
 )
@@ -125,8 +126,10 @@ func (p *Policy) Range(tr Trigger, req uint64, tier, numFull int) (from, to int)
 // Offered records the Manager's answer to an offer of hashes (request
 // req's blocks [from, from+len(hashes)) ) to tier: ok and plan are
 // PrepareStore's results. The watermark advances to just before the first
-// refused block, or past all of them if none was refused; without ok it
-// stays. It returns the new watermark.
+// block the tier does not hold after the call — refused, or evicted by the
+// call itself to make room — or past all of them; without ok it stays. It
+// returns the new watermark. It costs O(len(hashes) × (refused + evicted)),
+// and the refused and evicted lists are short unless the tier thrashes.
 func (p *Policy) Offered(req uint64, tier, from int, hashes []kvblock.Hash, plan StorePlan, ok bool) int {
 	p.checkTier(tier)
 	m, tracked := p.marks[req]
@@ -139,13 +142,13 @@ func (p *Policy) Offered(req uint64, tier, from int, hashes []kvblock.Hash, plan
 	if !ok {
 		return m[tier]
 	}
+	// Stop at the first block the tier does not hold now: refused, or
+	// present before the call but evicted by it to make room (PrepareStore
+	// does not protect present input blocks).
 	to := from + len(hashes)
-	if len(plan.Refused) > 0 {
-		// Refused is in input order: its first entry is the first refused
-		// block of the input.
-		first := plan.Refused[0]
+	if len(plan.Refused) > 0 || len(plan.Evicted) > 0 {
 		for i, h := range hashes {
-			if h == first {
+			if slices.Contains(plan.Refused, h) || slices.Contains(plan.Evicted, h) {
 				to = from + i
 				break
 			}
