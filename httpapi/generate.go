@@ -1,0 +1,549 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/openai"
+	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/tokenizer"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+// call is the state of one generation request. Calls are pooled: every
+// buffer is reused by the next request, so a request allocates little
+// beyond what the engine and net/http need.
+type call struct {
+	s *Server
+
+	// Buffers, reused.
+	body   []byte
+	prompt []int32
+	tmp    []byte
+	outs   []engine.Output
+	text   []byte // generated text: the whole of it, or a stream's delta
+	js     []byte // one JSON document
+	out    []byte // bytes to write
+	req    engine.Request
+	choice [1]openai.CompletionChoice
+	chatCh [1]openai.ChatChoice
+	chunk  [1]openai.CompletionChoice
+	chatCk [1]openai.ChatChunkChoice
+
+	// The request.
+	id        string
+	chat      bool
+	stream    bool
+	usageOpts openai.StreamOptions
+	sp        *openai.SamplingParams
+	created   int64
+	arrival   clock.Instant
+
+	// Progress.
+	det       *tokenizer.Stream // nil without stop strings
+	ntok      int               // tokens received
+	lastAt    clock.Instant     // instant of the last token, for inter-token latency
+	stopped   bool              // a stop string matched
+	aborted   bool              // we aborted the request after the stop string
+	finished  bool
+	fin       engine.Output // the finished output
+	wroteHead bool
+}
+
+func (s *Server) putCall(c *call) {
+	if cap(c.body) > 1<<20 || cap(c.text) > 1<<20 || cap(c.out) > 1<<20 || cap(c.prompt) > 1<<18 {
+		return // do not pin the memory of one huge request
+	}
+	clear(c.outs[:cap(c.outs)])
+	c.outs = c.outs[:0]
+	c.req = engine.Request{}
+	c.sp, c.det, c.fin = nil, nil, engine.Output{}
+	s.calls.Put(c)
+}
+
+// generate serves POST /v1/completions (chat false) and
+// /v1/chat/completions (chat true).
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
+	c := s.calls.Get().(*call)
+	defer s.putCall(c)
+	*c = call{s: s, body: c.body, prompt: c.prompt[:0], tmp: c.tmp[:0], outs: c.outs[:0],
+		text: c.text[:0], js: c.js[:0], out: c.out[:0], chat: chat}
+
+	var e *openai.Error
+	if c.body, e = s.readBody(r, c.body); e != nil {
+		s.writeError(w, "", e)
+		return
+	}
+	var (
+		kv          *openai.KVTransferParams
+		ro          *openai.RequestOptions
+		modelName   string
+		promptParam string
+	)
+	if chat {
+		req, pe := openai.ParseChatCompletionRequest(c.body)
+		if req != nil {
+			kv = req.KVTransferParams
+		}
+		if pe != nil {
+			s.fail(w, r, s.remoteForReject(kv, c.body), pe)
+			return
+		}
+		c.tmp = openai.AppendChatPrompt(c.tmp, req.Messages, req.AddGenerationPrompt)
+		c.prompt = appendBytesAsTokens(c.prompt, c.tmp)
+		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "messages"
+	} else {
+		req, pe := openai.ParseCompletionRequest(c.body)
+		if req != nil {
+			kv = req.KVTransferParams
+		}
+		if pe != nil {
+			s.fail(w, r, s.remoteForReject(kv, c.body), pe)
+			return
+		}
+		if req.Prompt.IsTokens() {
+			c.prompt = append(c.prompt, req.Prompt.Tokens...)
+		} else {
+			c.prompt = tokenizer.AppendEncode(c.prompt, req.Prompt.Text)
+		}
+		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "prompt"
+	}
+	remote, e := s.remote(kv, len(c.prompt))
+	if e != nil {
+		s.fail(w, r, nil, e)
+		return
+	}
+	id, e := s.requestID(r)
+	if e != nil {
+		s.fail(w, r, remote, e)
+		return
+	}
+	c.id = id
+	maxTokens, e := s.check(modelName, promptParam, len(c.prompt), c.sp, ro, kv)
+	if e != nil {
+		s.fail(w, r, remote, e)
+		return
+	}
+	c.stream, c.usageOpts = ro.Stream, ro.StreamOptions
+	sp := c.sp
+	c.req = engine.Request{
+		ID: id, Prompt: c.prompt, MaxTokens: maxTokens, MinTokens: sp.MinTokens,
+		StopTokenIDs: sp.StopTokenIDs, IgnoreEOS: sp.IgnoreEOS,
+		Sampling: model.Sampling{Temperature: sp.Temperature, TopP: sp.TopP},
+		Priority: ro.Priority, CacheSalt: ro.CacheSalt,
+		RemoteDecode: kv != nil && kv.DoRemoteDecode && s.producer,
+		Remote:       remote,
+	}
+	if sp.Seed != nil {
+		c.req.Sampling.Seed, c.req.SeedSet = uint64(*sp.Seed), true
+	}
+	if len(sp.Stop) > 0 {
+		c.det = tokenizer.NewStream(sp.Stop, sp.IncludeStopStrInOutput)
+	} else if c.stream {
+		// Streams hold back incomplete UTF-8 sequences even without stop
+		// strings.
+		c.det = tokenizer.NewStream(nil, false)
+	}
+	c.created = time.Now().Unix()
+	c.arrival = s.eng.Now()
+	st, res := s.eng.SubmitWith(&c.req, engine.SubmitOptions{FinishedOnly: !c.stream && c.det == nil})
+	if res != engine.Accepted {
+		s.fail(w, r, remote, s.refusal(res, len(c.prompt), remote))
+		return
+	}
+	if c.stream {
+		s.serveStream(w, r, c, st)
+	} else {
+		s.serveWhole(w, r, c, st)
+	}
+}
+
+// appendBytesAsTokens is tokenizer.AppendEncode for a byte slice.
+func appendBytesAsTokens(dst []int32, b []byte) []int32 {
+	for _, c := range b {
+		dst = append(dst, int32(c))
+	}
+	return dst
+}
+
+// remoteForReject builds the remote prefix of params that failed
+// validation, for the rejection notice only; nil when it cannot be built.
+// When the body did not decode as a whole (a field of the wrong type),
+// kv_transfer_params alone may still parse from body.
+func (s *Server) remoteForReject(kv *openai.KVTransferParams, body []byte) *xfer.Remote {
+	if kv == nil && s.consumer {
+		var only struct {
+			KV json.RawMessage `json:"kv_transfer_params"`
+		}
+		if json.Unmarshal(body, &only) == nil {
+			kv, _ = openai.ParseKVTransferParams(only.KV)
+		}
+	}
+	if kv == nil || !kv.DoRemotePrefill {
+		return nil
+	}
+	if _, ok := kv.LeaseTokenBytes(); !ok || kv.RemoteHost == "" || kv.RemotePort == 0 {
+		return nil
+	}
+	r, e := s.remote(kv, 0)
+	if e != nil {
+		return nil
+	}
+	return r
+}
+
+// fail refuses a request before admission: P is told (when the request
+// carried a remote prefix) and the client gets e.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, remote *xfer.Remote, e *openai.Error) {
+	s.reject(remote)
+	id := r.Header.Get("X-Request-Id")
+	if checkRequestID(id) != nil {
+		id = ""
+	}
+	s.writeError(w, id, e)
+}
+
+// check validates what the parser cannot know: the model, the lengths
+// against this engine's context, and P/D combinations. It returns the
+// max_tokens to submit.
+func (s *Server) check(modelName, promptParam string, promptLen int, sp *openai.SamplingParams,
+	ro *openai.RequestOptions, kv *openai.KVTransferParams) (int, *openai.Error) {
+	if modelName != "" && modelName != s.cfg.ModelName {
+		return 0, openai.ModelNotFound(modelName)
+	}
+	if kv != nil && kv.DoRemoteDecode && ro.Stream && s.producer {
+		return 0, openai.BadRequest("stream",
+			"kv_transfer_params.do_remote_decode needs stream false: the lease is returned in the response body")
+	}
+	maxLen := s.ecfg.MaxModelLen
+	if promptLen >= maxLen {
+		return 0, openai.BadRequest(promptParam,
+			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input.",
+			maxLen, promptLen)
+	}
+	maxTokens := sp.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = maxLen - promptLen
+		if sp.MinTokens > maxTokens {
+			return 0, openai.BadRequest("min_tokens",
+				"min_tokens (%d) is more than the %d tokens left in the context after the %d-token prompt", sp.MinTokens, maxTokens, promptLen)
+		}
+	} else if promptLen+maxTokens > maxLen {
+		return 0, openai.BadRequest("max_tokens",
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+			maxLen, promptLen+maxTokens, promptLen, promptParam, maxTokens, promptParam)
+	}
+	return maxTokens, nil
+}
+
+// refusal is the error for an engine's refusal of a request.
+func (s *Server) refusal(res engine.AddResult, promptLen int, remote *xfer.Remote) *openai.Error {
+	switch res {
+	case engine.RejectedQueueFull:
+		return openai.Overloaded(s.cfg.RetryAfter, "the engine's waiting queue is full")
+	case engine.RejectedShuttingDown:
+		return openai.Unavailable("the engine is shutting down")
+	case engine.RejectedDuplicate:
+		return openai.BadRequest("X-Request-Id", "a request with this X-Request-Id is already in progress on this engine")
+	case engine.RejectedTooLong:
+		bs := s.ecfg.Pool.BlockSizeTokens
+		return openai.BadRequest("", "the prompt needs %d KV blocks of %d tokens; this engine has %d in all",
+			(promptLen+bs-1)/bs, bs, s.ecfg.Pool.NumBlocks)
+	case engine.RejectedInvalid:
+		if remote != nil {
+			return openai.BadRequest("kv_transfer_params.remote_block_ids",
+				"kv_transfer_params: %d remote blocks cannot hold %d remote tokens of a %d-token prompt at %d tokens per block",
+				remote.NumBlocks, remote.NumTokens, promptLen, s.ecfg.Pool.BlockSizeTokens)
+		}
+		return openai.BadRequest("", "the engine refused the request as invalid")
+	}
+	return openai.Internal("the engine refused the request: %v", res)
+}
+
+// recv waits for the next outputs and folds them into c. It reports false
+// when the client has gone (the request is then aborted).
+func (s *Server) recv(ctx context.Context, c *call, st *engine.Stream) bool {
+	outs, err := st.Recv(ctx, c.outs)
+	c.outs = outs
+	if err != nil {
+		// The client disconnected (or the stream ended early, which the
+		// engine never does). Free the request's blocks at once.
+		if !c.finished {
+			s.eng.Abort(c.id)
+		}
+		return false
+	}
+	for i := range outs {
+		c.fold(&outs[i])
+	}
+	if c.stopped && !c.finished && !c.aborted {
+		// The engine does not know stop strings: end the request there.
+		c.aborted = true
+		s.eng.Abort(c.id)
+	}
+	return true
+}
+
+// fold applies one output: metrics, text, the finish.
+func (c *call) fold(o *engine.Output) {
+	m := c.s.metrics
+	if o.Token != model.NoToken && !c.stopped {
+		if c.ntok == 0 {
+			m.ObserveFirstToken(o.At.Sub(c.arrival))
+		} else {
+			m.ObserveInterToken(o.At.Sub(c.lastAt))
+		}
+		c.lastAt = o.At
+		c.ntok++
+		if !(o.Finished && c.isStopToken(o)) {
+			c.addText(o.Token)
+		}
+	}
+	if o.Finished {
+		c.finished = true
+		c.fin = *o
+		if c.det != nil && !c.stopped {
+			c.text = append(c.text, c.det.Flush()...)
+		}
+	}
+}
+
+// isStopToken reports whether finished output o ended on one of the
+// request's stop_token_ids, whose text vLLM leaves out unless
+// include_stop_str_in_output.
+func (c *call) isStopToken(o *engine.Output) bool {
+	return o.Status == sched.FinishedStopped && !c.sp.IncludeStopStrInOutput && slices.Contains(c.sp.StopTokenIDs, o.Token)
+}
+
+func (c *call) addText(tok int32) {
+	if c.det == nil {
+		if tokenizer.IsByte(tok) {
+			c.text = append(c.text, byte(tok))
+		}
+		return
+	}
+	d, stopped := c.det.Add(tok)
+	c.text = append(c.text, d...)
+	c.stopped = stopped
+}
+
+// finish returns the finish_reason and stop_reason of the finished call.
+func (c *call) finish() (openai.FinishReason, openai.StopReason) {
+	if c.stopped {
+		return openai.FinishStop, openai.StopString(c.sp.Stop[c.det.StopIndex()])
+	}
+	switch c.fin.Status {
+	case sched.FinishedStopped:
+		if slices.Contains(c.sp.StopTokenIDs, c.fin.Token) {
+			return openai.FinishStop, openai.StopToken(c.fin.Token)
+		}
+		return openai.FinishStop, openai.StopReason{}
+	case sched.FinishedLength:
+		return openai.FinishLength, openai.StopReason{}
+	case sched.FinishedError:
+		return openai.FinishError, openai.StopReason{}
+	}
+	return openai.FinishAbort, openai.StopReason{}
+}
+
+// usage is the finished call's usage. After a stop string the completion
+// counts the tokens up to the one that completed it, as vLLM's does.
+func (c *call) usage() openai.Usage {
+	u := c.fin.Usage
+	n := u.CompletionTokens
+	if c.stopped || c.fin.Status == sched.FinishedAborted {
+		n = c.ntok
+	}
+	return openai.NewUsage(u.PromptTokens, n, u.CachedTokens)
+}
+
+// observeFinished records the end-to-end and queue latencies.
+func (s *Server) observeFinished(c *call, st *engine.Stream) {
+	queued := time.Duration(-1)
+	if at, ok := st.ScheduledAt(); ok {
+		queued = at.Sub(c.arrival)
+	}
+	s.metrics.ObserveFinished(c.fin.At.Sub(c.arrival), queued)
+}
+
+// errorFinish is the client's error for a request that finished with an
+// error (a decode engine that could not get its remote prefix under the
+// fail policy).
+func errorFinish(c *call) *openai.Error {
+	why := c.fin.Fallback
+	if why == "" {
+		why = "unknown"
+	}
+	return openai.Internal("the request failed: the remote prefill's KV could not be had (%s)", why)
+}
+
+// serveWhole answers a non-streaming request.
+func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st *engine.Stream) {
+	ctx := r.Context()
+	for !c.finished {
+		if !s.recv(ctx, c, st) {
+			return
+		}
+	}
+	s.observeFinished(c, st)
+	grant := c.fin.Grant
+	if c.fin.Status == sched.FinishedError {
+		s.writeError(w, c.id, errorFinish(c))
+		return
+	}
+	fr, sr := c.finish()
+	u := c.usage()
+	var kv *openai.KVTransferParams
+	if grant != nil {
+		if ctx.Err() != nil {
+			// The client left before its answer: nobody can ever present
+			// the token.
+			s.eng.Delivered(c.id, false)
+			return
+		}
+		kv = s.grantParams(c.id, grant, c.fin.At, s.eng.Now())
+	}
+	if c.chat {
+		c.chatCh[0] = openai.ChatChoice{Message: openai.ChatResponseMessage{Role: "assistant", Content: string(c.text)},
+			FinishReason: fr, StopReason: sr}
+		c.out = openai.AppendChatResponse(c.out, &openai.ChatCompletionResponse{
+			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
+			Choices: c.chatCh[:], Usage: u, KVTransferParams: kv})
+	} else {
+		c.choice[0] = openai.CompletionChoice{Text: string(c.text), FinishReason: fr, StopReason: sr}
+		c.out = openai.AppendCompletionResponse(c.out, &openai.CompletionResponse{
+			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
+			Choices: c.choice[:], Usage: u, KVTransferParams: kv})
+	}
+	h := w.Header()
+	h["X-Request-Id"] = []string{c.id}
+	h["Content-Type"] = hdrJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(c.out))}
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(c.out)
+	if grant != nil {
+		// Push the bytes out now, so a failed write is known while the
+		// lease can still be released at once.
+		if err == nil {
+			err = http.NewResponseController(w).Flush()
+		}
+		s.eng.Delivered(c.id, err == nil && ctx.Err() == nil)
+	}
+}
+
+// serveStream answers a streaming request with server-sent events. Nothing
+// is written before the first event, so a request that fails before any
+// output still gets a proper HTTP error.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st *engine.Stream) {
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	for !c.finished {
+		c.text = c.text[:0]
+		if !s.recv(ctx, c, st) {
+			return
+		}
+		if c.finished && c.fin.Status == sched.FinishedError && !c.wroteHead {
+			s.observeFinished(c, st)
+			s.writeError(w, c.id, errorFinish(c))
+			return
+		}
+		if len(c.text) == 0 && !c.finished {
+			continue // held back: nothing to say yet
+		}
+		c.out = c.out[:0]
+		if !c.wroteHead {
+			c.wroteHead = true
+			h := w.Header()
+			h["X-Request-Id"] = []string{c.id}
+			h["Content-Type"] = hdrEventStream
+			h["Cache-Control"] = hdrNoCache
+			w.WriteHeader(http.StatusOK)
+			if c.chat {
+				c.appendChatChunk(openai.ChatDelta{Role: "assistant"}, openai.FinishNone, openai.StopReason{}, false)
+			}
+		}
+		if c.finished {
+			s.observeFinished(c, st)
+			s.appendEnd(c)
+		} else if c.chat {
+			c.appendChatChunk(openai.ChatDelta{Content: string(c.text)}, openai.FinishNone, openai.StopReason{}, true)
+		} else {
+			c.appendCompletionChunk(string(c.text), openai.FinishNone, openai.StopReason{}, true)
+		}
+		_, err := w.Write(c.out)
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			if !c.finished {
+				s.eng.Abort(c.id)
+			}
+			return
+		}
+	}
+}
+
+// appendEnd appends a stream's last events: the final chunk, the usage
+// chunk if asked for, and [DONE]. A request that failed after the stream
+// started ends with an error event.
+func (s *Server) appendEnd(c *call) {
+	if c.fin.Status == sched.FinishedError {
+		c.js = openai.AppendError(c.js[:0], errorFinish(c))
+		c.out = openai.AppendSSE(c.out, c.js)
+		c.out = append(c.out, openai.SSEDone...)
+		return
+	}
+	fr, sr := c.finish()
+	if c.chat {
+		c.appendChatChunk(openai.ChatDelta{Content: string(c.text)}, fr, sr, true)
+	} else {
+		c.appendCompletionChunk(string(c.text), fr, sr, true)
+	}
+	if c.usageOpts.IncludeUsage {
+		u := c.usage()
+		obj, prefix := openai.ObjectTextCompletion, openai.CompletionIDPrefix
+		if c.chat {
+			obj, prefix = openai.ObjectChatCompletionChunk, openai.ChatCompletionIDPrefix
+		}
+		c.js = openai.AppendUsageChunk(c.js[:0], obj, prefix+c.id, c.created, s.cfg.ModelName, &u)
+		c.out = openai.AppendSSE(c.out, c.js)
+	}
+	c.out = append(c.out, openai.SSEDone...)
+}
+
+// runningUsage is the usage so far, for continuous_usage_stats.
+func (c *call) runningUsage(withUsage bool) *openai.Usage {
+	if !withUsage || !c.usageOpts.ContinuousUsageStats {
+		return nil
+	}
+	var u openai.Usage
+	if c.finished {
+		u = c.usage()
+	} else {
+		u = openai.NewUsage(len(c.prompt), c.ntok, 0)
+	}
+	return &u
+}
+
+func (c *call) appendChatChunk(d openai.ChatDelta, fr openai.FinishReason, sr openai.StopReason, withUsage bool) {
+	c.chatCk[0] = openai.ChatChunkChoice{Delta: d, FinishReason: fr, StopReason: sr}
+	c.js = openai.AppendChatChunk(c.js[:0], &openai.ChatChunk{
+		ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.s.cfg.ModelName,
+		Choices: c.chatCk[:], Usage: c.runningUsage(withUsage)})
+	c.out = openai.AppendSSE(c.out, c.js)
+}
+
+func (c *call) appendCompletionChunk(text string, fr openai.FinishReason, sr openai.StopReason, withUsage bool) {
+	c.chunk[0] = openai.CompletionChoice{Text: text, FinishReason: fr, StopReason: sr}
+	c.js = openai.AppendCompletionChunk(c.js[:0], &openai.CompletionChunk{
+		ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.s.cfg.ModelName,
+		Choices: c.chunk[:], Usage: c.runningUsage(withUsage)})
+	c.out = openai.AppendSSE(c.out, c.js)
+}

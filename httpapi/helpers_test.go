@@ -1,0 +1,232 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/kvblock"
+	msim "github.com/kvlease/kvlease/model/sim"
+	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+const testModel = "kvlease-test"
+
+// nodeOpts shape a test engine.
+type nodeOpts struct {
+	profile    string // default "zero"
+	role       engine.Role
+	transfer   bool // configure P/D transfer (required for prefill/decode)
+	numBlocks  int
+	maxWaiting int
+	maxLen     int
+}
+
+func newNode(t testing.TB, o nodeOpts) *engine.Node {
+	t.Helper()
+	if o.profile == "" {
+		o.profile = "zero"
+	}
+	if o.numBlocks == 0 {
+		o.numBlocks = 512
+	}
+	if o.maxLen == 0 {
+		o.maxLen = 2048
+	}
+	prof, ok := msim.LookupProfile(o.profile)
+	if !ok {
+		t.Fatalf("no profile %q", o.profile)
+	}
+	sc := sched.DefaultConfig()
+	if o.maxWaiting > 0 {
+		sc.MaxWaiting = o.maxWaiting
+	}
+	cfg := engine.Config{
+		Pool:        kvblock.Config{NumBlocks: o.numBlocks, BlockSizeTokens: 16},
+		Sched:       sc,
+		MaxModelLen: o.maxLen, VocabSize: prof.VocabSize, EOS: prof.EOS,
+		RecentFinished: 1024,
+		Role:           o.role,
+	}
+	if o.transfer || o.role != engine.RoleBoth {
+		tc := xfer.DefaultConfig(xfer.PolicyLease)
+		cfg.Transfer, cfg.Secret, cfg.EngineID = &tc, []byte("test secret"), "engine-"+o.role.String()
+	}
+	core := engine.NewCore(cfg, rand.New(rand.NewPCG(1, 2)))
+	n := engine.NewNode(core, msim.New(prof, core.Pool(), 7), engine.NodeConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go n.Run(ctx)
+	t.Cleanup(func() { cancel(); <-n.Done() })
+	return n
+}
+
+// newServer serves eng on a loopback httptest server.
+func newServer(t testing.TB, eng Engine, mut func(*Config)) (*Server, string) {
+	t.Helper()
+	cfg := Config{ModelName: testModel, Version: "test", AdvertiseHost: "10.0.0.1", AdvertisePort: 9000}
+	if mut != nil {
+		mut(&cfg)
+	}
+	s, err := New(eng, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return s, ts.URL
+}
+
+// post sends body as JSON with optional headers (name, value, ...).
+func post(t testing.TB, url, body string, hdr ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// readJSON decodes resp's body into a generic map and closes it.
+func readJSON(t testing.TB, resp *http.Response) map[string]any {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("body %q: %v", b, err)
+	}
+	return m
+}
+
+// events reads a server-sent event stream to its end and returns the data
+// of each event.
+func events(t testing.TB, r io.Reader) []string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			t.Fatalf("not an event line: %q", line)
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
+// get returns the body of a GET.
+func get(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// field walks m along a path of keys and indexes.
+func field(m any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			mm, _ := m.(map[string]any)
+			m = mm[k]
+		case int:
+			a, _ := m.([]any)
+			if k >= len(a) {
+				return nil
+			}
+			m = a[k]
+		}
+	}
+	return m
+}
+
+// recordingEngine wraps a Node: it can refuse every submission with a
+// fixed result and records rejection notices (it is a Rejecter).
+type recordingEngine struct {
+	*engine.Node
+	refuse engine.AddResult
+
+	mu       sync.Mutex
+	rejected []xfer.Remote
+}
+
+func (e *recordingEngine) SubmitWith(req *engine.Request, opt engine.SubmitOptions) (*engine.Stream, engine.AddResult) {
+	if e.refuse != engine.Accepted {
+		return nil, e.refuse
+	}
+	return e.Node.SubmitWith(req, opt)
+}
+
+func (e *recordingEngine) Reject(r *xfer.Remote) {
+	e.mu.Lock()
+	e.rejected = append(e.rejected, *r)
+	e.mu.Unlock()
+}
+
+func (e *recordingEngine) takeRejected() []xfer.Remote {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.rejected
+	e.rejected = nil
+	return r
+}
+
+// failingWriter is a ResponseWriter whose writes fail, as to a client that
+// has gone.
+type failingWriter struct {
+	h      http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (w *failingWriter) Header() http.Header {
+	if w.h == nil {
+		w.h = http.Header{}
+	}
+	return w.h
+}
+func (w *failingWriter) WriteHeader(s int)           { w.status = s }
+func (w *failingWriter) Write(b []byte) (int, error) { return 0, io.ErrClosedPipe }

@@ -1,0 +1,328 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/metrics"
+	"github.com/kvlease/kvlease/openai"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+// Engine is what the server needs of an engine. *engine.Node implements
+// it; tests wrap a Node to observe calls.
+type Engine interface {
+	SubmitWith(req *engine.Request, opt engine.SubmitOptions) (*engine.Stream, engine.AddResult)
+	Abort(id string) engine.AbortResult
+	Delivered(id string, ok bool)
+	Stats() engine.NodeStats
+	Config() engine.Config
+	Now() clock.Instant
+	Draining() bool
+}
+
+// Rejecter is implemented by an Engine that can tell a prefill engine at
+// once that a request carrying its lease was refused before admission
+// (RELEASE rejected), whatever the engine's state, including while it
+// drains. Without it the server makes the core send the notice by
+// submitting a request the core refuses, which works except while draining.
+type Rejecter interface {
+	Reject(r *xfer.Remote)
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 8 << 20
+	DefaultRetryAfter   = time.Second
+	// MaxRequestIDBytes bounds X-Request-Id.
+	MaxRequestIDBytes = 256
+)
+
+// Config configures a Server.
+type Config struct {
+	// ModelName is the one model served (required). A request may name
+	// it or leave model empty.
+	ModelName string
+	// MaxBodyBytes bounds a request body; beyond it the answer is 413.
+	// Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// RetryAfter is the hint sent with a 429 when the engine's queue is
+	// full. Zero means DefaultRetryAfter.
+	RetryAfter time.Duration
+	// Version is served at GET /version.
+	Version string
+	// AdvertiseHost and AdvertisePort are this engine's P/D transfer
+	// endpoint, written as remote_host and remote_port in the
+	// kv_transfer_params of a prefill response.
+	AdvertiseHost string
+	AdvertisePort int
+	// Metrics is the registry served at /metrics and fed with request
+	// latencies. Nil: the server makes one over the engine.
+	Metrics *metrics.Metrics
+	// Logger receives warnings and lifecycle logs, never one line per
+	// request. Nil discards.
+	Logger *slog.Logger
+}
+
+// Server is the OpenAI-compatible HTTP API of one engine. It is an
+// http.Handler, safe for concurrent use. See the package documentation for
+// the endpoints and their answers.
+type Server struct {
+	eng     Engine
+	cfg     Config
+	ecfg    engine.Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	promH   http.Handler
+
+	// producer and consumer say which P/D sides the engine has.
+	producer, consumer bool
+
+	idPrefix string
+	nextID   atomic.Uint64
+	created  int64
+
+	modelsBody  []byte
+	versionBody []byte
+
+	calls sync.Pool // *call
+}
+
+// New returns a server over eng. It reports a configuration error.
+func New(eng Engine, cfg Config) (*Server, error) {
+	if cfg.ModelName == "" {
+		return nil, errors.New("httpapi: Config.ModelName is required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.AdvertisePort < 0 || cfg.AdvertisePort > 65535 {
+		return nil, errors.New("httpapi: Config.AdvertisePort must be in 0..65535")
+	}
+	s := &Server{eng: eng, cfg: cfg, ecfg: eng.Config(), log: cfg.Logger, metrics: cfg.Metrics}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.metrics == nil {
+		s.metrics = metrics.New(cfg.ModelName, eng)
+	}
+	s.promH = s.metrics.Handler()
+	if s.ecfg.Transfer != nil {
+		s.producer = s.ecfg.Role != engine.RoleDecode
+		s.consumer = s.ecfg.Role != engine.RolePrefill
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	s.idPrefix = hex.EncodeToString(b[:]) + "-"
+	s.created = time.Now().Unix()
+	s.modelsBody = openai.AppendModelList(nil, []openai.ModelCard{{
+		ID: cfg.ModelName, Created: s.created, MaxModelLen: s.ecfg.MaxModelLen,
+	}})
+	s.versionBody = append(append([]byte(`{"version":`), strconv.Quote(cfg.Version)...), '}')
+	s.calls.New = func() any { return &call{s: s} }
+	return s, nil
+}
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Header values, shared: net/http only reads them.
+var (
+	hdrJSON        = []string{"application/json"}
+	hdrEventStream = []string{"text/event-stream"}
+	hdrNoCache     = []string{"no-cache"}
+	hdrText        = []string{"text/plain; charset=utf-8"}
+)
+
+const abortPrefix = "/kvlease/v1/requests/"
+
+// ServeHTTP routes a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch p := r.URL.Path; p {
+	case "/v1/completions":
+		if s.method(w, r, http.MethodPost) {
+			s.generate(w, r, false)
+		}
+	case "/v1/chat/completions":
+		if s.method(w, r, http.MethodPost) {
+			s.generate(w, r, true)
+		}
+	case "/v1/models":
+		if s.method(w, r, http.MethodGet) {
+			s.writeJSON(w, http.StatusOK, s.modelsBody)
+		}
+	case "/health":
+		if s.method(w, r, http.MethodGet) {
+			s.health(w)
+		}
+	case "/version":
+		if s.method(w, r, http.MethodGet) {
+			s.writeJSON(w, http.StatusOK, s.versionBody)
+		}
+	case "/metrics":
+		if s.method(w, r, http.MethodGet) {
+			s.promH.ServeHTTP(w, r)
+		}
+	default:
+		if strings.HasPrefix(p, abortPrefix) && strings.HasSuffix(p, "/abort") {
+			if s.method(w, r, http.MethodPost) {
+				s.abort(w, r)
+			}
+			return
+		}
+		s.writeError(w, "", openai.NotFound("no route %s %s", r.Method, p))
+	}
+}
+
+// method answers 405 unless r uses want (GET also admits HEAD).
+func (s *Server) method(w http.ResponseWriter, r *http.Request, want string) bool {
+	if r.Method == want || (want == http.MethodGet && r.Method == http.MethodHead) {
+		return true
+	}
+	w.Header()["Allow"] = []string{want}
+	e := &openai.Error{Status: http.StatusMethodNotAllowed, Type: openai.TypeInvalidRequest,
+		Message: "method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + want}
+	s.writeError(w, "", e)
+	return false
+}
+
+// health answers 200 while the engine takes requests and 503 once it
+// drains, so load balancers stop sending before it stops.
+func (s *Server) health(w http.ResponseWriter) {
+	if s.eng.Draining() {
+		s.writeError(w, "", openai.Unavailable("the engine is shutting down"))
+		return
+	}
+	w.Header()["Content-Type"] = hdrText
+	w.WriteHeader(http.StatusOK)
+}
+
+// abort serves POST /kvlease/v1/requests/{id}/abort. The id is the path
+// segment (percent-decoded by net/http), or X-Request-Id when the segment
+// is empty. Answers: 200 {"id","result":"aborted"} when the request was
+// live; 200 {"id","result":"already_finished"} when it had finished (on a
+// prefill engine its lease, if any, is revoked, or released at once if its
+// response was never delivered); 404 when the engine does not know it.
+func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, abortPrefix), "/abort")
+	if id == "" || strings.Contains(id, "/") {
+		id = r.Header.Get("X-Request-Id")
+	}
+	if e := checkRequestID(id); e != nil || id == "" {
+		if e == nil {
+			e = openai.BadRequest("id", "the request id is missing: POST /kvlease/v1/requests/{id}/abort")
+		}
+		s.writeError(w, "", e)
+		return
+	}
+	var result string
+	switch s.eng.Abort(id) {
+	case engine.Aborted:
+		result = "aborted"
+	case engine.AbortAlreadyFinished:
+		result = "already_finished"
+	default:
+		e := openai.NotFound("no request with id %q is known to this engine", id)
+		e.Param = "id"
+		s.writeError(w, id, e)
+		return
+	}
+	body := append([]byte(`{"id":`), strconv.Quote(id)...)
+	body = append(append(append(body, `,"result":"`...), result...), `"}`...)
+	s.writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = hdrJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// writeError writes e as OpenAI's error body with its status, its
+// Retry-After and the request id, if known.
+func (s *Server) writeError(w http.ResponseWriter, id string, e *openai.Error) {
+	h := w.Header()
+	if id != "" {
+		h["X-Request-Id"] = []string{id}
+	}
+	if ra := e.RetryAfterSeconds(); ra != "" {
+		h["Retry-After"] = []string{ra}
+	}
+	if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
+		s.log.Warn("request failed", "req", id, "status", e.Status, "reason", e.Message)
+	}
+	s.writeJSON(w, e.Status, openai.AppendError(nil, e))
+}
+
+// requestID returns the client's X-Request-Id, checked, or a new one.
+func (s *Server) requestID(r *http.Request) (string, *openai.Error) {
+	v := r.Header["X-Request-Id"]
+	if len(v) == 0 || v[0] == "" {
+		return s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 16), nil
+	}
+	return v[0], checkRequestID(v[0])
+}
+
+// checkRequestID accepts what fits in a URL path segment once escaped and
+// in a log line: printable ASCII except space, '/', '?', '#' and '%', at
+// most MaxRequestIDBytes (the proxy's rule).
+func checkRequestID(id string) *openai.Error {
+	if len(id) > MaxRequestIDBytes {
+		return openai.BadRequest("X-Request-Id", "X-Request-Id is longer than %d bytes", MaxRequestIDBytes)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c >= 0x7f || c == '/' || c == '?' || c == '#' || c == '%' {
+			return openai.BadRequest("X-Request-Id",
+				"X-Request-Id may hold printable ASCII except space, '/', '?', '#' and '%%'")
+		}
+	}
+	return nil
+}
+
+// readBody reads r's body into buf, bounded by MaxBodyBytes.
+func (s *Server) readBody(r *http.Request, buf []byte) ([]byte, *openai.Error) {
+	limit := s.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		return buf, openai.TooLarge("the request body is %d bytes; at most %d are accepted", r.ContentLength, limit)
+	}
+	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength {
+		buf = make([]byte, 0, r.ContentLength)
+	}
+	buf = buf[:0]
+	body := io.LimitReader(r.Body, limit+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return buf, openai.TooLarge("the request body is over %d bytes", limit)
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, openai.BadRequest("", "reading the request body failed: %v", err)
+		}
+	}
+}
