@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -214,72 +213,94 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first problem of c (after defaults), naming the
-// field and the accepted values.
+// ConfigError is a problem of one field of a Config: Field names it as in
+// Config (dotted for nested fields: "Workload.Turns"), Problem says what is
+// wrong and what is accepted, starting with the value given.
+type ConfigError struct {
+	Field   string
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return "bench: " + e.Field + " " + e.Problem }
+
+func cfgErr(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+func validURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// Validate reports the first problem of c (after defaults) as a
+// *ConfigError.
 func (c Config) Validate() error {
-	u, err := url.Parse(c.URL)
 	switch {
 	case c.URL == "":
-		return errors.New("bench: URL is required")
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("bench: URL %q: want http://host:port", c.URL)
+		return cfgErr("URL", "is required")
+	case !validURL(c.URL):
+		return cfgErr("URL", "%q: want http://host:port", c.URL)
 	case c.API != APICompletions && c.API != APIChat:
-		return fmt.Errorf("bench: API %q: want %q or %q", c.API, APICompletions, APIChat)
+		return cfgErr("API", "%q: want %q or %q", c.API, APICompletions, APIChat)
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
-		return fmt.Errorf("bench: Rate %v: want 0 (closed loop) or a positive rate", c.Rate)
+		return cfgErr("Rate", "%v: want 0 (closed loop) or a positive rate", c.Rate)
 	case c.Rate == 0 && (c.Concurrency < 1 || c.Concurrency > MaxConcurrency):
-		return fmt.Errorf("bench: Concurrency %d: want 1..%d", c.Concurrency, MaxConcurrency)
+		return cfgErr("Concurrency", "%d: want 1..%d", c.Concurrency, MaxConcurrency)
 	case c.MaxInflight < 1 || c.MaxInflight > MaxInflight:
-		return fmt.Errorf("bench: MaxInflight %d: want 1..%d", c.MaxInflight, MaxInflight)
+		return cfgErr("MaxInflight", "%d: want 1..%d", c.MaxInflight, MaxInflight)
 	case c.Requests < 0 || c.Requests > MaxRequests:
-		return fmt.Errorf("bench: Requests %d: want 0..%d", c.Requests, MaxRequests)
+		return cfgErr("Requests", "%d: want 0..%d", c.Requests, MaxRequests)
 	case c.Duration < 0:
-		return fmt.Errorf("bench: Duration %v: want a positive duration or 0", c.Duration)
+		return cfgErr("Duration", "%v: want a positive duration or 0", c.Duration)
 	case c.Requests == 0 && c.Duration == 0:
-		return errors.New("bench: set Requests or Duration")
+		return cfgErr("Requests", "0 and Duration 0: set Requests or Duration")
 	case c.Timeout <= 0:
-		return fmt.Errorf("bench: Timeout %v: want a positive duration", c.Timeout)
+		return cfgErr("Timeout", "%v: want a positive duration", c.Timeout)
 	case !(c.AbortRate >= 0 && c.AbortRate <= 1):
-		return fmt.Errorf("bench: AbortRate %v: want a share in [0, 1]", c.AbortRate)
+		return cfgErr("AbortRate", "%v: want a share in [0, 1]", c.AbortRate)
 	case c.AbortMaxDelay <= 0:
-		return fmt.Errorf("bench: AbortMaxDelay %v: want a positive duration", c.AbortMaxDelay)
+		return cfgErr("AbortMaxDelay", "%v: want a positive duration", c.AbortMaxDelay)
 	case c.MetricsInterval <= 0:
-		return fmt.Errorf("bench: MetricsInterval %v: want a positive duration", c.MetricsInterval)
+		return cfgErr("MetricsInterval", "%v: want a positive duration", c.MetricsInterval)
 	case c.ProgressInterval <= 0:
-		return fmt.Errorf("bench: ProgressInterval %v: want a positive duration", c.ProgressInterval)
-	case c.SLO.TTFT < 0 || c.SLO.TPOT < 0 || c.SLO.E2E < 0:
-		return errors.New("bench: SLO bounds must not be negative")
+		return cfgErr("ProgressInterval", "%v: want a positive duration", c.ProgressInterval)
+	case c.SLO.TTFT < 0:
+		return cfgErr("SLO.TTFT", "%v: want a positive bound or 0 (none)", c.SLO.TTFT)
+	case c.SLO.TPOT < 0:
+		return cfgErr("SLO.TPOT", "%v: want a positive bound or 0 (none)", c.SLO.TPOT)
+	case c.SLO.E2E < 0:
+		return cfgErr("SLO.E2E", "%v: want a positive bound or 0 (none)", c.SLO.E2E)
 	}
 	for _, m := range c.MetricsURLs {
-		if u, err := url.Parse(m); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("bench: metrics URL %q: want http://host:port[/metrics]", m)
+		if !validURL(m) {
+			return cfgErr("MetricsURLs", "%q: want http://host:port[/metrics]", m)
 		}
 	}
 	return c.Workload.Validate()
 }
 
-// Validate reports the first problem of w.
+// Validate reports the first problem of w as a *ConfigError.
 func (w Workload) Validate() error {
 	switch w.Kind {
 	case WorkloadRandom, WorkloadSharedPrefix, WorkloadMultiTurn:
 	default:
-		return fmt.Errorf("bench: workload %q: want random, shared-prefix or multi-turn", w.Kind)
+		return cfgErr("Workload.Kind", "%q: want random, shared-prefix or multi-turn", w.Kind)
 	}
 	if err := w.InputLen.Validate(); err != nil {
-		return fmt.Errorf("bench: input length: %w", err)
+		return cfgErr("Workload.InputLen", "%v", err)
 	}
 	if err := w.OutputLen.Validate(); err != nil {
-		return fmt.Errorf("bench: output length: %w", err)
+		return cfgErr("Workload.OutputLen", "%v", err)
 	}
 	switch {
 	case w.Groups < 1 || w.Groups > MaxGroups:
-		return fmt.Errorf("bench: Groups %d: want 1..%d", w.Groups, MaxGroups)
+		return cfgErr("Workload.Groups", "%d: want 1..%d", w.Groups, MaxGroups)
 	case w.PrefixLen < 1 || w.PrefixLen > MaxLenTokens:
-		return fmt.Errorf("bench: PrefixLen %d: want 1..%d", w.PrefixLen, MaxLenTokens)
+		return cfgErr("Workload.PrefixLen", "%d: want 1..%d", w.PrefixLen, MaxLenTokens)
 	case w.Turns < 1 || w.Turns > MaxTurns:
-		return fmt.Errorf("bench: Turns %d: want 1..%d", w.Turns, MaxTurns)
+		return cfgErr("Workload.Turns", "%d: want 1..%d", w.Turns, MaxTurns)
 	case !(w.CharsPerToken >= 0.1 && w.CharsPerToken <= 64):
-		return fmt.Errorf("bench: CharsPerToken %v: want 0.1..64", w.CharsPerToken)
+		return cfgErr("Workload.CharsPerToken", "%v: want 0.1..64", w.CharsPerToken)
 	}
 	return nil
 }
@@ -321,7 +342,7 @@ func ParseDist(s string) (Dist, error) {
 	num := func(t string) (float64, error) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
 		if err != nil {
-			return 0, fmt.Errorf("length %q: %q is not a number (want 128, 64-256, normal:128,32 or exp:128)", s, t)
+			return 0, fmt.Errorf("%q: %q is not a number (want 128, 64-256, normal:128,32 or exp:128)", s, t)
 		}
 		return v, nil
 	}
@@ -338,13 +359,13 @@ func ParseDist(s string) (Dist, error) {
 		}
 		a, b, ok := strings.Cut(args, sep)
 		if !ok {
-			return Dist{}, fmt.Errorf("length %q: want %s:A%sB", s, kind, sep)
+			return Dist{}, fmt.Errorf("%q: want %s:A%sB", s, kind, sep)
 		}
 		if d.A, err = num(a); err == nil {
 			d.B, err = num(b)
 		}
 	default:
-		return Dist{}, fmt.Errorf("length %q: unknown distribution %q (want fixed, uniform, normal or exp)", s, kind)
+		return Dist{}, fmt.Errorf("%q: unknown distribution %q (want fixed, uniform, normal or exp)", s, kind)
 	}
 	if err != nil {
 		return Dist{}, err
@@ -358,18 +379,18 @@ func (d Dist) Validate() error {
 	switch d.Kind {
 	case DistFixed, DistExp:
 		if !inRange(d.A) {
-			return fmt.Errorf("length %s: want a value in 1..%d", d, MaxLenTokens)
+			return fmt.Errorf("%s: want a value in 1..%d", d, MaxLenTokens)
 		}
 	case DistUniform:
 		if !inRange(d.A) || !inRange(d.B) || d.A > d.B {
-			return fmt.Errorf("length %s: want 1 ≤ A ≤ B ≤ %d", d, MaxLenTokens)
+			return fmt.Errorf("%s: want A-B with 1 ≤ A ≤ B ≤ %d", d, MaxLenTokens)
 		}
 	case DistNormal:
 		if !inRange(d.A) || !(d.B >= 0 && d.B <= MaxLenTokens) {
-			return fmt.Errorf("length %s: want a mean in 1..%d and a deviation in 0..%d", d, MaxLenTokens, MaxLenTokens)
+			return fmt.Errorf("%s: want a mean in 1..%d and a deviation in 0..%d", d, MaxLenTokens, MaxLenTokens)
 		}
 	default:
-		return fmt.Errorf("length: unknown distribution %q", d.Kind)
+		return fmt.Errorf("unknown distribution %q (want fixed, uniform, normal or exp)", d.Kind)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -84,23 +85,25 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Rate = -1 }, "Rate"},
 		{func(c *Config) { c.Rate = math.Inf(1) }, "Rate"},
 		{func(c *Config) { c.Requests = MaxRequests + 1 }, "Requests"},
-		{func(c *Config) { c.Requests, c.Duration = 0, 0 }, "Requests or Duration"},
+		{func(c *Config) { c.Requests, c.Duration = 0, 0 }, "Requests 0 and Duration 0"},
 		{func(c *Config) { c.MaxInflight = MaxInflight + 1 }, "MaxInflight"},
 		{func(c *Config) { c.AbortRate = 1.5 }, "AbortRate"},
 		{func(c *Config) { c.AbortRate = math.NaN() }, "AbortRate"},
 		{func(c *Config) { c.Timeout = 0 }, "Timeout"},
-		{func(c *Config) { c.SLO.TTFT = -time.Second }, "SLO"},
-		{func(c *Config) { c.MetricsURLs = []string{"nope"} }, "metrics URL"},
-		{func(c *Config) { c.Workload.Kind = "poems" }, "workload"},
-		{func(c *Config) { c.Workload.Turns = MaxTurns + 1 }, "Turns"},
-		{func(c *Config) { c.Workload.Groups = 0 }, "Groups"},
-		{func(c *Config) { c.Workload.OutputLen = Dist{DistUniform, 5, 2} }, "output length"},
-		{func(c *Config) { c.Workload.CharsPerToken = 0.01 }, "CharsPerToken"},
+		{func(c *Config) { c.SLO.TTFT = -time.Second }, "SLO.TTFT"},
+		{func(c *Config) { c.MetricsURLs = []string{"nope"} }, "MetricsURLs"},
+		{func(c *Config) { c.Workload.Kind = "poems" }, "Workload.Kind"},
+		{func(c *Config) { c.Workload.Turns = MaxTurns + 1 }, "Workload.Turns"},
+		{func(c *Config) { c.Workload.Groups = 0 }, "Workload.Groups"},
+		{func(c *Config) { c.Workload.OutputLen = Dist{DistUniform, 5, 2} }, "Workload.OutputLen"},
+		{func(c *Config) { c.Workload.CharsPerToken = 0.01 }, "Workload.CharsPerToken"},
 	} {
 		c := ok
 		tc.change(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("error %v, want one naming %q", err, tc.want)
+		err := c.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.HasPrefix(ce.Field+" "+ce.Problem, tc.want) {
+			t.Errorf("error %v, want a ConfigError of %q", err, tc.want)
 		}
 	}
 	// Open loop needs no Concurrency; defaults fill the zero Config.

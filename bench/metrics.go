@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,7 +64,9 @@ type scraper struct {
 func newScraper(client *http.Client, urls []string, start time.Time) *scraper {
 	s := &scraper{client: client, start: start, series: map[[2]string]*MetricSeries{}, errs: map[string]int{}}
 	for _, u := range urls {
-		s.urls = append(s.urls, metricsURL(u))
+		if u = metricsURL(u); !slices.Contains(s.urls, u) {
+			s.urls = append(s.urls, u) // one series per endpoint, however it is spelled
+		}
 	}
 	return s
 }
