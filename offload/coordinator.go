@@ -264,7 +264,15 @@ func (c *Coordinator) offerRequest(tr Trigger, req uint64, blocks []kvblock.Bloc
 	n := c.numFull(blocks, hashes, numComputed)
 	for t := range c.tiers {
 		from, to := c.policy.Range(tr, req, t, n)
-		to = min(to, from+c.cfg.MaxInflightStoreBlocks-c.inStore)
+		if from >= to {
+			continue
+		}
+		// Blocks that do not fit (the tier is full of blocks in flight, or
+		// we are at the in-flight bound) count as refused; the watermark
+		// stops before them and they are offered again later.
+		offered := to - from
+		to = c.fit(t, hashes, from, to)
+		c.stats.Tiers[t].RefusedBlocks += uint64(offered - (to - from))
 		if from >= to {
 			continue
 		}
@@ -275,6 +283,28 @@ func (c *Coordinator) offerRequest(tr Trigger, req uint64, blocks []kvblock.Bloc
 			c.submitStore(t, blocks[from:to], hashes[from:to], plan)
 		}
 	}
+}
+
+// fit shortens the offer hashes[from:to] to tier t so that it can be
+// placed: its blocks not yet in the tier fit in the tier's free and
+// evictable slots and in the in-flight bound. (PrepareStore is all or
+// nothing; without this a request longer than the tier's room would never
+// store anything.) Blocks the reuse filter will refuse are counted as
+// needing room too, which only errs on the short side.
+func (c *Coordinator) fit(t int, hashes []kvblock.Hash, from, to int) int {
+	m := c.tiers[t]
+	room := min(m.NumFree()+m.NumEvictable(), c.cfg.MaxInflightStoreBlocks-c.inStore)
+	need := 0
+	for i := from; i < to; i++ {
+		if _, present := m.Contains(hashes[i]); present {
+			continue
+		}
+		if need == room {
+			return i
+		}
+		need++
+	}
+	return to
 }
 
 func (c *Coordinator) account(t int, plan StorePlan, ok bool, offered int) {
@@ -538,11 +568,16 @@ func (c *Coordinator) spillPass() {
 				c.offerH = append(c.offerH, h)
 			}
 		}
-		if n := c.cfg.MaxInflightStoreBlocks - c.inStore; len(c.offerH) > n {
-			c.offerB, c.offerH = c.offerB[:n], c.offerH[:n]
-		}
 		if len(c.offerH) == 0 {
 			continue
+		}
+		// None of them is present: fit them to the room as a prefix.
+		if n := c.fit(t, c.offerH, 0, len(c.offerH)); n < len(c.offerH) {
+			c.stats.Tiers[t].RefusedBlocks += uint64(len(c.offerH) - n)
+			c.offerB, c.offerH = c.offerB[:n], c.offerH[:n]
+			if n == 0 {
+				continue
+			}
 		}
 		plan, ok := m.PrepareStore(c.offerH)
 		c.account(t, plan, ok, len(c.offerH))

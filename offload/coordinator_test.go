@@ -427,6 +427,35 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 		}
 		h.check("stored")
 	})
+	t.Run("request longer than the tier's room", func(t *testing.T) {
+		// PrepareStore is all or nothing; the coordinator offers the
+		// prefix that fits, so the watermark still makes progress.
+		h := newHarness(t, 16, DefaultConfig(cpuBlocks(2)))
+		a := h.newReq(1, tokens(1, 21)) // 5 full blocks
+		h.admit(a)
+		h.compute(a, 21)
+		w := h.take()
+		if len(w.Stores) != 1 || !slices.Equal(w.Stores[0].Hashes, a.hashes[:2]) {
+			t.Fatalf("stores %+v, want blocks 0 and 1", w.Stores)
+		}
+		if wm := h.c.Policy().Watermark(1, 0); wm != 2 {
+			t.Fatalf("watermark %d, want 2", wm)
+		}
+		h.compute(a, 21) // nothing evictable: refused, watermark kept
+		if wm := h.c.Policy().Watermark(1, 0); wm != 2 || h.c.Stats().Tiers[0].RefusedBlocks != 6 {
+			t.Fatalf("watermark %d, refused %d; want 2 and 3+3", wm, h.c.Stats().Tiers[0].RefusedBlocks)
+		}
+		h.storeAll()
+		h.compute(a, 21)
+		w = h.take()
+		if len(w.Stores) != 1 || !slices.Equal(w.Stores[0].Hashes, a.hashes[2:4]) {
+			t.Fatalf("stores %+v, want blocks 2 and 3", w.Stores)
+		}
+		if wm := h.c.Policy().Watermark(1, 0); wm != 4 {
+			t.Fatalf("watermark %d, want 4", wm)
+		}
+		h.check("end")
+	})
 	t.Run("in-flight bound", func(t *testing.T) {
 		cfg := DefaultConfig(cpuBlocks(64))
 		cfg.MaxInflightStoreBlocks = 2

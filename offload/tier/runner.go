@@ -61,6 +61,9 @@ type Job struct {
 // one.
 type Completion struct {
 	JobID uint64
+	// Kind is the job's kind, so a caller can route the completion
+	// (offload.Coordinator.StoreDone or LoadDone) without a lookup.
+	Kind JobKind
 	// OK: every copy of the job succeeded.
 	OK bool
 	// Err says why not: ErrMiss (a load found no valid record), ErrClosed
@@ -166,7 +169,7 @@ func (r *Runner) work() {
 	for j := range r.jobs {
 		var c Completion
 		if r.stopping.Load() {
-			c = Completion{JobID: j.ID, Err: ErrClosed}
+			c = Completion{JobID: j.ID, Kind: j.Kind, Err: ErrClosed}
 		} else {
 			c = r.run(j)
 		}
@@ -177,16 +180,26 @@ func (r *Runner) work() {
 	}
 }
 
-func (r *Runner) run(j Job) Completion {
-	c := Completion{JobID: j.ID}
+func (r *Runner) run(j Job) Completion { return Run(r.store, j) }
+
+// Run executes job j against store on the calling goroutine and returns its
+// completion: the copies in order, stopping at the first that fails. The
+// Runner's workers use it; a deterministic simulation or a test can call it
+// directly.
+func Run(store Store, j Job) Completion {
+	c := Completion{JobID: j.ID, Kind: j.Kind}
+	if j.Kind != JobStore && j.Kind != JobLoad {
+		c.Err = fmt.Errorf("tier: job %d has bad kind %d", j.ID, j.Kind)
+		return c
+	}
 	for i, cp := range j.Copies {
 		var err error
 		switch j.Kind {
 		case JobStore:
-			err = r.store.Write(cp.Slot, cp.Hash, cp.Digests, cp.Data)
+			err = store.Write(cp.Slot, cp.Hash, cp.Digests, cp.Data)
 		case JobLoad:
 			var ok bool
-			ok, err = r.store.Read(cp.Slot, cp.Hash, cp.Digests, cp.Data)
+			ok, err = store.Read(cp.Slot, cp.Hash, cp.Digests, cp.Data)
 			if !ok && err == nil {
 				err = fmt.Errorf("%w: slot %d, block %#x", ErrMiss, cp.Slot, uint64(cp.Hash))
 			}

@@ -85,7 +85,7 @@ func TestRunnerStoreAndLoad(t *testing.T) {
 			if err := r.Submit(job); err != nil {
 				t.Fatal(err)
 			}
-			if c := receive(t, r); c != (Completion{JobID: 1, OK: true, Copied: 3}) {
+			if c := receive(t, r); c != (Completion{JobID: 1, Kind: JobStore, OK: true, Copied: 3}) {
 				t.Fatalf("store completion %+v", c)
 			}
 			// Load them back into fresh buffers; then a load whose fourth
@@ -207,7 +207,7 @@ func TestRunnerClose(t *testing.T) {
 	for c := range r.Completions() { // closed by Close: the loop ends
 		got = append(got, c)
 	}
-	want := []Completion{{JobID: 1, OK: true, Copied: 1}, {JobID: 2, Err: ErrClosed}, {JobID: 3, Err: ErrClosed}}
+	want := []Completion{{JobID: 1, Kind: JobStore, OK: true, Copied: 1}, {JobID: 2, Kind: JobStore, Err: ErrClosed}, {JobID: 3, Kind: JobStore, Err: ErrClosed}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("completions %+v, want %+v", got, want)
 	}
