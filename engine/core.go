@@ -263,7 +263,12 @@ type Core struct {
 	spare           []Output
 	deferred        []*request // finished while their step ran; torn down at Complete
 	stopping        bool
-	stats           Stats
+	// drainDeadline is when a draining engine stops waiting for its
+	// outstanding leases (clock.Never: no deadline); leasesEnded records
+	// that they were ended then.
+	drainDeadline clock.Instant
+	leasesEnded   bool
+	stats         Stats
 }
 
 // Stats are the core's cumulative counters and current figures.
@@ -286,13 +291,14 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 	}
 	pool := kvblock.New(cfg.Pool)
 	c := &Core{
-		cfg:    cfg,
-		pool:   pool,
-		sched:  sched.New(cfg.Sched, pool),
-		rng:    rng,
-		byID:   make(map[uint64]*request),
-		byExt:  make(map[string]*request),
-		recent: newRecentSet(cfg.RecentFinished),
+		cfg:           cfg,
+		drainDeadline: clock.Never,
+		pool:          pool,
+		sched:         sched.New(cfg.Sched, pool),
+		rng:           rng,
+		byID:          make(map[uint64]*request),
+		byExt:         make(map[string]*request),
+		recent:        newRecentSet(cfg.RecentFinished),
 	}
 	c.stats.Finished = make(map[sched.Status]uint64)
 	c.stats.Rejected = make(map[AddResult]uint64)
@@ -332,11 +338,19 @@ func (c *Core) Add(now clock.Instant, in *Request) AddResult {
 	res := c.add(now, in)
 	if res != Accepted {
 		c.stats.Rejected[res]++
-		if in.Remote != nil {
+		if in.Remote != nil && !(res == RejectedDuplicate && c.sameLease(in)) {
 			c.Reject(now, in.Remote)
 		}
 	}
 	return res
+}
+
+// sameLease reports whether a duplicate of a live request carries the very
+// lease that request is using: rejecting the duplicate must not release the
+// original's lease (a proxy retry, or a replayed request).
+func (c *Core) sameLease(in *Request) bool {
+	r, ok := c.byExt[in.ID]
+	return ok && r.remote != nil && r.remote.Lease == in.Remote.Lease && r.remote.Addr == in.Remote.Addr
 }
 
 // Reject tells P that a request carrying remote prefix r will not be
@@ -445,6 +459,12 @@ func (c *Core) Abort(now clock.Instant, id string) AbortResult {
 func (c *Core) Step(now clock.Instant) Ready {
 	var rd Ready
 	if c.producer != nil {
+		if c.stopping && now >= c.drainDeadline && !c.leasesEnded {
+			// The drain deadline: leases nobody read in time end now
+			// (those being read end when their reads do).
+			c.leasesEnded = true
+			c.producer.ReleaseAll(now, wire.ReasonShutdown)
+		}
 		c.producer.Tick(now)
 	}
 	if c.consumer != nil {
@@ -663,6 +683,9 @@ func (c *Core) NextDeadline() clock.Instant {
 	if c.consumer != nil {
 		t = min(t, c.consumer.NextDeadline())
 	}
+	if c.stopping && !c.leasesEnded && c.producer != nil && c.producer.NumLeases() > 0 {
+		t = min(t, c.drainDeadline)
+	}
 	return t
 }
 
@@ -670,8 +693,35 @@ func (c *Core) NextDeadline() clock.Instant {
 // on. Live requests run to completion.
 func (c *Core) Drain() { c.stopping = true }
 
+// DrainBy drains the engine (see Drain) and bounds how long its
+// outstanding leases are served: at deadline, every lease still live is
+// released with reason shutdown (a lease being read, when its read ends).
+// Until then leases are served as usual: read, released or expired. See
+// Drained for when the engine may exit.
+func (c *Core) DrainBy(deadline clock.Instant) {
+	c.stopping = true
+	c.drainDeadline = min(c.drainDeadline, deadline)
+}
+
 // Draining reports whether Drain was called.
 func (c *Core) Draining() bool { return c.stopping }
+
+// Drained reports whether a draining engine has nothing left to serve: no
+// live request, no step executing, no outstanding lease, no pull and no
+// release notice pending. The edge may then close its connections and
+// exit.
+func (c *Core) Drained() bool {
+	if !c.stopping || !c.Idle() {
+		return false
+	}
+	if c.producer != nil && c.producer.NumLeases() > 0 {
+		return false
+	}
+	if c.consumer != nil && !c.consumer.Idle() {
+		return false
+	}
+	return true
+}
 
 // Idle reports whether no request is live and no step is executing.
 // Leases may still be outstanding (see Producer).

@@ -74,14 +74,30 @@ type Node struct {
 	busyUntil clock.Instant
 	res       model.StepResult
 
+	// Crashed: the node is down (killed, or exited after a drain).
 	Crashed bool
-	// Hung: the node stops stepping while its connections stay open.
-	Hung bool
+	// Exited: the node drained and exited cleanly (Crashed is set too).
+	Exited bool
+	// Hung: the node stops stepping while its connections stay open; what
+	// reaches it waits in its backlog until it resumes.
+	Hung    bool
+	backlog []func()
+	// draining: exit once the core reports Drained.
+	draining bool
 
 	// Released counts P's lease releases by reason, over the node's life
 	// (restarts included).
 	Released map[wire.Reason]int
-	Restarts int
+	// ReleasedAt records when each lease was released and why (P side,
+	// restarts included).
+	ReleasedAt map[wire.LeaseID]Release
+	Restarts   int
+}
+
+// Release is one lease release seen on a P node.
+type Release struct {
+	At     clock.Instant
+	Reason wire.Reason
 }
 
 // Req is one client request as the simulated proxy sees it.
@@ -94,22 +110,34 @@ type Req struct {
 	IgnoreEOS bool
 	// Local sends the request straight to a decode engine with no P leg.
 	Local bool
+	// EdgeReject makes D's HTTP edge refuse the request before its core
+	// sees it (an invalid field, an unknown model): the edge tells P
+	// (Core.Reject) and answers the client with this error.
+	EdgeReject string
+	// LostAfterPrefill makes the proxy lose the request after P answered:
+	// nobody ever presents the lease token.
+	LostAfterPrefill bool
 
 	P, D *Node
 
-	Tokens     []int32 // received from D
-	Status     sched.Status
-	Done       bool
-	Error      string // a rejection or failure the client saw
+	Tokens []int32 // received from D
+	Status sched.Status
+	Done   bool
+	// Error is a rejection or failure the client saw, with its HTTP
+	// status.
+	Error      string
+	HTTPStatus int
 	Pulled     bool
 	Fallback   string
 	Grant      *xfer.Grant
 	clientGone bool // the client disconnected
 	atD        bool
-	delivered  bool
+	responded  bool // P's response reached the proxy
 	SentAt     clock.Instant
 	FirstAt    clock.Instant
 	DoneAt     clock.Instant
+	// GrantedAt is when P's response (carrying the lease) was written.
+	GrantedAt clock.Instant
 }
 
 // Cluster is a deterministic P/D cluster: engines, a network and a proxy,
@@ -121,21 +149,35 @@ type Cluster struct {
 
 	Nodes    []*Node
 	byName   map[transport.Addr]*Node
+	probes   map[transport.Addr]*Probe
 	Requests map[string]*Req
 	order    []string
 
-	rng      *rand.Rand
-	secret   []byte
-	events   evHeap
-	evSeq    uint64
-	deliv    []memnet.Delivery
-	dialing  map[transport.ConnID]string
+	rng     *rand.Rand
+	secret  []byte
+	events  evHeap
+	evSeq   uint64
+	deliv   []memnet.Delivery
+	dialing map[transport.ConnID]string
+	// conns is the live connection from one node to another, by the
+	// (local, remote) pair, as the local end knows it.
+	conns    map[[2]transport.Addr]transport.ConnID
 	readsDue int
 
 	// Violations are invariant failures seen so far.
 	Violations []string
 	// OnInstant, when set, runs after every instant's work (extra checks).
 	OnInstant func(c *Cluster)
+	// OnMessage, when set, sees every message delivered to an engine,
+	// before the engine does.
+	OnMessage func(c *Cluster, from, to transport.Addr, m wire.Message)
+	// Intercept, when set, may replace a message delivered to an engine
+	// (corrupt it in flight: copy before changing, a duplicate is the same
+	// value) or drop it (return nil).
+	Intercept func(c *Cluster, from, to transport.Addr, m wire.Message) wire.Message
+
+	trace  uint64 // FNV-1a over every event, in order
+	Events uint64 // number of events traced
 }
 
 // New builds a cluster from spec. Engine names are "p0".."pN", "d0"...
@@ -144,9 +186,12 @@ func New(spec Spec) *Cluster {
 		Spec:     spec,
 		rng:      rand.New(rand.NewPCG(spec.Seed, 0x6b766c)),
 		byName:   map[transport.Addr]*Node{},
+		probes:   map[transport.Addr]*Probe{},
 		Requests: map[string]*Req{},
 		dialing:  map[transport.ConnID]string{},
+		conns:    map[[2]transport.Addr]transport.ConnID{},
 		secret:   []byte("simulated cluster secret"),
+		trace:    fnvOffset,
 	}
 	c.Net = memnet.New(rand.New(rand.NewPCG(spec.Seed, 0x6e6574)), spec.Faults)
 	for i := 0; i < spec.Prefill; i++ {
@@ -159,7 +204,7 @@ func New(spec Spec) *Cluster {
 }
 
 func (c *Cluster) addNode(name transport.Addr, role engine.Role) {
-	n := &Node{Name: name, Role: role, Released: map[wire.Reason]int{}}
+	n := &Node{Name: name, Role: role, Released: map[wire.Reason]int{}, ReleasedAt: map[wire.LeaseID]Release{}}
 	c.boot(n)
 	c.Nodes = append(c.Nodes, n)
 	c.byName[name] = n
@@ -187,8 +232,15 @@ func (c *Cluster) boot(n *Node) {
 	n.Core = engine.NewCore(cfg, rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())))
 	n.exec = msim.New(s.Profile, n.Core.Pool(), s.ModelSeed)
 	n.busy = false
+	n.Hung = false
+	n.backlog = nil
+	n.draining = false
 	if p := n.Core.Producer(); p != nil {
-		p.OnRelease(func(now clock.Instant, l wire.LeaseID, r wire.Reason) { n.Released[r]++ })
+		p.OnRelease(func(now clock.Instant, l wire.LeaseID, r wire.Reason) {
+			n.Released[r]++
+			n.ReleasedAt[l] = Release{At: now, Reason: r}
+			c.mix(traceRelease, uint64(l), uint64(r))
+		})
 	}
 	c.Net.Listen(n.Name)
 }
@@ -231,6 +283,20 @@ func (c *Cluster) At(t clock.Instant, fn func()) {
 // After runs fn d after Now.
 func (c *Cluster) After(d time.Duration, fn func()) { c.At(c.Now.Add(d), fn) }
 
+// call runs fn on node n now, later (n is hung: fn waits in its backlog) or
+// never (n is down: it reports false).
+func (c *Cluster) call(n *Node, fn func()) bool {
+	switch {
+	case n.Crashed:
+		return false
+	case n.Hung:
+		n.backlog = append(n.backlog, fn)
+	default:
+		fn()
+	}
+	return true
+}
+
 // --- the proxy and its clients ---
 
 // Submit sends r through the proxy at instant t: to P (max_tokens 1,
@@ -243,6 +309,7 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 	c.order = append(c.order, r.ID)
 	c.At(t, func() {
 		r.SentAt = c.Now
+		c.mix(traceSubmit, hashString(r.ID))
 		if r.Local {
 			c.After(c.Spec.HTTPDelay, func() { c.sendToD(r, nil) })
 			return
@@ -251,19 +318,38 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 			if r.clientGone {
 				return
 			}
-			if r.P.Crashed || r.P.Hung {
-				c.fail(r, "prefill unreachable")
-				return
-			}
-			res := r.P.Core.Add(c.Now, &engine.Request{
-				ID: r.ID, Prompt: r.Prompt, MaxTokens: 1, Sampling: r.Sampling, SeedSet: r.SeedSet,
-				RemoteDecode: true,
+			ok := c.call(r.P, func() {
+				if r.clientGone {
+					return
+				}
+				res := r.P.Core.Add(c.Now, &engine.Request{
+					ID: r.ID, Prompt: r.Prompt, MaxTokens: 1, Sampling: r.Sampling, SeedSet: r.SeedSet,
+					RemoteDecode: true,
+				})
+				if res != engine.Accepted {
+					c.fail(r, "prefill rejected: "+res.String(), httpStatus(res))
+				}
 			})
-			if res != engine.Accepted {
-				c.fail(r, "prefill rejected: "+res.String())
+			if !ok {
+				c.fail(r, "prefill unreachable", 502)
 			}
 		})
 	})
+}
+
+// httpStatus is the status an engine's HTTP edge answers a rejection with.
+func httpStatus(res engine.AddResult) int {
+	switch res {
+	case engine.RejectedInvalid, engine.RejectedTooLong:
+		return 400
+	case engine.RejectedDuplicate:
+		return 409
+	case engine.RejectedQueueFull:
+		return 429
+	case engine.RejectedShuttingDown:
+		return 503
+	}
+	return 500
 }
 
 // Abort makes r's client disconnect at instant t. The proxy carries the
@@ -277,51 +363,73 @@ func (c *Cluster) Abort(t clock.Instant, r *Req) {
 		r.Done = true
 		r.Status = sched.FinishedAborted
 		r.DoneAt = c.Now
+		c.mix(traceAbort, hashString(r.ID))
 		c.After(c.Spec.HTTPDelay, func() {
 			switch {
 			case r.atD:
-				if !r.D.Crashed && !r.D.Hung {
-					r.D.Core.Abort(c.Now, r.ID)
-				}
-			case r.P != nil && !r.P.Crashed && !r.P.Hung:
-				r.P.Core.Abort(c.Now, r.ID)
+				c.call(r.D, func() { r.D.Core.Abort(c.Now, r.ID) })
+			case r.P != nil:
+				c.call(r.P, func() { r.P.Core.Abort(c.Now, r.ID) })
 			}
 		})
 	})
 }
 
-func (c *Cluster) fail(r *Req, why string) {
+func (c *Cluster) fail(r *Req, why string, status int) {
 	if r.Done {
 		return
 	}
-	r.Done, r.Error, r.Status, r.DoneAt = true, why, sched.FinishedError, c.Now
+	r.Done, r.Error, r.HTTPStatus, r.Status, r.DoneAt = true, why, status, sched.FinishedError, c.Now
+	c.mix(traceFail, hashString(r.ID))
+}
+
+// releaseAtP is the proxy giving up a lease it holds: it aborts the
+// request on P (policy lease revokes the lease at once).
+func (c *Cluster) releaseAtP(r *Req) {
+	if r.P != nil {
+		c.call(r.P, func() { r.P.Core.Abort(c.Now, r.ID) })
+	}
 }
 
 // sendToD is the proxy's decode leg.
 func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
-	if r.clientGone {
-		if g != nil && r.P != nil && !r.P.Crashed {
-			r.P.Core.Abort(c.Now, r.ID) // the proxy releases the lease it holds
+	if r.clientGone || r.Done {
+		if g != nil {
+			c.releaseAtP(r) // the proxy releases the lease it holds
 		}
 		return
 	}
 	d := r.D
-	if d.Crashed || d.Hung {
-		c.fail(r, "decode unreachable")
-		if g != nil && !r.P.Crashed {
-			r.P.Core.Abort(c.Now, r.ID)
-		}
-		return
-	}
-	in := &engine.Request{ID: r.ID, Prompt: r.Prompt, MaxTokens: r.MaxTokens, Sampling: r.Sampling,
-		SeedSet: r.SeedSet, IgnoreEOS: r.IgnoreEOS}
+	var in *engine.Request
+	var remote *xfer.Remote
 	if g != nil {
-		in.Remote = &xfer.Remote{EngineID: string(r.P.Name), Addr: string(r.P.Name), Lease: g.Lease, Token: g.Token,
+		remote = &xfer.Remote{EngineID: string(r.P.Name), Addr: string(r.P.Name), Lease: g.Lease, Token: g.Token,
 			NumBlocks: len(g.BlockIDs), NumTokens: g.NumTokens, ExpiresIn: g.ExpiresIn}
 	}
-	r.atD = true
-	if res := d.Core.Add(c.Now, in); res != engine.Accepted {
-		c.fail(r, "decode rejected: "+res.String())
+	in = &engine.Request{ID: r.ID, Prompt: r.Prompt, MaxTokens: r.MaxTokens, Sampling: r.Sampling,
+		SeedSet: r.SeedSet, IgnoreEOS: r.IgnoreEOS, Remote: remote}
+	ok := c.call(d, func() {
+		if r.clientGone || r.Done {
+			if g != nil {
+				c.releaseAtP(r)
+			}
+			return
+		}
+		r.atD = true
+		if r.EdgeReject != "" {
+			d.Core.Reject(c.Now, remote)
+			c.fail(r, "decode rejected: "+r.EdgeReject, 400)
+			return
+		}
+		if res := d.Core.Add(c.Now, in); res != engine.Accepted {
+			c.fail(r, "decode rejected: "+res.String(), httpStatus(res))
+		}
+	})
+	if !ok {
+		c.fail(r, "decode unreachable", 502)
+		if g != nil {
+			c.releaseAtP(r)
+		}
 	}
 }
 
@@ -332,13 +440,14 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 		if !ok {
 			continue
 		}
+		c.mix(traceOutput, hashString(o.ID), uint64(uint32(o.Token)), uint64(o.Status))
 		if n.Role == engine.RolePrefill && !r.atD {
 			if !o.Finished {
 				continue
 			}
 			if o.Status != sched.FinishedLength && o.Status != sched.FinishedStopped {
 				if !r.clientGone {
-					c.fail(r, "prefill "+o.Status.String())
+					c.fail(r, "prefill "+o.Status.String(), 500)
 				}
 				continue
 			}
@@ -351,6 +460,11 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			}
 			g := o.Grant
 			r.Grant = g
+			r.GrantedAt = c.Now
+			r.responded = true
+			if r.LostAfterPrefill {
+				continue
+			}
 			c.After(c.Spec.HTTPDelay, func() {
 				if g == nil {
 					c.sendToD(r, nil) // no lease: D computes the prompt
@@ -360,8 +474,8 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			})
 			continue
 		}
-		if r.clientGone {
-			continue
+		if r.clientGone || r.Done {
+			continue // the client left, or already has its answer
 		}
 		if o.Pulled {
 			r.Pulled = true
@@ -377,6 +491,10 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 		}
 		if o.Finished {
 			r.Done, r.Status, r.DoneAt = true, o.Status, c.Now
+			if o.Status == sched.FinishedError {
+				r.Error = "decode failed: " + o.Fallback
+				r.HTTPStatus = 502
+			}
 		}
 	}
 }
@@ -409,15 +527,16 @@ func (c *Cluster) drive(n *Node) {
 			c.Net.Send(c.Now, transport.ConnID(a.Session), n.Name, a.Msg)
 		case xfer.ActionClose:
 			c.Net.Close(c.Now, transport.ConnID(a.Session), n.Name)
+			c.forgetConn(transport.ConnID(a.Session))
 		}
 	}
 	if rd.Batch != nil {
 		n.exec.Execute(rd.Batch, &n.res)
 		n.busy = true
 		n.busyUntil = c.Now.Add(n.res.Duration)
-		if n.res.Duration == 0 {
-			n.busyUntil = c.Now
-		}
+	}
+	if n.draining && n.Core.Drained() {
+		c.exit(n)
 	}
 }
 
@@ -431,10 +550,23 @@ func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
 	}
 	core := n.Core
 	c.readsDue++
-	c.After(d, func() {
-		c.readsDue--
+	var send func()
+	send = func() {
 		if n.Crashed || n.Core != core {
+			c.readsDue--
 			return
+		}
+		if n.Hung {
+			n.backlog = append(n.backlog, send) // a hung node streams nothing
+			return
+		}
+		c.readsDue--
+		p := core.Producer()
+		if !p.Reading(w.Session, w.ReadID) {
+			return // the session ended: the edge stops streaming
+		}
+		if info, live := p.Lease(w.Lease); !live || info.Reads == 0 {
+			c.violate("%s streams read %d of lease %d that is not live and pinned", n.Name, w.ReadID, w.Lease)
 		}
 		id := transport.ConnID(w.Session)
 		ok := true
@@ -443,36 +575,69 @@ func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
 		}
 		ok = ok && c.Net.Send(c.Now, id, n.Name, &wire.ReadEnd{ReadID: w.ReadID, Lease: w.Lease, Status: wire.StatusOK})
 		if ok {
-			core.Producer().CountServed(w.Bytes())
+			p.CountServed(w.Bytes())
 		}
-		if !n.Hung {
-			core.ReadFinished(c.Now, w.Session, w.ReadID, ok)
-		}
-	})
+		core.ReadFinished(c.Now, w.Session, w.ReadID, ok)
+		c.mix(traceReadEnd, uint64(w.Lease), w.ReadID, boolBit(ok))
+	}
+	c.After(d, send)
 }
 
 func (c *Cluster) deliver(d memnet.Delivery) {
+	ev := d.Event
+	if p := c.probes[d.To]; p != nil {
+		p.deliver(c, ev)
+		return
+	}
 	n := c.byName[d.To]
 	if n == nil || n.Crashed {
 		return
 	}
-	ev := d.Event
+	if ev.Kind == transport.Received && c.Intercept != nil {
+		m := c.Intercept(c, ev.Remote, ev.Local, ev.Msg)
+		if m == nil {
+			return
+		}
+		ev.Msg = m
+	}
+	c.mixEvent(ev)
+	c.call(n, func() { c.handle(n, ev) })
+}
+
+// handle gives a network event to the node's core.
+func (c *Cluster) handle(n *Node, ev transport.Event) {
 	s := xfer.SessionID(ev.Conn)
 	switch ev.Kind {
 	case transport.Dialed:
 		addr := c.dialing[ev.Conn]
 		delete(c.dialing, ev.Conn)
+		c.conns[[2]transport.Addr{ev.Local, ev.Remote}] = ev.Conn
 		n.Core.PeerDialed(c.Now, addr, s)
 	case transport.DialFailed:
 		addr := c.dialing[ev.Conn]
 		delete(c.dialing, ev.Conn)
 		n.Core.PeerDialFailed(c.Now, addr)
 	case transport.Accepted:
+		c.conns[[2]transport.Addr{ev.Local, ev.Remote}] = ev.Conn
 		n.Core.PeerAccepted(c.Now, s)
 	case transport.Received:
+		if c.OnMessage != nil {
+			c.OnMessage(c, ev.Remote, ev.Local, ev.Msg)
+		}
 		n.Core.PeerMessage(c.Now, s, ev.Msg)
 	case transport.Closed:
+		if c.conns[[2]transport.Addr{ev.Local, ev.Remote}] == ev.Conn {
+			delete(c.conns, [2]transport.Addr{ev.Local, ev.Remote})
+		}
 		n.Core.PeerClosed(c.Now, s)
+	}
+}
+
+func (c *Cluster) forgetConn(id transport.ConnID) {
+	for k, v := range c.conns {
+		if v == id {
+			delete(c.conns, k)
+		}
 	}
 }
 
@@ -567,13 +732,17 @@ func (c *Cluster) instant() {
 	}
 }
 
+func (c *Cluster) violate(format string, args ...any) {
+	c.Violations = append(c.Violations, fmt.Sprintf("%v: ", c.Now)+fmt.Sprintf(format, args...))
+}
+
 func (c *Cluster) check() {
 	for _, n := range c.Nodes {
 		if n.Crashed {
 			continue
 		}
 		if err := n.Core.Check(); err != nil {
-			c.Violations = append(c.Violations, fmt.Sprintf("%v %s: %v", c.Now, n.Name, err))
+			c.violate("%s: %v", n.Name, err)
 		}
 	}
 }
@@ -583,38 +752,205 @@ func (c *Cluster) check() {
 // Crash kills a node at instant t: its volatile state is lost and its peers
 // see their connections close.
 func (c *Cluster) Crash(t clock.Instant, name string) {
-	c.At(t, func() {
-		n := c.byName[transport.Addr(name)]
-		n.Crashed = true
-		n.busy = false
-		c.Net.Crash(c.Now, n.Name)
-		for _, r := range c.Requests {
-			if r.Done {
-				continue
-			}
-			if (r.atD && r.D == n) || (!r.atD && r.P == n && !r.Local) {
-				c.fail(r, string(n.Name)+" crashed")
-			}
-		}
-	})
+	c.At(t, func() { c.crash(c.byName[transport.Addr(name)]) })
 }
 
-// Restart brings a crashed node back at instant t with empty state and the
-// same engine id.
+func (c *Cluster) crash(n *Node) {
+	if n.Crashed {
+		return
+	}
+	c.mix(traceCrash, hashString(string(n.Name)))
+	n.Crashed = true
+	n.busy = false
+	n.Hung = false
+	n.backlog = nil
+	n.draining = false
+	c.Net.Crash(c.Now, n.Name)
+	c.forgetConnsOf(n.Name)
+	for _, id := range sortedNames(c.Requests) {
+		r := c.Requests[id]
+		if r.Done {
+			continue
+		}
+		if (r.atD && r.D == n) || (!r.atD && r.P == n && !r.Local && !r.responded) {
+			c.fail(r, string(n.Name)+" crashed", 502)
+		}
+	}
+}
+
+func (c *Cluster) forgetConnsOf(a transport.Addr) {
+	for k := range c.conns {
+		if k[0] == a || k[1] == a {
+			delete(c.conns, k)
+		}
+	}
+}
+
+// Restart brings a crashed (or exited) node back at instant t with empty
+// state and the same engine id.
 func (c *Cluster) Restart(t clock.Instant, name string) {
 	c.At(t, func() {
 		n := c.byName[transport.Addr(name)]
+		if !n.Crashed {
+			return
+		}
+		c.mix(traceRestart, hashString(name))
 		c.Net.Restart(n.Name)
 		n.Crashed = false
+		n.Exited = false
 		n.Restarts++
 		c.boot(n)
 	})
 }
 
+// Hang stops node name from stepping over [t, t+d): its connections stay
+// open, and everything that reaches it (messages, HTTP calls, its own
+// streams) waits until it resumes, in order.
+func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
+	n := c.byName[transport.Addr(name)]
+	c.At(t, func() {
+		if n.Crashed || n.Hung {
+			return
+		}
+		c.mix(traceHang, hashString(name))
+		n.Hung = true
+		c.After(d, func() {
+			if !n.Hung {
+				return
+			}
+			n.Hung = false
+			c.mix(traceResume, hashString(name))
+			for len(n.backlog) > 0 && !n.Hung && !n.Crashed {
+				fn := n.backlog[0]
+				n.backlog = n.backlog[1:]
+				fn()
+			}
+		})
+	})
+}
+
 // Partition cuts a from b over [t, t+d).
 func (c *Cluster) Partition(t clock.Instant, a, b string, d time.Duration) {
-	c.At(t, func() { c.Net.Partition(c.Now, transport.Addr(a), transport.Addr(b)) })
+	c.At(t, func() {
+		c.mix(tracePartition, hashString(a), hashString(b))
+		c.Net.Partition(c.Now, transport.Addr(a), transport.Addr(b))
+	})
 	c.At(t.Add(d), func() { c.Net.Heal(c.Now, transport.Addr(a), transport.Addr(b)) })
+}
+
+// Drain starts a graceful shutdown of node name at instant t (SIGTERM):
+// it refuses new requests, serves its outstanding leases until they are
+// read, released or expired, at most until t+grace (then they end with
+// reason shutdown), and exits once it has nothing left (Node.Exited).
+func (c *Cluster) Drain(t clock.Instant, name string, grace time.Duration) {
+	n := c.byName[transport.Addr(name)]
+	c.At(t, func() {
+		c.call(n, func() {
+			c.mix(traceDrain, hashString(name))
+			n.Core.DrainBy(c.Now.Add(grace))
+			n.draining = true
+		})
+	})
+}
+
+// exit stops a drained node cleanly: it closes its connections and stops
+// listening.
+func (c *Cluster) exit(n *Node) {
+	c.mix(traceExit, hashString(string(n.Name)))
+	keys := make([][2]transport.Addr, 0)
+	for k := range c.conns {
+		if k[0] == n.Name {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][1] < keys[j][1] })
+	for _, k := range keys {
+		c.Net.Close(c.Now, c.conns[k], n.Name)
+		delete(c.conns, k)
+	}
+	c.Net.Unlisten(n.Name)
+	n.Crashed, n.Exited, n.draining = true, true, false
+}
+
+// Inject sends m at instant t from node from to node to on their live
+// connection (as if from's edge had sent it: a duplicate, a late replay or
+// a forged message). It reports nothing: with no live connection the
+// message is not sent.
+func (c *Cluster) Inject(t clock.Instant, from, to string, m wire.Message) {
+	c.At(t, func() {
+		if id, ok := c.conns[[2]transport.Addr{transport.Addr(from), transport.Addr(to)}]; ok {
+			c.Net.Send(c.Now, id, transport.Addr(from), m)
+		}
+	})
+}
+
+// Conn returns the live connection from node from to node to, as from
+// knows it.
+func (c *Cluster) Conn(from, to string) (transport.ConnID, bool) {
+	id, ok := c.conns[[2]transport.Addr{transport.Addr(from), transport.Addr(to)}]
+	return id, ok
+}
+
+// --- probes ---
+
+// Probe is a raw network endpoint that is not an engine: a stranger that
+// dials engines and sends whatever it likes (unauthenticated peers, forged
+// messages). It records what it receives. With Secret set it answers P's
+// handshake as engine EngineID would (a peer that knows the secret).
+type Probe struct {
+	Name     transport.Addr
+	EngineID string
+	Secret   []byte
+	Conn     transport.ConnID
+	Up       bool // the dial succeeded and the connection is open
+	Authed   bool // P accepted the handshake
+	Closed   bool // the connection was closed or the dial failed
+	Received []wire.Message
+	nonce    [16]byte
+}
+
+// NewProbe registers a probe named name.
+func (c *Cluster) NewProbe(name string) *Probe {
+	p := &Probe{Name: transport.Addr(name), EngineID: name}
+	c.probes[p.Name] = p
+	return p
+}
+
+// ClusterSecret is the secret engines share (for probes that must know it).
+func (c *Cluster) ClusterSecret() []byte { return c.secret }
+
+// ProbeDial makes probe p connect to node to at instant t; with Secret set
+// it then runs the handshake.
+func (c *Cluster) ProbeDial(t clock.Instant, p *Probe, to string) {
+	c.At(t, func() { p.Conn = c.Net.Dial(c.Now, p.Name, transport.Addr(to)) })
+}
+
+// ProbeSend makes probe p send m at instant t.
+func (c *Cluster) ProbeSend(t clock.Instant, p *Probe, m wire.Message) {
+	c.At(t, func() { c.Net.Send(c.Now, p.Conn, p.Name, m) })
+}
+
+func (p *Probe) deliver(c *Cluster, ev transport.Event) {
+	switch ev.Kind {
+	case transport.Dialed:
+		p.Up = true
+		if p.Secret != nil {
+			p.nonce = [16]byte{byte(ev.Conn), 0x70}
+			c.Net.Send(c.Now, p.Conn, p.Name, &wire.Hello{Version: wire.Version, EngineID: p.EngineID, Nonce: p.nonce})
+		}
+	case transport.Received:
+		p.Received = append(p.Received, ev.Msg)
+		switch m := ev.Msg.(type) {
+		case *wire.HelloAck:
+			if p.Secret != nil && m.Status == wire.StatusOK {
+				c.Net.Send(c.Now, p.Conn, p.Name, &wire.Auth{MAC: wire.ComputeMAC(p.Secret, wire.RoleD, m.Nonce, m.EngineID, p.EngineID)})
+			}
+		case *wire.AuthAck:
+			p.Authed = m.Status == wire.StatusOK
+		}
+	case transport.Closed, transport.DialFailed:
+		p.Up, p.Closed = false, true
+	}
 }
 
 // --- inspection ---
@@ -647,4 +983,90 @@ func sortedNames(m map[string]*Req) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// --- trace hash ---
+
+// TraceHash is a hash of everything that happened so far, in order:
+// deliveries, outputs, releases, faults. Two runs of the same seed must
+// give the same hash.
+func (c *Cluster) TraceHash() uint64 { return c.trace }
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+const (
+	traceSubmit uint64 = iota + 1
+	traceAbort
+	traceFail
+	traceOutput
+	traceRelease
+	traceReadEnd
+	traceDeliver
+	traceCrash
+	traceRestart
+	traceHang
+	traceResume
+	tracePartition
+	traceDrain
+	traceExit
+)
+
+func (c *Cluster) mix(vals ...uint64) {
+	h := c.trace
+	for _, v := range append(vals, uint64(c.Now)) {
+		for i := 0; i < 8; i++ {
+			h ^= v & 0xff
+			h *= fnvPrime
+			v >>= 8
+		}
+	}
+	c.trace = h
+	c.Events++
+}
+
+func (c *Cluster) mixEvent(ev transport.Event) {
+	var a, b uint64
+	var typ wire.MsgType
+	switch m := ev.Msg.(type) {
+	case nil:
+	case *wire.Renew:
+		a, b = m.Seq, uint64(len(m.Leases))
+	case *wire.RenewAck:
+		a, b = m.Seq, uint64(len(m.Results))
+	case *wire.Read:
+		a, b = m.ReadID, uint64(m.Lease)
+	case *wire.Block:
+		a, b = m.ReadID, uint64(m.Index)<<32|uint64(m.Checksum&0xffffffff)
+	case *wire.ReadEnd:
+		a, b = m.ReadID, uint64(m.Status)
+	case *wire.Release:
+		a, b = uint64(m.Lease), uint64(m.Reason)
+	case *wire.ReleaseAck:
+		a, b = uint64(m.Lease), uint64(m.Status)
+	case *wire.Revoked:
+		a, b = uint64(m.Lease), uint64(m.Reason)
+	}
+	if ev.Msg != nil {
+		typ = ev.Msg.Type()
+	}
+	c.mix(traceDeliver, uint64(ev.Kind), uint64(ev.Conn), hashString(string(ev.Local)), uint64(typ), a, b)
+}
+
+func hashString(s string) uint64 {
+	h := uint64(fnvOffset)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+func boolBit(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

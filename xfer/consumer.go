@@ -534,7 +534,9 @@ func (c *Consumer) Disconnected(now clock.Instant, s SessionID) {
 	delete(c.bySession, s)
 	pr.state = peerIdle
 	pr.session = 0
-	pr.retryAt = now.Add(c.cfg.RetryInterval)
+	// Redial at once: a lost connection is often a blip, and P keeps the
+	// leases bound to it only for the peer grace. Failed dials back off.
+	pr.retryAt = now
 	c.stats.Failures["disconnected"]++
 	for _, p := range c.pullsOf(pr) {
 		if p.state == pullReading && p.sent {
@@ -607,6 +609,9 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		}
 		pr.state = peerUp
 		pr.dialFailures = 0
+		// Renew at once on a new session: it rebinds the leases P keeps
+		// only for the peer grace after losing the previous one.
+		pr.heartbeat = now
 		for _, p := range c.pullsOf(pr) {
 			if p.Remote.EngineID != "" && p.Remote.EngineID != pr.engineID {
 				c.finish(now, p, c.fallbackOutcome(), 0, "engine_mismatch")
@@ -614,6 +619,9 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		}
 		c.tickPeer(now, pr)
 	case *wire.RenewAck:
+		if m.Seq == 0 || m.Seq > pr.renewSeq {
+			return // not an answer to a RENEW of ours
+		}
 		live := make(map[wire.LeaseID]*pull)
 		for _, p := range c.pullsOf(pr) {
 			live[p.Remote.Lease] = p
@@ -877,6 +885,10 @@ func (c *Consumer) Stats() ConsumerStats {
 	s.Reading = c.reading
 	return s
 }
+
+// Idle reports whether the consumer has nothing left to do: no request
+// waiting or reading and no release notice to deliver.
+func (c *Consumer) Idle() bool { return len(c.queue) == 0 && c.notices == 0 }
 
 // NumWaiting is the number of requests waiting or reading.
 func (c *Consumer) NumWaiting() int { return len(c.queue) }

@@ -384,7 +384,14 @@ func (p *Producer) Lease(id wire.LeaseID) (LeaseInfo, bool) {
 // NumLeases is the number of live leases.
 func (p *Producer) NumLeases() int { return len(p.leases) }
 
-// NumPinned is the number of leases with a read in flight.
+// Reading reports whether read readID of session s is in flight (the edge
+// streams only reads that are: a read whose session ended is over).
+func (p *Producer) Reading(s SessionID, readID uint64) bool {
+	_, ok := p.reads[readKey{s, readID}]
+	return ok
+}
+
+// NumPinned is the number of reads in flight (each pins its lease).
 func (p *Producer) NumPinned() int { return len(p.reads) }
 
 // Stats returns the counters (the map is the producer's own; read only).

@@ -1,0 +1,848 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/transport"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+// Scenario tests of SCENARIOS.md on the simulated cluster. Every scenario
+// ends with settle: the cluster idle, no invariant violation, pool
+// accounting right and no hold left on any live engine.
+
+func inst(d time.Duration) clock.Instant { return clock.Instant(d) }
+
+// msgLog records the messages delivered to engines.
+type msgLog struct {
+	entries []msgEntry
+}
+
+type msgEntry struct {
+	at       clock.Instant
+	from, to transport.Addr
+	m        wire.Message
+}
+
+func logMessages(c *Cluster) *msgLog {
+	l := &msgLog{}
+	c.OnMessage = func(c *Cluster, from, to transport.Addr, m wire.Message) {
+		l.entries = append(l.entries, msgEntry{c.Now, from, to, m})
+	}
+	return l
+}
+
+// releases lists the RELEASE messages P received for lease id.
+func (l *msgLog) releases(id wire.LeaseID) []msgEntry {
+	var out []msgEntry
+	for _, e := range l.entries {
+		if r, ok := e.m.(*wire.Release); ok && r.Lease == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (l *msgLog) reads(id wire.LeaseID) []*wire.Read {
+	var out []*wire.Read
+	for _, e := range l.entries {
+		if r, ok := e.m.(*wire.Read); ok && r.Lease == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// readEnds lists the instants D received a ReadEnd for lease id.
+func (l *msgLog) readEnds(id wire.LeaseID) []clock.Instant {
+	var out []clock.Instant
+	for _, e := range l.entries {
+		if r, ok := e.m.(*wire.ReadEnd); ok && r.Lease == id {
+			out = append(out, e.at)
+		}
+	}
+	return out
+}
+
+func releaseOf(t *testing.T, c *Cluster, node string, r *Req) Release {
+	t.Helper()
+	if r.Grant == nil {
+		t.Fatalf("%s got no lease", r.ID)
+	}
+	rel, ok := c.Node(node).ReleasedAt[r.Grant.Lease]
+	if !ok {
+		t.Fatalf("%s: lease %d never released (%v)", r.ID, r.Grant.Lease, c.Node(node).Released)
+	}
+	return rel
+}
+
+func wantDone(t *testing.T, r *Req, pulled bool, fallback string) {
+	t.Helper()
+	if !r.Done || r.Error != "" || r.Pulled != pulled || r.Fallback != fallback {
+		t.Errorf("%s: done %v status %v error %q pulled %v fallback %q; want pulled %v fallback %q",
+			r.ID, r.Done, r.Status, r.Error, r.Pulled, r.Fallback, pulled, fallback)
+	}
+}
+
+// congested is the default cluster whose decoder runs one sequence at a
+// time: a long request (hog) keeps later ones waiting for remote KV.
+func congested() Spec {
+	s := DefaultSpec()
+	s.DecodeSched = s.Sched
+	s.DecodeSched.MaxNumSeqs = 1
+	return s
+}
+
+// hog submits a request that decodes for about d (1.5 ms a token).
+func hog(c *Cluster, id string, at clock.Instant, d time.Duration) *Req {
+	r := newReq(c, id, 32, int(d/(1500*time.Microsecond)))
+	c.Submit(at, r)
+	return r
+}
+
+func TestScenarioS02PrefixCachedOnD(t *testing.T) {
+	c := New(DefaultSpec())
+	log := logMessages(c)
+	a := newReq(c, "a", 64, 8)
+	c.Submit(0, a)
+	c.RunIdle(time.Second)
+	b := newReq(c, "b", 0, 8)
+	b.Prompt = append(append([]int32(nil), a.Prompt[:48]...), prompt(99, 40)...)
+	c.Submit(c.Now.Add(time.Millisecond), b)
+	settle(t, c, 10*time.Second)
+	verify(t, c)
+	wantDone(t, a, true, "")
+	wantDone(t, b, true, "")
+	reads := log.reads(b.Grant.Lease)
+	// b's prompt is 88 tokens: 6 blocks, of which D has the first 3.
+	if len(reads) != 1 || fmt.Sprint(reads[0].Indexes) != "[3 4 5]" {
+		t.Fatalf("b's reads: %+v", reads)
+	}
+	if st := c.Node("d0").Core.Consumer().Stats(); st.HitBlocks != 3 || st.PulledBlocks != 4+3 {
+		t.Fatalf("consumer stats %+v", st)
+	}
+	if got := released(c, "p0", wire.ReasonReadDone); got != 2 {
+		t.Fatalf("read_done %d", got)
+	}
+}
+
+func TestScenarioS03AbortWhilePrefilling(t *testing.T) {
+	c := New(DefaultSpec())
+	// 6000 tokens: three chunks of 2048, a few milliseconds of prefill.
+	r := newReq(c, "r", 6000, 8)
+	c.Submit(0, r)
+	c.Abort(inst(2*ms), r)
+	var heldDuring int
+	c.OnInstant = func(c *Cluster) {
+		if c.Now < inst(2*ms) {
+			heldDuring = max(heldDuring, c.Held("p0"))
+		}
+	}
+	settle(t, c, 5*time.Second)
+	p := c.Node("p0").Core
+	if heldDuring == 0 {
+		t.Fatal("the abort did not land during the prefill")
+	}
+	if r.Status != sched.FinishedAborted || p.Stats().Finished[sched.FinishedAborted] != 1 {
+		t.Fatalf("status %v, P finished %v", r.Status, p.Stats().Finished)
+	}
+	if s := p.Producer().Stats(); s.Granted != 0 || len(c.Node("p0").Released) != 0 {
+		t.Fatalf("a lease was granted: %+v", s)
+	}
+	if c.Node("d0").Core.Stats().Requests != 0 || c.Node("d0").Core.Consumer().Stats().Pulls != 0 {
+		t.Fatal("D saw the request")
+	}
+}
+
+// grantInstant runs a copy of the scenario without faults to learn when
+// P answers request id (the simulation is deterministic).
+func grantInstant(t *testing.T, spec Spec, mk func(c *Cluster) *Req) clock.Instant {
+	t.Helper()
+	c := New(spec)
+	r := mk(c)
+	c.RunIdle(10 * time.Second)
+	if r.GrantedAt == 0 {
+		t.Fatal("dry run: no grant")
+	}
+	return r.GrantedAt
+}
+
+func TestScenarioS04AbortInTheInstantPFinishes(t *testing.T) {
+	mk := func(c *Cluster) *Req {
+		r := newReq(c, "r", 100, 8)
+		c.Submit(0, r)
+		return r
+	}
+	finish := grantInstant(t, DefaultSpec(), mk)
+	c := New(DefaultSpec())
+	r := mk(c)
+	c.Abort(finish, r) // the client leaves as P writes the response
+	settle(t, c, 10*time.Second)
+	p := c.Node("p0")
+	if p.Core.Producer().Stats().Granted != 1 {
+		t.Fatal("no lease granted")
+	}
+	rel := p.ReleasedAt[firstLease(p)]
+	if rel.Reason != wire.ReasonUndelivered || rel.At != finish {
+		t.Fatalf("release %+v, want undelivered at %v", rel, finish)
+	}
+	if len(p.Released) != 1 {
+		t.Fatalf("releases %v", p.Released)
+	}
+	// The abort itself reached P later and found the request finished.
+	if p.Core.Stats().Finished[sched.FinishedAborted] != 0 || c.Node("d0").Core.Stats().Requests != 0 {
+		t.Fatal("abort after finish changed something")
+	}
+}
+
+func firstLease(n *Node) wire.LeaseID {
+	for id := range n.ReleasedAt {
+		return id
+	}
+	return 0
+}
+
+func TestScenarioS05AbortAfterDeliveryBeforeRead(t *testing.T) {
+	mk := func(c *Cluster) *Req {
+		r := newReq(c, "r", 100, 8)
+		c.Submit(0, r)
+		return r
+	}
+	finish := grantInstant(t, DefaultSpec(), mk)
+	c := New(DefaultSpec())
+	log := logMessages(c)
+	r := mk(c)
+	// The response reached the proxy; the client leaves before D gets it.
+	abortAt := finish.Add(100 * time.Microsecond)
+	c.Abort(abortAt, r)
+	// A peer holding the token tries to read afterwards.
+	probe := c.NewProbe("thief")
+	probe.Secret = c.ClusterSecret()
+	c.ProbeDial(inst(50*ms), probe, "p0")
+	c.At(inst(60*ms), func() {
+		c.Net.Send(c.Now, probe.Conn, probe.Name, &wire.Read{ReadID: 1, Lease: r.Grant.Lease, Token: r.Grant.Token, Indexes: []uint32{0}})
+	})
+	settle(t, c, 10*time.Second)
+	rel := releaseOf(t, c, "p0", r)
+	if rel.Reason != wire.ReasonAborted || rel.At != abortAt.Add(c.Spec.HTTPDelay) {
+		t.Fatalf("release %+v, want aborted when the abort reached P (%v)", rel, abortAt.Add(c.Spec.HTTPDelay))
+	}
+	if !probe.Authed {
+		t.Fatal("probe did not authenticate")
+	}
+	last := probe.Received[len(probe.Received)-1]
+	if re, ok := last.(*wire.ReadEnd); !ok || re.Status != wire.StatusRevoked {
+		t.Fatalf("late read got %+v", last)
+	}
+	for _, m := range probe.Received {
+		if _, ok := m.(*wire.Block); ok {
+			t.Fatal("a revoked lease served data")
+		}
+	}
+	if len(log.reads(r.Grant.Lease)) != 1 || c.Node("d0").Core.Stats().Requests != 0 {
+		t.Fatal("D read or got the request")
+	}
+}
+
+func TestScenarioS06AbortWhileReading(t *testing.T) {
+	slow := DefaultSpec()
+	slow.ReadBandwidth = 4e6 // a 200-token prompt's 51 KB take ~13 ms
+	for _, where := range []string{"client abort at D", "revocation at P"} {
+		t.Run(where, func(t *testing.T) {
+			c := New(slow)
+			log := logMessages(c)
+			r := newReq(c, "r", 200, 8)
+			c.Submit(0, r)
+			var readStart clock.Instant
+			c.OnInstant = func(c *Cluster) {
+				if readStart == 0 && r.Grant != nil && len(log.reads(r.Grant.Lease)) > 0 {
+					readStart = c.Now
+					switch where {
+					case "client abort at D":
+						c.Abort(c.Now.Add(2*ms), r)
+					default:
+						c.After(2*ms, func() { r.P.Core.Abort(c.Now, r.ID) })
+					}
+				}
+			}
+			settle(t, c, 10*time.Second)
+			if readStart == 0 {
+				t.Fatal("no read")
+			}
+			rel := releaseOf(t, c, "p0", r)
+			ends := log.readEnds(r.Grant.Lease)
+			if rel.Reason != wire.ReasonAborted || len(ends) != 1 {
+				t.Fatalf("release %+v, read ends %v", rel, ends)
+			}
+			switch where {
+			case "client abort at D":
+				// D waits for the read's end, then tells P, which frees at
+				// once.
+				rels := log.releases(r.Grant.Lease)
+				if len(rels) == 0 || rels[0].at < ends[0] || rel.At != rels[0].at {
+					t.Fatalf("RELEASE at %v, read end %v, freed %v", rels, ends, rel.At)
+				}
+				if r.Status != sched.FinishedAborted || c.Node("d0").Core.Consumer().Stats().Pulls != 0 {
+					t.Fatal("the aborted request was pulled")
+				}
+			default:
+				// P decided during the read and freed when it ended: the
+				// read end left P at the instant of the release.
+				if rel.At >= ends[0] || rel.At <= readStart.Add(2*ms) {
+					t.Fatalf("freed at %v, read from %v, end delivered %v", rel.At, readStart, ends[0])
+				}
+			}
+		})
+	}
+}
+
+func TestScenarioS07RejectBeforeAdmission(t *testing.T) {
+	type path struct {
+		name   string
+		spec   func(s *Spec)
+		setup  func(c *Cluster, r *Req) // r is the request to be rejected
+		status int
+		err    string
+	}
+	paths := []path{
+		{"invalid field", nil, func(c *Cluster, r *Req) { r.EdgeReject = "invalid field" }, 400, "invalid field"},
+		{"unknown model", nil, func(c *Cluster, r *Req) { r.EdgeReject = "unknown model" }, 400, "unknown model"},
+		{"prompt too long", nil, func(c *Cluster, r *Req) { r.MaxTokens = 8192 }, 400, "too long"},
+		{"queue full", func(s *Spec) {
+			*s = congested()
+			s.Transfer.MaxWaiting = 1
+		}, func(c *Cluster, r *Req) {
+			hog(c, "hog", 0, 300*ms)
+			c.Submit(inst(5*ms), newReq(c, "waiting", 40, 4)) // fills D's one waiting slot
+		}, 429, "queue full"},
+		{"shutting down", nil, func(c *Cluster, r *Req) {
+			hog(c, "hog", 0, 100*ms) // D drains while it finishes this one
+			c.Drain(inst(5*ms), "d0", time.Second)
+		}, 503, "shutting down"},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			spec := DefaultSpec()
+			if p.spec != nil {
+				p.spec(&spec)
+			}
+			c := New(spec)
+			log := logMessages(c)
+			r := newReq(c, "r", 100, 8)
+			p.setup(c, r)
+			c.Submit(inst(10*ms), r)
+			settle(t, c, 10*time.Second)
+			if r.HTTPStatus != p.status || r.Error == "" || !contains(r.Error, p.err) {
+				t.Fatalf("client saw %d %q, want %d %q", r.HTTPStatus, r.Error, p.status, p.err)
+			}
+			rel := releaseOf(t, c, "p0", r)
+			rels := log.releases(r.Grant.Lease)
+			if rel.Reason != wire.ReasonRejected || len(rels) == 0 || rel.At != rels[0].at {
+				t.Fatalf("release %+v; RELEASE delivered %+v", rel, rels)
+			}
+			if len(log.reads(r.Grant.Lease)) != 0 {
+				t.Fatal("a rejected request was read")
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func TestScenarioS08RejectNoticeUnreachable(t *testing.T) {
+	t.Run("reaches P when the partition heals", func(t *testing.T) {
+		c := New(DefaultSpec())
+		log := logMessages(c)
+		r := newReq(c, "r", 100, 8)
+		r.EdgeReject = "unknown model"
+		c.Partition(inst(ms), "d0", "p0", time.Second)
+		c.Submit(inst(2*ms), r)
+		settle(t, c, 10*time.Second)
+		rel := releaseOf(t, c, "p0", r)
+		rels := log.releases(r.Grant.Lease)
+		if rel.Reason != wire.ReasonRejected || rel.At < inst(time.Second+ms) || rel.At != rels[0].at {
+			t.Fatalf("release %+v, RELEASE %+v", rel, rels)
+		}
+		if c.Node("d0").Core.Consumer().Stats().Failures["unreachable"] < 2 {
+			t.Fatalf("D did not retry: %+v", c.Node("d0").Core.Consumer().Stats())
+		}
+	})
+	t.Run("the lease expires, never later", func(t *testing.T) {
+		c := New(DefaultSpec())
+		r := newReq(c, "r", 100, 8)
+		r.EdgeReject = "unknown model"
+		c.Partition(inst(ms), "d0", "p0", 10*time.Second)
+		c.Submit(inst(2*ms), r)
+		c.RunUntil(inst(4 * time.Second))
+		rel := releaseOf(t, c, "p0", r)
+		if rel.Reason != wire.ReasonExpired || rel.At != r.GrantedAt.Add(c.Spec.Transfer.LeaseDuration) {
+			t.Fatalf("release %+v, want expired at %v", rel, r.GrantedAt.Add(c.Spec.Transfer.LeaseDuration))
+		}
+		// D gave up the notice with the lease: nothing left to do there.
+		if !c.Node("d0").Core.Consumer().Idle() {
+			t.Fatal("D still retries the notice after the lease expired")
+		}
+		settle(t, c, 20*time.Second)
+	})
+}
+
+func TestScenarioS09CongestedDecoderKeepsLease(t *testing.T) {
+	spec := congested()
+	lease := spec.Transfer.LeaseDuration
+	c := New(spec)
+	h := hog(c, "hog", 0, 3*lease+time.Second)
+	r := newReq(c, "r", 100, 8)
+	c.Submit(inst(10*ms), r)
+	settle(t, c, 60*time.Second)
+	verify(t, c)
+	wantDone(t, h, true, "")
+	wantDone(t, r, true, "")
+	if wait := r.FirstAt.Sub(r.SentAt); wait < 3*lease {
+		t.Fatalf("r waited only %v", wait)
+	}
+	if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
+		t.Fatalf("release %+v", rel)
+	}
+	if n := c.Node("d0").Core.Consumer().Stats().RenewsSent; n < 6 {
+		t.Fatalf("%d renewals", n)
+	}
+}
+
+func TestScenarioS10DecodeCrashBeforePull(t *testing.T) {
+	spec := congested()
+	c := New(spec)
+	hog(c, "hog", 0, time.Second)
+	r := newReq(c, "r", 100, 8)
+	c.Submit(inst(10*ms), r)
+	crash := inst(500 * ms)
+	c.Crash(crash, "d0")
+	settle(t, c, 10*time.Second)
+	rel := releaseOf(t, c, "p0", r)
+	want := crash.Add(spec.Faults.CloseDetectDelay + spec.Transfer.PeerGrace)
+	if rel.Reason != wire.ReasonPeerLost || rel.At != want {
+		t.Fatalf("release %+v, want peer_lost at %v", rel, want)
+	}
+	if r.Error == "" {
+		t.Fatal("the client saw no error")
+	}
+}
+
+func TestScenarioS11DecodeCrashBeforeContact(t *testing.T) {
+	spec := DefaultSpec()
+	// Learn when D admits the request, then crash D right after.
+	c0 := New(spec)
+	r0 := newReq(c0, "r", 100, 8)
+	c0.Submit(0, r0)
+	var admitted clock.Instant
+	c0.OnInstant = func(c *Cluster) {
+		if admitted == 0 && r0.atD {
+			admitted = c.Now
+		}
+	}
+	c0.RunIdle(time.Second)
+
+	c := New(spec)
+	log := logMessages(c)
+	r := newReq(c, "r", 100, 8)
+	c.Submit(0, r)
+	c.Crash(admitted+1, "d0")
+	settle(t, c, 10*time.Second)
+	if len(log.entries) != 0 {
+		t.Fatalf("D reached P: %+v", log.entries)
+	}
+	rel := releaseOf(t, c, "p0", r)
+	if want := r.GrantedAt.Add(spec.Transfer.LeaseDuration); rel.Reason != wire.ReasonExpired || rel.At != want {
+		t.Fatalf("release %+v, want expired at %v", rel, want)
+	}
+}
+
+func TestScenarioS12PartitionLongerThanLease(t *testing.T) {
+	for _, fb := range []xfer.Fallback{xfer.FallbackRecompute, xfer.FallbackFail} {
+		t.Run(fb.String(), func(t *testing.T) {
+			spec := congested()
+			spec.Transfer.Fallback = fb
+			c := New(spec)
+			hog(c, "hog", 0, 8*time.Second)
+			r := newReq(c, "r", 100, 8)
+			c.Submit(inst(10*ms), r)
+			part := inst(time.Second)
+			c.Partition(part, "d0", "p0", 2*spec.Transfer.LeaseDuration)
+			settle(t, c, 60*time.Second)
+			verify(t, c)
+			rel := releaseOf(t, c, "p0", r)
+			// Expired on P's own deadline: the grant's, or the last renewal's
+			// before the partition, whichever is later.
+			limit := clock.Max(r.GrantedAt.Add(spec.Transfer.LeaseDuration), part.Add(spec.Transfer.LeaseExtension))
+			if rel.Reason != wire.ReasonExpired || rel.At > limit {
+				t.Fatalf("release %+v", rel)
+			}
+			switch fb {
+			case xfer.FallbackRecompute:
+				wantDone(t, r, false, "expired")
+			case xfer.FallbackFail:
+				if r.Error == "" || r.HTTPStatus != 502 || len(r.Tokens) != 0 {
+					t.Fatalf("client: %d %q tokens %d", r.HTTPStatus, r.Error, len(r.Tokens))
+				}
+			}
+		})
+	}
+}
+
+func TestScenarioS13ShortPartition(t *testing.T) {
+	cases := []struct {
+		name  string
+		spec  func(s *Spec)
+		cut   time.Duration
+		redia bool // the connection breaks and D reconnects
+	}{
+		{"traffic held", nil, 150 * ms, false},
+		{"connection broken", func(s *Spec) {
+			s.Faults.PartitionTimeout = 10 * ms
+			s.Transfer.RetryInterval = 50 * ms
+		}, 60 * ms, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := congested()
+			if tc.spec != nil {
+				tc.spec(&spec)
+			}
+			if tc.cut >= spec.Transfer.PeerGrace {
+				t.Fatal("partition not shorter than the grace")
+			}
+			c := New(spec)
+			hog(c, "hog", 0, time.Second)
+			r := newReq(c, "r", 100, 8)
+			c.Submit(inst(10*ms), r)
+			// Just after a heartbeat (every 500 ms from ~11 ms): the next
+			// one is not due before the grace would end.
+			c.Partition(inst(520*ms), "d0", "p0", tc.cut)
+			settle(t, c, 10*time.Second)
+			verify(t, c)
+			wantDone(t, r, true, "")
+			if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
+				t.Fatalf("release %+v", rel)
+			}
+			if len(c.Node("p0").Released) != 1 {
+				t.Fatalf("releases %v", c.Node("p0").Released)
+			}
+			if disc := c.Node("d0").Core.Consumer().Stats().Failures["disconnected"]; (disc > 0) != tc.redia {
+				t.Fatalf("disconnections %d", disc)
+			}
+		})
+	}
+}
+
+func TestScenarioS14PrefillCrashAfterGrant(t *testing.T) {
+	for _, fb := range []xfer.Fallback{xfer.FallbackRecompute, xfer.FallbackFail} {
+		t.Run(fb.String(), func(t *testing.T) {
+			spec := DefaultSpec()
+			spec.ReadBandwidth = 2e6 // the read takes ~25 ms
+			spec.Transfer.Fallback = fb
+			c := New(spec)
+			log := logMessages(c)
+			r := newReq(c, "r", 200, 8)
+			c.Submit(0, r)
+			var crashed bool
+			c.OnInstant = func(c *Cluster) {
+				if !crashed && r.Grant != nil && len(log.reads(r.Grant.Lease)) > 0 {
+					crashed = true
+					c.Crash(c.Now.Add(5*ms), "p0")
+				}
+			}
+			var inboundSeen bool
+			prev := c.OnInstant
+			c.OnInstant = func(c *Cluster) {
+				prev(c)
+				if c.Node("d0").Core.Pool().NumHolds(kvblock.HoldInbound) > 0 {
+					inboundSeen = true
+				}
+			}
+			settle(t, c, 10*time.Second)
+			verify(t, c)
+			if !inboundSeen || c.Node("d0").Core.Pool().NumHolds(kvblock.HoldInbound) != 0 {
+				t.Fatal("D's inbound blocks not held during the read, or not freed")
+			}
+			switch fb {
+			case xfer.FallbackRecompute:
+				wantDone(t, r, false, "unreachable")
+			case xfer.FallbackFail:
+				if r.HTTPStatus != 502 || len(r.Tokens) != 0 {
+					t.Fatalf("client: %d %q", r.HTTPStatus, r.Error)
+				}
+			}
+		})
+	}
+}
+
+func TestScenarioS15AbortWhileQueuedOnD(t *testing.T) {
+	c := New(congested())
+	log := logMessages(c)
+	hog(c, "hog", 0, time.Second)
+	r := newReq(c, "r", 100, 8)
+	c.Submit(inst(10*ms), r)
+	c.Abort(inst(300*ms), r)
+	settle(t, c, 10*time.Second)
+	rel := releaseOf(t, c, "p0", r)
+	rels := log.releases(r.Grant.Lease)
+	if rel.Reason != wire.ReasonAborted || len(rels) != 1 || rels[0].m.(*wire.Release).Reason != wire.ReasonAborted || rel.At != rels[0].at {
+		t.Fatalf("release %+v, RELEASE %+v", rel, rels)
+	}
+	if rel.At > inst(301*ms) {
+		t.Fatalf("freed at %v", rel.At)
+	}
+}
+
+func TestScenarioS16DuplicateLateReordered(t *testing.T) {
+	spec := congested()
+	spec.Faults.DupProb = 0.3
+	spec.Faults.ReorderProb = 0.3
+	c := New(spec)
+	log := logMessages(c)
+	hog(c, "hog", 0, 2*time.Second)
+	var rs []*Req
+	for i := range 6 {
+		r := newReq(c, fmt.Sprintf("r%d", i), 40+17*i, 6)
+		rs = append(rs, r)
+		c.Submit(inst(time.Duration(10+i)*ms), r)
+	}
+	c.Abort(inst(900*ms), rs[5])
+	settle(t, c, 30*time.Second)
+	verify(t, c)
+	st := c.Net.Stats()
+	if st.Duplicated == 0 || st.Reordered == 0 {
+		t.Fatalf("no duplicates or reorders: %+v", st)
+	}
+	p := c.Node("p0")
+	before := fmt.Sprint(p.Released)
+	// Every lease (the hog's and the six) was released exactly once.
+	if len(p.ReleasedAt) != 7 {
+		t.Fatalf("%d leases released: %v", len(p.ReleasedAt), p.Released)
+	}
+	// Replay everything D ever sent P, late: nothing comes back.
+	for i, e := range log.entries {
+		if e.to == "p0" {
+			switch e.m.(type) {
+			case *wire.Release, *wire.Renew, *wire.Read:
+				c.Inject(c.Now.Add(time.Duration(i)*time.Microsecond), "d0", "p0", e.m)
+			}
+		}
+	}
+	served := p.Core.Producer().Stats().ReadsServed
+	settle(t, c, 10*time.Second)
+	if p.Core.Producer().NumLeases() != 0 || fmt.Sprint(p.Released) != before || p.Core.Producer().Stats().ReadsServed != served {
+		t.Fatalf("late messages changed P: leases %d releases %v (was %s)", p.Core.Producer().NumLeases(), p.Released, before)
+	}
+}
+
+func TestScenarioS17WrongTokenOrUnauthenticated(t *testing.T) {
+	c := New(congested())
+	hog(c, "hog", 0, time.Second)
+	r := newReq(c, "r", 100, 8)
+	c.Submit(inst(10*ms), r)
+	var before, after xfer.LeaseInfo
+	c.At(inst(300*ms), func() { before, _ = c.Node("p0").Core.Producer().Lease(r.Grant.Lease) })
+	// D's own connection carries a forged READ and RENEW with a wrong token.
+	c.At(inst(301*ms), func() {
+		bad := r.Grant.Token
+		bad[3] ^= 0x10
+		c.Inject(c.Now, "d0", "p0", &wire.Read{ReadID: 1 << 40, Lease: r.Grant.Lease, Token: bad, Indexes: []uint32{0}})
+		c.Inject(c.Now, "d0", "p0", &wire.Renew{Seq: 1 << 40, Leases: []wire.LeaseRef{{ID: r.Grant.Lease, Token: bad}}})
+		c.Inject(c.Now, "d0", "p0", &wire.Release{Lease: r.Grant.Lease, Token: bad, Reason: wire.ReasonReadDone})
+	})
+	// A stranger with the right token but no handshake, and one with a
+	// wrong secret.
+	stranger := c.NewProbe("stranger")
+	c.ProbeDial(inst(300*ms), stranger, "p0")
+	c.At(inst(302*ms), func() {
+		c.Net.Send(c.Now, stranger.Conn, stranger.Name, &wire.Read{ReadID: 1, Lease: r.Grant.Lease, Token: r.Grant.Token, Indexes: []uint32{0}})
+	})
+	impostor := c.NewProbe("impostor")
+	impostor.Secret = []byte("not the cluster secret")
+	c.ProbeDial(inst(300*ms), impostor, "p0")
+	c.At(inst(303*ms), func() {
+		c.Net.Send(c.Now, impostor.Conn, impostor.Name, &wire.Read{ReadID: 1, Lease: r.Grant.Lease, Token: r.Grant.Token, Indexes: []uint32{0}})
+	})
+	c.At(inst(304*ms), func() { after, _ = c.Node("p0").Core.Producer().Lease(r.Grant.Lease) })
+	settle(t, c, 10*time.Second)
+	verify(t, c)
+	if before.Deadline == 0 || before != after {
+		t.Fatalf("lease changed: %+v → %+v", before, after)
+	}
+	wantDone(t, r, true, "")
+	if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
+		t.Fatalf("release %+v", rel)
+	}
+	for _, p := range []*Probe{stranger, impostor} {
+		if p.Authed || !p.Closed {
+			t.Fatalf("%s: authed %v closed %v", p.Name, p.Authed, p.Closed)
+		}
+		var sawRefusal bool
+		for _, m := range p.Received {
+			switch m := m.(type) {
+			case *wire.Block:
+				t.Fatalf("%s got data", p.Name)
+			case *wire.AuthAck:
+				sawRefusal = sawRefusal || m.Status == wire.StatusUnauthenticated
+			case *wire.ReadEnd:
+				sawRefusal = sawRefusal || m.Status == wire.StatusUnauthenticated
+			}
+		}
+		if !sawRefusal {
+			t.Fatalf("%s: no clear refusal in %+v", p.Name, p.Received)
+		}
+	}
+	if f := c.Node("p0").Core.Producer().Stats().AuthFailures; f != 2 {
+		t.Fatalf("auth failures %d", f)
+	}
+}
+
+// corrupter flips a KV byte of the first n blocks delivered to D.
+func corrupter(n int) func(c *Cluster, from, to transport.Addr, m wire.Message) wire.Message {
+	return func(c *Cluster, from, to transport.Addr, m wire.Message) wire.Message {
+		b, ok := m.(*wire.Block)
+		if !ok || n == 0 {
+			return m
+		}
+		n--
+		bad := *b
+		bad.Data = append([]byte(nil), b.Data...)
+		bad.Data[len(bad.Data)/2] ^= 0x01
+		return &bad
+	}
+}
+
+func TestScenarioS18CorruptBlock(t *testing.T) {
+	t.Run("retried", func(t *testing.T) {
+		c := New(DefaultSpec())
+		c.Intercept = corrupter(1)
+		r := newReq(c, "r", 100, 12)
+		c.Submit(0, r)
+		settle(t, c, 10*time.Second)
+		verify(t, c)
+		wantDone(t, r, true, "")
+		if f := c.Node("d0").Core.Consumer().Stats().Failures["corrupt"]; f != 1 {
+			t.Fatalf("corrupt %d", f)
+		}
+		if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
+			t.Fatalf("release %+v", rel)
+		}
+	})
+	t.Run("always corrupt: fall back", func(t *testing.T) {
+		c := New(DefaultSpec())
+		c.Intercept = corrupter(1000)
+		r := newReq(c, "r", 100, 12)
+		c.Submit(0, r)
+		settle(t, c, 10*time.Second)
+		verify(t, c) // never decoded from bad KV: the output is the oracle's
+		wantDone(t, r, false, "corrupt")
+		if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonFallback {
+			t.Fatalf("release %+v", rel)
+		}
+	})
+}
+
+func TestScenarioS19MixedDeadlinesNoHeadOfLine(t *testing.T) {
+	spec := congested()
+	c := New(spec)
+	hog(c, "hog", 0, 5*time.Second)
+	var kept, lost []*Req
+	for i := range 8 {
+		r := newReq(c, fmt.Sprintf("r%d", i), 40+9*i, 4)
+		if i%2 == 1 {
+			r.LostAfterPrefill = true // never reaches D: its lease is unbound
+			lost = append(lost, r)
+		} else {
+			kept = append(kept, r)
+		}
+		c.Submit(inst(time.Duration(10+100*i)*ms), r)
+	}
+	settle(t, c, 30*time.Second)
+	verify(t, c)
+	for _, r := range lost {
+		rel := releaseOf(t, c, "p0", r)
+		if want := r.GrantedAt.Add(spec.Transfer.LeaseDuration); rel.Reason != wire.ReasonExpired || rel.At != want {
+			t.Errorf("%s: release %+v, want expired at %v", r.ID, rel, want)
+		}
+	}
+	for _, r := range kept {
+		wantDone(t, r, true, "")
+		if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
+			t.Errorf("%s: release %+v", r.ID, rel)
+		}
+	}
+}
+
+func TestScenarioS22PrefillRestartSameID(t *testing.T) {
+	spec := congested()
+	c := New(spec)
+	hog(c, "hog", 0, 2*time.Second)
+	r := newReq(c, "r", 100, 8)
+	c.Submit(inst(10*ms), r)
+	c.Crash(inst(500*ms), "p0")
+	c.Restart(inst(600*ms), "p0")
+	settle(t, c, 10*time.Second)
+	verify(t, c)
+	wantDone(t, r, false, "lease_gone")
+	p := c.Node("p0")
+	// r's lease died with P: never released, never served again.
+	if _, ok := p.ReleasedAt[r.Grant.Lease]; ok || p.Restarts != 1 || p.Core.Producer().NumLeases() != 0 {
+		t.Fatalf("restarts %d leases %d releases %v", p.Restarts, p.Core.Producer().NumLeases(), p.Released)
+	}
+}
+
+func TestScenarioS23DrainWithLeases(t *testing.T) {
+	t.Run("leases read before the deadline", func(t *testing.T) {
+		c := New(congested())
+		hog(c, "hog", 0, 2*time.Second)
+		r1 := newReq(c, "r1", 100, 8)
+		r2 := newReq(c, "r2", 120, 8)
+		c.Submit(inst(10*ms), r1)
+		c.Submit(inst(20*ms), r2)
+		c.Drain(inst(500*ms), "p0", 10*time.Second)
+		late := newReq(c, "late", 60, 4)
+		c.Submit(inst(600*ms), late)
+		var exitAt clock.Instant
+		c.OnInstant = func(c *Cluster) {
+			if exitAt == 0 && c.Node("p0").Exited {
+				exitAt = c.Now
+			}
+		}
+		settle(t, c, 30*time.Second)
+		verify(t, c)
+		if late.HTTPStatus != 503 {
+			t.Fatalf("new request during the drain: %d %q", late.HTTPStatus, late.Error)
+		}
+		wantDone(t, r1, true, "")
+		wantDone(t, r2, true, "")
+		last := clock.Max(releaseOf(t, c, "p0", r1).At, releaseOf(t, c, "p0", r2).At)
+		if exitAt != last {
+			t.Fatalf("exited at %v, last lease ended %v", exitAt, last)
+		}
+	})
+	t.Run("unread lease ends at the deadline", func(t *testing.T) {
+		c := New(DefaultSpec())
+		r := newReq(c, "r", 100, 8)
+		r.LostAfterPrefill = true
+		c.Submit(0, r)
+		c.Drain(inst(100*ms), "p0", time.Second)
+		settle(t, c, 30*time.Second)
+		rel := releaseOf(t, c, "p0", r)
+		if rel.Reason != wire.ReasonShutdown || rel.At != inst(1100*ms) || !c.Node("p0").Exited {
+			t.Fatalf("release %+v exited %v", rel, c.Node("p0").Exited)
+		}
+	})
+}
