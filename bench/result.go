@@ -217,7 +217,7 @@ func (r *Result) Table(w io.Writer) error {
 		b.WriteString("INTERRUPTED: the figures cover the part of the run before the interruption\n")
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "duration\t%.1f s\n", s.DurationSeconds)
+	fmt.Fprintf(tw, "duration\t%.2f s\n", s.DurationSeconds)
 	fmt.Fprintf(tw, "requests\t%d\tcompleted %d, errors %d, aborted %d", s.Requests, s.Completed, s.Errors, s.Aborted)
 	if s.Canceled > 0 {
 		fmt.Fprintf(tw, ", canceled %d", s.Canceled)
@@ -234,7 +234,7 @@ func (r *Result) Table(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t0\t\n", name)
 			return
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t\n", name, x.P50*1e3, x.P90*1e3, x.P99*1e3, x.Mean*1e3, x.Max*1e3, x.Count)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", name, x.P50*1e3, x.P90*1e3, x.P99*1e3, x.Mean*1e3, x.Max*1e3, x.Count)
 	}
 	row("TTFT", s.TTFT)
 	row("inter-token", s.InterToken)

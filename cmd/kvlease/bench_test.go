@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kvlease/kvlease/bench"
+)
+
+// fakeOpenAI serves /v1/models, streaming /v1/completions of max_tokens
+// tokens, and /metrics.
+func fakeOpenAI(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			io.WriteString(w, `{"data":[{"id":"tiny"}]}`)
+		case "/metrics":
+			io.WriteString(w, "vllm:kv_cache_usage_perc 0.5\nkvlease_kv_blocks{state=\"held\"} 4\nkvlease_leases_active 1\n")
+		case "/v1/completions":
+			n.Add(1)
+			var body struct {
+				MaxTokens int `json:"max_tokens"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range body.MaxTokens {
+				fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"t%d \"}]}\n\n", i)
+			}
+			io.WriteString(w, "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func TestBenchCommand(t *testing.T) {
+	srv, n := fakeOpenAI(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := runCmd(t, "bench", "--url", srv.URL+"/v1", "--requests", "12", "--concurrency", "3",
+		"--output-len", "4", "--input-len", "20-40", "--metrics-url", srv.URL, "--metrics-interval", "10ms", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if n.Load() != 12 {
+		t.Fatalf("server saw %d requests, want 12", n.Load())
+	}
+	// stdout is not a terminal here: plain progress lines, then the table.
+	for _, want := range []string{"bench finished", "done 12/12", "completed 12, errors 0, aborted 0",
+		"TTFT", "inter-token", "end-to-end", "errors: none", "wrote " + filepath.Join(dir, "results.json"), bench.PlotLatencyCDF, bench.PlotHeldBlocks} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := bench.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.Completed != 12 || res.Config.Model != "tiny" || res.Summary.OutputTokens != 48 || len(res.Metrics) != 3 {
+		t.Fatalf("results.json: summary %+v, model %q, %d series", res.Summary, res.Config.Model, len(res.Metrics))
+	}
+}
+
+func TestBenchDurationWithoutRequests(t *testing.T) {
+	srv, n := fakeOpenAI(t)
+	code, stdout, stderr := runCmd(t, "bench", "--url", srv.URL, "--rate", "200", "--duration", "100ms", "--output-len", "2", "--progress", "none")
+	if code != 0 || n.Load() == 0 || strings.Contains(stdout, "bench finished") {
+		t.Fatalf("exit %d, %d requests\nstdout:\n%s\nstderr:\n%s", code, n.Load(), stdout, stderr)
+	}
+}
+
+func TestBenchFlagsAreValidated(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"bench"}, 1, "--url is required"},
+		{[]string{"bench", "--url", "localhost:80"}, 1, "--url"},
+		{[]string{"bench", "--url", "http://x:1", "--api", "embeddings"}, 1, "--api"},
+		{[]string{"bench", "--url", "http://x:1", "--concurrency", "0"}, 1, "--concurrency 0"},
+		{[]string{"bench", "--url", "http://x:1", "--abort-rate", "2"}, 1, "--abort-rate 2"},
+		{[]string{"bench", "--url", "http://x:1", "--workload", "poems"}, 1, "--workload"},
+		{[]string{"bench", "--url", "http://x:1", "--turns", "0"}, 1, "--turns 0"},
+		{[]string{"bench", "--url", "http://x:1", "--metrics-url", "nope"}, 1, "--metrics-url"},
+		{[]string{"bench", "--url", "http://x:1", "--progress", "fancy"}, 1, "--progress"},
+		{[]string{"bench", "--url", "http://x:1", "--input-len", "9-3"}, 2, "input-len"},
+		{[]string{"bench", "stray"}, 2, "unexpected argument"},
+	} {
+		code, _, stderr := runCmd(t, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+}
+
+func TestBenchUnreachableServer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	code, _, stderr := runCmd(t, "bench", "--url", url, "--requests", "1")
+	if code != 1 || !strings.Contains(stderr, "listing models") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
