@@ -30,7 +30,7 @@ type snapshotMetric struct {
 	help   string
 	kind   prometheus.ValueType
 	labels []string // variable labels; model_name is added to every row
-	read   func(s *Snapshot, emit emitFunc)
+	read   func(s *engine.NodeStats, emit emitFunc)
 }
 
 // finishReasons are vLLM's finished_reason label values, always exported
@@ -43,7 +43,7 @@ const (
 	counter = prometheus.CounterValue
 )
 
-// snapshotMetrics are the gauges and counters read from a Snapshot: the
+// snapshotMetrics are the gauges and counters read from a snapshot: the
 // engine's (below) and the transfer's (transferMetrics). These tables are
 // the one place to add more: extend the snapshot, add a row.
 var snapshotMetrics = append(engineMetrics, transferMetrics...)
@@ -53,51 +53,51 @@ var engineMetrics = []snapshotMetric{
 	{
 		name: "vllm:num_requests_running", kind: gauge,
 		help: "Number of requests in model execution batches.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(s.Running)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Running)) },
 	},
 	{
 		name: "vllm:num_requests_waiting", kind: gauge,
 		help: "Number of requests waiting to be processed.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(s.Waiting)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Waiting)) },
 	},
 	{
 		name: "vllm:kv_cache_usage_perc", kind: gauge,
 		help: "KV-cache usage. 1 means 100 percent usage.",
-		read: func(s *Snapshot, emit emitFunc) { emit(s.Pool.Usage) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(s.Pool.Usage) },
 	},
 	{
 		name: "vllm:cache_config_info", kind: gauge,
 		help:   "Information of the LLMEngine CacheConfig.",
 		labels: []string{"block_size", "num_gpu_blocks"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			emit(1, strconv.Itoa(s.Pool.BlockSizeTokens), strconv.Itoa(s.Pool.Capacity))
 		},
 	},
 	{
 		name: "vllm:prefix_cache_queries_total", kind: counter,
 		help: "Prefix cache queries, in terms of number of queried tokens.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(s.Sched.PrefixQueryTokens)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.PrefixQueryTokens)) },
 	},
 	{
 		name: "vllm:prefix_cache_hits_total", kind: counter,
 		help: "Prefix cache hits, in terms of number of cached tokens.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(s.Sched.PrefixHitTokens)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.PrefixHitTokens)) },
 	},
 	{
 		name: "vllm:prompt_tokens_total", kind: counter,
 		help: "Number of prefill tokens processed.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(s.Sched.PromptTokens)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.PromptTokens)) },
 	},
 	{
 		name: "vllm:generation_tokens_total", kind: counter,
 		help: "Number of generation tokens processed.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(s.Sched.GeneratedTokens)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.GeneratedTokens)) },
 	},
 	{
 		name: "vllm:request_success_total", kind: counter,
 		help:   "Count of successfully processed requests.",
 		labels: []string{"finished_reason"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			for _, st := range finishReasons {
 				emit(float64(s.Finished[st]), st.FinishReason())
 			}
@@ -106,13 +106,13 @@ var engineMetrics = []snapshotMetric{
 	{
 		name: "vllm:num_preemptions_total", kind: counter,
 		help: "Cumulative number of preemption from the engine.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(s.Sched.Preemptions)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.Preemptions)) },
 	},
 	{
 		name: "kvlease_kv_blocks", kind: gauge,
 		help:   "KV blocks of the primary pool by state: free (no hold, no cached prefix), evictable (cached prefix, no hold), held (at least one hold).",
 		labels: []string{"state"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			emit(float64(s.Pool.Free), "free")
 			emit(float64(s.Pool.Evictable), "evictable")
 			emit(float64(s.Pool.Held), "held")
@@ -143,10 +143,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
-	s := Snapshot{NodeStats: c.src.Stats()}
-	if ts, ok := c.src.(TransferSource); ok {
-		s.Transfer = ts.TransferStats()
-	}
+	s := c.src.Stats()
 	for i := range snapshotMetrics {
 		m, d := &snapshotMetrics[i], c.descs[i]
 		m.read(&s, func(v float64, lv ...string) {

@@ -11,8 +11,9 @@
 //     scrape's figures are mutually consistent because they come from one
 //     snapshot. The P/D transfer counters (kvlease_leases_*,
 //     kvlease_transfer_*, kvlease_remote_prefill_*) come from the same
-//     scrape when the Source is also a TransferSource, and read as zeros
-//     otherwise, so every series exists whatever the engine's role. To add
+//     snapshot (NodeStats.Producer and Consumer) and read as zeros on an
+//     engine without that side, so every series exists whatever the
+//     engine's role. To add
 //     such a metric, add one row to engineMetrics (collector.go) or
 //     transferMetrics (transfer.go).
 //   - Latency histograms (TTFT, inter-token latency, end-to-end latency,

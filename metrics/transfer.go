@@ -8,32 +8,6 @@ import (
 	"github.com/kvlease/kvlease/xfer"
 )
 
-// TransferStats are an engine's P/D transfer counters: the lease producer's
-// (P side) and the pull consumer's (D side). Either is nil on an engine
-// without that side; the metrics then read as zeros, so every series exists
-// from the first scrape whatever the role.
-//
-// The maps inside must be the receiver's own copies: the collector reads
-// them on the scrape goroutine.
-type TransferStats struct {
-	Producer *xfer.ProducerStats
-	Consumer *xfer.ConsumerStats
-}
-
-// TransferSource is implemented by a Source whose engine does P/D
-// transfers. The collector asks for the transfer counters right after the
-// node snapshot of the same scrape.
-type TransferSource interface {
-	TransferStats() TransferStats
-}
-
-// Snapshot is what one scrape reads: the node snapshot and, when the
-// Source is a TransferSource, the transfer counters.
-type Snapshot struct {
-	engine.NodeStats
-	Transfer TransferStats
-}
-
 // releaseReasons are the label values of kvlease_leases_released_total,
 // always exported. Reasons are wire's, in wire order.
 var releaseReasons = func() []wire.Reason {
@@ -69,16 +43,17 @@ func emitKeyed(m map[string]uint64, always []string, emit emitFunc) {
 	}
 }
 
-// producer and consumer return the side's stats, or zeros.
-func producer(s *Snapshot) *xfer.ProducerStats {
-	if p := s.Transfer.Producer; p != nil {
+// producer and consumer return the side's stats, or zeros on an engine
+// without that side, so every series exists whatever the role.
+func producer(s *engine.NodeStats) *xfer.ProducerStats {
+	if p := s.Producer; p != nil {
 		return p
 	}
 	return &xfer.ProducerStats{}
 }
 
-func consumer(s *Snapshot) *xfer.ConsumerStats {
-	if c := s.Transfer.Consumer; c != nil {
+func consumer(s *engine.NodeStats) *xfer.ConsumerStats {
+	if c := s.Consumer; c != nil {
 		return c
 	}
 	return &xfer.ConsumerStats{}
@@ -89,23 +64,23 @@ var transferMetrics = []snapshotMetric{
 	{
 		name: "kvlease_leases_active", kind: gauge,
 		help: "Leases this prefill engine holds on KV blocks for remote decoders.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(producer(s).Active)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(producer(s).Active)) },
 	},
 	{
 		name: "kvlease_leases_granted_total", kind: counter,
 		help: "Leases granted on finished do_remote_decode prefills.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(producer(s).Granted)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(producer(s).Granted)) },
 	},
 	{
 		name: "kvlease_leases_refused_total", kind: counter,
 		help: "Finished do_remote_decode prefills that got no lease (the lease table was full); their blocks were freed.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(producer(s).Refused)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(producer(s).Refused)) },
 	},
 	{
 		name: "kvlease_leases_released_total", kind: counter,
 		help:   "Leases released, by reason: read_done, rejected, aborted, undelivered, peer_lost, expired, fallback, shutdown, restart.",
 		labels: []string{"reason"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			p := producer(s)
 			for _, r := range releaseReasons {
 				emit(float64(p.Released[r]), r.String())
@@ -116,7 +91,7 @@ var transferMetrics = []snapshotMetric{
 		name: "kvlease_lease_block_seconds_total", kind: counter,
 		help:   "Block-seconds of KV held by released leases, by whether a read completed (outcome=read) or not (outcome=unread: stranded memory).",
 		labels: []string{"outcome"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			p := producer(s)
 			emit(p.BlockSecondsRead, "read")
 			emit(p.BlockSecondsUnread, "unread")
@@ -126,7 +101,7 @@ var transferMetrics = []snapshotMetric{
 		name: "kvlease_lease_reads_total", kind: counter,
 		help:   "READs of leased blocks by result: served, refused (bad token, unknown or released lease), busy (too many reads in flight).",
 		labels: []string{"result"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			p := producer(s)
 			emit(float64(p.ReadsServed), "served")
 			emit(float64(p.ReadsRefused), "refused")
@@ -136,13 +111,13 @@ var transferMetrics = []snapshotMetric{
 	{
 		name: "kvlease_transfer_auth_failures_total", kind: counter,
 		help: "Transfer sessions that failed the cluster-secret handshake.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(producer(s).AuthFailures)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(producer(s).AuthFailures)) },
 	},
 	{
 		name: "kvlease_transfer_bytes_total", kind: counter,
 		help:   "KV bytes moved between engines: direction=out served by this prefill engine, direction=in pulled by this decode engine.",
 		labels: []string{"direction"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			emit(float64(producer(s).BytesServed), "out")
 			emit(float64(consumer(s).Bytes), "in")
 		},
@@ -151,7 +126,7 @@ var transferMetrics = []snapshotMetric{
 		name: "kvlease_transfer_blocks_total", kind: counter,
 		help:   "Remote-prefix blocks on this decode engine: pulled from the prefill engine, or hit (already in the local prefix cache, not pulled).",
 		labels: []string{"source"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			c := consumer(s)
 			emit(float64(c.PulledBlocks), "pulled")
 			emit(float64(c.HitBlocks), "hit")
@@ -161,7 +136,7 @@ var transferMetrics = []snapshotMetric{
 		name: "kvlease_transfer_failures_total", kind: counter,
 		help:   "Transfer failures on this decode engine by kind, retried or not.",
 		labels: []string{"kind"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			emitKeyed(consumer(s).Failures, failureKinds, emit)
 		},
 	},
@@ -169,7 +144,7 @@ var transferMetrics = []snapshotMetric{
 		name: "kvlease_remote_prefill_fallbacks_total", kind: counter,
 		help:   "Requests whose remote prefix could not be had, by reason; they were recomputed locally or failed, by the fallback policy.",
 		labels: []string{"reason"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			emitKeyed(consumer(s).Fallbacks, fallbackReasons, emit)
 		},
 	},
@@ -177,7 +152,7 @@ var transferMetrics = []snapshotMetric{
 		name: "kvlease_remote_prefill_requests", kind: gauge,
 		help:   "Requests of this decode engine waiting for their remote prefix (state=waiting) or pulling it (state=reading).",
 		labels: []string{"state"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			c := consumer(s)
 			emit(float64(c.Waiting), "waiting")
 			emit(float64(c.Reading), "reading")
@@ -187,7 +162,7 @@ var transferMetrics = []snapshotMetric{
 		name: "kvlease_releases_sent_total", kind: counter,
 		help:   "RELEASE notices this decode engine sent to prefill engines, by reason.",
 		labels: []string{"reason"},
-		read: func(s *Snapshot, emit emitFunc) {
+		read: func(s *engine.NodeStats, emit emitFunc) {
 			c := consumer(s)
 			for _, r := range releaseReasons {
 				emit(float64(c.ReleasesSent[r]), r.String())
@@ -197,6 +172,6 @@ var transferMetrics = []snapshotMetric{
 	{
 		name: "kvlease_lease_renewals_sent_total", kind: counter,
 		help: "Batched RENEW heartbeats this decode engine sent.",
-		read: func(s *Snapshot, emit emitFunc) { emit(float64(consumer(s).RenewsSent)) },
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(consumer(s).RenewsSent)) },
 	},
 }

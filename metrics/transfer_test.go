@@ -12,14 +12,6 @@ import (
 	"github.com/kvlease/kvlease/xfer"
 )
 
-type transferSource struct {
-	engine.NodeStats
-	ts TransferStats
-}
-
-func (s transferSource) Stats() engine.NodeStats      { return s.NodeStats }
-func (s transferSource) TransferStats() TransferStats { return s.ts }
-
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -29,7 +21,7 @@ func scrape(t *testing.T, m *Metrics) string {
 }
 
 func TestScrapeExportsTransferMetrics(t *testing.T) {
-	src := transferSource{ts: TransferStats{
+	src := fixed(engine.NodeStats{
 		Producer: &xfer.ProducerStats{
 			Granted: 9, Refused: 1, Active: 2,
 			Released:         map[wire.Reason]uint64{wire.ReasonReadDone: 4, wire.ReasonUndelivered: 2, wire.ReasonRejected: 1},
@@ -42,7 +34,7 @@ func TestScrapeExportsTransferMetrics(t *testing.T) {
 			Failures:     map[string]uint64{"timeout": 1, "zzz_new_kind": 7},
 			ReleasesSent: map[wire.Reason]uint64{wire.ReasonRejected: 6},
 		},
-	}}
+	})
 	m := New("m", src)
 	m.ObserveTransfer(3 * time.Millisecond)
 	text := scrape(t, m)
