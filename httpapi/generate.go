@@ -408,7 +408,14 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 			s.eng.Delivered(c.id, false)
 			return
 		}
-		kv = s.grantParams(c.id, grant, c.fin.At, s.eng.Now())
+		if !s.hasEndpoint {
+			// No decode engine could reach the blocks: free them now and
+			// answer as a single engine would.
+			s.eng.Delivered(c.id, false)
+			grant = nil
+		} else {
+			kv = s.grantParams(c.id, grant, c.fin.At, s.eng.Now())
+		}
 	}
 	if c.chat {
 		c.chatCh[0] = openai.ChatChoice{Message: openai.ChatResponseMessage{Role: "assistant", Content: string(c.text)},

@@ -18,6 +18,7 @@ import (
 	"github.com/kvlease/kvlease/kvblock"
 	msim "github.com/kvlease/kvlease/model/sim"
 	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/xfer"
 )
 
@@ -64,7 +65,20 @@ func newNode(t testing.TB, o nodeOpts) *engine.Node {
 		cfg.Transfer, cfg.Secret, cfg.EngineID = &tc, []byte("test secret"), "engine-"+o.role.String()
 	}
 	core := engine.NewCore(cfg, rand.New(rand.NewPCG(1, 2)))
-	n := engine.NewNode(core, msim.New(prof, core.Pool(), 7), engine.NodeConfig{})
+	var ncfg engine.NodeConfig
+	if cfg.Transfer != nil {
+		tr, err := tcp.New(tcp.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.role != engine.RoleDecode {
+			if err := tr.Listen("127.0.0.1:0"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ncfg.Transport = tr
+	}
+	n := engine.NewNode(core, msim.New(prof, core.Pool(), 7), ncfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go n.Run(ctx)
 	t.Cleanup(func() { cancel(); <-n.Done() })
@@ -74,7 +88,7 @@ func newNode(t testing.TB, o nodeOpts) *engine.Node {
 // newServer serves eng on a loopback httptest server.
 func newServer(t testing.TB, eng Engine, mut func(*Config)) (*Server, string) {
 	t.Helper()
-	cfg := Config{ModelName: testModel, Version: "test", AdvertiseHost: "10.0.0.1", AdvertisePort: 9000}
+	cfg := Config{ModelName: testModel, Version: "test"}
 	if mut != nil {
 		mut(&cfg)
 	}
@@ -230,3 +244,5 @@ func (w *failingWriter) Header() http.Header {
 }
 func (w *failingWriter) WriteHeader(s int)           { w.status = s }
 func (w *failingWriter) Write(b []byte) (int, error) { return 0, io.ErrClosedPipe }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

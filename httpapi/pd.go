@@ -102,10 +102,10 @@ func (s *Server) grantParams(id string, g *xfer.Grant, at, now clock.Instant) *o
 	left := g.ExpiresIn - now.Sub(at)
 	return &openai.KVTransferParams{
 		DoRemotePrefill:  true,
-		RemoteEngineID:   s.ecfg.EngineID,
+		RemoteEngineID:   s.endpoint.EngineID,
 		RemoteRequestID:  id,
-		RemoteHost:       s.cfg.AdvertiseHost,
-		RemotePort:       s.cfg.AdvertisePort,
+		RemoteHost:       s.endpoint.Host,
+		RemotePort:       s.endpoint.Port,
 		RemoteBlockIDs:   ids,
 		TPSize:           1,
 		RemoteNumTokens:  g.NumTokens,

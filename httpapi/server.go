@@ -30,6 +30,9 @@ type Engine interface {
 	Config() engine.Config
 	Now() clock.Instant
 	Draining() bool
+	// TransferEndpoint is where decode engines pull this engine's leases
+	// (false when it grants none or has no usable address).
+	TransferEndpoint() (engine.TransferEndpoint, bool)
 }
 
 // Rejecter is implemented by an Engine that can tell a prefill engine at
@@ -62,11 +65,6 @@ type Config struct {
 	RetryAfter time.Duration
 	// Version is served at GET /version.
 	Version string
-	// AdvertiseHost and AdvertisePort are this engine's P/D transfer
-	// endpoint, written as remote_host and remote_port in the
-	// kv_transfer_params of a prefill response.
-	AdvertiseHost string
-	AdvertisePort int
 	// Metrics is the registry served at /metrics and fed with request
 	// latencies. Nil: the server makes one over the engine.
 	Metrics *metrics.Metrics
@@ -86,8 +84,11 @@ type Server struct {
 	metrics *metrics.Metrics
 	promH   http.Handler
 
-	// producer and consumer say which P/D sides the engine has.
+	// producer and consumer say which P/D sides the engine has; endpoint
+	// is the producer's transfer endpoint, if it has one.
 	producer, consumer bool
+	endpoint           engine.TransferEndpoint
+	hasEndpoint        bool
 
 	idPrefix string
 	nextID   atomic.Uint64
@@ -113,9 +114,6 @@ func New(eng Engine, cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	if cfg.AdvertisePort < 0 || cfg.AdvertisePort > 65535 {
-		return nil, errors.New("httpapi: Config.AdvertisePort must be in 0..65535")
-	}
 	s := &Server{eng: eng, cfg: cfg, ecfg: eng.Config(), log: cfg.Logger, metrics: cfg.Metrics}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -127,6 +125,12 @@ func New(eng Engine, cfg Config) (*Server, error) {
 	if s.ecfg.Transfer != nil {
 		s.producer = s.ecfg.Role != engine.RoleDecode
 		s.consumer = s.ecfg.Role != engine.RolePrefill
+	}
+	if s.producer {
+		s.endpoint, s.hasEndpoint = eng.TransferEndpoint()
+		if !s.hasEndpoint {
+			s.log.Warn("this engine grants leases but has no transfer endpoint to advertise: prefill answers will carry no kv_transfer_params and their leases are released at once")
+		}
 	}
 	var b [4]byte
 	rand.Read(b[:])
