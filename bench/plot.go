@@ -38,7 +38,7 @@ func PlotCDF(path, title, xLabel string, logX bool, curves []Curve) (ok bool, er
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
-	p.Y.Label.Text = "fraction of requests ≤ x"
+	p.Y.Label.Text = "cumulative fraction"
 	p.Y.Min, p.Y.Max = 0, 1
 	if logX {
 		p.X.Scale = plot.LogScale{}
@@ -70,9 +70,10 @@ func PlotSeries(path, title, yLabel string, curves []Curve) (ok bool, err error)
 
 func savePlot(p *plot.Plot, path string, curves []Curve, steps bool) (bool, error) {
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = steps // a CDF's top left is empty; a series' top right often is
-	n := 0
+	p.Title.Padding = vg.Points(6)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(6), -vg.Points(4)
+	n, top := 0, 0.0
 	for i, c := range curves {
 		if len(c.Points) == 0 {
 			continue
@@ -80,6 +81,7 @@ func savePlot(p *plot.Plot, path string, curves []Curve, steps bool) (bool, erro
 		xys := make(plotter.XYs, len(c.Points))
 		for j, pt := range c.Points {
 			xys[j] = plotter.XY{X: pt.X, Y: pt.Y}
+			top = max(top, pt.Y)
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
@@ -97,6 +99,10 @@ func savePlot(p *plot.Plot, path string, curves []Curve, steps bool) (bool, erro
 	}
 	if n == 0 {
 		return false, nil
+	}
+	if !steps {
+		// Room above the highest point for the legend.
+		p.Y.Max = max(top*1.25, 1)
 	}
 	if err := p.Save(plotWidth, plotHeight, path); err != nil {
 		return false, fmt.Errorf("bench: plot %s: %w", filepath.Base(path), err)
