@@ -58,8 +58,8 @@ func TerminalProgress(w io.Writer) func(Progress) {
 		}
 		_ = bar.Set64(v)
 		if p.Finished {
+			// Not bar.Finish: it would fill the bar of an interrupted run.
 			finished = true
-			_ = bar.Finish()
 			fmt.Fprintln(w)
 		}
 	}

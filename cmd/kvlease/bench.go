@@ -136,7 +136,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if res.Summary.Interrupted {
-		return ctx.Err()
+		return errors.New("interrupted")
 	}
 	return nil
 }
