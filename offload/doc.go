@@ -50,4 +50,44 @@
 // A Manager is not safe for concurrent use; it belongs to one engine core.
 // Caller bugs (loading a block that is not ready, completing a store that is
 // not in flight) panic; outcomes (miss, tier full, refused) are values.
+//
+// # Policy and Coordinator
+//
+// A Policy decides which blocks are offered to the tiers and when:
+// StoreOnCompute (every full block once computed), PreemptionOnly (a
+// preempted request's blocks) or Spillover (cached blocks with no hold at
+// the head of the primary pool's eviction order, while the pool is short of
+// free blocks). Per request and tier it keeps a watermark that advances
+// only over blocks the Manager accepted; refused blocks are offered again
+// at the next trigger (SCENARIOS.md S21).
+//
+// A Coordinator owns one Manager per tier (Config.Tiers, parsed from
+// --offload by ParseTiers; stores write through to every tier, loads
+// prefer the first tier holding a block) and a Policy, and takes holds in
+// the engine's kvblock.Pool: a store hold on the blocks of each store until
+// StoreDone, and a load hold on a request's primary prefix and its target
+// blocks until its last LoadDone. So a finished request's hold can be
+// dropped at once: blocks still being stored stay held (S20), and nobody
+// asks anybody whether a free may happen.
+//
+// The engine core drives it with these calls (offload/tier executes the
+// work; see its Set):
+//
+//	sched.OnPreempt = func(r) { co.Preempted(r.ID, pool.Blocks(r.Hold), r.Hashes, r.NumComputed) }
+//	// before a request without a hold is given to the scheduler:
+//	if co.Lookup(r.ID, r.Tokens, r.Hashes) { park r until LoadDone says ready }
+//	// after each step, for every request of the batch that did not finish:
+//	co.Computed(r.ID, pool.Blocks(r.Hold), r.Hashes, r.NumComputed)
+//	// teardown, after the transfer module took its lease, before Release:
+//	co.Finished(r.ID, pool.Blocks(r.Hold), r.Hashes, r.NumComputed)
+//	// each Step: the copies to run and the tiers' events
+//	w := co.Take()
+//	// each completion from the edge:
+//	co.StoreDone(id, copied)
+//	req, ready := co.LoadDone(id, copied) // ready: schedule req; its prefix is cached
+//
+// Bounds: MaxInflightStoreBlocks and MaxInflightLoadBlocks cap the blocks
+// under store and load holds (at the bound, offers wait and lookups load
+// less), MaxRequests the requests with watermarks, SpillAheadBlocks the
+// spillover window; offers are cut to what a tier can place.
 package offload
