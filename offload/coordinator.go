@@ -2,6 +2,7 @@ package offload
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvlease/kvlease/kvblock"
 )
@@ -146,6 +147,9 @@ type Coordinator struct {
 	inLoad   int
 	outStore []StoreWork
 	outLoad  []LoadWork
+	// preempted are offers deferred from Preempted to the next Take; at
+	// most MaxRequests.
+	preempted []preemptedOffer
 
 	stats Stats
 
@@ -219,15 +223,49 @@ func (c *Coordinator) Computed(req uint64, blocks []kvblock.BlockID, hashes []kv
 }
 
 // Preempted is the preemption hook (sched.Scheduler.OnPreempt), called
-// before the request's hold is released. StoreOnCompute and PreemptionOnly
-// offer the full computed blocks past the watermarks, taking store holds,
-// so the blocks survive the release until they are stored; Spillover
-// notes the blocks as about to become evictable. The request's watermarks
-// are kept (it will run again).
+// before the request's hold is released. The request's watermarks are kept
+// (it will run again).
+//
+// StoreOnCompute and PreemptionOnly offer the full computed blocks past the
+// watermarks, but not now: the scheduler preempts because it needs blocks
+// at once, and store holds taken here would keep the victim's blocks from
+// being freed, so it would preempt more and more requests. The offer is
+// made at the next Take instead, over the blocks that are still cached
+// then (released blocks join the eviction order at its most recent end, so
+// they usually are); the watermark stops at the first one that was evicted.
+// Spillover notes the blocks as about to become evictable.
 func (c *Coordinator) Preempted(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
-	c.offerRequest(OnPreempt, req, blocks, hashes, numComputed)
 	n := c.numFull(blocks, hashes, numComputed)
 	c.policy.Evictable(blocks[:n], hashes[:n])
+	if !c.policy.Offers(OnPreempt) || n == 0 || len(c.preempted) >= c.cfg.MaxRequests {
+		return
+	}
+	c.preempted = append(c.preempted, preemptedOffer{
+		req: req, blocks: append([]kvblock.BlockID(nil), blocks[:n]...), hashes: append([]kvblock.Hash(nil), hashes[:n]...)})
+}
+
+// preemptedOffer is a preempted request's blocks, offered at the next Take.
+type preemptedOffer struct {
+	req    uint64
+	blocks []kvblock.BlockID
+	hashes []kvblock.Hash
+}
+
+// offerPreempted makes the offers Preempted deferred, over the leading
+// blocks that are still cached with their hashes.
+func (c *Coordinator) offerPreempted() {
+	for _, o := range c.preempted {
+		n := 0
+		for n < len(o.blocks) {
+			if h, ok := c.pool.Cached(o.blocks[n]); !ok || h != o.hashes[n] {
+				break
+			}
+			n++
+		}
+		c.offerRequest(OnPreempt, o.req, o.blocks, o.hashes, n*c.bs)
+	}
+	clear(c.preempted)
+	c.preempted = c.preempted[:0]
 }
 
 // Finished is the teardown hook, called before the request's hold is
@@ -245,6 +283,7 @@ func (c *Coordinator) Finished(req uint64, blocks []kvblock.BlockID, hashes []kv
 	n := c.numFull(blocks, hashes, numComputed)
 	c.policy.Evictable(blocks[:n], hashes[:n])
 	c.policy.Forget(req)
+	c.preempted = slices.DeleteFunc(c.preempted, func(o preemptedOffer) bool { return o.req == req })
 	if g, ok := c.groups[req]; ok {
 		g.gone = true
 		delete(c.groups, req)
@@ -533,9 +572,11 @@ func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
 	return g.req, !g.gone
 }
 
-// Take runs the spillover pass (under that policy) and returns the work and
-// events produced since the previous Take.
+// Take makes the offers deferred by Preempted, runs the spillover pass
+// (under that policy), and returns the work and events produced since the
+// previous Take. Call it once per engine step, after scheduling.
 func (c *Coordinator) Take() Work {
+	c.offerPreempted()
 	if c.cfg.Policy == Spillover {
 		c.spillPass()
 	}

@@ -655,6 +655,11 @@ func TestPreemptionOnly(t *testing.T) {
 	blocks := slices.Clone(h.pool.Blocks(a.hold))
 	h.preempt(a)
 	h.check("preempted")
+	// The hook takes no hold: the scheduler preempted to get blocks now,
+	// and all of them are available to it at once.
+	if h.pool.NumAvailable() != h.pool.Capacity() {
+		t.Fatalf("%d of %d blocks available right after preemption", h.pool.NumAvailable(), h.pool.Capacity())
+	}
 	w := h.take()
 	if len(w.Stores) != 1 || !slices.Equal(w.Stores[0].Blocks, blocks[:3]) {
 		t.Fatalf("stores %+v, want the 3 full blocks", w.Stores)

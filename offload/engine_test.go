@@ -536,3 +536,34 @@ func TestMultiTurnFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputsEqualUnderPreemption: with long outputs and more requests
+// running than the pool can hold, requests are preempted (their blocks
+// offered at the next step, under store holds until stored) and recomputed
+// or loaded back; the outputs still equal offload off.
+func TestOutputsEqualUnderPreemption(t *testing.T) {
+	const poolBlocks = 24
+	sc := sched.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 128, MaxWaiting: 1 << 10, ChunkedPrefill: true}
+	wl := workload{conv: 8, turns: 3, maxTokens: 40, system: 2 * blockSize, userMin: 8, userSpread: 16}
+	base := newMiniEngineProfile(t, "tiny", sc, true, poolBlocks, nil)
+	want := base.run(wl)
+	if base.sch.Stats().Preemptions == 0 {
+		t.Fatal("the workload preempts nothing")
+	}
+	for _, p := range []offload.PolicyKind{offload.PreemptionOnly, offload.StoreOnCompute} {
+		t.Run(p.String(), func(t *testing.T) {
+			cfg := offload.DefaultConfig([]offload.TierConfig{{Medium: offload.MediumCPU, Blocks: 256}})
+			cfg.Policy = p
+			e := newMiniEngineProfile(t, "tiny", sc, true, poolBlocks, &cfg)
+			if !sameOutputs(e.run(wl), want) {
+				t.Fatal("outputs differ from offload off")
+			}
+			st := e.coord.Stats()
+			t.Logf("%d preemptions (off: %d), %d prompt tokens computed (off: %d), stored %d blocks, loaded %d tokens",
+				e.sch.Stats().Preemptions, base.sch.Stats().Preemptions, e.promptComputed, base.promptComputed, st.Tiers[0].StoredBlocks, st.LoadedTokens)
+			if e.sch.Stats().Preemptions == 0 || st.Tiers[0].StoredBlocks == 0 {
+				t.Fatal("no preemption or nothing stored")
+			}
+		})
+	}
+}
