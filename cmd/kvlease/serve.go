@@ -1,0 +1,416 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/httpapi"
+	"github.com/kvlease/kvlease/kvblock"
+	msim "github.com/kvlease/kvlease/model/sim"
+	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/transport/tcp"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+func init() {
+	register(command{
+		name:    "serve",
+		summary: "an engine: OpenAI-compatible HTTP API, vLLM metrics, P/D prefill or decode role",
+		run:     runServe,
+	})
+}
+
+// secretEnv is the environment variable that may hold the cluster secret
+// instead of --cluster-secret-file.
+const secretEnv = "KVLEASE_CLUSTER_SECRET"
+
+// minSecretBytes is the shortest cluster secret accepted.
+const minSecretBytes = 16
+
+// defaultKVBytes bounds the KV arena --num-blocks 0 picks.
+const defaultKVBytes = 1 << 30
+
+// serveFlags are kvlease serve's flags, parsed and checked.
+type serveFlags struct {
+	host, advertiseHost string
+	port, transferPort  int
+	model, profile      string
+	prof                msim.Profile
+	role                engine.Role
+	engineID            string
+	numBlocks           int
+	blockSize           int
+	digestOnly          bool
+	maxModelLen         int
+	sched               sched.Config
+	transfer            *xfer.Config // nil: single engine
+	secret              []byte
+	seed                uint64
+	maxBodyBytes        int64
+	drain               time.Duration
+	logLevel            slog.Level
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
+	fs := newFlagSet("serve", stderr)
+	sc := sched.DefaultConfig()
+	role := fs.String("role", "both", "prefill, decode or both (both serves whole requests; with a cluster secret it can also act as P and D)")
+	host := fs.String("host", "127.0.0.1", "address to listen on, HTTP and transfer (0.0.0.0 for every interface)")
+	port := fs.Int("port", 8000, "HTTP port (0 picks a free one)")
+	transferPort := fs.Int("transfer-port", 9000, "P/D transfer port of a prefill engine (0 picks a free one)")
+	advertise := fs.String("advertise-host", "", "host decode engines dial for this engine's KV (remote_host); default --host, required when --host is a wildcard")
+	engineID := fs.String("engine-id", "", "this engine's id among its P/D peers (remote_engine_id); default host:transfer-port")
+	model := fs.String("model", "", "served model name; default kvlease-<profile>")
+	profile := fs.String("profile", "tiny", "simulated model: "+strings.Join(msim.ProfileNames(), ", "))
+	numBlocks := fs.Int("num-blocks", 0, "KV cache blocks; 0 fits the profile's KV in 1 GiB, at most 8192 blocks")
+	blockSize := fs.Int("block-size", 16, "tokens per KV block")
+	digestOnly := fs.Bool("digest-only", false, "keep per-block checksums instead of KV bytes (large profiles); both ends of a P/D pair must agree")
+	maxModelLen := fs.Int("max-model-len", 0, "longest prompt + output in tokens; 0 is the profile's")
+	fs.IntVar(&sc.MaxNumSeqs, "max-num-seqs", sc.MaxNumSeqs, "requests in one batch at most")
+	fs.IntVar(&sc.MaxNumBatchedTokens, "max-num-batched-tokens", sc.MaxNumBatchedTokens, "tokens computed in one step at most")
+	fs.IntVar(&sc.MaxWaiting, "max-waiting", sc.MaxWaiting, "waiting requests at most (429 with Retry-After beyond)")
+	kvLease := fs.Duration("kv-lease", 30*time.Second, "lease on a prefill's blocks; heartbeat, extension and peer grace scale with it (legacy-timeout: its one timeout, default 480s)")
+	policy := fs.String("release-policy", "lease", "when P frees leased blocks: lease, vllm-lease or legacy-timeout")
+	fallback := fs.String("fallback", "recompute", "decode side, when the remote KV cannot be had: recompute or fail")
+	secretFile := fs.String("cluster-secret-file", "", "file holding the secret P and D engines share (or set "+secretEnv+")")
+	seed := fs.Uint64("seed", 0, "model seed: engines that exchange KV must use the same")
+	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 beyond)")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, time given to requests in flight before they are aborted")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return serveFlags{}, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	f := serveFlags{host: *host, port: *port, transferPort: *transferPort, advertiseHost: *advertise,
+		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly,
+		sched: sc, seed: *seed, maxBodyBytes: *maxBody, drain: *drain}
+	var err error
+	if f.role, err = engine.ParseRole(*role); err != nil {
+		return f, fmt.Errorf("--role %q: want prefill, decode or both", *role)
+	}
+	var ok bool
+	if f.prof, ok = msim.LookupProfile(*profile); !ok {
+		return f, fmt.Errorf("--profile %q: want one of %s", *profile, strings.Join(msim.ProfileNames(), ", "))
+	}
+	if err := f.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return f, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	if err := checkPort("--port", *port); err != nil {
+		return f, err
+	}
+	if err := checkPort("--transfer-port", *transferPort); err != nil {
+		return f, err
+	}
+	f.model = *model
+	if f.model == "" {
+		f.model = "kvlease-" + *profile
+	}
+	f.maxModelLen = *maxModelLen
+	if f.maxModelLen == 0 {
+		f.maxModelLen = f.prof.MaxModelLen
+	}
+	f.numBlocks = *numBlocks
+	if f.numBlocks == 0 && *blockSize > 0 {
+		per := *blockSize * f.prof.BytesPerToken()
+		f.numBlocks = max(1, min(8192, defaultKVBytes/per))
+	}
+	for _, c := range []struct {
+		name string
+		ok   bool
+		want string
+	}{
+		{"--model", len(f.model) <= 256 && !strings.ContainsAny(f.model, " \t\n"), "a name of at most 256 bytes without spaces"},
+		{"--block-size", *blockSize >= 1 && *blockSize <= 1024, "1..1024 tokens"},
+		{"--num-blocks", f.numBlocks >= 1 && f.numBlocks <= 1<<24, "1..16777216 blocks (0 for the default)"},
+		{"--max-model-len", f.maxModelLen >= 2 && f.maxModelLen <= 1<<24, "2..16777216 tokens (0 for the profile's)"},
+		{"--max-num-seqs", sc.MaxNumSeqs >= 1, "a positive count"},
+		{"--max-num-batched-tokens", sc.MaxNumBatchedTokens >= 1, "a positive count"},
+		{"--max-waiting", sc.MaxWaiting >= 1, "a positive count"},
+		{"--kv-lease", *kvLease > 0, "a positive duration such as 30s"},
+		{"--max-body-bytes", *maxBody > 0, "a positive number of bytes"},
+		{"--drain-timeout", *drain >= 0, "a duration such as 30s"},
+		{"--engine-id", len(*engineID) <= wire.MaxEngineIDBytes, fmt.Sprintf("at most %d bytes", wire.MaxEngineIDBytes)},
+	} {
+		if !c.ok {
+			return f, fmt.Errorf("%s: want %s", c.name, c.want)
+		}
+	}
+	if !f.digestOnly {
+		arena := int64(f.numBlocks) * int64(*blockSize) * int64(f.prof.BytesPerToken())
+		if arena > 64<<30 {
+			return f, fmt.Errorf("--num-blocks %d: %d GiB of KV for profile %s; give fewer blocks or --digest-only",
+				f.numBlocks, arena>>30, f.prof.Name)
+		}
+	}
+
+	// The P/D transfer: required by the prefill and decode roles, enabled
+	// by a secret for both.
+	f.secret, err = readSecret(*secretFile)
+	if err != nil {
+		return f, err
+	}
+	if f.role != engine.RoleBoth && f.secret == nil {
+		return f, fmt.Errorf("--role %s needs the cluster secret its P/D peers share: make one with "+
+			"`openssl rand -hex 32 > kvlease.secret && chmod 600 kvlease.secret` and pass --cluster-secret-file kvlease.secret "+
+			"to every engine (or set %s)", f.role, secretEnv)
+	}
+	if f.secret != nil {
+		p, err := xfer.ParsePolicy(*policy)
+		if err != nil {
+			return f, fmt.Errorf("--release-policy %q: want lease, vllm-lease or legacy-timeout", *policy)
+		}
+		tc := xfer.DefaultConfig(p)
+		if p == xfer.PolicyLegacyTimeout {
+			if set["kv-lease"] {
+				tc.LeaseDuration = *kvLease
+			}
+		} else {
+			tc = tc.WithLease(*kvLease)
+		}
+		if tc.Fallback, err = xfer.ParseFallback(*fallback); err != nil {
+			return f, fmt.Errorf("--fallback %q: want recompute or fail", *fallback)
+		}
+		if err := tc.Validate(); err != nil {
+			return f, fmt.Errorf("--kv-lease/--release-policy: %v", err)
+		}
+		f.transfer = &tc
+	} else {
+		if _, err := xfer.ParsePolicy(*policy); err != nil {
+			return f, fmt.Errorf("--release-policy %q: want lease, vllm-lease or legacy-timeout", *policy)
+		}
+		if _, err := xfer.ParseFallback(*fallback); err != nil {
+			return f, fmt.Errorf("--fallback %q: want recompute or fail", *fallback)
+		}
+	}
+	if f.advertiseHost == "" {
+		f.advertiseHost = f.host
+	}
+	if f.servesLeases() {
+		if ip := net.ParseIP(strings.Trim(f.advertiseHost, "[]")); ip != nil && ip.IsUnspecified() {
+			return f, fmt.Errorf("--advertise-host: --host %s listens on every interface; name the host decode engines should dial", f.host)
+		}
+	}
+	return f, nil
+}
+
+// servesLeases reports whether the engine grants leases (a transfer
+// producer): it then listens on --transfer-port.
+func (f *serveFlags) servesLeases() bool { return f.transfer != nil && f.role != engine.RoleDecode }
+
+// readSecret reads the cluster secret from file, or from the environment
+// when file is empty; nil when neither gives one.
+func readSecret(file string) ([]byte, error) {
+	var raw string
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-secret-file: %v", err)
+		}
+		raw = string(b)
+	} else if raw = os.Getenv(secretEnv); raw == "" {
+		return nil, nil
+	}
+	s := strings.TrimSpace(raw)
+	if len(s) < minSecretBytes {
+		where := "--cluster-secret-file " + file
+		if file == "" {
+			where = secretEnv
+		}
+		return nil, fmt.Errorf("%s: the secret is %d bytes; use at least %d (openssl rand -hex 32 makes a good one)",
+			where, len(s), minSecretBytes)
+	}
+	return []byte(s), nil
+}
+
+// engineServer is a running engine: its node, its HTTP server and their
+// listeners. kvlease serve runs one; tests may run several in a process.
+type engineServer struct {
+	f      serveFlags
+	log    *slog.Logger
+	node   *engine.Node
+	api    *httpapi.Server
+	http   *http.Server
+	ln     net.Listener
+	tr     *tcp.Transport
+	urlStr string
+}
+
+// startEngine builds the engine of f and binds its listeners; Run serves.
+func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
+	es := &engineServer{f: f, log: log}
+	var ncfg engine.NodeConfig
+	ncfg.Logger = log
+	engineID := f.engineID
+	if f.transfer != nil {
+		tr, err := tcp.New(tcp.Config{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		es.tr = tr
+		if f.servesLeases() {
+			if err := tr.Listen(net.JoinHostPort(f.host, strconv.Itoa(f.transferPort))); err != nil {
+				tr.Shutdown()
+				return nil, fmt.Errorf("--host/--transfer-port: %v", err)
+			}
+			ncfg.AdvertiseHost = f.advertiseHost
+			if engineID == "" {
+				_, port, _ := net.SplitHostPort(string(tr.Addr()))
+				engineID = net.JoinHostPort(f.advertiseHost, port)
+			}
+		}
+		ncfg.Transport = tr
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
+	if err != nil {
+		es.close()
+		return nil, fmt.Errorf("--host/--port: %v", err)
+	}
+	es.ln = ln
+	if engineID == "" {
+		engineID = "kvlease-" + ln.Addr().String()
+	}
+	bpt := f.prof.BytesPerToken()
+	if f.digestOnly {
+		bpt = 0
+	}
+	cfg := engine.Config{
+		Pool:        kvblock.Config{NumBlocks: f.numBlocks, BlockSizeTokens: f.blockSize, BytesPerToken: bpt},
+		Sched:       f.sched,
+		MaxModelLen: f.maxModelLen, VocabSize: f.prof.VocabSize, EOS: f.prof.EOS,
+		RecentFinished: 4096,
+		Role:           f.role, EngineID: engineID, Transfer: f.transfer, Secret: f.secret,
+	}
+	if err := cfg.Validate(); err != nil {
+		es.close()
+		return nil, fmt.Errorf("invalid engine configuration: %v", err)
+	}
+	// Lease ids and tokens come from this source: it must be unpredictable.
+	var seed [32]byte
+	rand.Read(seed[:])
+	core := engine.NewCore(cfg, mrand.New(mrand.NewChaCha8(seed)))
+	es.node = engine.NewNode(core, msim.New(f.prof, core.Pool(), f.seed), ncfg)
+	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes,
+		Version: version(), Logger: log})
+	if err != nil {
+		es.close()
+		return nil, err
+	}
+	es.http = &http.Server{
+		Handler:           es.api,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	es.urlStr = "http://" + ln.Addr().String()
+	return es, nil
+}
+
+// close releases the listeners of an engine that will not run.
+func (es *engineServer) close() {
+	if es.ln != nil {
+		es.ln.Close()
+	}
+	if es.tr != nil {
+		es.tr.Shutdown()
+	}
+}
+
+// URL is the engine's HTTP base URL.
+func (es *engineServer) URL() string { return es.urlStr }
+
+// Run serves until ctx ends, then shuts down gracefully: the engine stops
+// admitting (new requests get 503, /health 503), the listener closes,
+// requests in flight get up to the drain timeout to finish, the rest are
+// aborted (their clients see finish_reason abort), and Run returns nil.
+func (es *engineServer) Run(ctx context.Context) error {
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	defer stopNode()
+	go es.node.Run(nodeCtx)
+	served := make(chan error, 1)
+	go func() { served <- es.http.Serve(es.ln) }()
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		stopNode()
+		<-es.node.Done()
+		return fmt.Errorf("serving HTTP: %v", err)
+	}
+	start := time.Now()
+	es.log.Info("draining", "timeout", es.f.drain)
+	es.node.Drain()
+	drainCtx, cancel := context.WithTimeout(context.Background(), es.f.drain)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- es.http.Shutdown(drainCtx) }()
+	idleErr := es.node.WaitIdle(drainCtx)
+	if idleErr != nil {
+		// Out of time: abort what is left; its handlers then answer and
+		// return.
+		es.log.Warn("drain timeout: aborting the requests in flight", "timeout", es.f.drain)
+	}
+	stopNode()
+	<-es.node.Done()
+	if err := <-shut; err != nil {
+		// The handlers have their aborted outputs; give them a moment to
+		// write them, then cut what remains.
+		grace, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err = es.http.Shutdown(grace)
+		cancel()
+		if err != nil {
+			es.http.Close()
+		}
+	}
+	st := es.node.Stats()
+	es.log.Info("stopped", "drained_in", time.Since(start).Round(time.Millisecond),
+		"aborted", st.Finished[sched.FinishedAborted], "held_blocks", st.Pool.Held)
+	return nil
+}
+
+// version is the build's module version, or "dev".
+func version() string { return buildVersion }
+
+// buildVersion may be set with -ldflags "-X main.buildVersion=...".
+var buildVersion = "dev"
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	es, err := startEngine(f, log)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("kvlease serve on %s: model %s (profile %s), role %s, %d blocks of %d tokens",
+		es.URL(), f.model, f.profile, f.role, f.numBlocks, f.blockSize)
+	if ep, ok := es.node.TransferEndpoint(); ok {
+		msg += fmt.Sprintf(", transfer on %s (engine id %s, policy %s)", ep.Addr(), ep.EngineID, f.transfer.Policy)
+	}
+	fmt.Fprintln(stdout, msg)
+	log.Info("serving", "url", es.URL(), "model", f.model, "role", f.role.String())
+	if err := es.Run(ctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

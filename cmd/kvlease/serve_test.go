@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+func TestServeFlagsAreValidated(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte(strings.Repeat("ab", 32)+"\n"), 0o600)
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("tiny"), 0o600)
+	t.Setenv(secretEnv, "")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--role", "chef"}, "--role"},
+		{[]string{"--profile", "gpt-9"}, "--profile \"gpt-9\": want one of"},
+		{[]string{"--port", "65536"}, "--port"},
+		{[]string{"--transfer-port", "-1"}, "--transfer-port"},
+		{[]string{"--block-size", "0"}, "--block-size"},
+		{[]string{"--num-blocks", "-3"}, "--num-blocks"},
+		{[]string{"--max-model-len", "1"}, "--max-model-len"},
+		{[]string{"--max-num-seqs", "0"}, "--max-num-seqs"},
+		{[]string{"--max-num-batched-tokens", "0"}, "--max-num-batched-tokens"},
+		{[]string{"--max-waiting", "0"}, "--max-waiting"},
+		{[]string{"--kv-lease", "0s"}, "--kv-lease"},
+		{[]string{"--release-policy", "yolo"}, "--release-policy"},
+		{[]string{"--fallback", "pray"}, "--fallback"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--drain-timeout", "-1s"}, "--drain-timeout"},
+		{[]string{"--max-body-bytes", "0"}, "--max-body-bytes"},
+		{[]string{"--model", "two words"}, "--model"},
+		{[]string{"--profile", "llama-8b", "--num-blocks", "100000"}, "--digest-only"},
+		{[]string{"--role", "prefill"}, "--cluster-secret-file kvlease.secret"},
+		{[]string{"--role", "decode"}, "openssl rand -hex 32"},
+		{[]string{"--cluster-secret-file", filepath.Join(dir, "missing")}, "--cluster-secret-file"},
+		{[]string{"--cluster-secret-file", short}, "at least 16"},
+		{[]string{"--role", "prefill", "--cluster-secret-file", secret, "--host", "0.0.0.0"}, "--advertise-host"},
+		{[]string{"--engine-id", strings.Repeat("e", 300)}, "--engine-id"},
+	}
+	for _, c := range cases {
+		code, _, stderr := runCmd(t, append([]string{"serve"}, c.args...)...)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("serve %v: exit %d, stderr %q; want 1 and %q", c.args, code, stderr, c.want)
+		}
+	}
+
+	f, err := parseServeFlags([]string{"--role", "prefill", "--cluster-secret-file", secret, "--kv-lease", "3s",
+		"--release-policy", "vllm-lease", "--profile", "zero", "--max-waiting", "7"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.role != engine.RolePrefill || f.transfer == nil || f.transfer.Policy != xfer.PolicyVLLMLease ||
+		f.transfer.LeaseDuration.Seconds() != 3 || f.transfer.HeartbeatInterval.Milliseconds() != 500 ||
+		string(f.secret) != strings.Repeat("ab", 32) || f.model != "kvlease-zero" || f.sched.MaxWaiting != 7 ||
+		f.numBlocks != 8192 || f.maxModelLen != 8192 {
+		t.Errorf("parsed %+v", f)
+	}
+	// legacy-timeout keeps its 480 s unless --kv-lease is given.
+	f, _ = parseServeFlags([]string{"--cluster-secret-file", secret, "--release-policy", "legacy-timeout"}, io.Discard)
+	if f.transfer.LeaseDuration.Seconds() != 480 {
+		t.Errorf("legacy-timeout lease %v", f.transfer.LeaseDuration)
+	}
+	// A secret from the environment; role both without one is a single engine.
+	t.Setenv(secretEnv, strings.Repeat("cd", 16))
+	if f, err = parseServeFlags([]string{"--role", "decode"}, io.Discard); err != nil || string(f.secret) != strings.Repeat("cd", 16) {
+		t.Errorf("secret from %s: %v", secretEnv, err)
+	}
+	t.Setenv(secretEnv, "")
+	if f, _ = parseServeFlags(nil, io.Discard); f.transfer != nil || f.role != engine.RoleBoth {
+		t.Errorf("default serve has transfer %v role %v", f.transfer, f.role)
+	}
+	// The default block count fits 1 GiB of the profile's KV.
+	if f, _ = parseServeFlags([]string{"--profile", "llama-8b"}, io.Discard); f.numBlocks != 512 {
+		t.Errorf("llama-8b default blocks %d, want 512 (2 MiB each in 1 GiB)", f.numBlocks)
+	}
+}
+
+// serveInProcess runs kvlease serve with args until the returned cancel;
+// it returns the base URL and a channel with the exit code.
+func serveInProcess(t *testing.T, args ...string) (string, context.CancelFunc, <-chan int, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, append([]string{"serve", "--port", "0"}, args...), &out, &errb)
+	}()
+	m := waitForOutput(t, &out, regexp.MustCompile(`kvlease serve on (http://\S+):`), exited)
+	t.Cleanup(cancel)
+	errb.Write([]byte("stdout: " + out.String()))
+	return m[1], cancel, exited, &errb
+}
+
+func TestServeServesAndStops(t *testing.T) {
+	url, cancel, exited, errb := serveInProcess(t, "--profile", "zero", "--model", "m")
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"hi","max_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"completion_tokens":`) {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+	cancel()
+	if code := <-exited; code != 0 {
+		t.Errorf("exit %d; stderr %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "msg=stopped") {
+		t.Errorf("no stop log in %s", errb.String())
+	}
+}
+
+// A request still running when the drain timeout passes is aborted: its
+// client sees finish_reason abort, and serve exits 0.
+func TestServeDrainTimeoutAborts(t *testing.T) {
+	url, cancel, exited, errb := serveInProcess(t, "--profile", "tiny", "--drain-timeout", "50ms")
+	resp, err := http.Post(url+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"hi","max_tokens":4000,"ignore_eos":true,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	rest, _ := io.ReadAll(br)
+	resp.Body.Close()
+	if !strings.Contains(string(rest), `"finish_reason":"abort"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Errorf("stream after the drain timeout ends with %q", tail(string(rest), 300))
+	}
+	if code := <-exited; code != 0 {
+		t.Errorf("exit %d; stderr %s", code, errb.String())
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// A prefill engine listens on its transfer port and says where.
+func TestServePrefillAnnouncesTransfer(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "s")
+	os.WriteFile(secret, []byte(strings.Repeat("ab", 32)), 0o600)
+	_, cancel, exited, errb := serveInProcess(t, "--role", "prefill", "--transfer-port", "0",
+		"--cluster-secret-file", secret, "--profile", "zero")
+	if !regexp.MustCompile(`transfer on 127\.0\.0\.1:\d+ \(engine id 127\.0\.0\.1:\d+, policy lease\)`).MatchString(errb.String()) {
+		t.Errorf("no transfer endpoint announced: %s", errb.String())
+	}
+	cancel()
+	if code := <-exited; code != 0 {
+		t.Errorf("exit %d; stderr %s", code, errb.String())
+	}
+}
