@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -182,11 +183,60 @@ func (rec *Record) meets(slo SLO) bool {
 	return true
 }
 
-// WriteJSON writes r as indented JSON; ReadJSON reads it back.
+// WriteJSON writes r as JSON that ReadJSON reads back: the config and
+// summary indented for people, then one record and one metric series per
+// line, so that a long run stays small and greppable.
 func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", " ")
-	return enc.Encode(r)
+	bw := bufio.NewWriter(w)
+	part := func(prefix string, v any, indent bool) error {
+		bw.WriteString(prefix)
+		var b []byte
+		var err error
+		if indent {
+			b, err = json.MarshalIndent(v, " ", " ")
+		} else {
+			b, err = json.Marshal(v)
+		}
+		if err != nil {
+			return fmt.Errorf("bench: encoding results: %w", err)
+		}
+		_, err = bw.Write(b)
+		return err
+	}
+	list := func(prefix string, n int, item func(int) any) error {
+		bw.WriteString(prefix + "[")
+		for i := range n {
+			sep := "\n  "
+			if i > 0 {
+				sep = ",\n  "
+			}
+			if err := part(sep, item(i), false); err != nil {
+				return err
+			}
+		}
+		if n > 0 {
+			bw.WriteString("\n ")
+		}
+		bw.WriteString("]")
+		return nil
+	}
+	if err := part("{\n \"config\": ", r.Config, true); err != nil {
+		return err
+	}
+	if err := part(",\n \"summary\": ", r.Summary, true); err != nil {
+		return err
+	}
+	if err := list(",\n \"records\": ", len(r.Records), func(i int) any { return &r.Records[i] }); err != nil {
+		return err
+	}
+	if err := list(",\n \"metrics\": ", len(r.Metrics), func(i int) any { return &r.Metrics[i] }); err != nil {
+		return err
+	}
+	if err := part(",\n \"scrape_errors\": ", r.ScrapeErrors, false); err != nil {
+		return err
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
 }
 
 // ReadJSON reads a Result written by WriteJSON.

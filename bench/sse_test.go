@@ -98,3 +98,20 @@ func FuzzSSEReader(f *testing.F) {
 		t.Fatalf("more events than bytes")
 	})
 }
+
+func BenchmarkSSEReader(b *testing.B) {
+	var sb strings.Builder
+	for i := range 1000 {
+		sb.WriteString(`data: {"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"t` + strings.Repeat("x", i%7) + ` ","finish_reason":null}]}` + "\n\n")
+	}
+	in := sb.String()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		s := newSSEReader(strings.NewReader(in))
+		for {
+			if _, err := s.Next(); err != nil {
+				break
+			}
+		}
+	}
+}

@@ -183,3 +183,13 @@ func TestHistogram(t *testing.T) {
 		t.Fatalf("NaN/Inf counted: total %d", total)
 	}
 }
+
+func BenchmarkSummarize(b *testing.B) {
+	xs := make([]float64, 100000)
+	for i := range xs {
+		xs[i] = float64((i * 7919) % 100003)
+	}
+	for b.Loop() {
+		Summarize(xs)
+	}
+}
