@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/httpapi"
+	"github.com/kvlease/kvlease/kvblock"
+	msim "github.com/kvlease/kvlease/model/sim"
+	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/transport/tcp"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+const (
+	modelName = "kvlease-e2e"
+	secret    = "0123456789abcdef0123456789abcdef"
+	modelSeed = 11
+)
+
+// engineOpts shape an in-process engine.
+type engineOpts struct {
+	profile    string // default "tiny"
+	role       engine.Role
+	transfer   *xfer.Config // nil: none for role both, the lease defaults otherwise
+	maxNumSeqs int
+	maxWaiting int
+	numBlocks  int
+}
+
+// testEngine is one engine served on loopback.
+type testEngine struct {
+	node *engine.Node
+	url  string
+	stop func()
+}
+
+// startEngine starts an engine and its HTTP server on 127.0.0.1; the test's
+// cleanup stops both.
+func startEngine(t *testing.T, o engineOpts) *testEngine {
+	t.Helper()
+	if o.profile == "" {
+		o.profile = "tiny"
+	}
+	if o.numBlocks == 0 {
+		o.numBlocks = 1024
+	}
+	prof, _ := msim.LookupProfile(o.profile)
+	sc := sched.DefaultConfig()
+	if o.maxNumSeqs > 0 {
+		sc.MaxNumSeqs = o.maxNumSeqs
+	}
+	if o.maxWaiting > 0 {
+		sc.MaxWaiting = o.maxWaiting
+	}
+	cfg := engine.Config{
+		Pool:        kvblock.Config{NumBlocks: o.numBlocks, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken()},
+		Sched:       sc,
+		MaxModelLen: 4096, VocabSize: prof.VocabSize, EOS: prof.EOS,
+		RecentFinished: 1024,
+		Role:           o.role,
+	}
+	var ncfg engine.NodeConfig
+	if o.transfer == nil && o.role != engine.RoleBoth {
+		tc := xfer.DefaultConfig(xfer.PolicyLease)
+		o.transfer = &tc
+	}
+	if o.transfer != nil {
+		tr, err := tcp.New(tcp.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.role != engine.RoleDecode {
+			if err := tr.Listen("127.0.0.1:0"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ncfg.Transport = tr
+		cfg.Transfer, cfg.Secret = o.transfer, []byte(secret)
+		cfg.EngineID = o.role.String() + "-" + strconv.Itoa(rand.IntN(1e6))
+	}
+	core := engine.NewCore(cfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	node := engine.NewNode(core, msim.New(prof, core.Pool(), modelSeed), ncfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	go node.Run(ctx)
+	api, err := httpapi.New(node, httpapi.Config{ModelName: modelName, Version: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(api)
+	e := &testEngine{node: node, url: ts.URL}
+	var once bool
+	e.stop = func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		<-node.Done()
+		ts.Close()
+	}
+	t.Cleanup(e.stop)
+	return e
+}
+
+// client is an SDK client of e without retries, so each error is seen.
+func (e *testEngine) client(opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{option.WithBaseURL(e.url + "/v1/"),
+		option.WithAPIKey("unused"), option.WithMaxRetries(0)}, opts...)...)
+}
+
+// metric returns the value of the series whose exposition line starts with
+// series (name and labels, in Prometheus' label order), or -1.
+func (e *testEngine) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(e.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", sc.Text(), err)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+// held is the engine's held blocks, as /metrics says.
+func (e *testEngine) held(t *testing.T) float64 {
+	return e.metric(t, `kvlease_kv_blocks{model_name="`+modelName+`",state="held"}`)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// postJSON posts body to e's path with headers (name, value, ...) and
+// decodes the answer.
+func postJSON(t *testing.T, url, body string, hdr ...string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return resp.StatusCode, m
+}
