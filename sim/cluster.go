@@ -81,9 +81,13 @@ type Node struct {
 	// Hung: the node stops stepping while its connections stay open; what
 	// reaches it waits in its backlog until it resumes.
 	Hung    bool
-	backlog []func()
+	backlog []pendingCall
+	hangGen uint64
 	// draining: exit once the core reports Drained.
 	draining bool
+	// lastFault is the last instant a fault touched the node (crash,
+	// restart, hang, resume).
+	lastFault clock.Instant
 
 	// Released counts P's lease releases by reason, over the node's life
 	// (restarts included).
@@ -92,6 +96,29 @@ type Node struct {
 	// restarts included).
 	ReleasedAt map[wire.LeaseID]Release
 	Restarts   int
+
+	// past are the producer's lease block-seconds of earlier lives (a
+	// restart starts a fresh core).
+	pastRead, pastUnread float64
+}
+
+// BlockSeconds returns the block-seconds held by this node's leases over
+// all its lives, split by whether the lease was read.
+func (n *Node) BlockSeconds() (read, unread float64) {
+	read, unread = n.pastRead, n.pastUnread
+	if p := n.Core.Producer(); p != nil && !n.Crashed {
+		st := p.Stats()
+		read += st.BlockSecondsRead
+		unread += st.BlockSecondsUnread
+	}
+	return read, unread
+}
+
+// pendingCall is work waiting for a hung node; req, when set, is the
+// client request it belongs to (failed if the node crashes instead).
+type pendingCall struct {
+	req *Req
+	fn  func()
 }
 
 // Release is one lease release seen on a P node.
@@ -176,23 +203,75 @@ type Cluster struct {
 	// value) or drop it (return nil).
 	Intercept func(c *Cluster, from, to transport.Addr, m wire.Message) wire.Message
 
+	// AbortBothLegs makes the proxy carry a client's abort to P as well
+	// when the request is already at D (P revokes the lease, after any
+	// read in flight).
+	AbortBothLegs bool
+
+	// MsgFaults are message faults applied to every engine's sends; set
+	// them to the zero value to stop them (the liveness phase).
+	MsgFaults MsgFaults
+	faultRng  *rand.Rand
+	held      map[heldKey]wire.Message // a message overtaken by the next on its connection
+	parts     map[[2]transport.Addr]int
+	// lastFault is the last instant a fault touched a pair of nodes (a
+	// partition began or ended, a connection between them broke).
+	lastFault map[[2]transport.Addr]clock.Instant
+
+	byLease map[leaseKey]*Req
+	// EarlyFrees counts leases that expired while their request waited
+	// for them at a decoder that was up and could reach P: memory freed
+	// under a reader that still wanted it.
+	EarlyFrees int
+
 	trace  uint64 // FNV-1a over every event, in order
 	Events uint64 // number of events traced
+}
+
+// MsgFaults are message faults the cluster applies to what engines send.
+// Unlike memnet's, they can be changed during a run.
+type MsgFaults struct {
+	// DropProb: the message is lost and its connection breaks (both ends
+	// learn of it, the sender after Spec.Faults.CloseDetectDelay).
+	DropProb float64
+	// DupProb: the message is sent twice.
+	DupProb float64
+	// ReorderProb: the message is overtaken by the next one sent on its
+	// connection in the same instant.
+	ReorderProb float64
+	// CorruptProb: a block's content is damaged in flight (its checksum
+	// no longer matches).
+	CorruptProb float64
+}
+
+type heldKey struct {
+	conn transport.ConnID
+	from transport.Addr
+}
+
+type leaseKey struct {
+	node  transport.Addr
+	lease wire.LeaseID
 }
 
 // New builds a cluster from spec. Engine names are "p0".."pN", "d0"...
 func New(spec Spec) *Cluster {
 	c := &Cluster{
-		Spec:     spec,
-		rng:      rand.New(rand.NewPCG(spec.Seed, 0x6b766c)),
-		byName:   map[transport.Addr]*Node{},
-		probes:   map[transport.Addr]*Probe{},
-		Requests: map[string]*Req{},
-		dialing:  map[transport.ConnID]string{},
-		conns:    map[[2]transport.Addr]transport.ConnID{},
-		secret:   []byte("simulated cluster secret"),
-		trace:    fnvOffset,
+		Spec:      spec,
+		rng:       rand.New(rand.NewPCG(spec.Seed, 0x6b766c)),
+		byName:    map[transport.Addr]*Node{},
+		probes:    map[transport.Addr]*Probe{},
+		Requests:  map[string]*Req{},
+		dialing:   map[transport.ConnID]string{},
+		conns:     map[[2]transport.Addr]transport.ConnID{},
+		secret:    []byte("simulated cluster secret"),
+		trace:     fnvOffset,
+		held:      map[heldKey]wire.Message{},
+		parts:     map[[2]transport.Addr]int{},
+		lastFault: map[[2]transport.Addr]clock.Instant{},
+		byLease:   map[leaseKey]*Req{},
 	}
+	c.faultRng = rand.New(rand.NewPCG(spec.Seed, 0x6d7367))
 	c.Net = memnet.New(rand.New(rand.NewPCG(spec.Seed, 0x6e6574)), spec.Faults)
 	for i := 0; i < spec.Prefill; i++ {
 		c.addNode(transport.Addr(fmt.Sprintf("p%d", i)), engine.RolePrefill)
@@ -240,9 +319,31 @@ func (c *Cluster) boot(n *Node) {
 			n.Released[r]++
 			n.ReleasedAt[l] = Release{At: now, Reason: r}
 			c.mix(traceRelease, uint64(l), uint64(r))
+			if r == wire.ReasonExpired && c.waitedFor(n, l) {
+				c.EarlyFrees++
+			}
 		})
 	}
 	c.Net.Listen(n.Name)
+}
+
+// waitedFor reports whether lease l of P node n belongs to a request that
+// is waiting for it at a decoder that is up, with no fault touching either
+// node or the pair since the lease was granted.
+func (c *Cluster) waitedFor(n *Node, l wire.LeaseID) bool {
+	r := c.byLease[leaseKey{n.Name, l}]
+	if r == nil || !r.atD || r.Done || r.Pulled || r.Fallback != "" || r.D.Crashed || r.D.Hung {
+		return false
+	}
+	last := max(n.lastFault, r.D.lastFault, c.lastFault[pairKey(n.Name, r.D.Name)])
+	return c.parts[pairKey(n.Name, r.D.Name)] == 0 && last < r.GrantedAt
+}
+
+func pairKey(a, b transport.Addr) [2]transport.Addr {
+	if b < a {
+		a, b = b, a
+	}
+	return [2]transport.Addr{a, b}
 }
 
 // Node returns the node named name.
@@ -284,13 +385,14 @@ func (c *Cluster) At(t clock.Instant, fn func()) {
 func (c *Cluster) After(d time.Duration, fn func()) { c.At(c.Now.Add(d), fn) }
 
 // call runs fn on node n now, later (n is hung: fn waits in its backlog) or
-// never (n is down: it reports false).
-func (c *Cluster) call(n *Node, fn func()) bool {
+// never (n is down: it reports false). r is the client request the call
+// serves, if any: it fails if n crashes before the call runs.
+func (c *Cluster) call(n *Node, r *Req, fn func()) bool {
 	switch {
 	case n.Crashed:
 		return false
 	case n.Hung:
-		n.backlog = append(n.backlog, fn)
+		n.backlog = append(n.backlog, pendingCall{r, fn})
 	default:
 		fn()
 	}
@@ -318,7 +420,7 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 			if r.clientGone {
 				return
 			}
-			ok := c.call(r.P, func() {
+			ok := c.call(r.P, r, func() {
 				if r.clientGone {
 					return
 				}
@@ -367,9 +469,12 @@ func (c *Cluster) Abort(t clock.Instant, r *Req) {
 		c.After(c.Spec.HTTPDelay, func() {
 			switch {
 			case r.atD:
-				c.call(r.D, func() { r.D.Core.Abort(c.Now, r.ID) })
+				c.call(r.D, nil, func() { r.D.Core.Abort(c.Now, r.ID) })
+				if c.AbortBothLegs && !r.Local && r.P != nil {
+					c.call(r.P, nil, func() { r.P.Core.Abort(c.Now, r.ID) })
+				}
 			case r.P != nil:
-				c.call(r.P, func() { r.P.Core.Abort(c.Now, r.ID) })
+				c.call(r.P, nil, func() { r.P.Core.Abort(c.Now, r.ID) })
 			}
 		})
 	})
@@ -387,7 +492,7 @@ func (c *Cluster) fail(r *Req, why string, status int) {
 // request on P (policy lease revokes the lease at once).
 func (c *Cluster) releaseAtP(r *Req) {
 	if r.P != nil {
-		c.call(r.P, func() { r.P.Core.Abort(c.Now, r.ID) })
+		c.call(r.P, nil, func() { r.P.Core.Abort(c.Now, r.ID) })
 	}
 }
 
@@ -408,7 +513,7 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 	}
 	in = &engine.Request{ID: r.ID, Prompt: r.Prompt, MaxTokens: r.MaxTokens, Sampling: r.Sampling,
 		SeedSet: r.SeedSet, IgnoreEOS: r.IgnoreEOS, Remote: remote}
-	ok := c.call(d, func() {
+	ok := c.call(d, r, func() {
 		if r.clientGone || r.Done {
 			if g != nil {
 				c.releaseAtP(r)
@@ -462,6 +567,9 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			r.Grant = g
 			r.GrantedAt = c.Now
 			r.responded = true
+			if g != nil {
+				c.byLease[leaseKey{n.Name, g.Lease}] = r
+			}
 			if r.LostAfterPrefill {
 				continue
 			}
@@ -510,9 +618,11 @@ func (c *Cluster) drive(n *Node) {
 	c.outputs(n, rd.Outputs)
 	for _, e := range rd.Messages {
 		id := transport.ConnID(e.Session)
-		c.Net.Send(c.Now, id, n.Name, e.Msg)
+		c.send(n, id, e.Msg)
 		if e.Close {
+			c.flush(id, n.Name)
 			c.Net.Close(c.Now, id, n.Name)
+			c.forgetConn(id)
 		}
 	}
 	for _, w := range rd.Reads {
@@ -524,13 +634,19 @@ func (c *Cluster) drive(n *Node) {
 			id := c.Net.Dial(c.Now, n.Name, transport.Addr(a.Addr))
 			c.dialing[id] = a.Addr
 		case xfer.ActionSend:
-			c.Net.Send(c.Now, transport.ConnID(a.Session), n.Name, a.Msg)
+			c.send(n, transport.ConnID(a.Session), a.Msg)
 		case xfer.ActionClose:
+			c.flush(transport.ConnID(a.Session), n.Name)
 			c.Net.Close(c.Now, transport.ConnID(a.Session), n.Name)
 			c.forgetConn(transport.ConnID(a.Session))
 		}
 	}
 	if rd.Batch != nil {
+		sc := n.Core.Config().Sched
+		if len(rd.Batch.Seqs) > sc.MaxNumSeqs || rd.Batch.NumTokens() > sc.MaxNumBatchedTokens {
+			c.violate("%s: batch of %d sequences, %d tokens over the budget (%d, %d)", n.Name,
+				len(rd.Batch.Seqs), rd.Batch.NumTokens(), sc.MaxNumSeqs, sc.MaxNumBatchedTokens)
+		}
 		n.exec.Execute(rd.Batch, &n.res)
 		n.busy = true
 		n.busyUntil = c.Now.Add(n.res.Duration)
@@ -546,7 +662,12 @@ func (c *Cluster) drive(n *Node) {
 func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
 	d := time.Duration(0)
 	if c.Spec.ReadBandwidth > 0 {
-		d = time.Duration(float64(w.Bytes()) / c.Spec.ReadBandwidth * 1e9)
+		// The modelled size is the full KV's, also in digest-only mode.
+		bytes := 0
+		for i := range w.Blocks {
+			bytes += int(w.Blocks[i].Tokens) * c.Spec.Profile.BytesPerToken()
+		}
+		d = time.Duration(float64(bytes) / c.Spec.ReadBandwidth * 1e9)
 	}
 	core := n.Core
 	c.readsDue++
@@ -557,7 +678,7 @@ func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
 			return
 		}
 		if n.Hung {
-			n.backlog = append(n.backlog, send) // a hung node streams nothing
+			n.backlog = append(n.backlog, pendingCall{nil, send}) // a hung node streams nothing
 			return
 		}
 		c.readsDue--
@@ -571,9 +692,9 @@ func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
 		id := transport.ConnID(w.Session)
 		ok := true
 		for i := range w.Blocks {
-			ok = ok && c.Net.Send(c.Now, id, n.Name, &w.Blocks[i])
+			ok = ok && c.send(n, id, &w.Blocks[i])
 		}
-		ok = ok && c.Net.Send(c.Now, id, n.Name, &wire.ReadEnd{ReadID: w.ReadID, Lease: w.Lease, Status: wire.StatusOK})
+		ok = ok && c.send(n, id, &wire.ReadEnd{ReadID: w.ReadID, Lease: w.Lease, Status: wire.StatusOK})
 		if ok {
 			p.CountServed(w.Bytes())
 		}
@@ -581,6 +702,111 @@ func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
 		c.mix(traceReadEnd, uint64(w.Lease), w.ReadID, boolBit(ok))
 	}
 	c.After(d, send)
+}
+
+// send sends m from node n on connection id through the message faults.
+// It reports false when the message is certainly not sent (the
+// connection is not open, or it broke on this message).
+func (c *Cluster) send(n *Node, id transport.ConnID, m wire.Message) bool {
+	f := c.MsgFaults
+	if f.DropProb > 0 && c.faultRng.Float64() < f.DropProb {
+		c.reset(n, id)
+		return false
+	}
+	if b, ok := m.(*wire.Block); ok && f.CorruptProb > 0 && c.faultRng.Float64() < f.CorruptProb {
+		m = corrupt(b, c.faultRng)
+	}
+	k := heldKey{id, n.Name}
+	if h, ok := c.held[k]; ok {
+		delete(c.held, k)
+		ok := c.Net.Send(c.Now, id, n.Name, m) // m overtakes h
+		c.Net.Send(c.Now, id, n.Name, h)
+		return ok
+	}
+	if f.ReorderProb > 0 && c.faultRng.Float64() < f.ReorderProb {
+		c.held[k] = m // sent after the next message, or at the end of the instant
+		return true
+	}
+	ok := c.Net.Send(c.Now, id, n.Name, m)
+	if ok && f.DupProb > 0 && c.faultRng.Float64() < f.DupProb {
+		c.Net.Send(c.Now, id, n.Name, m)
+	}
+	return ok
+}
+
+// corrupt returns a copy of b with one bit of its content flipped: a KV
+// byte, or (digest-only pools) a slot digest.
+func corrupt(b *wire.Block, rng *rand.Rand) *wire.Block {
+	bad := *b
+	if len(b.Data) > 0 {
+		bad.Data = append([]byte(nil), b.Data...)
+		bad.Data[rng.IntN(len(bad.Data))] ^= 1 << rng.IntN(8)
+	} else if len(b.Digests) > 0 {
+		bad.Digests = append([]uint64(nil), b.Digests...)
+		bad.Digests[rng.IntN(len(bad.Digests))] ^= 1 << rng.IntN(64)
+	}
+	return &bad
+}
+
+// reset breaks connection id as a lost message would: the peer gets what
+// was sent before, then Closed; node n learns of it after
+// Spec.Faults.CloseDetectDelay.
+func (c *Cluster) reset(n *Node, id transport.ConnID) {
+	delete(c.held, heldKey{id, n.Name})
+	for k, v := range c.conns {
+		if v == id {
+			c.lastFault[pairKey(k[0], k[1])] = c.Now
+		}
+	}
+	c.Net.Close(c.Now, id, n.Name)
+	c.forgetConn(id)
+	core := n.Core
+	c.mix(traceReset, uint64(id))
+	c.After(c.Spec.Faults.CloseDetectDelay, func() {
+		c.call(n, nil, func() {
+			if n.Core == core {
+				n.Core.PeerClosed(c.Now, xfer.SessionID(id))
+			}
+		})
+	})
+}
+
+// flush sends the message held back on connection id by node from.
+func (c *Cluster) flush(id transport.ConnID, from transport.Addr) {
+	k := heldKey{id, from}
+	if h, ok := c.held[k]; ok {
+		delete(c.held, k)
+		c.Net.Send(c.Now, id, from, h)
+	}
+}
+
+// flushAll sends every held message, in connection order.
+func (c *Cluster) flushAll() {
+	if len(c.held) == 0 {
+		return
+	}
+	keys := make([]heldKey, 0, len(c.held))
+	for k := range c.held {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].conn != keys[j].conn {
+			return keys[i].conn < keys[j].conn
+		}
+		return keys[i].from < keys[j].from
+	})
+	for _, k := range keys {
+		c.flush(k.conn, k.from)
+	}
+}
+
+// dropHeld forgets the messages held back for a node that went down.
+func (c *Cluster) dropHeld(a transport.Addr) {
+	for k := range c.held {
+		if k.from == a {
+			delete(c.held, k)
+		}
+	}
 }
 
 func (c *Cluster) deliver(d memnet.Delivery) {
@@ -601,7 +827,7 @@ func (c *Cluster) deliver(d memnet.Delivery) {
 		ev.Msg = m
 	}
 	c.mixEvent(ev)
-	c.call(n, func() { c.handle(n, ev) })
+	c.call(n, nil, func() { c.handle(n, ev) })
 }
 
 // handle gives a network event to the node's core.
@@ -726,6 +952,7 @@ func (c *Cluster) instant() {
 	for _, n := range c.Nodes {
 		c.drive(n)
 	}
+	c.flushAll()
 	c.check()
 	if c.OnInstant != nil {
 		c.OnInstant(c)
@@ -760,11 +987,19 @@ func (c *Cluster) crash(n *Node) {
 		return
 	}
 	c.mix(traceCrash, hashString(string(n.Name)))
+	n.lastFault = c.Now
+	n.pastRead, n.pastUnread = n.BlockSeconds()
 	n.Crashed = true
 	n.busy = false
 	n.Hung = false
+	for _, pc := range n.backlog {
+		if pc.req != nil {
+			c.fail(pc.req, string(n.Name)+" crashed", 502)
+		}
+	}
 	n.backlog = nil
 	n.draining = false
+	c.dropHeld(n.Name)
 	c.Net.Crash(c.Now, n.Name)
 	c.forgetConnsOf(n.Name)
 	for _, id := range sortedNames(c.Requests) {
@@ -795,6 +1030,7 @@ func (c *Cluster) Restart(t clock.Instant, name string) {
 			return
 		}
 		c.mix(traceRestart, hashString(name))
+		n.lastFault = c.Now
 		c.Net.Restart(n.Name)
 		n.Crashed = false
 		n.Exited = false
@@ -814,28 +1050,43 @@ func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
 		}
 		c.mix(traceHang, hashString(name))
 		n.Hung = true
+		n.lastFault = c.Now
+		n.hangGen++
+		gen := n.hangGen
 		c.After(d, func() {
-			if !n.Hung {
+			if !n.Hung || n.hangGen != gen {
 				return
 			}
 			n.Hung = false
+			n.lastFault = c.Now
 			c.mix(traceResume, hashString(name))
 			for len(n.backlog) > 0 && !n.Hung && !n.Crashed {
-				fn := n.backlog[0]
+				pc := n.backlog[0]
 				n.backlog = n.backlog[1:]
-				fn()
+				pc.fn()
 			}
 		})
 	})
 }
 
-// Partition cuts a from b over [t, t+d).
+// Partition cuts a from b over [t, t+d). Overlapping partitions of the
+// same pair nest: the pair heals when the last one ends.
 func (c *Cluster) Partition(t clock.Instant, a, b string, d time.Duration) {
+	k := pairKey(transport.Addr(a), transport.Addr(b))
 	c.At(t, func() {
 		c.mix(tracePartition, hashString(a), hashString(b))
-		c.Net.Partition(c.Now, transport.Addr(a), transport.Addr(b))
+		c.lastFault[k] = c.Now
+		if c.parts[k]++; c.parts[k] == 1 {
+			c.Net.Partition(c.Now, k[0], k[1])
+		}
 	})
-	c.At(t.Add(d), func() { c.Net.Heal(c.Now, transport.Addr(a), transport.Addr(b)) })
+	c.At(t.Add(d), func() {
+		c.lastFault[k] = c.Now
+		if c.parts[k]--; c.parts[k] == 0 {
+			delete(c.parts, k)
+			c.Net.Heal(c.Now, k[0], k[1])
+		}
+	})
 }
 
 // Drain starts a graceful shutdown of node name at instant t (SIGTERM):
@@ -845,7 +1096,7 @@ func (c *Cluster) Partition(t clock.Instant, a, b string, d time.Duration) {
 func (c *Cluster) Drain(t clock.Instant, name string, grace time.Duration) {
 	n := c.byName[transport.Addr(name)]
 	c.At(t, func() {
-		c.call(n, func() {
+		c.call(n, nil, func() {
 			c.mix(traceDrain, hashString(name))
 			n.Core.DrainBy(c.Now.Add(grace))
 			n.draining = true
@@ -1012,6 +1263,7 @@ const (
 	tracePartition
 	traceDrain
 	traceExit
+	traceReset
 )
 
 func (c *Cluster) mix(vals ...uint64) {

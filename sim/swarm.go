@@ -1,0 +1,453 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/transport/memnet"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+// Options tune a swarm run. The zero value is the standard run: policy
+// lease, digest-only pools, a 3 s faulty phase, a workload and fault
+// profile drawn from the seed.
+type Options struct {
+	// Policy is the release policy of every engine.
+	Policy xfer.Policy
+	// FullKV runs pools with real KV bytes (slower); by default pools keep
+	// only per-slot digests, which the oracle check and checksums use the
+	// same way.
+	FullKV bool
+	// Requests overrides the drawn number of client requests (0: drawn).
+	Requests int
+	// NoFaults runs the drawn workload with no fault at all.
+	NoFaults bool
+	// SafetyPhase is how long faults are injected (0: 3 s simulated).
+	SafetyPhase time.Duration
+	// LivenessLimit bounds the fault-free phase that follows: by then every
+	// request must be terminal, every lease ended and every pool free of
+	// holds (0: 20 minutes simulated, beyond legacy-timeout's 480 s).
+	LivenessLimit time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.SafetyPhase <= 0 {
+		o.SafetyPhase = 3 * time.Second
+	}
+	if o.LivenessLimit <= 0 {
+		o.LivenessLimit = 20 * time.Minute
+	}
+	return o
+}
+
+// Profile is the fault profile and cluster shape drawn for one seed.
+type Profile struct {
+	Prefill, Decode    int
+	Blocks             int
+	DecodeMaxNumSeqs   int // D's batch bound (small: congestion)
+	MaxWaiting         int // D's bound on requests waiting for KV
+	Lease              time.Duration
+	Fallback           xfer.Fallback
+	MinDelay, MaxDelay time.Duration
+	ReadBandwidth      float64
+	PartitionTimeout   time.Duration
+	Msg                MsgFaults
+	Partitions         int
+	Crashes            int
+	Hangs              int
+	AbortShare         float64
+	// Burst: arrivals come within the first fifth of the window; LongShare
+	// of the requests decode for hundreds of tokens (with a small D batch
+	// bound, requests wait in D's queue for longer than a lease).
+	Burst     bool
+	LongShare float64
+	// AbortBothLegs: the proxy aborts at P too (Cluster.AbortBothLegs).
+	AbortBothLegs bool
+}
+
+func (p Profile) String() string {
+	return fmt.Sprintf("%dP%dD blocks=%d d_seqs=%d waiting=%d lease=%v fallback=%v delay=[%v,%v] bw=%.0fMB/s burst=%v long=%.2f ptimeout=%v drop=%.3f dup=%.2f reorder=%.2f partitions=%d crashes=%d hangs=%d aborts=%.2f",
+		p.Prefill, p.Decode, p.Blocks, p.DecodeMaxNumSeqs, p.MaxWaiting, p.Lease, p.Fallback, p.MinDelay, p.MaxDelay,
+		p.ReadBandwidth/1e6, p.Burst, p.LongShare, p.PartitionTimeout, p.Msg.DropProb, p.Msg.DupProb, p.Msg.ReorderProb,
+		p.Partitions, p.Crashes, p.Hangs, p.AbortShare) + fmt.Sprintf(" corrupt=%.3f abort_both=%v", p.Msg.CorruptProb, p.AbortBothLegs)
+}
+
+// Result is what one seed's run produced. Counters cover the whole run;
+// times are simulated.
+type Result struct {
+	Seed    uint64
+	Policy  xfer.Policy
+	Profile Profile
+
+	Requests  int
+	Completed int // finished normally, output checked against the oracle
+	Failed    int // the client got an error
+	Aborted   int // the client left
+	Pulled    int // completed with the prefix pulled from P
+	Fallbacks int // completed (or failed) after falling back
+
+	// Goodput is completed requests per simulated second (up to the last
+	// completion).
+	Goodput float64
+	// P99TTFT is the 99th percentile time to first token of completed
+	// requests.
+	P99TTFT time.Duration
+	// UnreadBlockSeconds are block-seconds held by leases nobody read
+	// (stranded memory); ReadBlockSeconds those of leases read.
+	UnreadBlockSeconds, ReadBlockSeconds float64
+	// EarlyFrees counts leases that expired while a reachable decoder was
+	// waiting for them.
+	EarlyFrees int
+	// Released counts lease releases by reason, over every P.
+	Released map[string]int
+
+	// SimTime is the simulated time the run took (both phases); Events the
+	// number of traced events; TraceHash a hash of every event in order:
+	// the same seed gives the same hash.
+	SimTime   time.Duration
+	Events    uint64
+	TraceHash uint64
+
+	// Failures lists every invariant violation, liveness failure and
+	// output mismatch (empty when the seed passed).
+	Failures []string
+}
+
+// ReplayCommand is the command that replays seed with opts.
+func ReplayCommand(seed uint64, opts Options) string {
+	cmd := fmt.Sprintf("go run ./cmd/kvlease sim --seed %d", seed)
+	if opts.Policy != xfer.PolicyLease {
+		cmd += " --policy " + opts.Policy.String()
+	}
+	return cmd
+}
+
+// RunSeed runs one swarm seed: it draws a cluster, a workload and a fault
+// profile from the seed, runs a safety phase with faults (invariants
+// checked after every instant), then a liveness phase without faults on a
+// connected cluster, and checks that every request ended, every lease
+// ended and every pool holds nothing, and that every completed request's
+// tokens equal the oracle's. The error, when the seed failed, names the
+// seed, the failures and the replay command. A panic inside the cores is
+// a failure too.
+func RunSeed(seed uint64, opts Options) (res Result, err error) {
+	opts = opts.withDefaults()
+	res = Result{Seed: seed, Policy: opts.Policy}
+	defer func() {
+		if p := recover(); p != nil {
+			res.Failures = append(res.Failures, fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+		}
+		if len(res.Failures) > 0 {
+			err = fmt.Errorf("sim: seed %d failed (%s; %s):\n  %s\nreplay: %s", seed, opts.Policy, res.Profile,
+				strings.Join(res.Failures, "\n  "), ReplayCommand(seed, opts))
+		}
+	}()
+	root := rand.New(rand.NewPCG(seed, 0x7377726d))
+	sub := func() *rand.Rand { return rand.New(rand.NewPCG(root.Uint64(), root.Uint64())) }
+	profRng, workRng, faultRng := sub(), sub(), sub()
+
+	prof := drawProfile(profRng, opts)
+	res.Profile = prof
+	spec := specFor(seed, root.Uint64(), prof, opts)
+	c := New(spec)
+	c.MsgFaults = prof.Msg
+	c.AbortBothLegs = prof.AbortBothLegs
+
+	reqs := drawWorkload(c, workRng, prof, opts)
+	res.Requests = len(reqs)
+	end := clock.Instant(opts.SafetyPhase)
+	down := scheduleFaults(c, faultRng, prof, end)
+
+	// Safety phase.
+	c.RunUntil(end)
+	// Liveness phase: faults stop, every node is up and connected.
+	c.MsgFaults = MsgFaults{}
+	for _, name := range down {
+		c.Restart(end, name)
+	}
+	idle := c.RunIdle(opts.LivenessLimit)
+	res.SimTime = time.Duration(c.Now)
+	res.Failures = append(res.Failures, c.Violations...)
+	if !idle {
+		res.Failures = append(res.Failures, fmt.Sprintf("liveness: cluster still busy %v after the faults stopped", opts.LivenessLimit))
+	}
+	for _, n := range c.Nodes {
+		if n.Crashed {
+			res.Failures = append(res.Failures, fmt.Sprintf("liveness: %s still down", n.Name))
+			continue
+		}
+		if err := n.Core.Check(); err != nil {
+			res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", n.Name, err))
+		}
+		if h := n.Core.Pool().NumHeld(); h != 0 {
+			res.Failures = append(res.Failures, fmt.Sprintf("liveness: %s still holds %d blocks", n.Name, h))
+		}
+		if p := n.Core.Producer(); p != nil && p.NumLeases() != 0 {
+			res.Failures = append(res.Failures, fmt.Sprintf("liveness: %s has %d leases", n.Name, p.NumLeases()))
+		}
+		if cons := n.Core.Consumer(); cons != nil && !cons.Idle() {
+			res.Failures = append(res.Failures, fmt.Sprintf("liveness: %s's consumer is not idle", n.Name))
+		}
+		if n.Core.NumRequests() != 0 {
+			res.Failures = append(res.Failures, fmt.Sprintf("liveness: %s has %d live requests", n.Name, n.Core.NumRequests()))
+		}
+	}
+	for _, r := range reqs {
+		if !r.Done {
+			res.Failures = append(res.Failures, fmt.Sprintf("liveness: request %s never ended", r.ID))
+		}
+	}
+	res.Failures = append(res.Failures, NewOracle(spec).Verify(c)...)
+	summarize(c, reqs, &res)
+	if opts.Policy == xfer.PolicyLease && res.EarlyFrees > 0 {
+		// Under the lease policy a decoder that waits, with no fault on it,
+		// its P or the path between them, keeps its lease alive.
+		res.Failures = append(res.Failures, fmt.Sprintf("%d leases expired under a waiting, reachable decoder", res.EarlyFrees))
+	}
+	return res, nil
+}
+
+// drawProfile draws the cluster shape and fault profile.
+func drawProfile(rng *rand.Rand, opts Options) Profile {
+	p := Profile{
+		Prefill:          1 + rng.IntN(2),
+		Decode:           1 + rng.IntN(3),
+		Blocks:           96 + rng.IntN(416),
+		DecodeMaxNumSeqs: 32,
+		MaxWaiting:       4096,
+		// 200 ms to 5 s, log-uniform: short leases make queue waits longer
+		// than a lease common.
+		Lease:         time.Duration(0.2 * math.Pow(25, rng.Float64()) * float64(time.Second)).Round(time.Millisecond),
+		MinDelay:      time.Duration(50+rng.IntN(950)) * time.Microsecond,
+		ReadBandwidth: math.Pow(10, 6+3.5*rng.Float64()),
+	}
+	p.MaxDelay = p.MinDelay + time.Duration(rng.IntN(5000))*time.Microsecond
+	if rng.IntN(3) == 0 {
+		p.DecodeMaxNumSeqs = 1 + rng.IntN(4)
+		p.Burst = rng.IntN(2) == 0
+		p.LongShare = 0.3 * rng.Float64()
+	}
+	if rng.IntN(4) == 0 {
+		p.MaxWaiting = 1 + rng.IntN(6)
+	}
+	if rng.IntN(5) == 0 {
+		p.Fallback = xfer.FallbackFail
+	}
+	if opts.NoFaults {
+		return p
+	}
+	if rng.IntN(2) == 0 {
+		p.Msg.DupProb = 0.2 * rng.Float64()
+	}
+	if rng.IntN(2) == 0 {
+		p.Msg.ReorderProb = 0.2 * rng.Float64()
+	}
+	if rng.IntN(4) == 0 {
+		p.Msg.CorruptProb = 0.1 * rng.Float64()
+	}
+	p.AbortShare = 0.3 * rng.Float64()
+	p.AbortBothLegs = rng.IntN(2) == 0
+	switch rng.IntN(4) {
+	case 0:
+		// Healthy nodes and paths: only duplication, reordering and
+		// latency. Here a waiting decoder must never lose its lease.
+	case 1: // one node or path fault
+		switch rng.IntN(3) {
+		case 0:
+			p.Partitions = 1
+		case 1:
+			p.Crashes = 1
+		default:
+			p.Hangs = 1
+		}
+	default:
+		if rng.IntN(2) == 0 {
+			p.PartitionTimeout = time.Duration(50+rng.IntN(950)) * time.Millisecond
+		}
+		if rng.IntN(3) == 0 {
+			p.Msg.DropProb = 0.02 * rng.Float64()
+		}
+		p.Partitions = rng.IntN(4)
+		p.Crashes = rng.IntN(3)
+		p.Hangs = rng.IntN(3)
+	}
+	return p
+}
+
+func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
+	s := DefaultSpec()
+	s.Seed = netSeed ^ seed
+	s.Prefill, s.Decode = p.Prefill, p.Decode
+	s.Blocks = p.Blocks
+	s.DigestOnly = !opts.FullKV
+	t := xfer.DefaultConfig(opts.Policy)
+	if opts.Policy != xfer.PolicyLegacyTimeout {
+		t = t.WithLease(p.Lease)
+	}
+	t.Fallback = p.Fallback
+	t.MaxWaiting = p.MaxWaiting
+	s.Transfer = t
+	if p.DecodeMaxNumSeqs != s.Sched.MaxNumSeqs {
+		s.DecodeSched = s.Sched
+		s.DecodeSched.MaxNumSeqs = p.DecodeMaxNumSeqs
+	}
+	s.Faults = memnet.Faults{MinDelay: p.MinDelay, MaxDelay: p.MaxDelay,
+		CloseDetectDelay: 50 * time.Millisecond, PartitionTimeout: p.PartitionTimeout}
+	s.ReadBandwidth = p.ReadBandwidth
+	return s
+}
+
+// drawWorkload submits the clients' requests: arrivals over the first 80%
+// of the safety phase, prompts cut from a few shared documents (so decoders
+// hit their prefix caches), some sampled with a fixed seed, some aborted
+// by their client at a random moment.
+func drawWorkload(c *Cluster, rng *rand.Rand, p Profile, opts Options) []*Req {
+	n := opts.Requests
+	if n <= 0 {
+		n = 10 + rng.IntN(31)
+	}
+	docs := make([][]int32, 3)
+	for i := range docs {
+		docs[i] = make([]int32, 320)
+		for j := range docs[i] {
+			docs[i][j] = int32(32 + rng.IntN(90))
+		}
+	}
+	window := time.Duration(float64(opts.SafetyPhase) * 0.8)
+	if p.Burst {
+		window /= 5
+	}
+	var ps, ds []*Node
+	for _, nd := range c.Nodes {
+		if nd.Role == engine.RolePrefill {
+			ps = append(ps, nd)
+		} else {
+			ds = append(ds, nd)
+		}
+	}
+	reqs := make([]*Req, 0, n)
+	for i := range n {
+		doc := docs[rng.IntN(len(docs))]
+		plen := 1 + rng.IntN(len(doc))
+		prompt := append([]int32(nil), doc[:plen]...)
+		if rng.IntN(2) == 0 { // a private suffix
+			for range 1 + rng.IntN(40) {
+				prompt = append(prompt, int32(32+rng.IntN(90)))
+			}
+		}
+		r := &Req{
+			ID: fmt.Sprintf("s%03d", i), Prompt: prompt, MaxTokens: 1 + rng.IntN(24),
+			IgnoreEOS: rng.IntN(2) == 0, P: ps[rng.IntN(len(ps))], D: ds[rng.IntN(len(ds))],
+		}
+		if rng.Float64() < p.LongShare {
+			r.MaxTokens = 100 + rng.IntN(400)
+			r.IgnoreEOS = true
+		}
+		if rng.IntN(4) == 0 {
+			r.Sampling = model.Sampling{Temperature: 0.8, TopP: 0.95, Seed: rng.Uint64()}
+			r.SeedSet = true
+		}
+		if rng.IntN(20) == 0 {
+			r.Local = true
+		}
+		at := clock.Instant(rng.Int64N(int64(window)))
+		c.Submit(at, r)
+		if rng.Float64() < p.AbortShare {
+			c.Abort(at.Add(time.Duration(rng.Int64N(int64(2*p.Lease)))), r)
+		}
+		reqs = append(reqs, r)
+	}
+	return reqs
+}
+
+// scheduleFaults schedules partitions, crashes (with restarts) and hangs
+// inside [0, end) and returns the nodes that may still be down at end.
+func scheduleFaults(c *Cluster, rng *rand.Rand, p Profile, end clock.Instant) []string {
+	span := time.Duration(end)
+	var ps, ds []string
+	for _, n := range c.Nodes {
+		if n.Role == engine.RolePrefill {
+			ps = append(ps, string(n.Name))
+		} else {
+			ds = append(ds, string(n.Name))
+		}
+	}
+	all := append(append([]string(nil), ps...), ds...)
+	within := func(max time.Duration) (clock.Instant, time.Duration) {
+		at := rng.Int64N(int64(span))
+		d := time.Duration(1 + rng.Int64N(int64(max)))
+		if rest := span - time.Duration(at); d > rest {
+			d = rest
+		}
+		return clock.Instant(at), d
+	}
+	for range p.Partitions {
+		at, d := within(2 * p.Lease)
+		c.Partition(at, ps[rng.IntN(len(ps))], ds[rng.IntN(len(ds))], d)
+	}
+	var down []string
+	for range p.Crashes {
+		name := all[rng.IntN(len(all))]
+		at, d := within(time.Second)
+		c.Crash(at, name)
+		c.Restart(at.Add(d), name)
+		down = append(down, name) // a later crash may outlive its restart
+	}
+	for range p.Hangs {
+		at, d := within(2 * p.Lease)
+		c.Hang(at, all[rng.IntN(len(all))], d)
+	}
+	slices.Sort(down)
+	return slices.Compact(down)
+}
+
+func summarize(c *Cluster, reqs []*Req, res *Result) {
+	var ttft []time.Duration
+	var last clock.Instant
+	for _, r := range reqs {
+		switch {
+		case r.clientGone:
+			res.Aborted++
+		case r.Error != "":
+			res.Failed++
+		case r.Done && r.Status != sched.FinishedAborted:
+			res.Completed++
+			ttft = append(ttft, r.FirstAt.Sub(r.SentAt))
+			last = clock.Max(last, r.DoneAt)
+			if r.Pulled {
+				res.Pulled++
+			}
+		}
+		if r.Fallback != "" {
+			res.Fallbacks++
+		}
+	}
+	if last > 0 {
+		res.Goodput = float64(res.Completed) / time.Duration(last).Seconds()
+	}
+	if len(ttft) > 0 {
+		slices.Sort(ttft)
+		res.P99TTFT = ttft[(len(ttft)*99+99)/100-1]
+	}
+	res.Released = map[string]int{}
+	for _, n := range c.Nodes {
+		read, unread := n.BlockSeconds()
+		res.ReadBlockSeconds += read
+		res.UnreadBlockSeconds += unread
+		for r, k := range n.Released {
+			res.Released[r.String()] += k
+		}
+	}
+	res.EarlyFrees = c.EarlyFrees
+	res.Events = c.Events
+	res.TraceHash = c.TraceHash()
+}

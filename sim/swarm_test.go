@@ -1,0 +1,84 @@
+package sim
+
+import (
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/kvlease/kvlease/xfer"
+)
+
+var (
+	seedsFlag = flag.Int("seeds", 0, "number of swarm seeds to run per policy (0: the default for the mode)")
+	seedFlag  = flag.Uint64("seed", 0, "first swarm seed")
+)
+
+// swarmSeeds is how many seeds TestSwarm runs: a few hundred by default,
+// fewer with -short, any number with -seeds.
+func swarmSeeds() int {
+	switch {
+	case *seedsFlag > 0:
+		return *seedsFlag
+	case testing.Short():
+		return 40
+	}
+	return 300
+}
+
+func TestSwarm(t *testing.T) {
+	start := time.Now()
+	n := swarmSeeds()
+	var reqs, events int
+	for i := range n {
+		seed := *seedFlag + uint64(i)
+		res, err := RunSeed(seed, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs += res.Requests
+		events += int(res.Events)
+	}
+	t.Logf("%d seeds, %d requests, %d events in %v", n, reqs, events, time.Since(start))
+}
+
+func TestSwarmOtherPolicies(t *testing.T) {
+	n := max(swarmSeeds()/10, 4)
+	for _, pol := range []xfer.Policy{xfer.PolicyVLLMLease, xfer.PolicyLegacyTimeout} {
+		for i := range n {
+			if _, err := RunSeed(*seedFlag+uint64(i), Options{Policy: pol}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestSwarmFullKV(t *testing.T) {
+	// Real KV bytes: corruption hits the bytes, and the oracle compares
+	// tokens derived from them.
+	for i := range max(swarmSeeds()/20, 4) {
+		if _, err := RunSeed(*seedFlag+1_000_000+uint64(i), Options{FullKV: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSwarmSameSeedSameTrace(t *testing.T) {
+	for _, seed := range []uint64{1, 7, 42} {
+		a, errA := RunSeed(seed, Options{})
+		b, errB := RunSeed(seed, Options{})
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if a.TraceHash != b.TraceHash || a.Events != b.Events || a.Completed != b.Completed || a.SimTime != b.SimTime {
+			t.Fatalf("seed %d: %x/%d vs %x/%d", seed, a.TraceHash, a.Events, b.TraceHash, b.Events)
+		}
+		if a.Events == 0 || a.Requests == 0 {
+			t.Fatalf("seed %d did nothing: %+v", seed, a)
+		}
+	}
+	a, _ := RunSeed(1, Options{})
+	b, _ := RunSeed(2, Options{})
+	if a.TraceHash == b.TraceHash {
+		t.Fatal("different seeds, same trace")
+	}
+}
