@@ -890,6 +890,10 @@ func (c *Consumer) Stats() ConsumerStats {
 // waiting or reading and no release notice to deliver.
 func (c *Consumer) Idle() bool { return len(c.queue) == 0 && c.notices == 0 }
 
+// NumNotices is the number of RELEASE notices waiting for P's
+// acknowledgement.
+func (c *Consumer) NumNotices() int { return c.notices }
+
 // NumWaiting is the number of requests waiting or reading.
 func (c *Consumer) NumWaiting() int { return len(c.queue) }
 
