@@ -237,13 +237,16 @@ func TestSDKQueueFullAndShuttingDown(t *testing.T) {
 	defer cancel()
 	long := completion("occupy", 3000)
 	long.Model = modelName
-	for range 2 { // one runs, one waits
+	// One runs, then one waits (submitted one after the other: two at once
+	// could both meet an empty running set and the second find the
+	// one-slot queue full).
+	for _, want := range [][2]int{{1, 0}, {1, 1}} {
 		go c.Completions.New(ctx, long, option.WithJSONSet("ignore_eos", true))
+		waitFor(t, "requests running and waiting", func() bool {
+			s := e.node.Stats()
+			return s.Running == want[0] && s.Waiting == want[1]
+		})
 	}
-	waitFor(t, "one running and one waiting", func() bool {
-		s := e.node.Stats()
-		return s.Running == 1 && s.Waiting == 1
-	})
 	var resp *http.Response
 	_, err := c.Completions.New(context.Background(), completion("more", 1), option.WithResponseInto(&resp))
 	var apiErr *openai.Error
