@@ -1,0 +1,607 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kvlease/kvlease/proxy"
+	"github.com/kvlease/kvlease/proxy/route"
+)
+
+// MaxEngines bounds the engines of one role.
+const MaxEngines = 64
+
+// Options configures Start. The zero value is one prefill and one decode
+// engine of the tiny profile behind a round-robin proxy on a free port.
+type Options struct {
+	// Prefill and Decode are the engine counts; 0 means 1.
+	Prefill, Decode int
+	// Profile is the engines' latency profile (serve --profile); "" is
+	// "tiny".
+	Profile string
+	// Model is the served model name (serve --model); "" leaves serve's
+	// default.
+	Model string
+	// Host is the loopback address everything listens on; "" is
+	// 127.0.0.1.
+	Host string
+	// ProxyPort is the proxy's port; 0 picks a free one.
+	ProxyPort int
+	// Policy is the proxy's routing policy.
+	Policy route.Policy
+	// Proxy, when set, adjusts the proxy's config after the cluster
+	// filled in the engines and the policy.
+	Proxy func(*proxy.Config)
+
+	// Binary is the kvlease executable to run engines with; "" is this
+	// process's own executable (os.Executable).
+	Binary string
+	// ServeArgs, when set, replaces the default command line of an
+	// engine (see DefaultServeArgs).
+	ServeArgs func(e Engine, secretFile string) []string
+	// ExtraServeArgs are appended to each engine's command line.
+	ExtraServeArgs []string
+	// Env is added to each engine's environment.
+	Env []string
+	// LogDir receives one log file per engine (prefill0.log, ...),
+	// appended to across restarts; "" makes a temporary directory that
+	// Close removes.
+	LogDir string
+
+	// ReadyTimeout bounds the wait for an engine's /health; 0 is 60 s.
+	ReadyTimeout time.Duration
+	// StopTimeout is how long a stopped engine has between SIGTERM and
+	// SIGKILL; 0 is 10 s.
+	StopTimeout time.Duration
+	// DrainTimeout is how long Close lets the proxy's requests finish
+	// before aborting them; 0 is 2 s.
+	DrainTimeout time.Duration
+	// Logger receives the cluster's and the proxy's logs; nil discards.
+	Logger *slog.Logger
+}
+
+func (o *Options) fill() error {
+	if o.Prefill == 0 {
+		o.Prefill = 1
+	}
+	if o.Decode == 0 {
+		o.Decode = 1
+	}
+	if o.Profile == "" {
+		o.Profile = "tiny"
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 60 * time.Second
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = 10 * time.Second
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.Prefill < 1 || o.Prefill > MaxEngines:
+		return fmt.Errorf("cluster: Prefill %d: want 1..%d", o.Prefill, MaxEngines)
+	case o.Decode < 1 || o.Decode > MaxEngines:
+		return fmt.Errorf("cluster: Decode %d: want 1..%d", o.Decode, MaxEngines)
+	case o.ProxyPort < 0 || o.ProxyPort > 65535:
+		return fmt.Errorf("cluster: ProxyPort %d: want 0..65535", o.ProxyPort)
+	case o.ReadyTimeout < 0 || o.StopTimeout < 0 || o.DrainTimeout < 0:
+		return errors.New("cluster: timeouts must not be negative")
+	}
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("cluster: finding the kvlease binary: %w", err)
+		}
+		o.Binary = exe
+	}
+	return nil
+}
+
+// Engine describes one engine of a cluster. It does not change across
+// restarts.
+type Engine struct {
+	// Index is the engine's position in Cluster.Engines: prefill engines
+	// first, then decode engines.
+	Index int
+	// Role is proxy.RolePrefill or proxy.RoleDecode; RoleIndex its
+	// position among the engines of its role.
+	Role      string
+	RoleIndex int
+	// URL is the engine's HTTP base URL; Port and TransferPort its HTTP
+	// and P/D transfer ports.
+	URL          string
+	Host         string
+	Port         int
+	TransferPort int
+	// Profile and Model are what it serves.
+	Profile, Model string
+	// LogPath is the file with its output.
+	LogPath string
+}
+
+// Name is "prefill0", "decode1", ...
+func (e Engine) Name() string { return e.Role + strconv.Itoa(e.RoleIndex) }
+
+// DefaultServeArgs is an engine's command line: kvlease serve with its
+// role, ports, profile, model and the cluster secret.
+func DefaultServeArgs(e Engine, secretFile string) []string {
+	args := []string{"serve", "--role", e.Role, "--host", e.Host,
+		"--port", strconv.Itoa(e.Port), "--transfer-port", strconv.Itoa(e.TransferPort),
+		"--profile", e.Profile, "--cluster-secret-file", secretFile}
+	if e.Model != "" {
+		args = append(args, "--model", e.Model)
+	}
+	return args
+}
+
+// Exit reports an engine process that ended without Kill, Stop, Restart
+// or Close asking it to.
+type Exit struct {
+	Engine Engine
+	PID    int
+	// Err is the process's end: an *exec.ExitError, or nil for exit 0.
+	Err error
+	// LogTail is the end of its log, for the report.
+	LogTail string
+}
+
+func (x Exit) String() string {
+	status := "exit status 0"
+	if x.Err != nil {
+		status = x.Err.Error()
+	}
+	return fmt.Sprintf("engine %s (pid %d, %s) exited unexpectedly: %s", x.Engine.Name(), x.PID, x.Engine.URL, status)
+}
+
+// ErrNotRunning is returned by Kill and Stop for an engine that has no
+// process.
+var ErrNotRunning = errors.New("cluster: engine not running")
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	opt        Options
+	engines    []*proc
+	secretFile string
+	tempLogDir string
+
+	px        *proxy.Proxy
+	proxyURL  string
+	stopProxy context.CancelFunc
+	served    chan error
+
+	exits     chan Exit
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// proc is one engine and its current process.
+type proc struct {
+	info Engine
+	env  []string
+	args []string
+
+	mu  sync.Mutex // serializes Kill, Stop, Restart and Close of this engine
+	cur *run       // the latest process, nil before the first launch
+}
+
+// run is one process of an engine. Its waiter goroutine sets err and then
+// closes done; it takes no lock, so a holder of proc.mu may wait on done.
+type run struct {
+	cmd   *exec.Cmd
+	done  chan struct{}
+	err   error       // valid after done
+	asked atomic.Bool // the process was told to stop: do not report its exit
+}
+
+// Start launches a cluster: it returns when every engine answers /health
+// and the proxy listens, or with an error (after stopping whatever it
+// started) when an engine exits, does not become healthy within
+// ReadyTimeout, or ctx ends.
+func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
+	if err := opt.fill(); err != nil {
+		return nil, err
+	}
+	c = &Cluster{opt: opt, exits: make(chan Exit, 2*(opt.Prefill+opt.Decode))}
+	defer func() {
+		if err != nil {
+			c.Close()
+			c = nil
+		}
+	}()
+	if c.secretFile, err = writeSecret(); err != nil {
+		return c, err
+	}
+	logDir := opt.LogDir
+	if logDir == "" {
+		if logDir, err = os.MkdirTemp("", "kvlease-cluster-*"); err != nil {
+			return c, fmt.Errorf("cluster: %w", err)
+		}
+		c.tempLogDir = logDir
+	} else if err = os.MkdirAll(logDir, 0o755); err != nil {
+		return c, fmt.Errorf("cluster: %w", err)
+	}
+	n := opt.Prefill + opt.Decode
+	ports, err := freePorts(opt.Host, 2*n)
+	if err != nil {
+		return c, err
+	}
+	for i := range n {
+		e := Engine{Index: i, Role: proxy.RolePrefill, RoleIndex: i, Host: opt.Host,
+			Port: ports[2*i], TransferPort: ports[2*i+1], Profile: opt.Profile, Model: opt.Model}
+		if i >= opt.Prefill {
+			e.Role, e.RoleIndex = proxy.RoleDecode, i-opt.Prefill
+		}
+		e.URL = "http://" + net.JoinHostPort(opt.Host, strconv.Itoa(e.Port))
+		e.LogPath = filepath.Join(logDir, e.Name()+".log")
+		build := opt.ServeArgs
+		if build == nil {
+			build = DefaultServeArgs
+		}
+		args := append(build(e, c.secretFile), opt.ExtraServeArgs...)
+		c.engines = append(c.engines, &proc{info: e, args: args, env: opt.Env})
+	}
+	for _, p := range c.engines {
+		if err := c.launch(p); err != nil {
+			return c, err
+		}
+	}
+	for _, p := range c.engines {
+		if err := c.waitHealthy(ctx, p); err != nil {
+			return c, err
+		}
+	}
+	return c, c.startProxy()
+}
+
+func (c *Cluster) startProxy() error {
+	cfg := proxy.DefaultConfig()
+	cfg.Route.Policy = c.opt.Policy
+	cfg.Logger = c.opt.Logger
+	for _, p := range c.engines {
+		if p.info.Role == proxy.RolePrefill {
+			cfg.Prefill = append(cfg.Prefill, p.info.URL)
+		} else {
+			cfg.Decode = append(cfg.Decode, p.info.URL)
+		}
+	}
+	if c.opt.Proxy != nil {
+		c.opt.Proxy(&cfg)
+	}
+	px, err := proxy.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.opt.Host, strconv.Itoa(c.opt.ProxyPort)))
+	if err != nil {
+		return fmt.Errorf("cluster: proxy port: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.px, c.stopProxy, c.served = px, cancel, make(chan error, 1)
+	c.proxyURL = "http://" + ln.Addr().String()
+	go func() { c.served <- px.Serve(ctx, ln, c.opt.DrainTimeout) }()
+	return nil
+}
+
+// launch starts p's process and its waiter.
+func (c *Cluster) launch(p *proc) error {
+	logf, err := os.OpenFile(p.info.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	cmd := exec.Command(c.opt.Binary, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("cluster: starting %s: %w", p.info.Name(), err)
+	}
+	logf.Close() // the child has its own descriptor
+	r := &run{cmd: cmd, done: make(chan struct{})}
+	p.cur = r
+	c.opt.Logger.Info("engine started", "peer", p.info.URL, "engine", p.info.Name(), "pid", cmd.Process.Pid)
+	go func() {
+		r.err = cmd.Wait()
+		close(r.done)
+		if r.asked.Load() {
+			return
+		}
+		x := Exit{Engine: p.info, PID: cmd.Process.Pid, Err: r.err, LogTail: tail(p.info.LogPath, 2048)}
+		c.opt.Logger.Warn("engine exited unexpectedly", "engine", p.info.Name(), "reason", x.String())
+		select {
+		case c.exits <- x:
+		default: // nobody reads the reports; Exits is bounded
+		}
+	}()
+	return nil
+}
+
+// waitHealthy polls p's /health until it answers 200.
+func (c *Cluster) waitHealthy(ctx context.Context, p *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opt.ReadyTimeout)
+	defer cancel()
+	p.mu.Lock()
+	r := p.cur
+	p.mu.Unlock()
+	client := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.info.URL+"/health", nil)
+		if resp, err := client.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-r.done:
+			status := "exit status 0"
+			if r.err != nil {
+				status = r.err.Error()
+			}
+			return fmt.Errorf("cluster: engine %s exited while starting (%s); its log %s ends:\n%s",
+				p.info.Name(), status, p.info.LogPath, tail(p.info.LogPath, 2048))
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: engine %s not healthy at %s/health within %v: %w; its log %s ends:\n%s",
+				p.info.Name(), p.info.URL, c.opt.ReadyTimeout, ctx.Err(), p.info.LogPath, tail(p.info.LogPath, 2048))
+		case <-tick.C:
+		}
+	}
+}
+
+// URL returns the proxy's base URL.
+func (c *Cluster) URL() string { return c.proxyURL }
+
+// Proxy returns the in-process proxy.
+func (c *Cluster) Proxy() *proxy.Proxy { return c.px }
+
+// SecretFile returns the path of the cluster secret (0600).
+func (c *Cluster) SecretFile() string { return c.secretFile }
+
+// Engines returns every engine, prefill first.
+func (c *Cluster) Engines() []Engine {
+	out := make([]Engine, len(c.engines))
+	for i, p := range c.engines {
+		out[i] = p.info
+	}
+	return out
+}
+
+// URLs returns the base URLs of the engines of role.
+func (c *Cluster) URLs(role string) []string {
+	var out []string
+	for _, p := range c.engines {
+		if p.info.Role == role {
+			out = append(out, p.info.URL)
+		}
+	}
+	return out
+}
+
+// Exits reports engines that exited without being asked to. The channel
+// holds up to twice the number of engines; reports beyond are dropped
+// (and logged).
+func (c *Cluster) Exits() <-chan Exit { return c.exits }
+
+// Running reports whether engine i has a live process.
+func (c *Cluster) Running(i int) bool {
+	p := c.engine(i)
+	p.mu.Lock()
+	r := p.cur
+	p.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// PID returns engine i's current process id, 0 if none was started.
+func (c *Cluster) PID(i int) int {
+	p := c.engine(i)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur == nil {
+		return 0
+	}
+	return p.cur.cmd.Process.Pid
+}
+
+func (c *Cluster) engine(i int) *proc {
+	if i < 0 || i >= len(c.engines) {
+		panic(fmt.Sprintf("cluster: engine index %d out of range [0, %d)", i, len(c.engines)))
+	}
+	return c.engines[i]
+}
+
+// Kill sends SIGKILL to engine i (a crash) and waits for it to exit. It is
+// not reported on Exits. ErrNotRunning if it has already exited.
+func (c *Cluster) Kill(i int) error {
+	p := c.engine(i)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.signalAndWait(syscall.SIGKILL, 0)
+}
+
+// Stop sends SIGTERM to engine i (a graceful shutdown), waits up to
+// StopTimeout, then kills it. It is not reported on Exits.
+func (c *Cluster) Stop(i int) error {
+	p := c.engine(i)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.signalAndWait(syscall.SIGTERM, c.opt.StopTimeout)
+}
+
+// Restart stops engine i if it runs, starts it again on the same ports and
+// waits for its /health (bounded by ctx and ReadyTimeout).
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	p := c.engine(i)
+	p.mu.Lock()
+	if err := p.signalAndWait(syscall.SIGTERM, c.opt.StopTimeout); err != nil && !errors.Is(err, ErrNotRunning) {
+		p.mu.Unlock()
+		return err
+	}
+	err := c.launch(p)
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.waitHealthy(ctx, p)
+}
+
+// signalAndWait stops p's process with sig, escalating to SIGKILL after
+// grace (0: wait for sig alone). Called with p.mu held.
+func (p *proc) signalAndWait(sig syscall.Signal, grace time.Duration) error {
+	r := p.cur
+	if r == nil {
+		return ErrNotRunning
+	}
+	select {
+	case <-r.done:
+		return ErrNotRunning
+	default:
+	}
+	r.asked.Store(true)
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			<-r.done
+			return ErrNotRunning
+		}
+		return fmt.Errorf("cluster: signalling %s: %w", p.info.Name(), err)
+	}
+	if grace <= 0 {
+		<-r.done
+		return nil
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-r.done:
+	case <-t.C:
+		r.cmd.Process.Kill()
+		<-r.done
+	}
+	return nil
+}
+
+// Close stops the proxy (draining, then aborting requests in flight), then
+// every engine (SIGTERM, SIGKILL after StopTimeout), waits for them, and
+// removes the secret file and any temporary log directory. It returns the
+// proxy's serving error, if any. Safe to call more than once.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() {
+		if c.stopProxy != nil {
+			c.stopProxy()
+			c.closeErr = <-c.served
+		}
+		var wg sync.WaitGroup
+		for _, p := range c.engines {
+			wg.Go(func() {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				p.signalAndWait(syscall.SIGTERM, c.opt.StopTimeout)
+			})
+		}
+		wg.Wait()
+		if c.secretFile != "" {
+			os.Remove(c.secretFile)
+		}
+		if c.tempLogDir != "" {
+			os.RemoveAll(c.tempLogDir)
+		}
+	})
+	return c.closeErr
+}
+
+// writeSecret writes a fresh 256-bit cluster secret, hex-encoded, to a new
+// file readable only by this user.
+func writeSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("cluster: generating the secret: %w", err)
+	}
+	f, err := os.CreateTemp("", "kvlease-secret-*")
+	if err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	_, err = f.WriteString(hex.EncodeToString(b[:]) + "\n")
+	if cerr := f.Chmod(0o600); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("cluster: writing the secret: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// freePorts returns n distinct ports free on host now. They are released
+// before the engines bind them; another process could take one in between,
+// and the engine would then fail to start with a clear error.
+func freePorts(host string, n int) ([]int, error) {
+	lns := make([]net.Listener, 0, n)
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("cluster: finding a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// tail returns the last maxBytes of the file at path.
+func tail(path string, maxBytes int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-maxBytes, 0)
+	b := make([]byte, st.Size()-off)
+	n, _ := f.ReadAt(b, off)
+	return string(b[:n])
+}

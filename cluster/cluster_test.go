@@ -1,0 +1,210 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvlease/kvlease/proxy"
+)
+
+// fakeOptions runs engines as this test binary in fake-engine mode.
+func fakeOptions(t *testing.T, mode string) Options {
+	t.Helper()
+	if mode == "" {
+		mode = "ok"
+	}
+	return Options{Binary: os.Args[0], Env: []string{fakeEngineEnv + "=" + mode}, ReadyTimeout: 20 * time.Second,
+		StopTimeout: 5 * time.Second}
+}
+
+func start(t *testing.T, opt Options) *Cluster {
+	t.Helper()
+	c, err := Start(context.Background(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func complete(t *testing.T, c *Cluster) (int, string) {
+	t.Helper()
+	resp, err := http.Post(c.URL()+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestStartServeClose(t *testing.T) {
+	opt := fakeOptions(t, "")
+	opt.Decode = 2
+	c := start(t, opt)
+	es := c.Engines()
+	if len(es) != 3 || es[0].Name() != "prefill0" || es[1].Name() != "decode0" || es[2].Name() != "decode1" ||
+		es[2].Index != 2 || es[2].RoleIndex != 1 {
+		t.Fatalf("engines %+v", es)
+	}
+	if got := c.URLs(proxy.RoleDecode); len(got) != 2 || got[0] != es[1].URL {
+		t.Errorf("URLs(decode) = %v", got)
+	}
+	for i := range es {
+		if !c.Running(i) || c.PID(i) == 0 {
+			t.Errorf("engine %d not running", i)
+		}
+	}
+	st, err := os.Stat(c.SecretFile())
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("secret file: %v, %v", st, err)
+	}
+	for range 2 {
+		if code, body := complete(t, c); code != 200 || !strings.Contains(body, "decoded by") {
+			t.Errorf("through the proxy: %d %s", code, body)
+		}
+	}
+	logDir := es[0].LogPath[:strings.LastIndex(es[0].LogPath, "/")]
+	if b, _ := os.ReadFile(es[0].LogPath); !strings.Contains(string(b), "fake prefill engine on") {
+		t.Errorf("prefill log: %q", b)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	c.Close() // twice is harmless
+	for i := range es {
+		if c.Running(i) {
+			t.Errorf("engine %d still running after Close", i)
+		}
+	}
+	if _, err := os.Stat(c.SecretFile()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("secret file left behind: %v", err)
+	}
+	if _, err := os.Stat(logDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary log directory left behind: %v", err)
+	}
+	if _, err := http.Get(c.URL() + "/health"); err == nil {
+		t.Error("the proxy still answers after Close")
+	}
+	select {
+	case x := <-c.Exits():
+		t.Errorf("Close reported as an unexpected exit: %v", x)
+	default:
+	}
+}
+
+func TestKillStopRestart(t *testing.T) {
+	opt := fakeOptions(t, "")
+	opt.Decode = 2
+	opt.LogDir = t.TempDir()
+	c := start(t, opt)
+	if err := c.Kill(1); err != nil {
+		t.Fatal(err)
+	}
+	if c.Running(1) {
+		t.Fatal("decode0 runs after Kill")
+	}
+	if err := c.Kill(1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("second Kill = %v, want ErrNotRunning", err)
+	}
+	for range 4 {
+		if code, body := complete(t, c); code != 200 || !strings.Contains(body, "decoded by") {
+			t.Fatalf("with decode0 killed: %d %s", code, body)
+		}
+	}
+	oldPID := c.PID(1)
+	if err := c.Restart(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Running(1) || c.PID(1) == oldPID {
+		t.Error("decode0 not running again with a new process")
+	}
+	resp, err := http.Get(c.Engines()[1].URL + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("restarted engine on its old port: %v", err)
+	}
+	resp.Body.Close()
+	if err := c.Restart(context.Background(), 2); err != nil { // a running one: stop, then start
+		t.Fatal(err)
+	}
+	if err := c.Stop(0); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := complete(t, c); code != 502 || !strings.Contains(body, "no prefill engine could be reached") {
+		t.Errorf("with the only prefill engine stopped: %d %s", code, body)
+	}
+	if b, _ := os.ReadFile(c.Engines()[0].LogPath); !strings.Contains(string(b), "fake engine: stopping") {
+		t.Errorf("Stop did not let the engine shut down on SIGTERM; log %q", b)
+	}
+	if b, _ := os.ReadFile(c.Engines()[1].LogPath); strings.Count(string(b), "fake decode engine on") != 2 {
+		t.Errorf("the log of a restarted engine should hold both runs: %q", b)
+	}
+	select {
+	case x := <-c.Exits():
+		t.Errorf("an exit asked for was reported: %v", x)
+	default:
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Kill(99) did not panic")
+			}
+		}()
+		c.Kill(99)
+	}()
+}
+
+func TestUnexpectedExitIsReported(t *testing.T) {
+	c := start(t, fakeOptions(t, ""))
+	pid := c.PID(1)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case x := <-c.Exits():
+		if x.Engine.Name() != "decode0" || x.PID != pid || x.Err == nil || !strings.Contains(x.LogTail, "fake decode engine on") ||
+			!strings.Contains(x.String(), "decode0") || !strings.Contains(x.String(), "killed") {
+			t.Errorf("report %+v: %s", x, x)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a killed engine was not reported")
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	if _, err := Start(context.Background(), fakeOptions(t, "fail")); err == nil ||
+		!strings.Contains(err.Error(), "exited while starting") || !strings.Contains(err.Error(), "boom, failing as told") {
+		t.Errorf("an engine that fails: %v", err)
+	}
+	opt := fakeOptions(t, "unhealthy")
+	opt.ReadyTimeout = 300 * time.Millisecond
+	if _, err := Start(context.Background(), opt); err == nil || !strings.Contains(err.Error(), "not healthy") {
+		t.Errorf("an engine that never gets healthy: %v", err)
+	}
+	opt = fakeOptions(t, "")
+	opt.Binary = "/nonexistent/kvlease"
+	if _, err := Start(context.Background(), opt); err == nil || !strings.Contains(err.Error(), "starting prefill0") {
+		t.Errorf("a missing binary: %v", err)
+	}
+	for _, o := range []Options{{Prefill: -1}, {Decode: MaxEngines + 1}, {ProxyPort: 70000}, {ReadyTimeout: -1}} {
+		if _, err := Start(context.Background(), o); err == nil {
+			t.Errorf("Start(%+v) succeeded", o)
+		}
+	}
+}
+
+func TestDefaultServeArgs(t *testing.T) {
+	e := Engine{Role: "decode", Host: "127.0.0.1", Port: 1, TransferPort: 2, Profile: "tiny", Model: "m"}
+	got := strings.Join(DefaultServeArgs(e, "/s"), " ")
+	want := "serve --role decode --host 127.0.0.1 --port 1 --transfer-port 2 --profile tiny --cluster-secret-file /s --model m"
+	if got != want {
+		t.Errorf("DefaultServeArgs = %q, want %q", got, want)
+	}
+}
