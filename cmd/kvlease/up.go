@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/proxy/route"
+)
+
+func init() {
+	register(command{
+		name:    "up",
+		summary: "a local P/D cluster on loopback: prefill and decode engines behind the proxy",
+		run:     runUp,
+	})
+}
+
+// parseUpFlags turns kvlease up's flags into cluster options.
+func parseUpFlags(args []string, stderr io.Writer) (cluster.Options, error) {
+	fs := newFlagSet("up", stderr)
+	var opt cluster.Options
+	fs.IntVar(&opt.Prefill, "prefill", 1, fmt.Sprintf("prefill engines (1..%d)", cluster.MaxEngines))
+	fs.IntVar(&opt.Decode, "decode", 1, fmt.Sprintf("decode engines (1..%d)", cluster.MaxEngines))
+	fs.IntVar(&opt.ProxyPort, "port", 8080, "the proxy's port (0 picks a free one); engines get free ports")
+	fs.StringVar(&opt.Profile, "profile", "tiny", "the engines' model profile (kvlease serve --profile)")
+	fs.StringVar(&opt.Model, "model", "", "served model name (kvlease serve --model; empty for serve's default)")
+	policy := fs.String("policy", route.RoundRobin.String(), "the proxy's engine choice: "+strings.Join(route.Policies, " or "))
+	fs.StringVar(&opt.LogDir, "log-dir", "", "directory for the engines' logs (default: a new one under $TMPDIR, kept)")
+	serveArgs := fs.String("serve-args", "", "more flags for every engine, space-separated (e.g. \"--num-blocks 4096\")")
+	fs.StringVar(&opt.Binary, "binary", "", "kvlease binary to run the engines with (default: this one)")
+	fs.DurationVar(&opt.ReadyTimeout, "ready-timeout", 60*time.Second, "how long each engine may take to answer /health")
+	if err := parseFlags(fs, args); err != nil {
+		return opt, err
+	}
+	switch {
+	case opt.Prefill < 1 || opt.Prefill > cluster.MaxEngines:
+		return opt, fmt.Errorf("--prefill %d: want 1..%d engines", opt.Prefill, cluster.MaxEngines)
+	case opt.Decode < 1 || opt.Decode > cluster.MaxEngines:
+		return opt, fmt.Errorf("--decode %d: want 1..%d engines", opt.Decode, cluster.MaxEngines)
+	case opt.Profile == "":
+		return opt, fmt.Errorf("--profile: name a profile, e.g. --profile tiny")
+	case opt.ReadyTimeout <= 0:
+		return opt, fmt.Errorf("--ready-timeout %v: want a positive duration such as 60s", opt.ReadyTimeout)
+	}
+	if err := checkPort("--port", opt.ProxyPort); err != nil {
+		return opt, err
+	}
+	var err error
+	if opt.Policy, err = route.ParsePolicy(*policy); err != nil {
+		return opt, fmt.Errorf("--policy: %v", err)
+	}
+	opt.ExtraServeArgs = strings.Fields(*serveArgs)
+	return opt, nil
+}
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opt, err := parseUpFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if opt.LogDir == "" {
+		if opt.LogDir, err = os.MkdirTemp("", "kvlease-up-*"); err != nil {
+			return err
+		}
+	}
+	opt.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	fmt.Fprintf(stdout, "kvlease up: starting %d prefill and %d decode engine(s), profile %s...\n",
+		opt.Prefill, opt.Decode, opt.Profile)
+	c, err := cluster.Start(ctx, opt)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while starting: Start stopped what it began
+		}
+		return fmt.Errorf("%w\n(the engines' logs are in %s)", err, opt.LogDir)
+	}
+	printCluster(stdout, c, opt)
+	for {
+		select {
+		case x := <-c.Exits():
+			fmt.Fprintf(stderr, "kvlease up: %s\n  the proxy routes around it; its log %s ends:\n%s\n",
+				x, x.Engine.LogPath, indent(x.LogTail, "    | "))
+		case <-ctx.Done():
+			fmt.Fprintln(stdout, "\nkvlease up: stopping the proxy and the engines...")
+			err := c.Close()
+			fmt.Fprintf(stdout, "kvlease up: stopped (logs kept in %s)\n", opt.LogDir)
+			return err
+		}
+	}
+}
+
+func printCluster(w io.Writer, c *cluster.Cluster, opt cluster.Options) {
+	fmt.Fprintf(w, "\n  %-9s %-24s %s\n", "proxy", c.URL(), "policy "+opt.Policy.String()+"; GET /health, GET /metrics")
+	for _, e := range c.Engines() {
+		fmt.Fprintf(w, "  %-9s %-24s pid %d, transfer port %d, log %s\n", e.Name(), e.URL, c.PID(e.Index), e.TransferPort, e.LogPath)
+	}
+	fmt.Fprintf(w, "\nTry it:\n\n"+
+		"  curl -s %[1]s/v1/completions -H 'Content-Type: application/json' \\\n"+
+		"    -d '{\"prompt\": \"The quick brown fox\", \"max_tokens\": 16}'\n\n"+
+		"  curl -sN %[1]s/v1/chat/completions -H 'Content-Type: application/json' \\\n"+
+		"    -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 16, \"stream\": true}'\n\n"+
+		"Ctrl-C stops everything.\n", c.URL())
+}
+
+func indent(s, prefix string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return prefix + "(empty)"
+	}
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
+}

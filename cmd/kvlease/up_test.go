@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestUpFlagsAreValidated(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--prefill", "0"}, "--prefill 0"},
+		{[]string{"--decode", "65"}, "--decode 65"},
+		{[]string{"--port", "-1"}, "--port"},
+		{[]string{"--policy", "x"}, "--policy"},
+		{[]string{"--profile", ""}, "--profile"},
+		{[]string{"--ready-timeout", "0s"}, "--ready-timeout"},
+	}
+	for _, c := range cases {
+		code, _, stderr := runCmd(t, append([]string{"up"}, c.args...)...)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("up %v: exit %d, stderr %q; want 1 and %q", c.args, code, stderr, c.want)
+		}
+	}
+	opt, err := parseUpFlags([]string{"--decode", "2", "--serve-args", " --num-blocks  64 ", "--policy", "least-loaded"}, io.Discard)
+	if err != nil || opt.Prefill != 1 || opt.Decode != 2 || opt.Profile != "tiny" || opt.ProxyPort != 8080 ||
+		strings.Join(opt.ExtraServeArgs, " ") != "--num-blocks 64" || opt.Policy.String() != "least-loaded" {
+		t.Errorf("parseUpFlags = %+v, %v", opt, err)
+	}
+}
+
+// buildUpFake builds the stand-in for kvlease serve (testdata/upfake).
+func buildUpFake(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "upfake")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/upfake").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake engine: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestUpRunsAClusterAndStops(t *testing.T) {
+	bin := buildUpFake(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	exited := make(chan int, 1)
+	logDir := t.TempDir()
+	go func() {
+		exited <- run(ctx, []string{"up", "--binary", bin, "--port", "0", "--decode", "2", "--log-dir", logDir,
+			"--serve-args", "--num-blocks 64"}, &out, &errb)
+	}()
+	m := waitForOutput(t, &out, regexp.MustCompile(`(?s)proxy\s+(http://\S+).*decode1 .*Ctrl-C stops everything`), exited)
+	// The printed curl works (run as a shell would, if curl is here).
+	curl := regexp.MustCompile(`(?s)  (curl -s http\S+/v1/completions.*?)\n\n`).FindStringSubmatch(out.String())
+	if curl == nil {
+		t.Fatalf("no curl command printed:\n%s", out.String())
+	}
+	if _, err := exec.LookPath("curl"); err == nil {
+		got, err := exec.Command("sh", "-c", strings.ReplaceAll(curl[1], "\\\n", "")).CombinedOutput()
+		if err != nil || !strings.Contains(string(got), "hello from upfake") {
+			t.Errorf("the printed curl: %v: %s", err, got)
+		}
+	} else {
+		resp, err := http.Post(m[1]+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	cancel()
+	if code := <-exited; code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "stopped (logs kept in "+logDir) {
+		t.Errorf("no stop message:\n%s", out.String())
+	}
+	if _, err := http.Get(m[1] + "/health"); err == nil {
+		t.Error("the proxy still answers after up stopped")
+	}
+}
+
+func TestUpReportsADyingEngine(t *testing.T) {
+	bin := buildUpFake(t)
+	t.Setenv("UPFAKE_DIE_AFTER_HEALTH", "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"up", "--binary", bin, "--port", "0", "--log-dir", t.TempDir()}, &out, &errb)
+	}()
+	waitForOutput(t, &errb, regexp.MustCompile(`(?s)engine decode0 \(pid \d+, \S+\) exited unexpectedly: exit status 7.*upfake: dying as told`), exited)
+	cancel()
+	if code := <-exited; code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+func TestUpFailsClearlyWhenAnEngineCannotStart(t *testing.T) {
+	code, _, stderr := runCmd(t, "up", "--binary", "/bin/false", "--port", "0", "--log-dir", t.TempDir())
+	if code != 1 || !strings.Contains(stderr, "exited while starting") || !strings.Contains(stderr, "logs are in") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
