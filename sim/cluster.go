@@ -223,6 +223,8 @@ type Cluster struct {
 	// for them at a decoder that was up and could reach P: memory freed
 	// under a reader that still wanted it.
 	EarlyFrees int
+	// Exits counts nodes that drained and exited.
+	Exits int
 
 	trace  uint64 // FNV-1a over every event, in order
 	Events uint64 // number of events traced
@@ -1108,6 +1110,7 @@ func (c *Cluster) Drain(t clock.Instant, name string, grace time.Duration) {
 // listening.
 func (c *Cluster) exit(n *Node) {
 	c.mix(traceExit, hashString(string(n.Name)))
+	c.Exits++
 	keys := make([][2]transport.Addr, 0)
 	for k := range c.conns {
 		if k[0] == n.Name {

@@ -4,12 +4,38 @@
 // model/sim executor) over a simulated network (transport/memnet), with an
 // in-simulation proxy that runs each request's prefill leg, carries the
 // lease to a decode engine and collects the tokens — all in one goroutine
-// on a virtual clock, reproducibly from a seed. Faults (crashes, restarts,
-// hangs, partitions, message delay, loss, duplication and reordering,
-// client aborts) are scheduled at instants.
+// on a virtual clock, reproducibly from a seed.
+//
+// Faults are scheduled at instants: Crash and Restart (volatile state lost,
+// same engine id), Hang (a node stops stepping; what reaches it waits in a
+// backlog), Partition (nested partitions of a pair heal with the last),
+// Drain (graceful shutdown: leases served until read or a deadline, then
+// the node exits), client aborts (Abort; AbortBothLegs also tells P), and
+// message faults on every engine's sends (MsgFaults: loss that breaks the
+// connection, duplication, reordering, corruption of blocks) which can be
+// switched off during a run. Tests reach further with hooks: OnInstant,
+// OnMessage, Intercept (corrupt or drop a message in flight), Inject (send
+// a forged or replayed message on a live connection) and probes (raw peers
+// that dial engines, with or without the handshake).
 //
 // After every instant the cluster checks every engine's invariants (pool
-// accounting, no orphan hold, no lease released twice or during a read);
-// an Oracle runs each request alone on one engine and every finished
-// request's tokens must equal its oracle's exactly.
+// accounting, no orphan hold, producer and consumer bookkeeping, per-step
+// budgets, every streamed read on a live pinned lease); the producer panics
+// on a lease released twice or during a read. An Oracle runs each request
+// alone on one engine, and every finished request's tokens must equal its
+// oracle's exactly.
+//
+// # Swarm
+//
+// RunSeed runs one seed of the swarm test: from sub-seeded sources it draws
+// a cluster shape, a workload and a fault profile, runs a safety phase with
+// faults, then a liveness phase without them, and returns a Result
+// (goodput, unread lease block-seconds, early frees, fallbacks, p99 TTFT in
+// simulated time, releases by reason, a trace hash) and an error naming the
+// seed, the failures and the command that replays it. The same seed always
+// gives the same trace hash.
+//
+//	res, err := sim.RunSeed(42, sim.Options{Policy: xfer.PolicyLease})
+//
+// go test ./sim runs a few hundred seeds; -seeds N and -seed S run more.
 package sim

@@ -64,6 +64,7 @@ type Profile struct {
 	Partitions         int
 	Crashes            int
 	Hangs              int
+	Drains             int // graceful shutdowns (SIGTERM), each followed by a restart
 	AbortShare         float64
 	// Burst: arrivals come within the first fifth of the window; LongShare
 	// of the requests decode for hundreds of tokens (with a small D batch
@@ -78,7 +79,7 @@ func (p Profile) String() string {
 	return fmt.Sprintf("%dP%dD blocks=%d d_seqs=%d waiting=%d lease=%v fallback=%v delay=[%v,%v] bw=%.0fMB/s burst=%v long=%.2f ptimeout=%v drop=%.3f dup=%.2f reorder=%.2f partitions=%d crashes=%d hangs=%d aborts=%.2f",
 		p.Prefill, p.Decode, p.Blocks, p.DecodeMaxNumSeqs, p.MaxWaiting, p.Lease, p.Fallback, p.MinDelay, p.MaxDelay,
 		p.ReadBandwidth/1e6, p.Burst, p.LongShare, p.PartitionTimeout, p.Msg.DropProb, p.Msg.DupProb, p.Msg.ReorderProb,
-		p.Partitions, p.Crashes, p.Hangs, p.AbortShare) + fmt.Sprintf(" corrupt=%.3f abort_both=%v", p.Msg.CorruptProb, p.AbortBothLegs)
+		p.Partitions, p.Crashes, p.Hangs, p.AbortShare) + fmt.Sprintf(" corrupt=%.3f abort_both=%v drains=%d", p.Msg.CorruptProb, p.AbortBothLegs, p.Drains)
 }
 
 // Result is what one seed's run produced. Counters cover the whole run;
@@ -109,6 +110,8 @@ type Result struct {
 	EarlyFrees int
 	// Released counts lease releases by reason, over every P.
 	Released map[string]int
+	// Exits counts engines that drained and exited.
+	Exits int
 
 	// SimTime is the simulated time the run took (both phases); Events the
 	// number of traced events; TraceHash a hash of every event in order:
@@ -169,12 +172,26 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 
 	// Safety phase.
 	c.RunUntil(end)
-	// Liveness phase: faults stop, every node is up and connected.
+	// Liveness phase: faults stop, every node is up and connected (a node
+	// still draining exits when done and is restarted then).
 	c.MsgFaults = MsgFaults{}
 	for _, name := range down {
 		c.Restart(end, name)
 	}
 	idle := c.RunIdle(opts.LivenessLimit)
+	for i := 0; idle && i < len(c.Nodes); i++ {
+		restarted := false
+		for _, n := range c.Nodes {
+			if n.Exited {
+				c.Restart(c.Now, string(n.Name))
+				restarted = true
+			}
+		}
+		if !restarted {
+			break
+		}
+		idle = c.RunIdle(opts.LivenessLimit)
+	}
 	res.SimTime = time.Duration(c.Now)
 	res.Failures = append(res.Failures, c.Violations...)
 	if !idle {
@@ -279,6 +296,7 @@ func drawProfile(rng *rand.Rand, opts Options) Profile {
 		p.Partitions = rng.IntN(4)
 		p.Crashes = rng.IntN(3)
 		p.Hangs = rng.IntN(3)
+		p.Drains = rng.IntN(2)
 	}
 	return p
 }
@@ -406,6 +424,13 @@ func scheduleFaults(c *Cluster, rng *rand.Rand, p Profile, end clock.Instant) []
 		at, d := within(2 * p.Lease)
 		c.Hang(at, all[rng.IntN(len(all))], d)
 	}
+	for range p.Drains {
+		name := all[rng.IntN(len(all))]
+		at, grace := within(2 * p.Lease)
+		c.Drain(at, name, grace)
+		c.Restart(at.Add(grace+time.Duration(rng.Int64N(int64(time.Second)))), name) // if it exited by then
+		down = append(down, name)
+	}
 	slices.Sort(down)
 	return slices.Compact(down)
 }
@@ -448,6 +473,7 @@ func summarize(c *Cluster, reqs []*Req, res *Result) {
 		}
 	}
 	res.EarlyFrees = c.EarlyFrees
+	res.Exits = c.Exits
 	res.Events = c.Events
 	res.TraceHash = c.TraceHash()
 }
