@@ -32,6 +32,8 @@ func TestErrors(t *testing.T) {
 		{"wrong method", "GET", "/v1/completions", ``, nil, 405, nil, nil, "use POST"},
 		{"unknown path", "GET", "/v2/nothing", ``, nil, 404, nil, nil, "no route"},
 		{"abort with GET", "GET", "/kvlease/v1/requests/x/abort", ``, nil, 405, nil, nil, "use POST"},
+		{"abort without id", "POST", "/kvlease/v1/requests/abort", ``, nil, 404, nil, nil, "no route"},
+		{"abort with empty id", "POST", "/kvlease/v1/requests//abort", ``, nil, 400, "id", nil, "missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, url+tc.path, strings.NewReader(tc.body))

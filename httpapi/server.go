@@ -155,7 +155,10 @@ var (
 	hdrText        = []string{"text/plain; charset=utf-8"}
 )
 
-const abortPrefix = "/kvlease/v1/requests/"
+const (
+	abortPrefix = "/kvlease/v1/requests/"
+	abortSuffix = "/abort"
+)
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -185,7 +188,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.promH.ServeHTTP(w, r)
 		}
 	default:
-		if strings.HasPrefix(p, abortPrefix) && strings.HasSuffix(p, "/abort") {
+		if len(p) >= len(abortPrefix)+len(abortSuffix) && strings.HasPrefix(p, abortPrefix) && strings.HasSuffix(p, abortSuffix) {
 			if s.method(w, r, http.MethodPost) {
 				s.abort(w, r)
 			}
@@ -225,7 +228,8 @@ func (s *Server) health(w http.ResponseWriter) {
 // prefill engine its lease, if any, is revoked, or released at once if its
 // response was never delivered); 404 when the engine does not know it.
 func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
-	id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, abortPrefix), "/abort")
+	p := r.URL.Path
+	id := p[len(abortPrefix) : len(p)-len(abortSuffix)]
 	if id == "" || strings.Contains(id, "/") {
 		id = r.Header.Get("X-Request-Id")
 	}

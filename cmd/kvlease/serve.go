@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -314,6 +315,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	es.http = &http.Server{
 		Handler:           es.api,
 		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    1 << 20,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -383,11 +385,20 @@ func (es *engineServer) Run(ctx context.Context) error {
 	return nil
 }
 
-// version is the build's module version, or "dev".
-func version() string { return buildVersion }
+// version is buildVersion if set, else the module version of the build,
+// else "dev".
+func version() string {
+	if buildVersion != "" {
+		return buildVersion
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
 
 // buildVersion may be set with -ldflags "-X main.buildVersion=...".
-var buildVersion = "dev"
+var buildVersion string
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseServeFlags(args, stderr)
