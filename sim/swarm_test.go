@@ -2,6 +2,7 @@ package sim
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +81,19 @@ func TestSwarmSameSeedSameTrace(t *testing.T) {
 	b, _ := RunSeed(2, Options{})
 	if a.TraceHash == b.TraceHash {
 		t.Fatal("different seeds, same trace")
+	}
+}
+
+func TestSwarmFailureNamesSeedAndReplay(t *testing.T) {
+	// A liveness bound nobody can meet: the run fails, and says how to
+	// replay it.
+	res, err := RunSeed(5, Options{Policy: xfer.PolicyLegacyTimeout, LivenessLimit: time.Nanosecond})
+	if err == nil || len(res.Failures) == 0 {
+		t.Fatal("no failure")
+	}
+	for _, want := range []string{"seed 5", "liveness", "go run ./cmd/kvlease sim --seed 5 --policy legacy-timeout"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
 	}
 }
