@@ -27,8 +27,8 @@ func newReq(c *Cluster, id string, promptLen, maxTokens int) *Req {
 }
 
 // settle runs the cluster until it is idle and checks the end state every
-// scenario shares: no violation, and on every live engine no hold but those
-// listed in allowHeld.
+// scenario shares: no violation; on every live engine the pool accounting
+// right, no hold and no lease left; every completed output the oracle's.
 func settle(t *testing.T, c *Cluster, limit time.Duration) {
 	t.Helper()
 	if !c.RunIdle(limit) {
@@ -47,7 +47,11 @@ func settle(t *testing.T, c *Cluster, limit time.Duration) {
 		if h := n.Core.Pool().NumHeld(); h != 0 {
 			t.Errorf("%s still holds %d blocks", n.Name, h)
 		}
+		if p := n.Core.Producer(); p != nil && p.NumLeases() != 0 {
+			t.Errorf("%s still has %d leases", n.Name, p.NumLeases())
+		}
 	}
+	verify(t, c) // every completed request's output is the oracle's
 }
 
 func verify(t *testing.T, c *Cluster) {
