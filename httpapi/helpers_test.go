@@ -202,6 +202,9 @@ func field(m any, path ...any) any {
 type recordingEngine struct {
 	*engine.Node
 	refuse engine.AddResult
+	// refuseRemote refuses (queue full) requests with a remote prefix, so
+	// no pull to an arbitrary address is ever started.
+	refuseRemote bool
 
 	mu       sync.Mutex
 	rejected []xfer.Remote
@@ -210,6 +213,9 @@ type recordingEngine struct {
 func (e *recordingEngine) SubmitWith(req *engine.Request, opt engine.SubmitOptions) (*engine.Stream, engine.AddResult) {
 	if e.refuse != engine.Accepted {
 		return nil, e.refuse
+	}
+	if e.refuseRemote && req.Remote != nil {
+		return nil, engine.RejectedQueueFull
 	}
 	return e.Node.SubmitWith(req, opt)
 }
