@@ -1,0 +1,179 @@
+// Package pde2e holds the end-to-end tests of the P/D proxy and the local
+// cluster (tests only): it builds the kvlease binary, starts real engines
+// as child processes with package cluster (as `kvlease up` does), and
+// talks to the proxy with the official openai-go SDK, comparing against a
+// single `kvlease serve --role both` engine and reading every engine's
+// /metrics.
+//
+// The package has only test files, so it needs no place in the repository's
+// purity classification.
+package pde2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/kvlease/kvlease/cluster"
+)
+
+const model = "kvlease-tiny" // serve's default name for the tiny profile
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if singleCmd != nil && singleCmd.Process != nil {
+		singleCmd.Process.Signal(os.Interrupt)
+		singleCmd.Wait()
+	}
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// kvleaseBinary builds cmd/kvlease once per test process.
+func kvleaseBinary(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the kvlease binary and runs engines as processes")
+	}
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "kvlease-pde2e-*"); buildErr != nil {
+			return
+		}
+		binary = filepath.Join(buildDir, "kvlease")
+		out, err := exec.Command("go", "build", "-o", binary, "github.com/kvlease/kvlease/cmd/kvlease").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build: %v", buildErr)
+	}
+	return binary
+}
+
+// startCluster starts a cluster of the built binary; the test's cleanup
+// closes it and fails the test if an engine died on its own.
+func startCluster(t testing.TB, opt cluster.Options) *cluster.Cluster {
+	t.Helper()
+	opt.Binary = kvleaseBinary(t)
+	opt.ReadyTimeout = 30 * time.Second
+	c, err := cluster.Start(context.Background(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case x := <-c.Exits():
+			t.Errorf("%s; log:\n%s", x, x.LogTail)
+		default:
+		}
+		c.Close()
+	})
+	return c
+}
+
+// single is one `kvlease serve --role both` engine: the reference a P/D
+// run must match token for token.
+type single struct {
+	url string
+}
+
+var (
+	singleOnce sync.Once
+	singleEng  single
+	singleErr  error
+	singleCmd  *exec.Cmd
+)
+
+// singleEngine starts the reference engine once per test process;
+// TestMain stops it.
+func singleEngine(t testing.TB) single {
+	t.Helper()
+	bin := kvleaseBinary(t)
+	singleOnce.Do(func() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			singleErr = err
+			return
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		singleCmd = exec.Command(bin, "serve", "--role", "both", "--port", strconv.Itoa(port), "--profile", "tiny")
+		singleCmd.Stderr = io.Discard
+		if singleErr = singleCmd.Start(); singleErr != nil {
+			return
+		}
+		singleEng.url = "http://127.0.0.1:" + strconv.Itoa(port)
+		singleErr = waitHealthy(singleEng.url)
+	})
+	if singleErr != nil {
+		t.Fatalf("single engine: %v", singleErr)
+	}
+	return singleEng
+}
+
+func waitHealthy(url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s/health not ready within 30s", url)
+}
+
+// client is an SDK client of base without retries, so each error is seen.
+func client(base string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+}
+
+// metric returns the value of the series whose exposition line starts with
+// series, or -1 when the engine does not export it.
+func metric(t testing.TB, url, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", sc.Text(), err)
+			}
+			return v
+		}
+	}
+	return -1
+}

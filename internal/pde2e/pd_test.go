@@ -1,0 +1,277 @@
+package pde2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/proxy"
+)
+
+// generator runs one request through an SDK client and returns its text.
+type generator struct {
+	name string
+	run  func(ctx context.Context, c openai.Client) (string, error)
+}
+
+func completionParams(prompt string) openai.CompletionNewParams {
+	return openai.CompletionNewParams{
+		Model:     openai.CompletionNewParamsModel(model),
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)},
+		MaxTokens: openai.Int(24),
+	}
+}
+
+func chatParams(msg string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:     model,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage(msg)},
+		MaxTokens: openai.Int(24),
+	}
+}
+
+var generators = []generator{
+	{"completion greedy", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("The quick brown fox jumps over the lazy dog, and then")
+		p.Temperature = openai.Float(0)
+		r, err := c.Completions.New(ctx, p, option.WithJSONSet("ignore_eos", true))
+		if err != nil {
+			return "", err
+		}
+		return r.Choices[0].Text, nil
+	}},
+	{"completion seeded", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("Once upon a time in a land far away")
+		p.Seed, p.Temperature = openai.Int(42), openai.Float(0.9)
+		r, err := c.Completions.New(ctx, p, option.WithJSONSet("ignore_eos", true))
+		if err != nil {
+			return "", err
+		}
+		return r.Choices[0].Text, nil
+	}},
+	{"chat", func(ctx context.Context, c openai.Client) (string, error) {
+		p := chatParams("What is a lease?")
+		p.Seed = openai.Int(7)
+		r, err := c.Chat.Completions.New(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		return r.Choices[0].Message.Content, nil
+	}},
+	{"chat streaming", func(ctx context.Context, c openai.Client) (string, error) {
+		p := chatParams("Tell me about prefill and decode.")
+		p.Seed = openai.Int(3)
+		p.StreamOptions.IncludeUsage = openai.Bool(true)
+		s := c.Chat.Completions.NewStreaming(ctx, p, option.WithJSONSet("ignore_eos", true))
+		defer s.Close()
+		var b strings.Builder
+		usage := false
+		for s.Next() {
+			ch := s.Current()
+			if len(ch.Choices) > 0 {
+				b.WriteString(ch.Choices[0].Delta.Content)
+			}
+			usage = usage || ch.Usage.TotalTokens > 0
+		}
+		if err := s.Err(); err != nil {
+			return "", err
+		}
+		if !usage {
+			return "", fmt.Errorf("no usage chunk")
+		}
+		return b.String(), nil
+	}},
+	{"completion streaming", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("Streams of tokens flow")
+		p.Temperature = openai.Float(0)
+		s := c.Completions.NewStreaming(ctx, p, option.WithJSONSet("ignore_eos", true))
+		defer s.Close()
+		var b strings.Builder
+		for s.Next() {
+			if ch := s.Current(); len(ch.Choices) > 0 {
+				b.WriteString(ch.Choices[0].Text)
+			}
+		}
+		return b.String(), s.Err()
+	}},
+}
+
+// TestSDKThroughProxyMatchesSingleEngine: completion, chat and streaming
+// through a P/D cluster give exactly the text of one engine doing it all.
+func TestSDKThroughProxyMatchesSingleEngine(t *testing.T) {
+	ref := client(singleEngine(t).url)
+	c := startCluster(t, cluster.Options{})
+	pd := client(c.URL())
+	ctx := context.Background()
+	for _, g := range generators {
+		t.Run(g.name, func(t *testing.T) {
+			want, err := g.run(ctx, ref)
+			if err != nil {
+				t.Fatalf("single engine: %v", err)
+			}
+			got, err := g.run(ctx, pd)
+			if err != nil {
+				t.Fatalf("through the proxy: %v", err)
+			}
+			if got != want || got == "" {
+				t.Errorf("through the proxy %q\n        single engine %q", got, want)
+			}
+		})
+	}
+	p := c.URLs(proxy.RolePrefill)[0]
+	if granted := metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted != float64(len(generators)) {
+		t.Errorf("P granted %v leases for %d requests", granted, len(generators))
+	}
+	waitQuiet(t, c, time.Second)
+}
+
+// TestDecodeEngineKilled: with one of two decode engines killed, every
+// request still succeeds through the other, with the same text.
+func TestDecodeEngineKilled(t *testing.T) {
+	ref := client(singleEngine(t).url)
+	c := startCluster(t, cluster.Options{Decode: 2})
+	if err := c.Kill(1); err != nil { // decode0
+		t.Fatal(err)
+	}
+	pd := client(c.URL())
+	ctx := context.Background()
+	g := generators[0]
+	want, err := g.run(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		got, err := g.run(ctx, pd)
+		if err != nil || got != want {
+			t.Fatalf("request %d with decode0 dead: %q, %v; want %q", i, got, err, want)
+		}
+	}
+	d1 := c.URLs(proxy.RoleDecode)[1]
+	if n := metric(t, d1, `vllm:request_success_total{finished_reason="length",model_name="`+model+`"}`); n != 6 {
+		t.Errorf("decode1 finished %v requests, want all 6", n)
+	}
+	// The engine comes back on its port and gets legs again.
+	if err := c.Restart(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if got, err := g.run(ctx, pd); err != nil || got != want {
+			t.Fatalf("after the restart: %q, %v", got, err)
+		}
+	}
+	d0 := c.URLs(proxy.RoleDecode)[0]
+	if n := metric(t, d0, `vllm:request_success_total{finished_reason="length",model_name="`+model+`"}`); n < 1 {
+		t.Errorf("the restarted decode0 served %v requests", n)
+	}
+	waitQuiet(t, c, time.Second)
+}
+
+// TestCancelledStreamsLeaveNoLease cancels 50 concurrent streaming requests
+// at random moments (some while P prefills, most while D streams) and
+// shows through every engine's /metrics that within one second no lease
+// is active and no block held.
+func TestCancelledStreamsLeaveNoLease(t *testing.T) {
+	c := startCluster(t, cluster.Options{Decode: 2})
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	delays := make([]time.Duration, 50)
+	for i := range delays {
+		if i%5 == 0 {
+			delays[i] = time.Duration(rng.IntN(3000)) * time.Microsecond // around the prefill
+		} else {
+			delays[i] = time.Duration(rng.IntN(300)) * time.Millisecond
+		}
+	}
+	pd := client(c.URL())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	events := 0
+	for i, d := range delays {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(d, cancel)
+			p := chatParams(fmt.Sprintf("Request %d: write a long story.", i))
+			p.MaxTokens = openai.Int(2000)
+			s := pd.Chat.Completions.NewStreaming(ctx, p, option.WithJSONSet("ignore_eos", true),
+				option.WithHeader("X-Request-Id", fmt.Sprintf("cancel-%d", i)))
+			n := 0
+			for s.Next() {
+				n++
+			}
+			s.Close()
+			mu.Lock()
+			events += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	px := c.Proxy()
+	deadline := time.Now().Add(10 * time.Second)
+	for px.InFlight() > 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if px.InFlight() > 0 {
+		t.Fatalf("the proxy still has %d requests 10 s after every client left", px.InFlight())
+	}
+	t.Logf("%d events reached the clients before they left", events)
+	waitQuiet(t, c, time.Second)
+	var cancelled, other float64
+	for _, o := range []string{proxy.OutcomeClientCancelled, proxy.OutcomeOK} {
+		v := metric(t, c.URL(), `kvlease_proxy_requests_total{outcome="`+o+`"}`)
+		if o == proxy.OutcomeClientCancelled {
+			cancelled = v
+		} else {
+			other += v
+		}
+	}
+	p := c.URLs(proxy.RolePrefill)[0]
+	var reasons []string
+	for _, r := range []string{"read_done", "aborted", "undelivered", "rejected", "expired"} {
+		reasons = append(reasons, fmt.Sprintf("%s %v", r,
+			metric(t, p, `kvlease_leases_released_total{model_name="`+model+`",reason="`+r+`"}`)))
+	}
+	t.Logf("P's leases: granted %v; released: %s", metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`),
+		strings.Join(reasons, ", "))
+	if cancelled < 40 || other != 0 {
+		t.Errorf("proxy outcomes: %v client_cancelled, %v ok; want every request that reached it cancelled", cancelled, other)
+	}
+}
+
+// waitQuiet waits up to within for every engine to show no active lease,
+// no held block and no request running, and fails naming what is left.
+func waitQuiet(t testing.TB, c *cluster.Cluster, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var left []string
+		for _, e := range c.Engines() {
+			for _, s := range []string{
+				`kvlease_leases_active{model_name="` + model + `"}`,
+				`kvlease_kv_blocks{model_name="` + model + `",state="held"}`,
+				`vllm:num_requests_running{model_name="` + model + `"}`,
+				`vllm:num_requests_waiting{model_name="` + model + `"}`,
+			} {
+				if v := metric(t, e.URL, s); v > 0 {
+					left = append(left, fmt.Sprintf("%s %s = %v", e.Name(), s, v))
+				}
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v after the last request ended:\n%s", within, strings.Join(left, "\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
