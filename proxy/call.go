@@ -338,6 +338,7 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 // D's first event has arrived whole.
 func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start time.Time) (legResult, string) {
 	events := newEventReader(resp.Body, c.p.cfg.MaxEventBytes)
+	defer events.release()
 	ev, err := events.next()
 	if err != nil && (len(ev) == 0 || !errors.Is(err, io.EOF)) {
 		if c.ctx.Err() != nil || ctx.Err() != nil || errors.Is(err, errEventTooLong) {

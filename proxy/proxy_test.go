@@ -1107,6 +1107,14 @@ func TestJSONObject(t *testing.T) {
 	if got := string(o.appendJSON(nil)); got != `{"b":{"x":null},"c":"\u00e9\"<","d":true}` {
 		t.Errorf("after edits %s", got)
 	}
+	esc := mustObject(t, `{"a\u0062":{"x":"}"},"\u007f":[1,{"]":2}]}`)
+	if esc.get("ab") == nil || string(esc.get("\x7f")) != `[1,{"]":2}]` ||
+		string(esc.appendJSON(nil)) != `{"a\u0062":{"x":"}"},"\u007f":[1,{"]":2}]}` {
+		t.Errorf("escaped keys: %q -> %s", keys(esc), esc.appendJSON(nil))
+	}
+	if o, err := parseObject([]byte(" {} ")); err != nil || len(o) != 0 {
+		t.Errorf("empty object: %v, %v", o, err)
+	}
 	for _, bad := range []string{"", "[]", "{", `{"a":}`, `{"a":1}x`, `{"a":1,}`, `"s"`, `{1:2}`} {
 		if _, err := parseObject([]byte(bad)); err == nil {
 			t.Errorf("parseObject(%q) succeeded", bad)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // errEventTooLong is returned when one line of an event stream is over the
@@ -21,8 +22,23 @@ type eventReader struct {
 	buf     []byte
 }
 
+// readers recycles the 16 KiB buffers of event readers: one per stream
+// otherwise dominates what a streamed request allocates.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
+// newEventReader returns a reader of r's events; call release when done.
 func newEventReader(r io.Reader, maxLine int) *eventReader {
-	return &eventReader{br: bufio.NewReaderSize(r, 16<<10), maxLine: maxLine}
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &eventReader{br: br, maxLine: maxLine}
+}
+
+// release returns the reader's buffer to the pool; e must not be used
+// after.
+func (e *eventReader) release() {
+	e.br.Reset(nil)
+	readers.Put(e.br)
+	e.br = nil
 }
 
 // next returns the next event's bytes, valid until the following call. At
