@@ -14,7 +14,10 @@
 //  2. Then, if nothing was preempted, waiting requests in order (arrival, or
 //     priority then arrival): a prefix-cache lookup, a share of the hit
 //     blocks, new blocks for the rest. The queue head that does not fit
-//     blocks the queue, as in vLLM.
+//     blocks the queue, as in vLLM. A request without blocks that fits is
+//     first offered to the OnAdmit hook, which may park it (take it out of
+//     the queue while the engine loads its prefix from an offload tier)
+//     and give it back later with Resume, in its original place.
 //
 // Update applies an executor's StepResult: computed positions advance, full
 // blocks are cached under their prefix hashes, sampled tokens are appended

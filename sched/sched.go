@@ -212,6 +212,21 @@ type Scheduler struct {
 	// before its hold is released: an offload policy may take store holds.
 	OnPreempt func(r *Request)
 
+	// OnAdmit, when set, is called during Schedule for the head of the
+	// waiting queue when it holds no blocks (Hold == 0) and fits (budget and
+	// blocks, counting its prefix-cache hit), just before it is admitted.
+	// Returning true admits it. Returning false parks it: it leaves the
+	// waiting queue (its status stays Waiting or Preempted; NumWaiting no
+	// longer counts it), Schedule goes on with the next one, and the caller
+	// owns it until it gives it back with Resume (or drops it with Finish).
+	// The engine parks a request whose prefix it is loading back from an
+	// offload tier: called here rather than at Add, the lookup sees the
+	// pool as it is at admission, when a prefix cached at arrival may have
+	// been evicted. The hook may take holds in the pool (Schedule reads the
+	// pool afresh for each request) but must not call back into the
+	// scheduler.
+	OnAdmit func(r *Request) bool
+
 	stats Stats
 }
 
@@ -284,6 +299,18 @@ func (s *Scheduler) Requeue(r *Request) {
 		r.Hashes = kvblock.AppendHashes(r.Hashes[:0], r.Tokens, s.bs, r.Extras)
 		s.waiting.push(r)
 	}
+}
+
+// Resume gives back a request that OnAdmit parked: it rejoins the waiting
+// queue at the place its arrival (and priority) gives it, ahead of
+// requests that arrived after it, regardless of MaxWaiting (it was admitted
+// to the queue before). Resuming a request that is queued, running or
+// finished panics.
+func (s *Scheduler) Resume(r *Request) {
+	if (r.status != Waiting && r.status != Preempted) || s.waiting.has(r) || r.seq == 0 {
+		panic(fmt.Sprintf("sched: Resume of request %d, which is %v and not parked", r.ID, r.status))
+	}
+	s.waiting.push(r)
 }
 
 // Finish removes r from the queues with a terminal status (an abort or an
@@ -420,6 +447,10 @@ func (s *Scheduler) admit(r *Request, budget *int) bool {
 	}
 	if need > avail {
 		return false
+	}
+	if r.Hold == 0 && s.OnAdmit != nil && !s.OnAdmit(r) {
+		s.waiting.pop() // parked: the caller Resumes it
+		return true
 	}
 	if !r.admitted {
 		r.admitted = true

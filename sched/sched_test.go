@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/kvlease/kvlease/kvblock"
@@ -399,4 +400,97 @@ func itoa(n int) string {
 		buf[i] = byte('0' + n%10)
 	}
 	return string(buf[i:])
+}
+
+// TestOnAdmitParksAndResumeKeepsPlace: OnAdmit is asked only about a
+// request without blocks that fits; a parked request leaves the queue
+// (Schedule goes on with the next), keeps its status, and Resume puts it
+// back ahead of everything that arrived after it.
+func TestOnAdmitParksAndResumeKeepsPlace(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxNumSeqs = 1
+	h := newHarness(t, 64, cfg)
+	var asked []uint64
+	park := map[uint64]bool{2: true}
+	h.s.OnAdmit = func(r *Request) bool {
+		asked = append(asked, r.ID)
+		if park[r.ID] {
+			delete(park, r.ID)
+			return false
+		}
+		return true
+	}
+	a, b, c, d := newReq(1, 4, 1), newReq(2, 4, 1), newReq(3, 4, 1), newReq(4, 4, 1)
+	for _, r := range []*Request{a, b, c, d} {
+		h.s.Add(r)
+	}
+	if got, _ := h.step(); len(got) != 1 || got[0][0] != 1 {
+		t.Fatalf("step 1 ran %v, want request 1", got)
+	}
+	// b is parked, c goes in its place.
+	if got, _ := h.step(); len(got) != 1 || got[0][0] != 3 {
+		t.Fatalf("step 2 ran %v, want request 3", got)
+	}
+	if b.Status() != Waiting || h.s.NumWaiting() != 1 || b.Hold != 0 {
+		t.Fatalf("parked request: %v, hold %v, %d waiting", b.Status(), b.Hold, h.s.NumWaiting())
+	}
+	e := newReq(5, 4, 1)
+	h.s.Add(e)
+	h.s.Resume(b)
+	if got, _ := h.step(); len(got) != 1 || got[0][0] != 2 {
+		t.Fatalf("step 3 ran %v, want the resumed request 2 ahead of 4 and 5", got)
+	}
+	for range 4 {
+		h.step()
+	}
+	if want := []uint64{1, 2, 3, 2, 4, 5}; !slices.Equal(asked, want) {
+		t.Fatalf("OnAdmit asked about %v, want %v", asked, want)
+	}
+	for _, r := range []*Request{a, b, c, d, e} {
+		if r.Status() != FinishedLength {
+			t.Fatalf("request %d: %v", r.ID, r.Status())
+		}
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Resume of a finished request did not panic")
+			}
+		}()
+		h.s.Resume(b)
+	}()
+}
+
+// TestOnAdmitNotAskedWithHoldOrWhenNotFitting: a request that already holds
+// blocks (a pulled prefix) is admitted without asking, and the head that
+// does not fit is not asked (nothing would be admitted anyway); a parked
+// request can be finished while parked.
+func TestOnAdmitNotAskedWithHoldOrWhenNotFitting(t *testing.T) {
+	h := newHarness(t, 4, DefaultConfig())
+	asked := 0
+	h.s.OnAdmit = func(r *Request) bool { asked++; return r.ID != 3 }
+	big := newReq(1, 20, 1) // 5 blocks: never fits in 4
+	h.s.Add(big)
+	h.step()
+	if asked != 0 {
+		t.Fatal("asked about a request that does not fit")
+	}
+	h.s.Finish(big, FinishedAborted)
+	held := newReq(2, 4, 1)
+	held.Hold = h.pool.NewHold(kvblock.HoldRequest, 2)
+	h.pool.Allocate(held.Hold, 1)
+	held.NumComputed = 3
+	h.s.Add(held)
+	if got, _ := h.step(); len(got) != 1 || asked != 0 {
+		t.Fatalf("ran %v, asked %d times", got, asked)
+	}
+	p := newReq(3, 4, 1)
+	h.s.Add(p)
+	h.step()
+	if asked != 1 || h.s.NumWaiting() != 0 || p.Status() != Waiting {
+		t.Fatalf("asked %d, %d waiting, %v", asked, h.s.NumWaiting(), p.Status())
+	}
+	if !h.s.Finish(p, FinishedAborted) || p.Status() != FinishedAborted {
+		t.Fatal("parked request not finished")
+	}
 }
