@@ -329,6 +329,9 @@ func (c *call) addText(tok int32) {
 		}
 		return
 	}
+	// Stop strings count from the min_tokens-th token on (vLLM's
+	// StopChecker skips them while the output is shorter).
+	c.det.Suppress(c.ntok < c.sp.MinTokens)
 	d, stopped := c.det.Add(tok)
 	c.text = append(c.text, d...)
 	c.stopped = stopped

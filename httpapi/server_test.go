@@ -363,3 +363,39 @@ func TestRefusalsMapToStatuses(t *testing.T) {
 		}
 	}
 }
+
+// Stop strings count only from the min_tokens-th token on, as in vLLM: an
+// occurrence that ends earlier is part of the text.
+func TestStopStringWaitsForMinTokens(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	_, url := newServer(t, n, nil)
+	const params = `"prompt":"The quick brown fox","max_tokens":64,"temperature":0,"ignore_eos":true`
+	full := field(readJSON(t, post(t, url+"/v1/completions", `{`+params+`}`)), "choices", 0, "text").(string)
+	// An ASCII byte that occurs twice, with only ASCII before its second
+	// occurrence (so byte offsets are token offsets).
+	first, second := -1, -1
+	for i := 0; i < len(full) && second < 0; i++ {
+		c := full[i]
+		if c >= 0x80 {
+			break
+		}
+		if j := strings.IndexByte(full[i+1:], c); j >= 0 && c > ' ' && strings.ToValidUTF8(full[:i+1+j+1], "") == full[:i+1+j+1] && !strings.ContainsFunc(full[:i+1+j+1], func(r rune) bool { return r >= 0x80 }) {
+			first, second = i, i+1+j
+		}
+	}
+	if second < 0 {
+		t.Skipf("no repeated ASCII byte in %q", full)
+	}
+	stopJSON, _ := json.Marshal(full[first : first+1])
+	body := `{` + params + `,"stop":[` + string(stopJSON) + `]`
+	if m := readJSON(t, post(t, url+"/v1/completions", body+`}`)); field(m, "choices", 0, "text") != full[:first] {
+		t.Fatalf("without min_tokens: text %q, want %q", field(m, "choices", 0, "text"), full[:first])
+	}
+	m := readJSON(t, post(t, url+"/v1/completions", body+`,"min_tokens":`+itoa(first+2)+`}`))
+	if got := field(m, "choices", 0, "text"); got != full[:second] {
+		t.Errorf("min_tokens %d: text %q, want %q (the first %q is before min_tokens)", first+2, got, full[:second], full[first:first+1])
+	}
+	if field(m, "choices", 0, "finish_reason") != "stop" {
+		t.Errorf("finish_reason %v", field(m, "choices", 0, "finish_reason"))
+	}
+}

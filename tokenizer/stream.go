@@ -16,7 +16,17 @@ type Stream struct {
 	// matched is the index of the stop string that matched (in the slice
 	// given to NewStream), or -1.
 	matched int
+	// suppressed: stop strings ending at the bytes added now do not stop
+	// the stream (vLLM ignores stop strings until min_tokens are out).
+	suppressed bool
 }
+
+// Suppress makes stop strings that end in the next bytes added not count
+// (on) or count again (off). The automata keep running while suppressed,
+// so a stop string that began before Suppress(false) and ends after it
+// still stops the stream, as in vLLM, where a stop string counts when it
+// ends in a token past min_tokens.
+func (st *Stream) Suppress(on bool) { st.suppressed = on }
 
 // stopMatcher is a KMP automaton for one stop string: state is the length
 // of the longest prefix of s that is a suffix of the text so far.
@@ -90,7 +100,7 @@ func (st *Stream) Add(tok int32) (delta string, stopped bool) {
 	hold := 0
 	for i := range st.stops {
 		m := &st.stops[i]
-		if m.step(b) {
+		if m.step(b) && !st.suppressed {
 			// The first stop string in list order that ends here wins;
 			// earlier bytes cannot have completed any (we check each).
 			return st.stop(m), true

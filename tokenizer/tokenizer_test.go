@@ -251,3 +251,40 @@ func BenchmarkStreamAdd(b *testing.B) {
 		st.Flush()
 	}
 }
+
+func TestStreamSuppress(t *testing.T) {
+	feed := func(st *Stream, text string, suppressFirst int) (string, bool) {
+		var out []byte
+		stopped := false
+		for i, b := range []byte(text) {
+			st.Suppress(i < suppressFirst)
+			d, s := st.Add(int32(b))
+			out = append(out, d...)
+			if s {
+				stopped = true
+				break
+			}
+		}
+		if !stopped {
+			out = append(out, st.Flush()...)
+		}
+		return string(out), stopped
+	}
+	for _, tc := range []struct {
+		stop, text string
+		suppress   int
+		want       string
+		stopped    bool
+	}{
+		{"ab", "abxab", 2, "abx", true},    // the first match ends in a suppressed byte
+		{"ab", "abxab", 0, "", true},       // no suppression: the first match stops
+		{"abc", "abcd", 2, "", true},       // begins while suppressed, ends after: counts
+		{"ab", "xabab", 5, "xabab", false}, // every match suppressed
+		{"aa", "aaa", 2, "a", true},        // overlapping: the match ending at byte 3 counts
+	} {
+		got, stopped := feed(NewStream([]string{tc.stop}, false), tc.text, tc.suppress)
+		if got != tc.want || stopped != tc.stopped {
+			t.Errorf("stop %q text %q suppress %d: got %q stopped %v, want %q %v", tc.stop, tc.text, tc.suppress, got, stopped, tc.want, tc.stopped)
+		}
+	}
+}
