@@ -8,6 +8,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/wire"
 	"github.com/kvlease/kvlease/xfer"
@@ -69,6 +70,11 @@ type Config struct {
 	Transfer *xfer.Config
 	// Secret is the cluster secret for the peers' handshake.
 	Secret []byte
+	// Offload enables the offload tiers (--offload, --offload-policy):
+	// blocks are copied to host memory or disk by the policy, and a prefix
+	// missing from the pool but present in a tier is loaded back instead
+	// of recomputed. Nil: no offload (nothing changes).
+	Offload *offload.Config
 }
 
 // Validate reports the first problem with c.
@@ -98,7 +104,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: engine id must be 1 to %d bytes", wire.MaxEngineIDBytes)
 	}
 	if c.Transfer != nil {
-		return c.Transfer.Validate()
+		if err := c.Transfer.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Offload != nil {
+		return c.Offload.ValidateFor(c.Pool)
 	}
 	return nil
 }
@@ -227,6 +238,13 @@ type Ready struct {
 	Actions  []xfer.Action
 	// Transfers are D's finished pulls, for metrics.
 	Transfers []xfer.Done
+	// Stores and Loads are offload copies for the tier edge (offload/tier:
+	// Set.Submit). Each must be reported back exactly once, with
+	// StoreDone or LoadDone; until then its blocks stay held. Their
+	// slices are the caller's. With pool events on, the tiers' events
+	// (medium CPU or DISK) are appended to Events.
+	Stores []offload.StoreWork
+	Loads  []offload.LoadWork
 }
 
 type request struct {
@@ -239,6 +257,13 @@ type request struct {
 	pulled       bool   // the remote prefix arrived
 	fallback     string // why the remote prefix was not used
 	announced    bool   // the first output was sent
+	// loading: parked by the admission hook while its prefix is loaded
+	// from an offload tier. loaded: a load ended for the current
+	// admission, so the next attempt admits without another lookup (one
+	// load per admission: a prefix evicted again before admission is
+	// recomputed rather than loaded in a loop).
+	loading bool
+	loaded  bool
 }
 
 // Core is one engine: pool, scheduler and request lifecycle. It is pure
@@ -254,8 +279,9 @@ type Core struct {
 	byExt  map[string]*request
 	recent recentSet
 
-	producer *xfer.Producer // P side, nil without transfer or as decoder
-	consumer *xfer.Consumer // D side, nil without transfer or as prefill
+	producer *xfer.Producer       // P side, nil without transfer or as decoder
+	consumer *xfer.Consumer       // D side, nil without transfer or as prefill
+	offload  *offload.Coordinator // nil without offload
 
 	transfers       []xfer.Done
 	outputs         []Output
@@ -310,7 +336,39 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 			c.consumer = xfer.NewConsumer(*t, pool, cfg.EngineID, cfg.Secret, rng)
 		}
 	}
+	if cfg.Offload != nil {
+		c.offload = offload.NewCoordinator(*cfg.Offload, pool)
+		c.sched.OnPreempt = c.onPreempt
+		c.sched.OnAdmit = c.onAdmit
+	}
 	return c
+}
+
+// onPreempt offers a preempted request's blocks to the offload policy
+// (deferred by the coordinator to the next Take) before the scheduler
+// drops its hold. Its next admission may load its prefix again.
+func (c *Core) onPreempt(sr *sched.Request) {
+	if r := c.byID[sr.ID]; r != nil {
+		r.loaded = false
+	}
+	c.offload.Preempted(sr.ID, c.pool.Blocks(sr.Hold), sr.Hashes, sr.NumComputed)
+}
+
+// onAdmit is the scheduler's admission hook for a request without blocks:
+// if the offload tiers hold blocks of its prefix that the pool misses, it
+// is parked until they are loaded (LoadDone resumes it), and admitted then
+// with them as cached blocks. Looked up here, not at Add: a prefix still
+// in the pool at arrival is often evicted by admission.
+func (c *Core) onAdmit(sr *sched.Request) bool {
+	r := c.byID[sr.ID]
+	if r == nil || r.loaded {
+		return true
+	}
+	if c.offload.Lookup(r.ID, r.Tokens, r.Hashes) {
+		r.loading = true
+		return false
+	}
+	return true
 }
 
 // Producer is the P-side transfer core, or nil.
@@ -318,6 +376,9 @@ func (c *Core) Producer() *xfer.Producer { return c.producer }
 
 // Consumer is the D-side transfer core, or nil.
 func (c *Core) Consumer() *xfer.Consumer { return c.consumer }
+
+// Offload is the offload coordinator (read it; do not drive it), or nil.
+func (c *Core) Offload() *offload.Coordinator { return c.offload }
 
 // Pool is the core's block pool (read it; do not change it).
 func (c *Core) Pool() *kvblock.Pool { return c.pool }
@@ -484,6 +545,14 @@ func (c *Core) Step(now clock.Instant) Ready {
 	if c.cfg.Pool.Events {
 		rd.Events = c.pool.TakeEvents()
 	}
+	if c.offload != nil {
+		// After scheduling: admission may have planned loads.
+		w := c.offload.Take()
+		rd.Stores, rd.Loads = w.Stores, w.Loads
+		if c.cfg.Pool.Events {
+			rd.Events = append(rd.Events, w.Events...)
+		}
+	}
 	if c.producer != nil {
 		rd.Messages, rd.Reads = c.producer.Take()
 	}
@@ -538,6 +607,9 @@ func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 			c.finish(now, r, o.Finished, o.Token)
 			continue
 		}
+		if c.offload != nil {
+			c.offload.Computed(r.ID, c.pool.Blocks(r.Hold), r.Hashes, r.NumComputed)
+		}
 		if o.Token != model.NoToken {
 			out := Output{ID: r.ext, Token: o.Token, At: now}
 			c.announce(r, &out)
@@ -590,9 +662,11 @@ func (c *Core) announce(r *request, out *Output) {
 
 // teardown is the fixed end of every request: offer its blocks to the
 // transfer module (a finished remote-decode prefill gets a lease hold on its
-// prompt blocks), then drop the request hold. A block is freed only when its
-// last hold goes, so the transfer never asks anybody whether to delay a
-// free. It returns the lease grant, if any.
+// prompt blocks), then to the offload policy (stores take store holds, and
+// blocks whose stores are in flight are under theirs: S20), then drop the
+// request hold. A block is freed only when its last hold goes, so neither
+// module asks anybody whether to delay a free. It returns the lease grant,
+// if any.
 func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
 	var grant *xfer.Grant
 	if r.Hold != 0 {
@@ -605,11 +679,54 @@ func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
 				grant = &g
 			}
 		}
+		if c.offload != nil {
+			c.offload.Finished(r.ID, c.pool.Blocks(r.Hold), r.Hashes, r.NumComputed)
+		}
 		c.pool.Release(r.Hold)
 		r.Hold = 0
+	} else if c.offload != nil {
+		// Never held blocks, or aborted while waiting or loading: its
+		// loads (if any) end normally and resume nobody.
+		c.offload.Finished(r.ID, nil, nil, 0)
 	}
+	r.loading = false
 	delete(c.byID, r.ID)
 	return grant
+}
+
+// StoreDone reports the end of offload store work id (Ready.Stores): its
+// first copied blocks were written to the tier (tier.Completion.Copied),
+// the rest were not. Its store hold is released: blocks nobody else holds
+// become evictable. Every store is reported exactly once; reporting
+// unknown work, or any work without offload, panics (a bug in the edge).
+func (c *Core) StoreDone(now clock.Instant, id offload.WorkID, copied int) {
+	if c.offload == nil {
+		panic("engine: StoreDone without offload")
+	}
+	c.offload.StoreDone(id, copied)
+}
+
+// LoadDone reports the end of offload load work id (Ready.Loads): its
+// first copied blocks were read into the pool, the rest were not. When a
+// request's last load ends, its loaded prefix is cached in the pool and
+// the request rejoins the waiting queue in its original place; its
+// admission shares the loaded blocks and counts them as cached tokens.
+// Work is reported exactly once, as for StoreDone.
+func (c *Core) LoadDone(now clock.Instant, id offload.WorkID, copied int) {
+	if c.offload == nil {
+		panic("engine: LoadDone without offload")
+	}
+	req, ready := c.offload.LoadDone(id, copied)
+	if !ready {
+		return
+	}
+	r, ok := c.byID[req]
+	if !ok || !r.loading {
+		panic(fmt.Sprintf("engine: load of request %d ended, which is not loading", req))
+	}
+	r.loading = false
+	r.loaded = true
+	c.sched.Resume(&r.Request)
 }
 
 // Delivered reports whether the response carrying request id's lease token
@@ -784,7 +901,22 @@ func (c *Core) Check() error {
 				return fmt.Errorf("engine: inbound hold %#x without a consumer", uint64(h.ID))
 			}
 		case kvblock.HoldStore, kvblock.HoldLoad:
-			return fmt.Errorf("engine: %s hold %#x without an offload manager", h.Kind, uint64(h.ID))
+			if c.offload == nil {
+				return fmt.Errorf("engine: %s hold %#x without an offload manager", h.Kind, uint64(h.ID))
+			}
+		}
+	}
+	if c.offload != nil {
+		if err := c.offload.Check(); err != nil {
+			return err
+		}
+		for _, r := range c.byID {
+			if r.loading != c.offload.Loading(r.ID) {
+				return fmt.Errorf("engine: request %q loading %v, offload says %v", r.ext, r.loading, !r.loading)
+			}
+			if r.loading && (r.Hold != 0 || r.Status() != sched.Waiting && r.Status() != sched.Preempted) {
+				return fmt.Errorf("engine: loading request %q has hold %#x and status %v", r.ext, uint64(r.Hold), r.Status())
+			}
 		}
 	}
 	return nil
