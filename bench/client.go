@@ -121,6 +121,9 @@ func (r *runner) do(ctx context.Context, rec *Record, body []byte, plan abortPla
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 		rec.HTTPStatus = resp.StatusCode
 		rec.setError(httpKind(resp.StatusCode), fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg)))
+		if rec.InvalidPlanned && rec.ErrorKind == ErrHTTP4xx {
+			rec.Outcome, rec.ErrorKind = OutcomeRejected, ""
+		}
 		return ""
 	}
 	if !r.cfg.Stream {

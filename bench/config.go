@@ -103,6 +103,15 @@ type Config struct {
 	// AbortMaxDelay bounds the moment of an abort before the first token.
 	AbortMaxDelay time.Duration `json:"abort_max_delay_ns,omitempty"`
 
+	// InvalidRate is the share of requests sent invalid on purpose, with
+	// min_tokens above max_tokens, which an OpenAI-compatible server
+	// refuses with a 400. Behind a P/D proxy only the decode leg carries
+	// min_tokens (the prefill leg drops it), so the prefill runs and the
+	// decode engine rejects the request before admitting it: the case
+	// where a prefill engine's leased blocks wait for nobody. Such a
+	// refusal is OutcomeRejected, not an error.
+	InvalidRate float64 `json:"invalid_rate,omitempty"`
+
 	// Seed makes prompts, lengths, aborts and arrivals reproducible.
 	Seed uint64 `json:"seed"`
 
@@ -258,6 +267,8 @@ func (c Config) Validate() error {
 		return cfgErr("Timeout", "%v: want a positive duration", c.Timeout)
 	case !(c.AbortRate >= 0 && c.AbortRate <= 1):
 		return cfgErr("AbortRate", "%v: want a share in [0, 1]", c.AbortRate)
+	case !(c.InvalidRate >= 0 && c.InvalidRate <= 1):
+		return cfgErr("InvalidRate", "%v: want a share in [0, 1]", c.InvalidRate)
 	case c.AbortMaxDelay <= 0:
 		return cfgErr("AbortMaxDelay", "%v: want a positive duration", c.AbortMaxDelay)
 	case c.MetricsInterval <= 0:

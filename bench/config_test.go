@@ -89,6 +89,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.MaxInflight = MaxInflight + 1 }, "MaxInflight"},
 		{func(c *Config) { c.AbortRate = 1.5 }, "AbortRate"},
 		{func(c *Config) { c.AbortRate = math.NaN() }, "AbortRate"},
+		{func(c *Config) { c.InvalidRate = -0.1 }, "InvalidRate"},
 		{func(c *Config) { c.Timeout = 0 }, "Timeout"},
 		{func(c *Config) { c.SLO.TTFT = -time.Second }, "SLO.TTFT"},
 		{func(c *Config) { c.MetricsURLs = []string{"nope"} }, "MetricsURLs"},

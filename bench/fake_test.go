@@ -110,6 +110,10 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		f.t.Errorf("fake server: model %v, ignore_eos %v", body["model"], body["ignore_eos"])
 	}
 	maxTokens := int(body["max_tokens"].(float64))
+	if minTokens, ok := body["min_tokens"].(float64); ok && int(minTokens) > maxTokens {
+		http.Error(w, `{"error":{"message":"min_tokens must not exceed max_tokens","type":"invalid_request_error"}}`, http.StatusBadRequest)
+		return
+	}
 	stream, _ := body["stream"].(bool)
 	what := fmt.Sprintf("job %d turn %d", job, turn)
 

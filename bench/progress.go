@@ -98,7 +98,11 @@ func statusText(p Progress) string {
 	secs := p.Elapsed.Seconds()
 	var rps, tps float64
 	if secs > 0 {
-		rps, tps = float64(p.Done-p.Errors-p.Aborted)/secs, float64(p.OutputTokens)/secs
+		rps, tps = float64(p.Done-p.Errors-p.Aborted-p.Rejected)/secs, float64(p.OutputTokens)/secs
 	}
-	return fmt.Sprintf("in flight %d, errors %d, aborted %d | %.1f req/s, %.0f tok/s", p.Inflight, p.Errors, p.Aborted, rps, tps)
+	rejected := ""
+	if p.Rejected > 0 {
+		rejected = fmt.Sprintf(", rejected %d", p.Rejected)
+	}
+	return fmt.Sprintf("in flight %d, errors %d, aborted %d%s | %.1f req/s, %.0f tok/s", p.Inflight, p.Errors, p.Aborted, rejected, rps, tps)
 }

@@ -18,12 +18,16 @@ import (
 type Outcome string
 
 // The outcomes. Only OutcomeError counts as an error: an abandoned request
-// is the client's choice, a canceled one is the run's interruption.
+// is the client's choice, a canceled one is the run's interruption, a
+// rejected one was meant to be.
 const (
 	OutcomeOK       Outcome = "ok"
 	OutcomeError    Outcome = "error"
 	OutcomeAborted  Outcome = "aborted"  // abandoned by the client (AbortRate)
 	OutcomeCanceled Outcome = "canceled" // cut off because the run was interrupted
+	// OutcomeRejected is a request sent invalid on purpose (InvalidRate)
+	// that the server refused with a 4xx, as it should.
+	OutcomeRejected Outcome = "rejected"
 )
 
 // Error kinds, as in Record.ErrorKind and Summary.ErrorsByKind.
@@ -67,7 +71,9 @@ type Record struct {
 	HTTPStatus   int     `json:"http_status,omitempty"`
 	AbortPlanned bool    `json:"abort_planned,omitempty"`
 	AbortPhase   string  `json:"abort_phase,omitempty"`
-	Text         string  `json:"text,omitempty"` // with Config.RecordOutputs
+	// InvalidPlanned marks a request sent invalid on purpose (InvalidRate).
+	InvalidPlanned bool   `json:"invalid_planned,omitempty"`
+	Text           string `json:"text,omitempty"` // with Config.RecordOutputs
 }
 
 // Summary is the figures of a run. Latencies are in seconds and cover the
@@ -82,6 +88,9 @@ type Summary struct {
 	Errors    int `json:"errors"`
 	Aborted   int `json:"aborted"`
 	Canceled  int `json:"canceled,omitempty"`
+	// Rejected counts the requests sent invalid on purpose that the
+	// server refused (OutcomeRejected).
+	Rejected int `json:"rejected,omitempty"`
 
 	RequestsPerSecond     float64 `json:"requests_per_s"`
 	OutputTokensPerSecond float64 `json:"output_tokens_per_s"`
@@ -131,6 +140,9 @@ func summarize(cfg Config, records []Record, d time.Duration) Summary {
 		case OutcomeAborted:
 			s.Aborted++
 			s.AbortsByPhase[rec.AbortPhase]++
+			continue
+		case OutcomeRejected:
+			s.Rejected++
 			continue
 		default:
 			s.Canceled++
@@ -269,6 +281,9 @@ func (r *Result) Table(w io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "duration\t%.2f s\n", s.DurationSeconds)
 	fmt.Fprintf(tw, "requests\t%d\tcompleted %d, errors %d, aborted %d", s.Requests, s.Completed, s.Errors, s.Aborted)
+	if s.Rejected > 0 || c.InvalidRate > 0 {
+		fmt.Fprintf(tw, ", rejected as planned %d", s.Rejected)
+	}
 	if s.Canceled > 0 {
 		fmt.Fprintf(tw, ", canceled %d", s.Canceled)
 	}

@@ -23,9 +23,10 @@ type Progress struct {
 	Total    int
 	Duration time.Duration
 	Issued   int
-	Done     int // completed + errors + aborted + canceled
+	Done     int // completed + errors + aborted + rejected + canceled
 	Errors   int
 	Aborted  int
+	Rejected int // sent invalid on purpose and refused
 	Inflight int
 	// OutputTokens counts the tokens of completed requests.
 	OutputTokens int
@@ -45,7 +46,7 @@ type runner struct {
 	tickets atomic.Int64 // requests issued (IDs)
 	jobs    atomic.Int64 // jobs started (closed loop)
 
-	done, errs, aborted, inflight, outputTokens atomic.Int64
+	done, errs, aborted, rejected, inflight, outputTokens atomic.Int64
 
 	mu      sync.Mutex
 	records []Record
@@ -144,6 +145,7 @@ func (r *runner) progress(finished bool) Progress {
 		Done:         int(r.done.Load()),
 		Errors:       int(r.errs.Load()),
 		Aborted:      int(r.aborted.Load()),
+		Rejected:     int(r.rejected.Load()),
 		Inflight:     int(r.inflight.Load()),
 		OutputTokens: int(r.outputTokens.Load()),
 		Finished:     finished,
@@ -262,7 +264,7 @@ func (r *runner) runJob(ctx context.Context, j *job) {
 
 func newRecord(id int, j *job, turn int) Record {
 	t := &j.turns[turn]
-	return Record{ID: id, Job: j.index, Turn: turn, Group: j.group, InputTokens: t.inputTokens, MaxTokens: t.outputTokens}
+	return Record{ID: id, Job: j.index, Turn: turn, Group: j.group, InputTokens: t.inputTokens, MaxTokens: t.outputTokens, InvalidPlanned: t.invalid}
 }
 
 func (r *runner) add(rec Record) {
@@ -273,6 +275,8 @@ func (r *runner) add(rec Record) {
 		r.errs.Add(1)
 	case OutcomeAborted:
 		r.aborted.Add(1)
+	case OutcomeRejected:
+		r.rejected.Add(1)
 	}
 	r.done.Add(1)
 	r.mu.Lock()

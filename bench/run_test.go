@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -373,5 +374,64 @@ func TestRunInterrupted(t *testing.T) {
 	s := res.Summary
 	if !s.Interrupted || s.Canceled != cfg.Concurrency || s.Errors != 0 || s.Requests != cfg.Concurrency {
 		t.Fatalf("summary %+v", s)
+	}
+}
+
+func TestInvalidRequestsAreRejectedNotErrors(t *testing.T) {
+	f := newFakeServer(t)
+	cfg := testConfig(f)
+	cfg.Requests = 60
+	cfg.InvalidRate = 0.3
+	cfg.AbortRate = 0.2
+	wl := newWorkload(cfg.withDefaults())
+	invalid, aborts := 0, 0
+	for n := range cfg.Requests {
+		tr := wl.job(n).turns[0]
+		if tr.invalid {
+			invalid++
+			if tr.abort.active {
+				t.Fatalf("job %d is invalid and also planned to be abandoned", n)
+			}
+		}
+		if tr.abort.active {
+			aborts++
+		}
+	}
+	if invalid == 0 || invalid == cfg.Requests {
+		t.Fatalf("seed gives a degenerate plan: %d invalid of %d", invalid, cfg.Requests)
+	}
+	f.plan = func(job, turn int) abortPlan { return wl.job(job).turns[turn].abort }
+	res := run(t, cfg)
+	s := res.Summary
+	if s.Rejected != invalid || s.Errors != 0 || s.Aborted != aborts || s.Completed != cfg.Requests-invalid-aborts {
+		t.Fatalf("summary %+v; want %d rejected, %d aborted, no error", s, invalid, aborts)
+	}
+	for _, rec := range res.Records {
+		body := f.body(rec.Job, rec.Turn)
+		_, hasMin := body["min_tokens"]
+		if rec.InvalidPlanned != hasMin || rec.InvalidPlanned != (rec.Outcome == OutcomeRejected) {
+			t.Fatalf("record %+v: body min_tokens %v", rec, body["min_tokens"])
+		}
+		if rec.Outcome == OutcomeRejected && rec.HTTPStatus != 400 {
+			t.Fatalf("rejected record %+v", rec)
+		}
+	}
+	// The plan is drawn from a stream of its own: without invalid requests
+	// every job is the same.
+	plain := cfg
+	plain.InvalidRate = 0
+	wl0 := newWorkload(plain.withDefaults())
+	for n := range cfg.Requests {
+		a, b := wl.job(n).turns[0], wl0.job(n).turns[0]
+		if a.user != b.user || a.outputTokens != b.outputTokens || (!a.invalid && a.abort != b.abort) {
+			t.Fatalf("job %d changes with InvalidRate", n)
+		}
+	}
+	var b bytes.Buffer
+	if err := res.Table(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), fmt.Sprintf("rejected as planned %d", invalid)) {
+		t.Fatalf("table:\n%s", b.String())
 	}
 }

@@ -15,6 +15,9 @@ import (
 const (
 	streamArrivals uint64 = 1 << 62
 	streamGroups   uint64 = 1<<62 + 1<<40
+	// streamInvalid + n is job n's stream for its invalid requests: a
+	// stream of its own, so that InvalidRate shifts nothing else.
+	streamInvalid uint64 = 1<<62 + 1<<41
 )
 
 // words is the vocabulary of generated prompts: short common words, so the
@@ -62,6 +65,7 @@ type turn struct {
 	inputTokens  int // requested length of user
 	outputTokens int // max_tokens
 	abort        abortPlan
+	invalid      bool // sent with min_tokens > max_tokens (InvalidRate)
 }
 
 // job is one unit of work handed to a worker or an arrival: a single
@@ -106,12 +110,17 @@ func (w *workload) job(n int) job {
 		turns = wl.Turns
 	}
 	j.turns = make([]turn, turns)
+	inv := rand.New(rand.NewPCG(w.cfg.Seed, streamInvalid+uint64(n)))
 	for i := range j.turns {
 		t := &j.turns[i]
 		t.inputTokens = wl.InputLen.Sample(r)
 		t.outputTokens = wl.OutputLen.Sample(r)
 		t.user = promptText(r, t.inputTokens, wl.CharsPerToken, "q"+strconv.Itoa(n)+"."+strconv.Itoa(i)+":")
 		t.abort = w.abortPlan(r, t.outputTokens)
+		if inv.Float64() < w.cfg.InvalidRate {
+			// A refused request has nothing to abandon.
+			t.invalid, t.abort = true, abortPlan{}
+		}
 	}
 	return j
 }
@@ -150,6 +159,9 @@ func requestBody(cfg Config, model string, j *job, history []string, t *turn) []
 	}
 	if cfg.Stream {
 		body["stream_options"] = map[string]any{"include_usage": true}
+	}
+	if t.invalid {
+		body["min_tokens"] = t.outputTokens + 1
 	}
 	if cfg.API == APIChat {
 		msgs := make([]message, 0, len(history)+2)

@@ -26,7 +26,7 @@ func init() {
 var benchFlags = map[string]string{
 	"URL": "--url", "API": "--api", "Rate": "--rate", "Concurrency": "--concurrency",
 	"MaxInflight": "--max-inflight", "Requests": "--requests", "Duration": "--duration",
-	"Timeout": "--timeout", "AbortRate": "--abort-rate", "AbortMaxDelay": "--abort-max-delay",
+	"Timeout": "--timeout", "AbortRate": "--abort-rate", "InvalidRate": "--invalid-rate", "AbortMaxDelay": "--abort-max-delay",
 	"MetricsInterval": "--metrics-interval", "MetricsURLs": "--metrics-url",
 	"SLO.TTFT": "--slo-ttft", "SLO.TPOT": "--slo-tpot", "SLO.E2E": "--slo-e2e",
 	"Workload.Kind": "--workload", "Workload.InputLen": "--input-len", "Workload.OutputLen": "--output-len",
@@ -75,6 +75,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&wl.Turns, "turns", wl.Turns, "multi-turn: requests per conversation")
 	fs.Float64Var(&wl.CharsPerToken, "chars-per-token", wl.CharsPerToken, "prompt characters per token (1 for kvlease's byte tokenizer, about 4 for BPE)")
 	fs.Float64Var(&cfg.AbortRate, "abort-rate", 0, "share of requests the client abandons (before the first token or mid-stream)")
+	fs.Float64Var(&cfg.InvalidRate, "invalid-rate", 0, "share of requests sent invalid on purpose (min_tokens > max_tokens): behind a P/D proxy, rejected by the decode engine after the prefill ran")
 	fs.DurationVar(&cfg.AbortMaxDelay, "abort-max-delay", cfg.AbortMaxDelay, "latest moment of an abort before the first token")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of prompts, lengths, aborts and arrivals")
 	fs.DurationVar(&cfg.SLO.TTFT, "slo-ttft", 0, "goodput: bound on time to first token (0: none)")
