@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/offload"
+	"github.com/kvlease/kvlease/offload/tier"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/wire"
@@ -50,6 +53,32 @@ type NodeConfig struct {
 	// is answered READ_END(busy), which D retries within the lease. Zero
 	// means DefaultMaxReadStreams.
 	MaxReadStreams int
+
+	// Offload executes the offload copies (OpenOffload opens it). It is
+	// required when the core has an offload configuration
+	// (Config.Offload) and ignored otherwise. The node owns it from
+	// NewNode on: Run submits each step's copies, feeds their completions
+	// to the core (StoreDone, LoadDone), and when it returns closes the
+	// set and applies every outstanding completion, so no store or load
+	// hold is left.
+	Offload *tier.Set
+}
+
+// OpenOffload opens the tiers of core's offload configuration (a
+// host-memory arena, a directory of block files) for NodeConfig.Offload.
+// Each tier's runner queue holds as many copies as the core can have in
+// flight (its MaxInflightStoreBlocks + MaxInflightLoadBlocks, up to
+// 65536), so a copy is not failed for lack of room. It returns nil and no
+// error when the core has no offload; errors name --offload.
+func OpenOffload(core *Core) (*tier.Set, error) {
+	co := core.Offload()
+	if co == nil {
+		return nil, nil
+	}
+	cfg := co.Config()
+	rc := tier.DefaultRunnerConfig()
+	rc.QueueLen = min(max(rc.QueueLen, cfg.MaxInflightStoreBlocks+cfg.MaxInflightLoadBlocks), 1<<16)
+	return tier.Open(cfg, core.Config().Pool, rc)
 }
 
 // DefaultMaxPending is the default NodeConfig.MaxPending.
@@ -119,6 +148,12 @@ type NodeStats struct {
 	Consumer *xfer.ConsumerStats
 	// ReadStreams is the number of reads P is streaming.
 	ReadStreams int
+	// Offload are the offload counters (a copy, owned by the receiver),
+	// nil without offload: per tier (Tiers[i].Medium "CPU" or "DISK"),
+	// StoredBlocks, LoadedBlocks, EvictedBlocks and HitBlocks for
+	// kvlease_offload_{stored,loaded,evicted}_blocks_total{medium} and
+	// kvlease_offload_hits_total{medium}.
+	Offload *offload.Stats
 }
 
 // Node drives one Core with the real clock. One goroutine (Run) owns the
@@ -167,6 +202,11 @@ type Node struct {
 	runCtx         context.Context   // Run's: dials end with it
 	events         []transport.Event // Poll's buffer
 	reads          []*readStream     // P's reads being streamed, in arrival order
+
+	// Offload edge; set is nil without offload. completions is
+	// set.Completions() until it is closed, then nil.
+	set         *tier.Set
+	completions <-chan tier.Completion
 }
 
 // readStream is a read P streams over several loop iterations: as many
@@ -243,6 +283,13 @@ func NewNode(core *Core, exec model.Executor, cfg NodeConfig) *Node {
 				"listen", string(cfg.Transport.Addr()))
 		}
 	}
+	if core.Offload() != nil {
+		if cfg.Offload == nil {
+			panic("engine: NewNode: a core with an offload configuration needs NodeConfig.Offload (OpenOffload)")
+		}
+		n.set = cfg.Offload
+		n.completions = cfg.Offload.Completions()
+	}
 	return n
 }
 
@@ -311,9 +358,17 @@ func (n *Node) Run(ctx context.Context) error {
 	n.mu.Unlock()
 	defer close(n.done)
 	n.runCtx = ctx
-	n.log.Info("engine node started", "max_model_len", n.cfg.MaxModelLen,
+	attrs := []any{"max_model_len", n.cfg.MaxModelLen,
 		"blocks", n.cfg.Pool.NumBlocks, "block_size", n.cfg.Pool.BlockSizeTokens,
-		"role", n.cfg.Role.String(), "engine_id", n.cfg.EngineID)
+		"role", n.cfg.Role.String(), "engine_id", n.cfg.EngineID}
+	if oc := n.cfg.Offload; oc != nil {
+		tiers := make([]string, len(oc.Tiers))
+		for i, t := range oc.Tiers {
+			tiers[i] = t.String()
+		}
+		attrs = append(attrs, "offload", tiers, "offload_policy", oc.Policy.String())
+	}
+	n.log.Info("engine node started", attrs...)
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -332,6 +387,7 @@ func (n *Node) Run(ctx context.Context) error {
 		now := n.Now()
 		n.handle(now, msgs)
 		n.pollTransport(now)
+		n.pollOffload(now)
 		if inFlight && now >= deadline {
 			n.core.Complete(now, &res)
 			inFlight = false
@@ -339,6 +395,10 @@ func (n *Node) Run(ctx context.Context) error {
 		rd := n.core.Step(now)
 		n.route(rd.Outputs)
 		n.transfer(now, rd)
+		if n.submitOffload(now, rd) {
+			// A copy failed at once: a request may be ready.
+			n.selfWake()
+		}
 		if rd.Batch != nil {
 			n.noteScheduled(now, rd.Batch)
 			n.exec.Execute(rd.Batch, &res)
@@ -383,6 +443,12 @@ func (n *Node) Run(ctx context.Context) error {
 		select {
 		case <-n.wake:
 		case <-trReady:
+		case c, ok := <-n.completions:
+			if !ok {
+				n.completions = nil
+			} else {
+				n.applyOffload(n.Now(), c)
+			}
 		case <-timeout:
 		case <-ctx.Done():
 			timer.Stop()
@@ -390,6 +456,85 @@ func (n *Node) Run(ctx context.Context) error {
 			return nil
 		}
 		timer.Stop()
+	}
+}
+
+// selfWake makes the next wait return at once.
+func (n *Node) selfWake() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pollOffload feeds the copies completed so far to the core.
+func (n *Node) pollOffload(now clock.Instant) {
+	for n.completions != nil {
+		select {
+		case c, ok := <-n.completions:
+			if !ok {
+				n.completions = nil
+				return
+			}
+			n.applyOffload(now, c)
+		default:
+			return
+		}
+	}
+}
+
+// applyOffload feeds one copy's completion to the core. A failed copy
+// (a missing or corrupt record, an I/O error, a cancelled job) is an
+// outcome: the blocks not copied are dropped from the tier, or
+// recomputed, and the coordinator counts them.
+func (n *Node) applyOffload(now clock.Instant, c tier.Completion) {
+	if c.Err != nil && !errors.Is(c.Err, tier.ErrMiss) && !errors.Is(c.Err, tier.ErrClosed) {
+		n.log.Debug("offload copy failed", "kind", c.Kind.String(), "blocks", c.Copied, "reason", c.Err.Error())
+	}
+	switch c.Kind {
+	case tier.JobStore:
+		n.core.StoreDone(now, offload.WorkID(c.JobID), c.Copied)
+	case tier.JobLoad:
+		n.core.LoadDone(now, offload.WorkID(c.JobID), c.Copied)
+	default:
+		panic("engine: offload completion of unknown kind")
+	}
+}
+
+// submitOffload hands a Ready's copies to the tiers. Copies that cannot
+// be queued fail at once and are applied here; it reports whether any
+// did.
+func (n *Node) submitOffload(now clock.Instant, rd Ready) bool {
+	if n.set == nil || len(rd.Stores)+len(rd.Loads) == 0 {
+		return false
+	}
+	failed := n.set.Submit(n.core.Pool(), &offload.Work{Stores: rd.Stores, Loads: rd.Loads})
+	for _, c := range failed {
+		n.applyOffload(now, c)
+	}
+	return len(failed) > 0
+}
+
+// closeOffload closes the tiers and applies every outstanding completion
+// (queued copies are cancelled, running ones finish), then hands out
+// whatever the core still offers, which fails at once: afterwards no store
+// or load hold is left.
+func (n *Node) closeOffload(now clock.Instant) {
+	if n.set == nil {
+		return
+	}
+	n.set.Close()
+	if n.completions != nil {
+		for c := range n.completions {
+			n.applyOffload(now, c)
+		}
+		n.completions = nil
+	}
+	rd := n.core.Step(now)
+	n.route(rd.Outputs)
+	n.submitOffload(now, rd)
+	if co := n.core.Offload(); !co.Idle() {
+		n.log.Error("offload copies still in flight after the tiers closed")
 	}
 }
 
@@ -636,7 +781,16 @@ func (n *Node) snapshot(now clock.Instant) NodeStats {
 		Producer:    producerStats(n.core.Producer()),
 		Consumer:    consumerStats(n.core.Consumer()),
 		ReadStreams: len(n.reads),
+		Offload:     offloadStats(n.core.Offload()),
 	}
+}
+
+func offloadStats(c *offload.Coordinator) *offload.Stats {
+	if c == nil {
+		return nil
+	}
+	st := c.Stats() // its Tiers slice is a copy
+	return &st
 }
 
 func producerStats(p *xfer.Producer) *xfer.ProducerStats {
@@ -697,6 +851,7 @@ func (n *Node) shutdown(res *model.StepResult, inFlight bool) {
 		rd := n.core.Step(now)
 		n.route(rd.Outputs)
 		n.transfer(now, rd)
+		n.submitOffload(now, rd)
 		if rd.Batch == nil {
 			break
 		}
@@ -720,8 +875,10 @@ func (n *Node) shutdown(res *model.StepResult, inFlight bool) {
 		rd := n.core.Step(now)
 		n.route(rd.Outputs)
 		n.transfer(now, rd)
+		n.submitOffload(now, rd)
 		n.tr.Shutdown()
 	}
+	n.closeOffload(now)
 	for _, w := range n.idleWaiters {
 		close(w)
 	}
@@ -820,6 +977,11 @@ func (n *Node) Stats() NodeStats {
 		s := n.final
 		s.Finished = maps.Clone(s.Finished)
 		s.Rejected = maps.Clone(s.Rejected)
+		if s.Offload != nil {
+			o := *s.Offload
+			o.Tiers = slices.Clone(o.Tiers)
+			s.Offload = &o
+		}
 		n.mu.Unlock()
 		return s
 	case !n.started:
