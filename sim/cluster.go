@@ -160,9 +160,13 @@ type Req struct {
 	clientGone bool // the client disconnected
 	atD        bool
 	responded  bool // P's response reached the proxy
-	SentAt     clock.Instant
-	FirstAt    clock.Instant
-	DoneAt     clock.Instant
+	// leaseRead: P streamed a whole read of the lease. D no longer needs it
+	// (it may wait in D's scheduler, holding its own copy, and its RELEASE
+	// may be dropped at D's notice bound): its expiry is no early free.
+	leaseRead bool
+	SentAt    clock.Instant
+	FirstAt   clock.Instant
+	DoneAt    clock.Instant
 	// GrantedAt is when P's response (carrying the lease) was written.
 	GrantedAt clock.Instant
 }
@@ -193,6 +197,10 @@ type Cluster struct {
 
 	// Violations are invariant failures seen so far.
 	Violations []string
+	// StopOnViolation makes RunUntil and RunIdle return at the end of the
+	// first instant with a violation (a failed run need not go on; a broken
+	// core may not even make progress).
+	StopOnViolation bool
 	// OnInstant, when set, runs after every instant's work (extra checks).
 	OnInstant func(c *Cluster)
 	// OnMessage, when set, sees every message delivered to an engine,
@@ -331,10 +339,11 @@ func (c *Cluster) boot(n *Node) {
 
 // waitedFor reports whether lease l of P node n belongs to a request that
 // is waiting for it at a decoder that is up, with no fault touching either
-// node or the pair since the lease was granted.
+// node or the pair since the lease was granted, and that has not read it
+// yet.
 func (c *Cluster) waitedFor(n *Node, l wire.LeaseID) bool {
 	r := c.byLease[leaseKey{n.Name, l}]
-	if r == nil || !r.atD || r.Done || r.Pulled || r.Fallback != "" || r.D.Crashed || r.D.Hung {
+	if r == nil || !r.atD || r.Done || r.Pulled || r.leaseRead || r.Fallback != "" || r.D.Crashed || r.D.Hung {
 		return false
 	}
 	last := max(n.lastFault, r.D.lastFault, c.lastFault[pairKey(n.Name, r.D.Name)])
@@ -617,6 +626,13 @@ func (c *Cluster) drive(n *Node) {
 		return
 	}
 	rd := n.Core.Step(c.Now)
+	if p := n.Core.Producer(); p != nil {
+		// The sweep ran first in Step: nothing due by now may be left
+		// (DESIGN.md: expiry sweeps every lease whose deadline passed).
+		if err := p.CheckDue(c.Now); err != nil {
+			c.violate("%s: %v", n.Name, err)
+		}
+	}
 	c.outputs(n, rd.Outputs)
 	for _, e := range rd.Messages {
 		id := transport.ConnID(e.Session)
@@ -699,6 +715,9 @@ func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
 		ok = ok && c.send(n, id, &wire.ReadEnd{ReadID: w.ReadID, Lease: w.Lease, Status: wire.StatusOK})
 		if ok {
 			p.CountServed(w.Bytes())
+			if r := c.byLease[leaseKey{n.Name, w.Lease}]; r != nil {
+				r.leaseRead = true
+			}
 		}
 		core.ReadFinished(c.Now, w.Session, w.ReadID, ok)
 		c.mix(traceReadEnd, uint64(w.Lease), w.ReadID, boolBit(ok))
@@ -908,7 +927,7 @@ func (c *Cluster) RunUntil(end clock.Instant) {
 		}
 		c.Now = clock.Max(c.Now, t)
 		c.instant()
-		if t == clock.Never {
+		if t == clock.Never || c.stopped() {
 			return
 		}
 	}
@@ -921,7 +940,7 @@ func (c *Cluster) Run(d time.Duration) { c.RunUntil(c.Now.Add(d)) }
 // whether the cluster went idle.
 func (c *Cluster) RunIdle(limit time.Duration) bool {
 	end := c.Now.Add(limit)
-	for c.Now < end {
+	for c.Now < end && !c.stopped() {
 		t := c.next()
 		if t == clock.Never {
 			return true
@@ -960,6 +979,10 @@ func (c *Cluster) instant() {
 		c.OnInstant(c)
 	}
 }
+
+// stopped reports whether a run must stop (StopOnViolation and a
+// violation seen).
+func (c *Cluster) stopped() bool { return c.StopOnViolation && len(c.Violations) > 0 }
 
 func (c *Cluster) violate(format string, args ...any) {
 	c.Violations = append(c.Violations, fmt.Sprintf("%v: ", c.Now)+fmt.Sprintf(format, args...))

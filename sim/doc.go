@@ -38,4 +38,16 @@
 //	res, err := sim.RunSeed(42, sim.Options{Policy: xfer.PolicyLease})
 //
 // go test ./sim runs a few hundred seeds; -seeds N and -seed S run more.
+//
+// # Mutation checks
+//
+// A simulator that cannot fail proves nothing. Built with the
+// kvlease_mutation tag, package xfer has switches that break the protocol
+// on purpose (an expiry sweep that stops at the first unexpired lease, a
+// release that ignores an in-flight read, a consumer that skips heartbeats
+// while queued, an abort that frees a finished request's blocks at once),
+// and TestMutationsCaught requires the swarm to catch each within 200
+// seeds, for the reason the break must cause:
+//
+//	go test -tags kvlease_mutation -run TestMutationsCaught ./sim/
 package sim

@@ -164,6 +164,7 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	c := New(spec)
 	c.MsgFaults = prof.Msg
 	c.AbortBothLegs = prof.AbortBothLegs
+	c.StopOnViolation = true
 
 	reqs := drawWorkload(c, workRng, prof, opts)
 	res.Requests = len(reqs)
@@ -172,6 +173,12 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 
 	// Safety phase.
 	c.RunUntil(end)
+	if len(c.Violations) > 0 {
+		res.SimTime = time.Duration(c.Now)
+		res.Failures = append(res.Failures, c.Violations...)
+		summarize(c, reqs, &res)
+		return res, nil
+	}
 	// Liveness phase: faults stop, every node is up and connected (a node
 	// still draining exits when done and is restarted then).
 	c.MsgFaults = MsgFaults{}
@@ -179,7 +186,7 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 		c.Restart(end, name)
 	}
 	idle := c.RunIdle(opts.LivenessLimit)
-	for i := 0; idle && i < len(c.Nodes); i++ {
+	for i := 0; idle && i < len(c.Nodes) && len(c.Violations) == 0; i++ {
 		restarted := false
 		for _, n := range c.Nodes {
 			if n.Exited {
@@ -194,6 +201,10 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	}
 	res.SimTime = time.Duration(c.Now)
 	res.Failures = append(res.Failures, c.Violations...)
+	if len(c.Violations) > 0 {
+		summarize(c, reqs, &res)
+		return res, nil
+	}
 	if !idle {
 		res.Failures = append(res.Failures, fmt.Sprintf("liveness: cluster still busy %v after the faults stopped", opts.LivenessLimit))
 	}
@@ -248,6 +259,12 @@ func drawProfile(rng *rand.Rand, opts Options) Profile {
 		ReadBandwidth: math.Pow(10, 6+3.5*rng.Float64()),
 	}
 	p.MaxDelay = p.MinDelay + time.Duration(rng.IntN(5000))*time.Microsecond
+	if rng.IntN(4) == 0 {
+		// A slow transfer path (30 kB/s to 1 MB/s): a read lasts a good
+		// part of a lease, so releases, aborts, expiries and D's read
+		// timeouts land while P streams it (the lease is pinned).
+		p.ReadBandwidth = math.Pow(10, 4.5+1.5*rng.Float64())
+	}
 	if rng.IntN(3) == 0 {
 		p.DecodeMaxNumSeqs = 1 + rng.IntN(4)
 		p.Burst = rng.IntN(2) == 0

@@ -427,6 +427,9 @@ func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
 			}
 		}
 		for _, p := range c.queue {
+			if MutateSkipQueuedHeartbeats && p.state == pullQueued {
+				continue
+			}
 			if p.peer == pr && !p.aborted {
 				refs = append(refs, wire.LeaseRef{ID: p.Remote.Lease, Token: p.Remote.Token})
 				if len(refs) == wire.MaxLeasesPerRenew {

@@ -118,6 +118,9 @@ func (e *pEnv) advance(t clock.Instant) {
 	e.now = t
 	e.p.Tick(t)
 	e.check()
+	if err := e.p.CheckDue(t); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // connect opens and authenticates a session as D engine "d".

@@ -230,6 +230,13 @@ func (p *Producer) Abort(now clock.Instant, req string) bool {
 	if !found {
 		return false
 	}
+	if MutateNaiveAbort {
+		// A naive engine frees the finished request's blocks on abort:
+		// whatever the policy, pinned or bound, and tells nobody.
+		l.session = 0
+		p.release(now, l, wire.ReasonAborted)
+		return true
+	}
 	if !p.cfg.HonoursAbort() {
 		return true
 	}
@@ -248,17 +255,26 @@ func (p *Producer) Abort(now clock.Instant, req string) bool {
 // expired one. A pinned lease that falls due leaves the heap and is
 // released when its reads end.
 func (p *Producer) Tick(now clock.Instant) {
+	if MutateSweepStopsEarly {
+		p.grantOrderSweep(now)
+		return
+	}
 	for len(p.due) > 0 && p.due[0].due() <= now {
 		l := p.due[0]
-		reason := wire.ReasonExpired
-		if l.lostAt <= now && l.lostAt <= l.deadline {
-			reason = wire.ReasonPeerLost
-		}
-		p.end(now, l, reason)
+		p.end(now, l, p.dueReason(now, l))
 		if l.hix >= 0 {
 			panic(fmt.Sprintf("xfer: lease %d stayed due after its end", l.id))
 		}
 	}
+}
+
+// dueReason is why due lease l ends at now: its session was lost, or its
+// deadline passed.
+func (p *Producer) dueReason(now clock.Instant, l *leaseState) wire.Reason {
+	if l.lostAt <= now && l.lostAt <= l.deadline {
+		return wire.ReasonPeerLost
+	}
+	return wire.ReasonExpired
 }
 
 // NextDeadline is the earliest instant at which Tick has work, or
@@ -292,7 +308,7 @@ func (p *Producer) unschedule(l *leaseState) {
 
 // end releases l now, or marks it to be released when its reads end.
 func (p *Producer) end(now clock.Instant, l *leaseState, r wire.Reason) {
-	if l.reads > 0 {
+	if l.reads > 0 && !MutateReleaseIgnoresRead {
 		if l.pending == 0 {
 			l.pending = r
 		}
@@ -306,7 +322,7 @@ func (p *Producer) release(now clock.Instant, l *leaseState, r wire.Reason) {
 	if _, live := p.leases[l.id]; !live {
 		panic(fmt.Sprintf("xfer: lease %d released twice", l.id))
 	}
-	if l.reads > 0 {
+	if l.reads > 0 && !MutateReleaseIgnoresRead && !MutateNaiveAbort {
 		panic(fmt.Sprintf("xfer: lease %d released with %d reads in flight", l.id, l.reads))
 	}
 	// Tell a bound session that the lease is gone unless it asked for it.
@@ -432,6 +448,25 @@ func (p *Producer) Check() error {
 		if l, ok := p.leases[wire.LeaseID(h.Owner)]; !ok || l.hold != h.ID {
 			return fmt.Errorf("xfer: orphan lease hold %#x for lease %d", uint64(h.ID), h.Owner)
 		}
+	}
+	return nil
+}
+
+// CheckDue verifies the expiry sweep. Called right after Tick(now) (an
+// engine core's Step), it reports a live lease that was due at or before
+// now and is neither released nor waiting for its reads to end. It scans
+// every lease, not the due heap the sweep uses, so a sweep or heap bug
+// cannot hide from it. O(live leases).
+func (p *Producer) CheckDue(now clock.Instant) error {
+	var worst *leaseState
+	for _, l := range p.leases {
+		if l.pending == 0 && l.due() <= now && (worst == nil || l.due() < worst.due() || (l.due() == worst.due() && l.id < worst.id)) {
+			worst = l
+		}
+	}
+	if worst != nil {
+		return fmt.Errorf("xfer: lease %d was due at %v and is still live at %v (deadline %v, lost at %v)",
+			worst.id, worst.due(), now, worst.deadline, worst.lostAt)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -798,5 +799,31 @@ func TestProducerDueHeapBound(t *testing.T) {
 			t.Fatalf("round %d: %d heap entries for 16 leases", round, len(e.p.due))
 		}
 		e.advance(e.now + clock.Instant(time.Millisecond))
+	}
+}
+
+func TestProducerCheckDue(t *testing.T) {
+	// CheckDue finds a lease left live past its due instant (a sweep that
+	// did not run, or stopped early), and accepts one that is due but
+	// pinned by a read: it ends when the read does.
+	e := newPEnv(t, testConfig(PolicyLease))
+	s := e.connect()
+	g1 := e.grant("a", 4)
+	e.advance(at(10))
+	g2 := e.grant("b", 4)
+	if err := e.p.CheckDue(at(600)); err == nil || !strings.Contains(err.Error(), fmt.Sprint(g1.Lease)) {
+		t.Fatalf("no tick at 600 ms: CheckDue = %v, want lease %d overdue", err, g1.Lease)
+	}
+	if err := e.p.CheckDue(at(599)); err != nil {
+		t.Fatalf("nothing due before 600 ms: %v", err)
+	}
+	e.send(s, &wire.Read{ReadID: 1, Lease: g2.Lease, Token: g2.Token, Indexes: []uint32{0}})
+	e.advance(at(700)) // a expires; b falls due while pinned
+	if _, live := e.p.Lease(g2.Lease); !live {
+		t.Fatal("pinned lease released")
+	}
+	e.p.ReadFinished(e.now, s, 1, true)
+	if _, live := e.p.Lease(g2.Lease); live {
+		t.Fatal("lease outlived its read")
 	}
 }

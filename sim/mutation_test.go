@@ -1,0 +1,63 @@
+//go:build kvlease_mutation
+
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kvlease/kvlease/xfer"
+)
+
+// maxMutationSeeds bounds how many swarm seeds a mutation may survive: each
+// must be caught within it.
+const maxMutationSeeds = 200
+
+// TestMutationsCaught switches on one deliberate protocol break at a time
+// (xfer's mutation switches, built only with -tags kvlease_mutation) and
+// requires the swarm to fail within maxMutationSeeds seeds, for the reason
+// that break must cause. A simulator that cannot fail proves nothing.
+func TestMutationsCaught(t *testing.T) {
+	tests := []struct {
+		name string
+		flag *bool
+		// want is a piece of the failure the break must produce (the check
+		// that catches it).
+		want string
+	}{
+		{"sweep stops at the first unexpired lease", &xfer.MutateSweepStopsEarly, "is still live"},
+		{"release ignores an in-flight read", &xfer.MutateReleaseIgnoresRead, "not live and pinned"},
+		{"consumer skips heartbeats while queued", &xfer.MutateSkipQueuedHeartbeats, "expired under a waiting, reachable decoder"},
+		{"abort frees a finished request's blocks at once", &xfer.MutateNaiveAbort, "not live and pinned"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			*tt.flag = true
+			defer func() { *tt.flag = false }()
+			for i := range maxMutationSeeds {
+				seed := *seedFlag + uint64(i)
+				if _, ok := knownBugs[seed]; ok {
+					continue
+				}
+				res, err := RunSeed(seed, Options{})
+				if err == nil {
+					continue
+				}
+				first := res.Failures[0]
+				if !strings.Contains(strings.Join(res.Failures, "\n"), tt.want) {
+					t.Fatalf("seed %d failed, but not for the expected reason (%q):\n%v", seed, tt.want, err)
+				}
+				t.Logf("caught after %d seeds (seed %d): %s", i+1, seed, firstLine(first))
+				return
+			}
+			t.Fatalf("not caught in %d seeds", maxMutationSeeds)
+		})
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
