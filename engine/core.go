@@ -826,7 +826,9 @@ func (c *Core) Draining() bool { return c.stopping }
 // Drained reports whether a draining engine has nothing left to serve: no
 // live request, no step executing, no outstanding lease, no pull and no
 // release notice pending. The edge may then close its connections and
-// exit.
+// exit. Offload stores may still be running: they serve no request, and
+// the edge ends them on exit (Node closes its tier set and applies their
+// completions).
 func (c *Core) Drained() bool {
 	if !c.stopping || !c.Idle() {
 		return false

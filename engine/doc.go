@@ -24,4 +24,36 @@
 // another whether it may free. A request aborted while its step executes is
 // finished at once (its output says so) but torn down when the step
 // completes, so its blocks are never reused under a running step.
+//
+// # Offload
+//
+// With Config.Offload the core owns an offload.Coordinator and calls it at
+// fixed points: after each step for every request that did not finish
+// (Computed: store-on-compute offers its new full blocks), from the
+// scheduler's preemption hook (Preempted), in teardown between the lease
+// and the release (Finished), and from the scheduler's admission hook
+// (sched.Scheduler.OnAdmit): a request without blocks that is about to be
+// admitted is looked up in the tiers, and if they hold blocks of its prefix
+// that the pool misses, it is parked while they are loaded. It is looked up
+// at admission, not at Add, because a prefix still cached at arrival is
+// often evicted by the time the request is admitted. Each Ready carries the
+// copies to run (Stores, Loads; the tiers' events join Events when pool
+// events are on), and the edge reports each one back with StoreDone or
+// LoadDone. When a request's loads end it rejoins the waiting queue in its
+// original place (sched.Scheduler.Resume) and is admitted at most once per
+// load: if its loaded blocks are evicted again before admission, it
+// recomputes them rather than loading in a loop. Node runs the copies with
+// offload/tier (NodeConfig.Offload, OpenOffload):
+//
+//	for _, c := range set.Submit(core.Pool(), &offload.Work{Stores: rd.Stores, Loads: rd.Loads}) {
+//		apply(c) // failed at once
+//	}
+//	... c := <-set.Completions(); core.StoreDone(now, id, c.Copied) or core.LoadDone(...)
+//
+// Cached tokens. Loaded blocks are cached in the pool before the request
+// is admitted, so the admission's prefix lookup finds them: they count in
+// Usage.CachedTokens (prompt_tokens_details.cached_tokens) and in the
+// scheduler's PrefixHitTokens, as vLLM counts a KV connector's external
+// hits in num_cached_tokens. The offload share alone is in the
+// coordinator's Stats (LoadedTokens, per tier HitBlocks and LoadedBlocks).
 package engine

@@ -692,3 +692,44 @@ func TestNewNodeNeedsOffloadSet(t *testing.T) {
 	}()
 	NewNode(core, stepExec{}, NodeConfig{})
 }
+
+// TestNodeOffloadShutdownMidway: a node stopped while requests run, load
+// and store leaves no block held and no copy in flight, whatever the
+// copies were doing.
+func TestNodeOffloadShutdownMidway(t *testing.T) {
+	cfg := offload.DefaultConfig([]offload.TierConfig{
+		{Medium: offload.MediumCPU, Blocks: 32},
+		{Medium: offload.MediumDisk, Path: t.TempDir(), Blocks: 128},
+	})
+	cfg.MaxInflightStoreBlocks = 24
+	for round := range 4 {
+		n, cancel := offloadNode(t, 24, &cfg)
+		shared := make([]int32, 40)
+		for i := range shared {
+			shared[i] = int32(50 + i)
+		}
+		var streams []*Stream
+		for i := range 12 {
+			p := append(slices.Clone(shared), int32(100+i), int32(100+round))
+			s, res := n.Submit(&Request{ID: fmt.Sprint(i), Prompt: p, MaxTokens: 40, IgnoreEOS: true})
+			if res != Accepted {
+				t.Fatal(res)
+			}
+			streams = append(streams, s)
+		}
+		// Stop after some request has made progress.
+		if _, err := streams[round].Recv(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		for _, s := range streams {
+			drain(t, s)
+		}
+		<-n.Done()
+		st := n.Stats()
+		if st.Pool.Held != 0 || st.Offload.InflightStoreBlocks != 0 || st.Offload.InflightLoadBlocks != 0 || st.Requests != 0 {
+			t.Fatalf("round %d after stop: held %d, in flight %d stores %d loads, %d requests",
+				round, st.Pool.Held, st.Offload.InflightStoreBlocks, st.Offload.InflightLoadBlocks, st.Requests)
+		}
+	}
+}

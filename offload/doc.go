@@ -74,7 +74,8 @@
 // work; see its Set):
 //
 //	sched.OnPreempt = func(r) { co.Preempted(r.ID, pool.Blocks(r.Hold), r.Hashes, r.NumComputed) }
-//	// before a request without a hold is given to the scheduler:
+//	// sched.OnAdmit, just before a request without a hold is admitted
+//	// (engine.Core: once per admission):
 //	if co.Lookup(r.ID, r.Tokens, r.Hashes) { park r until LoadDone says ready }
 //	// after each step, for every request of the batch that did not finish:
 //	co.Computed(r.ID, pool.Blocks(r.Hold), r.Hashes, r.NumComputed)
@@ -84,7 +85,7 @@
 //	w := co.Take()
 //	// each completion from the edge:
 //	co.StoreDone(id, copied)
-//	req, ready := co.LoadDone(id, copied) // ready: schedule req; its prefix is cached
+//	req, ready := co.LoadDone(id, copied) // ready: sched.Resume(req); its prefix is cached
 //
 // Bounds: MaxInflightStoreBlocks and MaxInflightLoadBlocks cap the blocks
 // under store and load holds (at the bound, offers wait and lookups load
