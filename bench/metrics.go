@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -99,12 +100,14 @@ func (s *scraper) run(ctx context.Context, interval time.Duration) {
 // timeout (bounded to 2 s).
 func (s *scraper) scrapeAll(ctx context.Context, timeout time.Duration) {
 	timeout = min(max(timeout, 100*time.Millisecond), 2*time.Second)
+	// One X for the whole round, so that series of different endpoints
+	// can be summed point by point (SumSeries).
+	at := time.Since(s.start).Seconds()
 	var wg sync.WaitGroup
 	for _, u := range s.urls {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			at := time.Since(s.start).Seconds()
 			vals, err := s.scrape(cctx, u)
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -261,4 +264,26 @@ func parseSample(line string) (name string, labels map[string]string, value floa
 		return "", nil, 0, false
 	}
 	return name, labels, v, true
+}
+
+// SumSeries sums the series of metric over every endpoint, point by point:
+// the scraper gives all the endpoints of one round the same X. A round in
+// which an endpoint did not answer sums the others. The points are in
+// order of X.
+func SumSeries(series []MetricSeries, metric string) []stats.Point {
+	sum := map[float64]float64{}
+	for _, s := range series {
+		if s.Metric != metric {
+			continue
+		}
+		for _, p := range s.Points {
+			sum[p.X] += p.Y
+		}
+	}
+	out := make([]stats.Point, 0, len(sum))
+	for x, y := range sum {
+		out = append(out, stats.Point{X: x, Y: y})
+	}
+	slices.SortFunc(out, func(a, b stats.Point) int { return cmp.Compare(a.X, b.X) })
+	return out
 }

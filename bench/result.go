@@ -111,8 +111,14 @@ type Summary struct {
 // Result is a whole run: its configuration, its summary, every request and
 // the scraped metrics.
 type Result struct {
-	Config  Config         `json:"config"`
-	Summary Summary        `json:"summary"`
+	Config  Config  `json:"config"`
+	Summary Summary `json:"summary"`
+	// Started is when the load began; Record.StartSeconds and the metric
+	// series' X count from it.
+	Started time.Time `json:"started"`
+	// Cluster is set by RunCluster: the faults and lease figures of the
+	// local cluster the load ran against.
+	Cluster *ClusterReport `json:"cluster,omitempty"`
 	Records []Record       `json:"records"`
 	Metrics []MetricSeries `json:"metrics,omitempty"`
 	// ScrapeErrors counts failed scrapes per metrics URL.
@@ -238,6 +244,14 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	if err := part(",\n \"summary\": ", r.Summary, true); err != nil {
 		return err
 	}
+	if err := part(",\n \"started\": ", r.Started, false); err != nil {
+		return err
+	}
+	if r.Cluster != nil {
+		if err := part(",\n \"cluster\": ", r.Cluster, true); err != nil {
+			return err
+		}
+	}
 	if err := list(",\n \"records\": ", len(r.Records), func(i int) any { return &r.Records[i] }); err != nil {
 		return err
 	}
@@ -311,6 +325,10 @@ func (r *Result) Table(w io.Writer) error {
 	fmt.Fprintf(&b, "aborted by client: %s\n", countsText(s.AbortsByPhase))
 	for _, u := range slices.Sorted(maps.Keys(r.ScrapeErrors)) {
 		fmt.Fprintf(&b, "metrics: %d failed scrapes of %s\n", r.ScrapeErrors[u], u)
+	}
+	if r.Cluster != nil {
+		b.WriteString("\n")
+		writeClusterReport(&b, r.Cluster)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -120,7 +120,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	elapsed := time.Since(r.start)
 	stopSide()
 	side.Wait()
-	res := &Result{Config: cfg}
+	res := &Result{Config: cfg, Started: r.start.Round(0).UTC()} // wall clock only: it goes to JSON
 	if scr != nil {
 		// One last look: what is still held after the load is over.
 		scr.scrapeAll(context.WithoutCancel(ctx), cfg.MetricsInterval)
