@@ -359,16 +359,23 @@ func (c *Core) onPreempt(sr *sched.Request) {
 // is parked until they are loaded (LoadDone resumes it), and admitted then
 // with them as cached blocks. Looked up here, not at Add: a prefix still
 // in the pool at arrival is often evicted by admission.
-func (c *Core) onAdmit(sr *sched.Request) bool {
+//
+// While other loads fill the coordinator's in-flight bound, a request whose
+// prefix the tiers hold waits at the head of the queue (Defer) rather than
+// being admitted to recompute it.
+func (c *Core) onAdmit(sr *sched.Request) sched.Admission {
 	r := c.byID[sr.ID]
 	if r == nil || r.loaded {
-		return true
+		return sched.Admit
 	}
-	if c.offload.Lookup(r.ID, r.Tokens, r.Hashes) {
+	switch loading, wait := c.offload.LookupWait(r.ID, r.Tokens, r.Hashes); {
+	case loading:
 		r.loading = true
-		return false
+		return sched.Park
+	case wait:
+		return sched.Defer
 	}
-	return true
+	return sched.Admit
 }
 
 // Producer is the P-side transfer core, or nil.

@@ -34,9 +34,12 @@
 // and the release (Finished), and from the scheduler's admission hook
 // (sched.Scheduler.OnAdmit): a request without blocks that is about to be
 // admitted is looked up in the tiers, and if they hold blocks of its prefix
-// that the pool misses, it is parked while they are loaded. It is looked up
-// at admission, not at Add, because a prefix still cached at arrival is
-// often evicted by the time the request is admitted. Each Ready carries the
+// that the pool misses, it is parked while they are loaded; while other
+// loads fill the in-flight bound it waits at the head of the queue instead
+// (offload.Coordinator.LookupWait, sched.Defer), so it is not admitted to
+// recompute what it could load. It is looked up at admission, not at Add,
+// because a prefix still cached at arrival is often evicted by the time
+// the request is admitted. Each Ready carries the
 // copies to run (Stores, Loads; the tiers' events join Events when pool
 // events are on), and the edge reports each one back with StoreDone or
 // LoadDone. When a request's loads end it rejoins the waiting queue in its

@@ -45,9 +45,18 @@ type delayedJob struct {
 }
 
 func newOffloadCore(t *testing.T, poolBlocks int, sc sched.Config, cfg *offload.Config) *offloadCore {
+	return newOffloadCoreProfile(t, "tiny", true, poolBlocks, sc, cfg)
+}
+
+// newOffloadCoreProfile: full sets whether blocks carry KV bytes (or only
+// digests).
+func newOffloadCoreProfile(t *testing.T, profile string, full bool, poolBlocks int, sc sched.Config, cfg *offload.Config) *offloadCore {
 	t.Helper()
-	prof, _ := msim.LookupProfile("tiny")
-	pc := kvblock.Config{NumBlocks: poolBlocks, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken(), Events: true}
+	prof, _ := msim.LookupProfile(profile)
+	pc := kvblock.Config{NumBlocks: poolBlocks, BlockSizeTokens: 16, Events: true}
+	if full {
+		pc.BytesPerToken = prof.BytesPerToken()
+	}
 	core := NewCore(Config{
 		Pool: pc, Sched: sc,
 		MaxModelLen: prof.MaxModelLen, VocabSize: prof.VocabSize, EOS: prof.EOS,
@@ -174,15 +183,28 @@ func (h *offloadCore) settle() {
 // turn is added when its previous one finishes. It returns every turn's
 // tokens, keyed "conv/turn".
 func (h *offloadCore) conversations(nConv, turns, maxTokens int) map[string][]int32 {
+	return h.workload(chatLoad{conv: nConv, turns: turns, maxTokens: maxTokens, system: 3*16 + 5, userMin: 12, userSpread: 24})
+}
+
+// chatLoad: conv conversations of turns turns behind a shared system
+// prompt of system tokens, user messages of userMin to
+// userMin+userSpread-1 tokens.
+type chatLoad struct {
+	conv, turns, maxTokens      int
+	system, userMin, userSpread int
+}
+
+func (h *offloadCore) workload(wl chatLoad) map[string][]int32 {
 	h.t.Helper()
+	nConv, turns, maxTokens := wl.conv, wl.turns, wl.maxTokens
 	rng := rand.New(rand.NewPCG(11, 13))
-	system := make([]int32, 3*16+5)
+	system := make([]int32, wl.system)
 	for i := range system {
 		system[i] = int32(32 + rng.IntN(200))
 	}
 	user := func(c, k int) []int32 {
 		r := rand.New(rand.NewPCG(uint64(c), uint64(k)))
-		out := make([]int32, 12+r.IntN(24))
+		out := make([]int32, wl.userMin+r.IntN(wl.userSpread))
 		for i := range out {
 			out[i] = int32(32 + r.IntN(200))
 		}
@@ -730,6 +752,52 @@ func TestNodeOffloadShutdownMidway(t *testing.T) {
 		if st.Pool.Held != 0 || st.Offload.InflightStoreBlocks != 0 || st.Offload.InflightLoadBlocks != 0 || st.Requests != 0 {
 			t.Fatalf("round %d after stop: held %d, in flight %d stores %d loads, %d requests",
 				round, st.Pool.Held, st.Offload.InflightStoreBlocks, st.Offload.InflightLoadBlocks, st.Requests)
+		}
+	}
+}
+
+// TestOffloadMultiTurnFigures runs the offload issue's workload through
+// the engine core — 64 conversations of 8 turns with a growing history
+// behind a shared system prompt, on the llama-8b shape (digest-only) with a
+// pool four times too small for the conversations' KV — with offload off
+// and with each policy (copies complete two steps after they are handed
+// out), and reports the prompt tokens recomputed: computed beyond what a
+// pool big enough for everything computes. The target: at least
+// 3 x fewer with store-on-compute than with offload off. (The offload
+// package's TestMultiTurnFigures adds time to first token under modelled
+// copy bandwidths.)
+func TestOffloadMultiTurnFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of simulation")
+	}
+	wl := chatLoad{conv: 64, turns: 8, maxTokens: 32, system: 256, userMin: 32, userSpread: 64}
+	const poolBlocks = 3100 / 4 // ~3100 blocks of working set
+	sc := sched.Config{MaxNumSeqs: 16, MaxNumBatchedTokens: 2048, MaxWaiting: 1 << 12, ChunkedPrefill: true}
+	run := func(poolBlocks int, cfg *offload.Config) (*offloadCore, map[string][]int32) {
+		h := newOffloadCoreProfile(t, "llama-8b", false, poolBlocks, sc, cfg)
+		return h, h.workload(wl)
+	}
+	floor, want := run(1<<14, nil)
+	offH, off := run(poolBlocks, nil)
+	if !sameTokens(off, want) {
+		t.Fatal("outputs depend on the pool size")
+	}
+	recomputedOff := offH.promptComputed - floor.promptComputed
+	t.Logf("pool %d blocks; a big pool computes %d prompt tokens", poolBlocks, floor.promptComputed)
+	t.Logf("%-18s recomputed %7d prompt tokens, %d cached, %d preemptions", "offload off", recomputedOff, offH.cachedTokens(), offH.core.Stats().Sched.Preemptions)
+	for _, p := range []offload.PolicyKind{offload.StoreOnCompute, offload.PreemptionOnly, offload.Spillover} {
+		cfg := offload.DefaultConfig([]offload.TierConfig{{Medium: offload.MediumCPU, Blocks: 4096}})
+		cfg.Policy = p
+		h, got := run(poolBlocks, &cfg)
+		if !sameTokens(got, want) {
+			t.Fatalf("%v: outputs differ from offload off", p)
+		}
+		rec := h.promptComputed - floor.promptComputed
+		st := h.core.Offload().Stats()
+		t.Logf("%-18s recomputed %7d prompt tokens (%.1fx fewer), %d cached, %d preemptions, loaded %d tokens, stored %d blocks",
+			p, rec, float64(recomputedOff)/float64(max(rec, 1)), h.cachedTokens(), h.core.Stats().Sched.Preemptions, st.LoadedTokens, st.Tiers[0].StoredBlocks)
+		if p == offload.StoreOnCompute && rec*3 > recomputedOff {
+			t.Errorf("store-on-compute recomputes %d prompt tokens, offload off %d: want at least 3x fewer", rec, recomputedOff)
 		}
 	}
 }

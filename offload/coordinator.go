@@ -424,17 +424,32 @@ func (c *Coordinator) StoreDone(id WorkID, copied int) {
 // MaxInflightLoadBlocks and the pool's available blocks allow. A request
 // may have one lookup with loads in flight at a time; a second panics.
 func (c *Coordinator) Lookup(req uint64, tokens []int32, hashes []kvblock.Hash) bool {
+	loading, _ := c.lookup(req, tokens, hashes, false)
+	return loading
+}
+
+// LookupWait is Lookup for a caller that can leave the request waiting (the
+// engine keeps it at the head of its queue): when loads in flight leave too
+// little of MaxInflightLoadBlocks to load every block the tiers hold for
+// it, it plans nothing, changes nothing and reports wait, so the caller
+// asks again after a LoadDone instead of admitting the request to
+// recompute what a later lookup would load. It never waits while no load
+// is in flight (a prefix longer than the bound then loads its first
+// MaxInflightLoadBlocks blocks), so a caller that waits makes progress. A
+// lookup that waits is not counted in Stats.Lookups.
+func (c *Coordinator) LookupWait(req uint64, tokens []int32, hashes []kvblock.Hash) (loading, wait bool) {
+	return c.lookup(req, tokens, hashes, true)
+}
+
+func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, canWait bool) (loading, wait bool) {
 	if _, dup := c.groups[req]; dup {
 		panic(fmt.Sprintf("offload: Lookup for request %d which is still loading", req))
 	}
-	c.stats.Lookups++
 	if len(tokens) == 0 {
-		return false
+		c.stats.Lookups++
+		return false, false
 	}
 	hashes = hashes[:min(len(hashes), (len(tokens)-1)/c.bs)]
-	for _, m := range c.tiers {
-		m.Lookup(hashes) // counts reuse for the filter
-	}
 	c.hits = c.pool.Lookup(c.hits[:0], hashes)
 	first := len(c.hits)
 	rest := hashes[first:]
@@ -453,6 +468,13 @@ func (c *Coordinator) Lookup(req uint64, tokens []int32, hashes []kvblock.Hash) 
 		c.tierOf = append(c.tierOf, int8(t))
 	}
 	k := len(c.tierOf)
+	if canWait && c.inLoad > 0 && k > c.cfg.MaxInflightLoadBlocks-c.inLoad {
+		return false, true
+	}
+	c.stats.Lookups++
+	for _, m := range c.tiers {
+		m.Lookup(hashes) // counts reuse for the filter
+	}
 	k = min(k, c.cfg.MaxInflightLoadBlocks-c.inLoad)
 	// Sharing the primary prefix takes its evictable blocks out of what an
 	// allocation can use.
@@ -464,7 +486,7 @@ func (c *Coordinator) Lookup(req uint64, tokens []int32, hashes []kvblock.Hash) 
 	}
 	k = min(k, avail)
 	if k <= 0 {
-		return false
+		return false, false
 	}
 	g := &loadGroup{
 		req: req, first: first,
@@ -515,7 +537,7 @@ func (c *Coordinator) Lookup(req uint64, tokens []int32, hashes []kvblock.Hash) 
 	c.groups[req] = g
 	c.inLoad += k
 	c.stats.LoadingRequests++
-	return true
+	return true, false
 }
 
 // LoadDone reports the end of load work id: its first copied blocks were

@@ -640,6 +640,56 @@ func TestLookupBounds(t *testing.T) {
 	}
 }
 
+// TestLookupWait: while loads in flight leave too little of
+// MaxInflightLoadBlocks for a prefix the tiers hold, LookupWait plans
+// nothing, changes nothing and says wait; with no load in flight it loads
+// what the bound allows; a prefix the tiers do not hold never waits.
+func TestLookupWait(t *testing.T) {
+	cfg := DefaultConfig(cpuBlocks(16))
+	cfg.MaxInflightLoadBlocks = 4
+	h := newHarness(t, 12, cfg)
+	a := h.newReq(1, tokens(1, 24)) // 6 full blocks
+	h.admit(a)
+	h.compute(a, 24)
+	h.finish(a)
+	h.storeAll()
+	h.pool.ResetCache()
+	short := a.tokens[:13] // 3 blocks to load
+	if loading, wait := h.c.LookupWait(2, short, a.hashes); !loading || wait {
+		t.Fatalf("first lookup: loading %v wait %v", loading, wait)
+	}
+	w := h.take()
+	if len(w.Loads) != 1 || len(w.Loads[0].Blocks) != 3 {
+		t.Fatalf("loads %+v", w.Loads)
+	}
+	before, avail := h.c.Stats(), h.pool.NumAvailable()
+	// 5 blocks to load, 1 of the bound left: wait.
+	if loading, wait := h.c.LookupWait(3, a.tokens, a.hashes); loading || !wait {
+		t.Fatalf("second lookup: loading %v wait %v", loading, wait)
+	}
+	if after := h.c.Stats(); after.Lookups != before.Lookups || after.InflightLoadBlocks != 3 || h.pool.NumAvailable() != avail || h.c.Loading(3) {
+		t.Fatalf("a waiting lookup changed something: %+v", after)
+	}
+	// Nothing in the tiers: no wait, whatever is in flight.
+	if loading, wait := h.c.LookupWait(4, tokens(9, 24), kvblock.AppendHashes(nil, tokens(9, 24), h.bs, kvblock.Extras{})); loading || wait {
+		t.Fatalf("lookup of an unknown prefix: loading %v wait %v", loading, wait)
+	}
+	if _, ready := h.runLoad(0); !ready {
+		t.Fatal("first load not ready")
+	}
+	// No load in flight (and the pool's cache emptied): request 3 loads
+	// the first 4 of its 5 blocks, all the bound allows.
+	h.pool.ResetCache()
+	if loading, wait := h.c.LookupWait(3, a.tokens, a.hashes); !loading || wait {
+		t.Fatalf("lookup after the load: loading %v wait %v", loading, wait)
+	}
+	if w := h.take(); len(w.Loads) != 1 || len(w.Loads[0].Blocks) != 4 {
+		t.Fatalf("loads %+v, want the bound's 4 blocks", w.Loads)
+	}
+	h.runLoad(0)
+	h.check("end")
+}
+
 // TestPreemptionOnly: blocks are offered only when their request is
 // preempted; the store holds keep them through the release.
 func TestPreemptionOnly(t *testing.T) {

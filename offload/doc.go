@@ -75,7 +75,7 @@
 //
 //	sched.OnPreempt = func(r) { co.Preempted(r.ID, pool.Blocks(r.Hold), r.Hashes, r.NumComputed) }
 //	// sched.OnAdmit, just before a request without a hold is admitted
-//	// (engine.Core: once per admission):
+//	// (engine.Core: once per admission; LookupWait's wait defers it):
 //	if co.Lookup(r.ID, r.Tokens, r.Hashes) { park r until LoadDone says ready }
 //	// after each step, for every request of the batch that did not finish:
 //	co.Computed(r.ID, pool.Blocks(r.Hold), r.Hashes, r.NumComputed)

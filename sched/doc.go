@@ -16,8 +16,9 @@
 //     blocks, new blocks for the rest. The queue head that does not fit
 //     blocks the queue, as in vLLM. A request without blocks that fits is
 //     first offered to the OnAdmit hook, which may park it (take it out of
-//     the queue while the engine loads its prefix from an offload tier)
-//     and give it back later with Resume, in its original place.
+//     the queue while the engine loads its prefix from an offload tier,
+//     and give it back later with Resume, in its original place) or defer
+//     it (it blocks the queue until the next step).
 //
 // Update applies an executor's StepResult: computed positions advance, full
 // blocks are cached under their prefix hashes, sampled tokens are appended

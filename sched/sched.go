@@ -183,6 +183,23 @@ const (
 	QueueFull
 )
 
+// Admission is an OnAdmit decision.
+type Admission uint8
+
+const (
+	// Admit the request now.
+	Admit Admission = iota
+	// Park takes the request out of the waiting queue (its status stays
+	// Waiting or Preempted; NumWaiting no longer counts it) and Schedule
+	// goes on with the next one. The caller owns it until it gives it back
+	// with Resume, or drops it with Finish.
+	Park
+	// Defer leaves the request at the head of the queue and admits nothing
+	// more this step, as if it did not fit; OnAdmit is asked again at the
+	// next Schedule.
+	Defer
+)
+
 // Outcome is what a step did to one request.
 type Outcome struct {
 	Req *Request
@@ -214,18 +231,14 @@ type Scheduler struct {
 
 	// OnAdmit, when set, is called during Schedule for the head of the
 	// waiting queue when it holds no blocks (Hold == 0) and fits (budget and
-	// blocks, counting its prefix-cache hit), just before it is admitted.
-	// Returning true admits it. Returning false parks it: it leaves the
-	// waiting queue (its status stays Waiting or Preempted; NumWaiting no
-	// longer counts it), Schedule goes on with the next one, and the caller
-	// owns it until it gives it back with Resume (or drops it with Finish).
-	// The engine parks a request whose prefix it is loading back from an
-	// offload tier: called here rather than at Add, the lookup sees the
-	// pool as it is at admission, when a prefix cached at arrival may have
-	// been evicted. The hook may take holds in the pool (Schedule reads the
-	// pool afresh for each request) but must not call back into the
-	// scheduler.
-	OnAdmit func(r *Request) bool
+	// blocks, counting its prefix-cache hit), just before it is admitted,
+	// and decides (see Admission). The engine parks a request whose prefix
+	// it is loading back from an offload tier: called here rather than at
+	// Add, the lookup sees the pool as it is at admission, when a prefix
+	// cached at arrival may have been evicted. The hook may take holds in
+	// the pool (Schedule reads the pool afresh for each request) but must
+	// not call back into the scheduler.
+	OnAdmit func(r *Request) Admission
 
 	stats Stats
 }
@@ -448,9 +461,14 @@ func (s *Scheduler) admit(r *Request, budget *int) bool {
 	if need > avail {
 		return false
 	}
-	if r.Hold == 0 && s.OnAdmit != nil && !s.OnAdmit(r) {
-		s.waiting.pop() // parked: the caller Resumes it
-		return true
+	if r.Hold == 0 && s.OnAdmit != nil {
+		switch s.OnAdmit(r) {
+		case Park:
+			s.waiting.pop() // the caller Resumes it
+			return true
+		case Defer:
+			return false
+		}
 	}
 	if !r.admitted {
 		r.admitted = true

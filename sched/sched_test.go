@@ -412,13 +412,13 @@ func TestOnAdmitParksAndResumeKeepsPlace(t *testing.T) {
 	h := newHarness(t, 64, cfg)
 	var asked []uint64
 	park := map[uint64]bool{2: true}
-	h.s.OnAdmit = func(r *Request) bool {
+	h.s.OnAdmit = func(r *Request) Admission {
 		asked = append(asked, r.ID)
 		if park[r.ID] {
 			delete(park, r.ID)
-			return false
+			return Park
 		}
-		return true
+		return Admit
 	}
 	a, b, c, d := newReq(1, 4, 1), newReq(2, 4, 1), newReq(3, 4, 1), newReq(4, 4, 1)
 	for _, r := range []*Request{a, b, c, d} {
@@ -468,7 +468,13 @@ func TestOnAdmitParksAndResumeKeepsPlace(t *testing.T) {
 func TestOnAdmitNotAskedWithHoldOrWhenNotFitting(t *testing.T) {
 	h := newHarness(t, 4, DefaultConfig())
 	asked := 0
-	h.s.OnAdmit = func(r *Request) bool { asked++; return r.ID != 3 }
+	h.s.OnAdmit = func(r *Request) Admission {
+		asked++
+		if r.ID == 3 {
+			return Park
+		}
+		return Admit
+	}
 	big := newReq(1, 20, 1) // 5 blocks: never fits in 4
 	h.s.Add(big)
 	h.step()
@@ -492,5 +498,35 @@ func TestOnAdmitNotAskedWithHoldOrWhenNotFitting(t *testing.T) {
 	}
 	if !h.s.Finish(p, FinishedAborted) || p.Status() != FinishedAborted {
 		t.Fatal("parked request not finished")
+	}
+}
+
+// TestOnAdmitDefer: a deferred head blocks the queue for the step (nothing
+// behind it is admitted or asked about) and is asked again at the next.
+func TestOnAdmitDefer(t *testing.T) {
+	h := newHarness(t, 64, DefaultConfig())
+	var asked []uint64
+	defers := 2
+	h.s.OnAdmit = func(r *Request) Admission {
+		asked = append(asked, r.ID)
+		if r.ID == 1 && defers > 0 {
+			defers--
+			return Defer
+		}
+		return Admit
+	}
+	a, b := newReq(1, 4, 1), newReq(2, 4, 1)
+	h.s.Add(a)
+	h.s.Add(b)
+	for i := range 2 {
+		if got, _ := h.step(); got != nil || h.s.NumWaiting() != 2 {
+			t.Fatalf("deferral %d ran %v, %d waiting", i, got, h.s.NumWaiting())
+		}
+	}
+	if got, _ := h.step(); len(got) != 2 || got[0][0] != 1 {
+		t.Fatalf("after the deferrals ran %v", got)
+	}
+	if want := []uint64{1, 1, 1, 2}; !slices.Equal(asked, want) {
+		t.Fatalf("asked %v, want %v", asked, want)
 	}
 }
