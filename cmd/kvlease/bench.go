@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/kvlease/kvlease/bench"
+	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/xfer"
 )
 
 func init() {
@@ -57,7 +60,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("bench", stderr)
 	cfg := bench.DefaultConfig()
 	wl := &cfg.Workload
-	fs.StringVar(&cfg.URL, "url", "", "base URL of the OpenAI-compatible server (http://host:port); required")
+	fs.StringVar(&cfg.URL, "url", "", "base URL of the OpenAI-compatible server (http://host:port); required unless --scenario")
 	api := fs.String("api", string(cfg.API), "endpoint: completions or chat")
 	fs.StringVar(&cfg.Model, "model", "", "model name (default: the first of GET /v1/models)")
 	fs.BoolVar(&cfg.Stream, "stream", cfg.Stream, "stream tokens (needed for TTFT and inter-token latency)")
@@ -86,6 +89,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.RecordOutputs, "record-outputs", false, "keep each request's generated text in results.json")
 	out := fs.String("out", "", "directory for results.json and PNG plots (none if empty)")
 	progress := fs.String("progress", "auto", "auto (a bar on a terminal, lines otherwise), bar, lines or none")
+	lc := addLocalClusterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -115,11 +119,29 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return fmt.Errorf("--progress %q: want auto, bar, lines or none", *progress)
 	}
+	var cc *bench.ClusterConfig
+	if lc.scenario != "" {
+		if cfg.URL != "" {
+			return errors.New("--url: not with --scenario, which runs against a local cluster that bench starts itself")
+		}
+		var err error
+		if cc, err = lc.config(cfg, set, stdout, stderr); err != nil {
+			return err
+		}
+		cfg = cc.Load
+		cfg.URL = "http://127.0.0.1:1" // validated here, set to the cluster's proxy by RunCluster
+	}
 	if err := cfg.Validate(); err != nil {
 		return flagError(err)
 	}
 
-	res, err := bench.Run(ctx, cfg)
+	var res *bench.Result
+	var err error
+	if cc != nil {
+		res, err = bench.RunCluster(ctx, *cc)
+	} else {
+		res, err = bench.Run(ctx, cfg)
+	}
 	if err != nil {
 		return flagError(err)
 	}
@@ -139,7 +161,121 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if res.Summary.Interrupted {
 		return errors.New("interrupted")
 	}
+	if res.Cluster != nil {
+		if p := res.Cluster.Problems(); len(p) > 0 {
+			return fmt.Errorf("the cluster did not end clean: %s", strings.Join(p, "; "))
+		}
+	}
 	return nil
+}
+
+// localClusterFlags are bench's flags for a run against a local cluster
+// it starts itself (--scenario).
+type localClusterFlags struct {
+	scenario            string
+	prefill, decode     int
+	profile             string
+	releasePolicy       string
+	kvLease             time.Duration
+	serveArgs           string
+	prefillArgs         string
+	decodeArgs          string
+	settleTimeout       time.Duration
+	logDir, binary      string
+	engineReadyTimeout  time.Duration
+	defaultSettleMargin time.Duration
+}
+
+func addLocalClusterFlags(fs *flag.FlagSet) *localClusterFlags {
+	lc := &localClusterFlags{defaultSettleMargin: 10 * time.Second}
+	names := make([]string, len(bench.Scenarios))
+	for i, s := range bench.Scenarios {
+		names[i] = string(s)
+	}
+	fs.StringVar(&lc.scenario, "scenario", "", "start a local cluster and run the load against it with a fault: "+strings.Join(names, ", ")+", or none (no fault)")
+	fs.IntVar(&lc.prefill, "prefill", 1, "--scenario: prefill engines")
+	fs.IntVar(&lc.decode, "decode", 2, "--scenario: decode engines")
+	fs.StringVar(&lc.profile, "profile", "tiny", "--scenario: the engines' model profile (kvlease serve --profile)")
+	fs.StringVar(&lc.releasePolicy, "release-policy", "lease", "--scenario: the engines' release policy: lease, vllm-lease or legacy-timeout")
+	fs.DurationVar(&lc.kvLease, "kv-lease", 0, "--scenario: the engines' --kv-lease (0: serve's default, 30s; legacy-timeout 480s)")
+	fs.StringVar(&lc.serveArgs, "serve-args", "", "--scenario: more flags for every engine, space-separated")
+	fs.StringVar(&lc.prefillArgs, "prefill-args", "", "--scenario: more flags for the prefill engines only")
+	fs.StringVar(&lc.decodeArgs, "decode-args", "", "--scenario: more flags for the decode engines only (e.g. \"--max-waiting 4\")")
+	fs.DurationVar(&lc.settleTimeout, "settle-timeout", 0, "--scenario: how long to wait after the load for every lease to end and no block to be held (0: the lease plus 10s)")
+	fs.StringVar(&lc.logDir, "log-dir", "", "--scenario: directory for the engines' logs (default: a temporary one, removed)")
+	fs.StringVar(&lc.binary, "binary", "", "--scenario: kvlease binary to run the engines with (default: this one)")
+	fs.DurationVar(&lc.engineReadyTimeout, "ready-timeout", 60*time.Second, "--scenario: how long each engine may take to answer /health")
+	return lc
+}
+
+// config turns the flags into a cluster run of load. set holds the flags
+// given on the command line.
+func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdout, stderr io.Writer) (*bench.ClusterConfig, error) {
+	sc := bench.ScenarioNone
+	if lc.scenario != "none" {
+		var err error
+		if sc, err = bench.ParseScenario(lc.scenario); err != nil {
+			return nil, fmt.Errorf("--scenario %v", err)
+		}
+	}
+	policy, err := xfer.ParsePolicy(lc.releasePolicy)
+	if err != nil {
+		return nil, fmt.Errorf("--release-policy %q: want lease, vllm-lease or legacy-timeout", lc.releasePolicy)
+	}
+	switch {
+	case lc.prefill < 1 || lc.prefill > cluster.MaxEngines:
+		return nil, fmt.Errorf("--prefill %d: want 1..%d engines", lc.prefill, cluster.MaxEngines)
+	case lc.decode < 1 || lc.decode > cluster.MaxEngines:
+		return nil, fmt.Errorf("--decode %d: want 1..%d engines", lc.decode, cluster.MaxEngines)
+	case lc.profile == "":
+		return nil, errors.New("--profile: name a profile, e.g. --profile tiny")
+	case lc.kvLease < 0:
+		return nil, fmt.Errorf("--kv-lease %v: want a positive duration such as 5s, or 0 for serve's default", lc.kvLease)
+	case lc.settleTimeout < 0:
+		return nil, fmt.Errorf("--settle-timeout %v: want a positive duration, or 0 for the lease plus 10s", lc.settleTimeout)
+	case lc.engineReadyTimeout <= 0:
+		return nil, fmt.Errorf("--ready-timeout %v: want a positive duration such as 60s", lc.engineReadyTimeout)
+	}
+	cc := &bench.ClusterConfig{Load: load, SettleTimeout: lc.settleTimeout,
+		PrefillArgs: strings.Fields(lc.prefillArgs), DecodeArgs: strings.Fields(lc.decodeArgs)}
+	cc.Cluster = cluster.Options{Prefill: lc.prefill, Decode: lc.decode, Profile: lc.profile, LogDir: lc.logDir,
+		Binary: lc.binary, ReadyTimeout: lc.engineReadyTimeout,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	cc.Cluster.ExtraServeArgs = append([]string{"--release-policy", policy.String()}, strings.Fields(lc.serveArgs)...)
+	lease := lc.kvLease
+	if lease > 0 {
+		cc.Cluster.ExtraServeArgs = append(cc.Cluster.ExtraServeArgs, "--kv-lease", lease.String())
+	} else {
+		lease = xfer.DefaultConfig(policy).LeaseDuration
+	}
+	if cc.SettleTimeout == 0 {
+		cc.SettleTimeout = lease + lc.defaultSettleMargin
+	}
+	if err := sc.Apply(cc); err != nil {
+		return nil, fmt.Errorf("--scenario: %v", err)
+	}
+	if set["decode"] && cc.Cluster.Decode != lc.decode {
+		return nil, fmt.Errorf("--decode %d: scenario %s needs at least %d decode engines", lc.decode, sc, cc.Cluster.Decode)
+	}
+	cc.OnStart = func(c *cluster.Cluster) {
+		fmt.Fprintf(stdout, "local cluster up (release policy %s, kv lease %v): proxy %s\n", policy, lease, c.URL())
+		for _, e := range c.Engines() {
+			fmt.Fprintf(stdout, "  %-9s %s (pid %d)\n", e.Name(), e.URL, c.PID(e.Index))
+		}
+		for _, f := range cc.Faults {
+			fmt.Fprintf(stdout, "  fault planned: %s\n", f)
+		}
+	}
+	var last time.Duration = -time.Hour
+	cc.Settling = func(since time.Duration, f bench.LeaseFigures) {
+		if f.Settled() || since-last < 2*time.Second {
+			return
+		}
+		last = since
+		fmt.Fprintf(stdout, "settling %4.1fs: %.0f KV blocks held, %.0f leases active (waiting up to %v)\n",
+			since.Seconds(), f.HeldBlocks, f.LeasesActive, cc.SettleTimeout)
+	}
+	return cc, nil
 }
 
 // flagError renames a bench.ConfigError after the flag that set the field.
