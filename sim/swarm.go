@@ -37,14 +37,23 @@ type Options struct {
 	// request must be terminal, every lease ended and every pool free of
 	// holds (0: 20 minutes simulated, beyond legacy-timeout's 480 s).
 	LivenessLimit time.Duration
+	// Profile, when set, is used instead of a profile drawn from the seed
+	// (the policy report's StandardFaults); the workload and the instants
+	// of the faults are still drawn from the seed.
+	Profile *Profile
 }
+
+const (
+	defaultSafetyPhase   = 3 * time.Second
+	defaultLivenessLimit = 20 * time.Minute
+)
 
 func (o Options) withDefaults() Options {
 	if o.SafetyPhase <= 0 {
-		o.SafetyPhase = 3 * time.Second
+		o.SafetyPhase = defaultSafetyPhase
 	}
 	if o.LivenessLimit <= 0 {
-		o.LivenessLimit = 20 * time.Minute
+		o.LivenessLimit = defaultLivenessLimit
 	}
 	return o
 }
@@ -73,13 +82,107 @@ type Profile struct {
 	LongShare float64
 	// AbortBothLegs: the proxy aborts at P too (Cluster.AbortBothLegs).
 	AbortBothLegs bool
+	// AbortWithin: a client that leaves does so within this long of
+	// sending its request (0: 2 × Lease).
+	AbortWithin time.Duration
+	// Rate, when positive, makes arrivals a Poisson process of Rate
+	// requests per simulated second (otherwise they are uniform over the
+	// first 80% of the safety phase, or its first fifth with Burst).
+	Rate float64
+	// Script are faults at fixed instants, on top of the drawn ones.
+	Script []Fault
+}
+
+// FaultKind is the kind of a scripted Fault.
+type FaultKind uint8
+
+const (
+	// FaultCrash kills Node at At and restarts it For later (volatile
+	// state lost, same engine id).
+	FaultCrash FaultKind = iota + 1
+	// FaultHang stops Node from stepping over [At, At+For).
+	FaultHang
+	// FaultPartition cuts Node from Peer over [At, At+For).
+	FaultPartition
+)
+
+func (k FaultKind) String() string {
+	switch k {
+	case FaultCrash:
+		return "crash"
+	case FaultHang:
+		return "hang"
+	case FaultPartition:
+		return "partition"
+	}
+	return fmt.Sprintf("FaultKind(%d)", k)
+}
+
+// Fault is one scripted fault of a Profile. Nodes are named p0.., d0...
+type Fault struct {
+	Kind FaultKind     `json:"kind"`
+	Node string        `json:"node"`
+	Peer string        `json:"peer,omitempty"` // FaultPartition only
+	At   time.Duration `json:"at_ns"`
+	For  time.Duration `json:"for_ns"`
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%s %s", f.Kind, f.Node)
+	if f.Peer != "" {
+		s += "-" + f.Peer
+	}
+	return s + fmt.Sprintf(" at %v for %v", f.At, f.For)
+}
+
+// StandardFaults is the fixed fault mix of the policy report (kvlease sim
+// --report) and the demo, run by RunSeed like any swarm seed (pass it as
+// Options.Profile; the seed draws the workload and the abort instants):
+//
+//   - one prefill engine and two decode engines of 512 blocks, tiny model
+//     profile, 3 s leases (legacy-timeout keeps its fixed 480 s), fallback
+//     by recompute;
+//   - Poisson arrivals at 200 requests per simulated second, prompts cut
+//     from three shared documents (prefix cache hits on both sides), 1–24
+//     output tokens, and 5% long requests of 100–500 tokens;
+//   - congested decoders: 4 running sequences each, and at most 6
+//     requests waiting for remote KV (more are rejected: RELEASE(rejected)
+//     where the policy sends one);
+//   - 10% of clients leave within 100 ms of sending (aborts before, during
+//     and after the prefill; the proxy tells only the engine that has the
+//     request);
+//   - decode engine d0 crashes at 800 ms and restarts 400 ms later;
+//   - a healthy network: 100–300 µs latency, 2 GB/s transfers, no message
+//     faults.
+func StandardFaults() Profile {
+	return Profile{
+		Prefill: 1, Decode: 2, Blocks: 512,
+		DecodeMaxNumSeqs: 4, MaxWaiting: 6, LongShare: 0.05,
+		Lease:    3 * time.Second,
+		Fallback: xfer.FallbackRecompute,
+		MinDelay: 100 * time.Microsecond, MaxDelay: 300 * time.Microsecond,
+		ReadBandwidth: 2e9,
+		AbortShare:    0.1, AbortWithin: 100 * time.Millisecond,
+		Rate:   200,
+		Script: []Fault{{Kind: FaultCrash, Node: "d0", At: 800 * time.Millisecond, For: 400 * time.Millisecond}},
+	}
 }
 
 func (p Profile) String() string {
-	return fmt.Sprintf("%dP%dD blocks=%d d_seqs=%d waiting=%d lease=%v fallback=%v delay=[%v,%v] bw=%.0fMB/s burst=%v long=%.2f ptimeout=%v drop=%.3f dup=%.2f reorder=%.2f partitions=%d crashes=%d hangs=%d aborts=%.2f",
+	s := fmt.Sprintf("%dP%dD blocks=%d d_seqs=%d waiting=%d lease=%v fallback=%v delay=[%v,%v] bw=%sB/s burst=%v long=%.2f ptimeout=%v drop=%.3f dup=%.2f reorder=%.2f partitions=%d crashes=%d hangs=%d aborts=%.2f",
 		p.Prefill, p.Decode, p.Blocks, p.DecodeMaxNumSeqs, p.MaxWaiting, p.Lease, p.Fallback, p.MinDelay, p.MaxDelay,
-		p.ReadBandwidth/1e6, p.Burst, p.LongShare, p.PartitionTimeout, p.Msg.DropProb, p.Msg.DupProb, p.Msg.ReorderProb,
+		siPrefix(p.ReadBandwidth), p.Burst, p.LongShare, p.PartitionTimeout, p.Msg.DropProb, p.Msg.DupProb, p.Msg.ReorderProb,
 		p.Partitions, p.Crashes, p.Hangs, p.AbortShare) + fmt.Sprintf(" corrupt=%.3f abort_both=%v drains=%d", p.Msg.CorruptProb, p.AbortBothLegs, p.Drains)
+	if p.AbortWithin > 0 {
+		s += fmt.Sprintf(" abort_within=%v", p.AbortWithin)
+	}
+	if p.Rate > 0 {
+		s += fmt.Sprintf(" rate=%g/s", p.Rate)
+	}
+	for _, f := range p.Script {
+		s += " [" + f.String() + "]"
+	}
+	return s
 }
 
 // Result is what one seed's run produced. Counters cover the whole run;
@@ -110,6 +213,9 @@ type Result struct {
 	EarlyFrees int
 	// Released counts lease releases by reason, over every P.
 	Released map[string]int
+	// LastRelease is when the last lease ended (0: no lease ended): under
+	// a fixed timeout, long after the last request.
+	LastRelease time.Duration
 	// Exits counts engines that drained and exited.
 	Exits int
 
@@ -119,6 +225,12 @@ type Result struct {
 	SimTime   time.Duration
 	Events    uint64
 	TraceHash uint64
+
+	// HeldAtEnd is the blocks still held on live engines when the run
+	// ended (a leak if not zero); Mismatches the completed requests whose
+	// tokens differ from the oracle's (each is also a failure).
+	HeldAtEnd  int
+	Mismatches int
 
 	// Failures lists every invariant violation, liveness failure and
 	// output mismatch (empty when the seed passed).
@@ -130,6 +242,21 @@ func ReplayCommand(seed uint64, opts Options) string {
 	cmd := fmt.Sprintf("go run ./cmd/kvlease sim --seed %d", seed)
 	if opts.Policy != xfer.PolicyLease {
 		cmd += " --policy " + opts.Policy.String()
+	}
+	if opts.FullKV {
+		cmd += " --full-kv"
+	}
+	if opts.Requests > 0 {
+		cmd += fmt.Sprintf(" --requests %d", opts.Requests)
+	}
+	if opts.NoFaults {
+		cmd += " --no-faults"
+	}
+	if opts.SafetyPhase > 0 && opts.SafetyPhase != defaultSafetyPhase {
+		cmd += " --safety-phase " + opts.SafetyPhase.String()
+	}
+	if opts.LivenessLimit > 0 && opts.LivenessLimit != defaultLivenessLimit {
+		cmd += " --liveness-limit " + opts.LivenessLimit.String()
 	}
 	return cmd
 }
@@ -159,6 +286,12 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	profRng, workRng, faultRng := sub(), sub(), sub()
 
 	prof := drawProfile(profRng, opts)
+	if opts.Profile != nil {
+		prof = *opts.Profile
+		if opts.NoFaults {
+			prof = prof.withoutFaults()
+		}
+	}
 	res.Profile = prof
 	spec := specFor(seed, root.Uint64(), prof, opts)
 	c := New(spec)
@@ -217,6 +350,7 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 			res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", n.Name, err))
 		}
 		if h := n.Core.Pool().NumHeld(); h != 0 {
+			res.HeldAtEnd += h
 			res.Failures = append(res.Failures, fmt.Sprintf("liveness: %s still holds %d blocks", n.Name, h))
 		}
 		if p := n.Core.Producer(); p != nil && p.NumLeases() != 0 {
@@ -234,7 +368,9 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 			res.Failures = append(res.Failures, fmt.Sprintf("liveness: request %s never ended", r.ID))
 		}
 	}
-	res.Failures = append(res.Failures, NewOracle(spec).Verify(c)...)
+	bad := NewOracle(spec).Verify(c)
+	res.Mismatches = len(bad)
+	res.Failures = append(res.Failures, bad...)
 	summarize(c, reqs, &res)
 	if opts.Policy == xfer.PolicyLease && res.EarlyFrees > 0 {
 		// Under the lease policy a decoder that waits, with no fault on it,
@@ -242,6 +378,31 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 		res.Failures = append(res.Failures, fmt.Sprintf("%d leases expired under a waiting, reachable decoder", res.EarlyFrees))
 	}
 	return res, nil
+}
+
+// siPrefix formats v with three significant digits and a k, M or G
+// prefix.
+func siPrefix(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.3gG", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// withoutFaults is p with every fault removed (the shape and the
+// workload stay).
+func (p Profile) withoutFaults() Profile {
+	p.Msg = MsgFaults{}
+	p.PartitionTimeout = 0
+	p.Partitions, p.Crashes, p.Hangs, p.Drains = 0, 0, 0, 0
+	p.AbortShare = 0
+	p.Script = nil
+	return p
 }
 
 // drawProfile draws the cluster shape and fault profile.
@@ -361,6 +522,11 @@ func drawWorkload(c *Cluster, rng *rand.Rand, p Profile, opts Options) []*Req {
 	if p.Burst {
 		window /= 5
 	}
+	abortWithin := p.AbortWithin
+	if abortWithin <= 0 {
+		abortWithin = 2 * p.Lease
+	}
+	var arrival clock.Instant
 	var ps, ds []*Node
 	for _, nd := range c.Nodes {
 		if nd.Role == engine.RolePrefill {
@@ -395,9 +561,13 @@ func drawWorkload(c *Cluster, rng *rand.Rand, p Profile, opts Options) []*Req {
 			r.Local = true
 		}
 		at := clock.Instant(rng.Int64N(int64(window)))
+		if p.Rate > 0 {
+			arrival = arrival.Add(time.Duration(rng.ExpFloat64() / p.Rate * float64(time.Second)))
+			at = arrival
+		}
 		c.Submit(at, r)
 		if rng.Float64() < p.AbortShare {
-			c.Abort(at.Add(time.Duration(rng.Int64N(int64(2*p.Lease)))), r)
+			c.Abort(at.Add(time.Duration(rng.Int64N(int64(abortWithin)))), r)
 		}
 		reqs = append(reqs, r)
 	}
@@ -448,6 +618,24 @@ func scheduleFaults(c *Cluster, rng *rand.Rand, p Profile, end clock.Instant) []
 		c.Restart(at.Add(grace+time.Duration(rng.Int64N(int64(time.Second)))), name) // if it exited by then
 		down = append(down, name)
 	}
+	for _, f := range p.Script {
+		at := clock.Instant(f.At)
+		if c.Node(f.Node) == nil || (f.Kind == FaultPartition && c.Node(f.Peer) == nil) {
+			panic(fmt.Sprintf("sim: scripted fault %v names an engine the cluster does not have", f))
+		}
+		switch f.Kind {
+		case FaultCrash:
+			c.Crash(at, f.Node)
+			c.Restart(at.Add(f.For), f.Node)
+			down = append(down, f.Node)
+		case FaultHang:
+			c.Hang(at, f.Node, f.For)
+		case FaultPartition:
+			c.Partition(at, f.Node, f.Peer, f.For)
+		default:
+			panic(fmt.Sprintf("sim: scripted fault of unknown kind %d", f.Kind))
+		}
+	}
 	slices.Sort(down)
 	return slices.Compact(down)
 }
@@ -487,6 +675,9 @@ func summarize(c *Cluster, reqs []*Req, res *Result) {
 		res.UnreadBlockSeconds += unread
 		for r, k := range n.Released {
 			res.Released[r.String()] += k
+		}
+		for _, rel := range n.ReleasedAt {
+			res.LastRelease = max(res.LastRelease, time.Duration(rel.At))
 		}
 	}
 	res.EarlyFrees = c.EarlyFrees

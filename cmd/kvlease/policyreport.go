@@ -4,39 +4,61 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"slices"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/kvlease/kvlease/clock"
-	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/sim"
 	"github.com/kvlease/kvlease/wire"
 	"github.com/kvlease/kvlease/xfer"
 )
 
-// faultMix is the standard faulty workload the policies are compared on, in
-// simulated time: Poisson arrivals, client aborts at random moments, a
-// decode engine that crashes and restarts, and a congested decode engine
-// whose bounded queue rejects requests.
+// faultMix is the policy report's workload: sim.StandardFaults with the
+// knobs the demo exposes. It runs through sim.RunSeed, the code of the
+// swarm, so the report and kvlease sim --seeds test the same thing.
 type faultMix struct {
-	Seed        uint64        `json:"seed"`
-	Requests    int           `json:"requests"`
-	Rate        float64       `json:"rate_per_s"`       // arrivals per simulated second
-	AbortShare  float64       `json:"abort_share"`      // share of clients that leave at a random moment
-	CrashAt     time.Duration `json:"crash_d0_at_ns"`   // d0 is killed then (0: never)
-	RestartFor  time.Duration `json:"restart_after_ns"` // and restarted this much later
-	ObserveAt   time.Duration `json:"observe_at_ns"`    // when stranded memory is sampled
-	SettleLimit time.Duration `json:"settle_limit_ns"`  // how long the liveness phase may take
+	Seed       uint64        `json:"seed"`
+	Requests   int           `json:"requests"`
+	Rate       float64       `json:"rate_per_s"`       // arrivals per simulated second
+	AbortShare float64       `json:"abort_share"`      // share of clients that leave early
+	CrashAt    time.Duration `json:"crash_d0_at_ns"`   // d0 is killed then (0: never)
+	RestartFor time.Duration `json:"restart_after_ns"` // and restarted this much later
 }
 
+// defaultFaultMix is sim.StandardFaults with 400 requests from seed 1.
 func defaultFaultMix() faultMix {
-	return faultMix{
-		Seed: 1, Requests: 400, Rate: 200, AbortShare: 0.1,
-		CrashAt: 800 * time.Millisecond, RestartFor: 400 * time.Millisecond,
-		ObserveAt: 4 * time.Second, SettleLimit: 20 * time.Minute,
+	p := sim.StandardFaults()
+	m := faultMix{Seed: 1, Requests: 400, Rate: p.Rate, AbortShare: p.AbortShare}
+	for _, f := range p.Script {
+		if f.Kind == sim.FaultCrash && f.Node == "d0" {
+			m.CrashAt, m.RestartFor = f.At, f.For
+		}
 	}
+	return m
+}
+
+// profile is the sim profile of the mix: StandardFaults with the mix's
+// rate, abort share and d0 crash.
+func (m faultMix) profile() sim.Profile {
+	p := sim.StandardFaults()
+	p.Rate, p.AbortShare = m.Rate, m.AbortShare
+	p.Script = nil
+	if m.CrashAt > 0 {
+		p.Script = []sim.Fault{{Kind: sim.FaultCrash, Node: "d0", At: m.CrashAt, For: m.RestartFor}}
+	}
+	return p
+}
+
+// options are the sim options of the mix under policy pol: the faulty
+// phase covers the arrivals.
+func (m faultMix) options(pol xfer.Policy) sim.Options {
+	p := m.profile()
+	safety := 3 * time.Second
+	if p.Rate > 0 {
+		safety = max(safety, time.Duration(1.25*float64(m.Requests)/p.Rate*float64(time.Second)), m.CrashAt+m.RestartFor)
+	}
+	return sim.Options{Policy: pol, Requests: m.Requests, Profile: &p, SafetyPhase: safety}
 }
 
 // policyRow is one policy's outcome under the fault mix.
@@ -50,125 +72,62 @@ type policyRow struct {
 	P99TTFTms float64 `json:"p99_ttft_ms"`
 	// UnreadBlockSeconds is lease-held memory nobody ever read: stranded.
 	UnreadBlockSeconds float64 `json:"unread_lease_block_seconds"`
-	// HeldAtObserve is P's held blocks at ObserveAt, after the workload:
-	// with nothing left to read, every one of them is stranded.
-	HeldAtObserve int `json:"p_blocks_held_after_workload"`
+	ReadBlockSeconds   float64 `json:"read_lease_block_seconds"`
+	// EarlyFrees are leases that expired while a reachable decoder waited
+	// for them (must be 0 under lease).
+	EarlyFrees int `json:"early_frees"`
+	// Fallbacks are requests whose decoder could not pull the prefix and
+	// recomputed it (or failed).
+	Fallbacks int            `json:"fallbacks"`
+	Released  map[string]int `json:"released_by_reason"`
+	// LastReleaseS is when the last lease ended, in simulated seconds.
+	LastReleaseS float64 `json:"all_leases_ended_after_s"`
 	// HeldAtEnd is every engine's held blocks once the cluster is idle: a
 	// leak if not zero.
-	HeldAtEnd   int               `json:"blocks_held_at_end"`
-	SettledIn   float64           `json:"all_leases_ended_after_s"`
-	Fallbacks   uint64            `json:"fallbacks"`
-	Released    map[string]uint64 `json:"released_by_reason"`
-	Mismatches  int               `json:"outputs_differing_from_single_engine"`
-	Violations  int               `json:"invariant_violations"`
-	MismatchLog []string          `json:"mismatches,omitempty"`
+	HeldAtEnd  int `json:"blocks_held_at_end"`
+	Mismatches int `json:"outputs_differing_from_single_engine"`
+	// Violations counts the other failures (invariants, liveness).
+	Violations  int      `json:"invariant_violations"`
+	MismatchLog []string `json:"failures,omitempty"`
+	TraceHash   string   `json:"trace_hash"`
+}
+
+func rowOf(res sim.Result) policyRow {
+	r := policyRow{
+		Policy: res.Policy.String(), Requests: res.Requests, Completed: res.Completed, Failed: res.Failed,
+		Aborted: res.Aborted, Goodput: res.Goodput, P99TTFTms: float64(res.P99TTFT) / float64(time.Millisecond),
+		UnreadBlockSeconds: res.UnreadBlockSeconds, ReadBlockSeconds: res.ReadBlockSeconds,
+		EarlyFrees: res.EarlyFrees, Fallbacks: res.Fallbacks, Released: res.Released,
+		LastReleaseS: res.LastRelease.Seconds(), HeldAtEnd: res.HeldAtEnd, Mismatches: res.Mismatches,
+		Violations: len(res.Failures) - res.Mismatches, MismatchLog: res.Failures,
+		TraceHash: fmt.Sprintf("%016x", res.TraceHash),
+	}
+	return r
 }
 
 // runPolicy runs the fault mix under one release policy.
 func runPolicy(pol xfer.Policy, mix faultMix) policyRow {
-	spec := sim.DefaultSpec()
-	spec.Seed = mix.Seed
-	spec.Decode = 2
-	t := xfer.DefaultConfig(pol)
-	if pol != xfer.PolicyLegacyTimeout {
-		t = t.WithLease(3 * time.Second)
-	}
-	spec.Transfer = t
-	spec.DecodeSched = spec.Sched
-	spec.DecodeSched.MaxNumSeqs = 4
-	spec.DecodeSched.MaxWaiting = 6
-	c := sim.New(spec)
-
-	rng := rand.New(rand.NewPCG(mix.Seed, 0x64656d6f))
-	var reqs []*sim.Req
-	at := clock.Instant(0)
-	for i := range mix.Requests {
-		at = at.Add(time.Duration(rng.ExpFloat64() / mix.Rate * float64(time.Second)))
-		n := 32 + rng.IntN(480)
-		prompt := make([]int32, n)
-		for j := range prompt {
-			prompt[j] = int32(32 + rng.IntN(90))
-		}
-		r := &sim.Req{
-			ID: fmt.Sprintf("req-%04d", i), Prompt: prompt, MaxTokens: 8 + rng.IntN(24), IgnoreEOS: true,
-			P: c.Node("p0"), D: c.Nodes[1+rng.IntN(spec.Decode)],
-		}
-		reqs = append(reqs, r)
-		c.Submit(at, r)
-		if rng.Float64() < mix.AbortShare {
-			c.Abort(at.Add(time.Duration(rng.IntN(300))*time.Millisecond), r)
-		}
-	}
-	if mix.CrashAt > 0 {
-		c.Crash(clock.Instant(mix.CrashAt), "d0")
-		c.Restart(clock.Instant(mix.CrashAt+mix.RestartFor), "d0")
-	}
-
-	c.RunUntil(clock.Instant(mix.ObserveAt))
-	row := policyRow{Policy: pol.String(), Requests: len(reqs), HeldAtObserve: c.Held("p0")}
-	settled := c.RunIdle(mix.SettleLimit)
-	row.SettledIn = time.Duration(c.Now).Seconds()
-	if !settled {
-		row.Violations++
-	}
-	row.Violations += len(c.Violations)
-
-	var ttft []time.Duration
-	var last clock.Instant
-	for _, r := range reqs {
-		switch {
-		case r.Error != "":
-			row.Failed++
-		case r.Status == sched.FinishedAborted:
-			row.Aborted++
-		case r.Done:
-			row.Completed++
-			ttft = append(ttft, r.FirstAt.Sub(r.SentAt))
-			last = clock.Max(last, r.DoneAt)
-		}
-	}
-	if last > 0 {
-		row.Goodput = float64(row.Completed) / time.Duration(last).Seconds()
-	}
-	if len(ttft) > 0 {
-		slices.Sort(ttft)
-		row.P99TTFTms = float64(ttft[(len(ttft)*99+99)/100-1]) / float64(time.Millisecond)
-	}
-	for _, n := range c.Nodes {
-		if !n.Crashed {
-			row.HeldAtEnd += n.Core.Pool().NumHeld()
-		}
-		if cons := n.Core.Consumer(); cons != nil {
-			for _, k := range cons.Stats().Fallbacks {
-				row.Fallbacks += k
-			}
-		}
-	}
-	ps := c.Node("p0").Core.Producer().Stats()
-	row.UnreadBlockSeconds = ps.BlockSecondsUnread
-	row.Released = map[string]uint64{}
-	for r, k := range c.Node("p0").Released {
-		row.Released[r.String()] = uint64(k)
-	}
-	row.MismatchLog = sim.NewOracle(spec).Verify(c)
-	row.Mismatches = len(row.MismatchLog)
-	return row
+	res, _ := sim.RunSeed(mix.Seed, mix.options(pol)) // the failures are in res
+	return rowOf(res)
 }
 
 // policyReport runs the fault mix under every policy.
 func policyReport(mix faultMix) []policyRow {
 	var rows []policyRow
-	for _, p := range []xfer.Policy{xfer.PolicyLease, xfer.PolicyVLLMLease, xfer.PolicyLegacyTimeout} {
+	for _, p := range xfer.Policies {
 		rows = append(rows, runPolicy(p, mix))
 	}
 	return rows
 }
 
-// reportOK reports whether no row leaked a block, differed from the oracle
-// or broke an invariant.
+// reportOK reports whether no row leaked a block, differed from the oracle,
+// broke an invariant or (under lease) freed a lease early.
 func reportOK(rows []policyRow) bool {
 	for _, r := range rows {
-		if r.HeldAtEnd != 0 || r.Mismatches != 0 || r.Violations != 0 {
+		if r.HeldAtEnd != 0 || r.Mismatches != 0 || r.Violations != 0 || len(r.MismatchLog) != 0 {
+			return false
+		}
+		if r.Policy == xfer.PolicyLease.String() && r.EarlyFrees != 0 {
 			return false
 		}
 	}
@@ -177,11 +136,11 @@ func reportOK(rows []policyRow) bool {
 
 func writePolicyTable(w io.Writer, rows []policyRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tcompleted\tfailed\taborted\tgoodput req/s\tp99 TTFT ms\tunread lease block·s\tP held after workload\tall leases ended at s\theld at end\toutputs differing\t")
+	fmt.Fprintln(tw, "policy\tcompleted\tfailed\taborted\tgoodput req/s\tp99 TTFT ms\tunread lease block·s\tearly frees\tfallbacks\tlast lease ended s\theld at end\tfailures\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%d\t%d\t\n",
 			r.Policy, r.Completed, r.Failed, r.Aborted, r.Goodput, r.P99TTFTms, r.UnreadBlockSeconds,
-			r.HeldAtObserve, r.SettledIn, r.HeldAtEnd, r.Mismatches)
+			r.EarlyFrees, r.Fallbacks, r.LastReleaseS, r.HeldAtEnd, len(r.MismatchLog))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -192,20 +151,36 @@ func writePolicyTable(w io.Writer, rows []policyRow) {
 	}
 	for _, r := range rows {
 		fmt.Fprintf(w, "  %-15s", r.Policy)
+		seen := map[string]bool{}
 		for _, name := range reasons {
+			seen[name] = true
 			if k := r.Released[name]; k > 0 {
 				fmt.Fprintf(w, " %s=%d", name, k)
 			}
+		}
+		var other []string // reasons this version of wire does not name
+		for name := range r.Released {
+			if !seen[name] {
+				other = append(other, name)
+			}
+		}
+		sort.Strings(other)
+		for _, name := range other {
+			fmt.Fprintf(w, " %s=%d", name, r.Released[name])
 		}
 		fmt.Fprintln(w)
 	}
 }
 
+// writePolicyJSON writes the mix (with its full sim profile) and the rows.
 func writePolicyJSON(w io.Writer, mix faultMix, rows []policyRow) error {
+	p := mix.profile()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
 		FaultMix faultMix    `json:"fault_mix"`
+		Profile  sim.Profile `json:"profile"`
+		Summary  string      `json:"profile_summary"`
 		Policies []policyRow `json:"policies"`
-	}{mix, rows})
+	}{mix, p, strings.TrimSpace(p.String()), rows})
 }
