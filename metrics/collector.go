@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,9 +45,10 @@ const (
 )
 
 // snapshotMetrics are the gauges and counters read from a snapshot: the
-// engine's (below) and the transfer's (transferMetrics). These tables are
-// the one place to add more: extend the snapshot, add a row.
-var snapshotMetrics = append(engineMetrics, transferMetrics...)
+// engine's (below), the transfer's (transferMetrics) and the offload
+// tiers' (offloadMetrics). These tables are the one place to add more:
+// extend the snapshot, add a row.
+var snapshotMetrics = slices.Concat(engineMetrics, transferMetrics, offloadMetrics)
 
 // engineMetrics are vLLM's names and kvlease's block states.
 var engineMetrics = []snapshotMetric{

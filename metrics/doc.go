@@ -13,9 +13,14 @@
 //     kvlease_transfer_*, kvlease_remote_prefill_*) come from the same
 //     snapshot (NodeStats.Producer and Consumer) and read as zeros on an
 //     engine without that side, so every series exists whatever the
-//     engine's role. To add
-//     such a metric, add one row to engineMetrics (collector.go) or
-//     transferMetrics (transfer.go).
+//     engine's role. The offload counters
+//     (kvlease_offload_{stored,loaded,evicted}_blocks_total and
+//     kvlease_offload_hits_total) come from NodeStats.Offload, one series
+//     per configured tier with label medium "CPU" or "DISK" (the medium
+//     names of vLLM's KV events and of kvblock's); an engine without
+//     offload has none. To add such a metric, add one row to
+//     engineMetrics (collector.go), transferMetrics (transfer.go) or
+//     offloadMetrics (offload.go).
 //   - Latency histograms (TTFT, inter-token latency, end-to-end latency,
 //     queue time) are observed by the HTTP layer as requests progress,
 //     through Metrics.ObserveFirstToken, ObserveInterToken and

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/sched"
 )
 
@@ -73,5 +74,30 @@ func TestRegistryIsConsistent(t *testing.T) {
 	m := New("m", fixed(engine.NodeStats{}))
 	if _, err := testutil.GatherAndCount(m.Registry()); err != nil {
 		t.Fatalf("gather: %v", err)
+	}
+}
+
+func TestScrapeExportsOffloadTiers(t *testing.T) {
+	st := engine.NodeStats{Offload: &offload.Stats{Tiers: []offload.TierStats{
+		{Medium: offload.MediumCPU, StoredBlocks: 10, LoadedBlocks: 4, EvictedBlocks: 2, HitBlocks: 5},
+		{Medium: offload.MediumDisk, StoredBlocks: 9, LoadedBlocks: 1, EvictedBlocks: 0, HitBlocks: 1},
+	}}}
+	text := scrape(t, New("m", fixed(st)))
+	for _, want := range []string{
+		`kvlease_offload_stored_blocks_total{medium="CPU",model_name="m"} 10`,
+		`kvlease_offload_stored_blocks_total{medium="DISK",model_name="m"} 9`,
+		`kvlease_offload_loaded_blocks_total{medium="CPU",model_name="m"} 4`,
+		`kvlease_offload_evicted_blocks_total{medium="CPU",model_name="m"} 2`,
+		`kvlease_offload_evicted_blocks_total{medium="DISK",model_name="m"} 0`,
+		`kvlease_offload_hits_total{medium="CPU",model_name="m"} 5`,
+		`kvlease_offload_hits_total{medium="DISK",model_name="m"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	// Without offload: no series at all.
+	if text := scrape(t, New("m", fixed(engine.NodeStats{}))); strings.Contains(text, "kvlease_offload_stored_blocks_total{") {
+		t.Errorf("an engine without offload exports offload series")
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
 	msim "github.com/kvlease/kvlease/model/sim"
+	"github.com/kvlease/kvlease/offload"
+	"github.com/kvlease/kvlease/offload/tier"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/wire"
@@ -64,6 +66,16 @@ type serveFlags struct {
 	maxBodyBytes        int64
 	drain               time.Duration
 	logLevel            slog.Level
+	offload             *offload.Config // nil: no offload
+}
+
+// poolConfig is the primary pool of f's engine.
+func (f *serveFlags) poolConfig() kvblock.Config {
+	bpt := f.prof.BytesPerToken()
+	if f.digestOnly {
+		bpt = 0
+	}
+	return kvblock.Config{NumBlocks: f.numBlocks, BlockSizeTokens: f.blockSize, BytesPerToken: bpt}
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -92,6 +104,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 beyond)")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, time given to requests in flight before they are aborted")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	offloadTiers := fs.String("offload", "", "offload tiers for KV blocks: cpu:SIZE, disk:PATH:SIZE or both comma-separated "+
+		"(SIZE such as 512MiB, 8G or 4096blocks); empty: no offload")
+	offloadPolicy := fs.String("offload-policy", "store-on-compute", "which blocks go to the offload tiers: "+strings.Join(offload.PolicyNames, ", "))
 	if err := parseFlags(fs, args); err != nil {
 		return serveFlags{}, err
 	}
@@ -158,6 +173,27 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 			return f, fmt.Errorf("--num-blocks %d: %d GiB of KV for profile %s; give fewer blocks or --digest-only",
 				f.numBlocks, arena>>30, f.prof.Name)
 		}
+	}
+
+	// Offload: the tiers are sized against the pool, so a size too small
+	// for one block fails here, naming --offload.
+	tiers, err := offload.ParseTiers(*offloadTiers)
+	if err != nil {
+		return f, err
+	}
+	pol, err := offload.ParsePolicy(*offloadPolicy)
+	if err != nil {
+		return f, err
+	}
+	if len(tiers) > 0 {
+		oc := offload.DefaultConfig(tiers)
+		oc.Policy = pol
+		if err := oc.ValidateFor(f.poolConfig()); err != nil {
+			return f, err
+		}
+		f.offload = &oc
+	} else if set["offload-policy"] {
+		return f, fmt.Errorf("--offload-policy %s: give the tiers with --offload (such as --offload cpu:1GiB)", pol)
 	}
 
 	// The P/D transfer: required by the prefill and decode roles, enabled
@@ -249,6 +285,7 @@ type engineServer struct {
 	http   *http.Server
 	ln     net.Listener
 	tr     *tcp.Transport
+	set    *tier.Set // offload tiers, nil without; the node closes them when it runs
 	urlStr string
 }
 
@@ -286,16 +323,13 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	if engineID == "" {
 		engineID = "kvlease-" + ln.Addr().String()
 	}
-	bpt := f.prof.BytesPerToken()
-	if f.digestOnly {
-		bpt = 0
-	}
 	cfg := engine.Config{
-		Pool:        kvblock.Config{NumBlocks: f.numBlocks, BlockSizeTokens: f.blockSize, BytesPerToken: bpt},
+		Pool:        f.poolConfig(),
 		Sched:       f.sched,
 		MaxModelLen: f.maxModelLen, VocabSize: f.prof.VocabSize, EOS: f.prof.EOS,
 		RecentFinished: 4096,
 		Role:           f.role, EngineID: engineID, Transfer: f.transfer, Secret: f.secret,
+		Offload: f.offload,
 	}
 	if err := cfg.Validate(); err != nil {
 		es.close()
@@ -305,6 +339,11 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	var seed [32]byte
 	rand.Read(seed[:])
 	core := engine.NewCore(cfg, mrand.New(mrand.NewChaCha8(seed)))
+	if ncfg.Offload, err = engine.OpenOffload(core); err != nil {
+		es.close()
+		return nil, err
+	}
+	es.set = ncfg.Offload
 	es.node = engine.NewNode(core, msim.New(f.prof, core.Pool(), f.seed), ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes,
 		Version: version(), Logger: log})
@@ -330,6 +369,9 @@ func (es *engineServer) close() {
 	}
 	if es.tr != nil {
 		es.tr.Shutdown()
+	}
+	if es.set != nil {
+		es.set.Close()
 	}
 }
 
@@ -412,6 +454,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	msg := fmt.Sprintf("kvlease serve on %s: model %s (profile %s), role %s, %d blocks of %d tokens",
 		es.URL(), f.model, f.profile, f.role, f.numBlocks, f.blockSize)
+	if oc := f.offload; oc != nil {
+		tiers := make([]string, len(oc.Tiers))
+		for i, t := range oc.Tiers {
+			tiers[i] = t.String()
+		}
+		msg += fmt.Sprintf(", offload %s (policy %s)", strings.Join(tiers, ","), oc.Policy)
+	}
 	if ep, ok := es.node.TransferEndpoint(); ok {
 		msg += fmt.Sprintf(", transfer on %s (engine id %s, policy %s)", ep.Addr(), ep.EngineID, f.transfer.Policy)
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"context"
 	"io"
 	"net/http"
@@ -12,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/xfer"
 )
 
@@ -50,6 +54,13 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--cluster-secret-file", short}, "at least 16"},
 		{[]string{"--role", "prefill", "--cluster-secret-file", secret, "--host", "0.0.0.0"}, "--advertise-host"},
 		{[]string{"--engine-id", strings.Repeat("e", 300)}, "--engine-id"},
+		{[]string{"--offload", "gpu:1G"}, "--offload"},
+		{[]string{"--offload", "cpu:lots"}, "--offload"},
+		{[]string{"--offload", "disk:1G"}, "--offload"},
+		{[]string{"--offload", "cpu:1G,cpu:2G"}, "--offload"},
+		{[]string{"--offload", "cpu:100B"}, "--offload"}, // less than one block
+		{[]string{"--offload", "cpu:1G", "--offload-policy", "sometimes"}, "--offload-policy"},
+		{[]string{"--offload-policy", "spillover"}, "--offload-policy spillover: give the tiers with --offload"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCmd(t, append([]string{"serve"}, c.args...)...)
@@ -82,6 +93,16 @@ func TestServeFlagsAreValidated(t *testing.T) {
 	t.Setenv(secretEnv, "")
 	if f, _ = parseServeFlags(nil, io.Discard); f.transfer != nil || f.role != engine.RoleBoth {
 		t.Errorf("default serve has transfer %v role %v", f.transfer, f.role)
+	}
+	// Offload: tiers and policy.
+	dir2 := t.TempDir()
+	f, err = parseServeFlags([]string{"--offload", "cpu:64MiB,disk:" + dir2 + ":1G", "--offload-policy", "spillover"}, io.Discard)
+	if err != nil || f.offload == nil || len(f.offload.Tiers) != 2 || f.offload.Policy != offload.Spillover ||
+		f.offload.Tiers[0].Medium != offload.MediumCPU || f.offload.Tiers[1].Path != dir2 {
+		t.Errorf("--offload: %v, %+v", err, f.offload)
+	}
+	if f, _ = parseServeFlags(nil, io.Discard); f.offload != nil {
+		t.Errorf("offload on by default: %+v", f.offload)
 	}
 	// The default block count fits 1 GiB of the profile's KV.
 	if f, _ = parseServeFlags([]string{"--profile", "llama-8b"}, io.Discard); f.numBlocks != 512 {
@@ -169,4 +190,87 @@ func TestServePrefillAnnouncesTransfer(t *testing.T) {
 	if code := <-exited; code != 0 {
 		t.Errorf("exit %d; stderr %s", code, errb.String())
 	}
+}
+
+// A multi-turn workload on a pool too small to keep every conversation's
+// history: with --offload cpu the evicted prefixes are loaded back from
+// host memory (offload hits and loaded blocks in /metrics), and every
+// answer is the text the engine gives without offload.
+func TestServeOffloadMultiTurn(t *testing.T) {
+	run := func(args ...string) ([]string, string) {
+		url, cancel, exited, errb := serveInProcess(t, append([]string{"--profile", "zero", "--model", "m",
+			"--num-blocks", "32", "--block-size", "16"}, args...)...)
+		texts := multiTurn(t, url, 6, 4)
+		metricsText := get(t, url+"/metrics")
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("exit %d; stderr %s", code, errb.String())
+		}
+		return texts, metricsText
+	}
+	off, offMetrics := run()
+	on, onMetrics := run("--offload", "cpu:256blocks")
+	if strings.Contains(offMetrics, "kvlease_offload_hits_total{") {
+		t.Errorf("offload series without --offload")
+	}
+	for i := range off {
+		if on[i] != off[i] {
+			t.Fatalf("answer %d with offload %q, without %q", i, on[i], off[i])
+		}
+	}
+	for _, name := range []string{"kvlease_offload_hits_total", "kvlease_offload_loaded_blocks_total", "kvlease_offload_stored_blocks_total"} {
+		m := regexp.MustCompile(name + `\{medium="CPU",model_name="m"\} (\d+)`).FindStringSubmatch(onMetrics)
+		if m == nil || m[1] == "0" {
+			t.Errorf("%s: %v in\n%s", name, m, onMetrics)
+		}
+	}
+}
+
+// multiTurn runs convs chat conversations of turns turns each, round
+// robin, each turn appending the answer and a new user message to the
+// conversation's history; it returns the answers in order.
+func multiTurn(t *testing.T, url string, convs, turns int) []string {
+	t.Helper()
+	type msg struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	hist := make([][]msg, convs)
+	var answers []string
+	for turn := range turns {
+		for c := range convs {
+			hist[c] = append(hist[c], msg{"user", fmt.Sprintf("conversation %d, turn %d: tell me more about the blocks %d.", c, turn, c*turn)})
+			body, _ := json.Marshal(map[string]any{"model": "m", "messages": hist[c], "max_tokens": 16,
+				"temperature": 0, "ignore_eos": true})
+			resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				Choices []struct {
+					Message msg `json:"message"`
+				} `json:"choices"`
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || json.Unmarshal(raw, &out) != nil || len(out.Choices) != 1 {
+				t.Fatalf("turn %d of %d: %d %s", turn, c, resp.StatusCode, raw)
+			}
+			a := out.Choices[0].Message.Content
+			answers = append(answers, a)
+			hist[c] = append(hist[c], msg{"assistant", a})
+		}
+	}
+	return answers
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

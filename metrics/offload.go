@@ -1,0 +1,54 @@
+package metrics
+
+import (
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/offload"
+)
+
+type tierStats = offload.TierStats
+
+// offloadMetrics are kvlease's offload metrics, one series per configured
+// tier. The medium label is the tier's medium as the KV events name it
+// (vLLM's LoadStoreSpec.medium(): "CPU"; kvlease adds "DISK"), so a
+// dashboard can join these counters with the BlockStored/BlockRemoved
+// events of the same tier. An engine without offload exports no series
+// (its metric families are described, with no samples).
+var offloadMetrics = []snapshotMetric{
+	{
+		name: "kvlease_offload_stored_blocks_total", kind: counter,
+		help:   "KV blocks copied from the primary pool to an offload tier, by medium (CPU, DISK).",
+		labels: []string{"medium"},
+		read:   offloadTiers(func(t *tierStats) uint64 { return t.StoredBlocks }),
+	},
+	{
+		name: "kvlease_offload_loaded_blocks_total", kind: counter,
+		help:   "KV blocks loaded back from an offload tier into the primary pool instead of being recomputed, by medium.",
+		labels: []string{"medium"},
+		read:   offloadTiers(func(t *tierStats) uint64 { return t.LoadedBlocks }),
+	},
+	{
+		name: "kvlease_offload_evicted_blocks_total", kind: counter,
+		help:   "KV blocks evicted from an offload tier to make room, by medium.",
+		labels: []string{"medium"},
+		read:   offloadTiers(func(t *tierStats) uint64 { return t.EvictedBlocks }),
+	},
+	{
+		name: "kvlease_offload_hits_total", kind: counter,
+		help:   "KV blocks a prefix lookup found in an offload tier (missing from the primary pool) and planned to load, by medium.",
+		labels: []string{"medium"},
+		read:   offloadTiers(func(t *tierStats) uint64 { return t.HitBlocks }),
+	},
+}
+
+// offloadTiers reads one counter of every tier.
+func offloadTiers(get func(*tierStats) uint64) func(s *engine.NodeStats, emit emitFunc) {
+	return func(s *engine.NodeStats, emit emitFunc) {
+		if s.Offload == nil {
+			return
+		}
+		for i := range s.Offload.Tiers {
+			t := &s.Offload.Tiers[i]
+			emit(float64(get(t)), t.Medium)
+		}
+	}
+}
