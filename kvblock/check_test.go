@@ -67,11 +67,77 @@ func TestCheckDetectsCorruption(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p, live, gone := checkFixture(t)
 			tt.tamper(p, live, gone)
-			if err := p.Check(); err == nil {
-				t.Fatal("Check passed on a corrupted pool")
+			if err := p.CheckFull(); err == nil {
+				t.Fatal("CheckFull passed on a corrupted pool")
 			} else {
 				t.Log(err)
 			}
+			// Check verifies again once the pool changed (every mutator
+			// counts a version: TestCheckSkipsOnlyAnUnchangedPool).
+			p.version++
+			if err := p.Check(); err == nil {
+				t.Fatal("Check passed on a corrupted pool after a change")
+			}
 		})
+	}
+}
+
+// TestCheckSkipsOnlyAnUnchangedPool: Check verifies again after every
+// method that changes the accounting (each counts a version), and returns
+// at once on a pool that did not change since it last passed.
+func TestCheckSkipsOnlyAnUnchangedPool(t *testing.T) {
+	p, live, _ := checkFixture(t)
+	mutators := []struct {
+		name string
+		fn   func()
+	}{
+		{"NewHold", func() { live = p.NewHold(HoldLease, 5) }},
+		{"Allocate", func() { p.Allocate(live, 1) }},
+		{"Share", func() { p.Share(live, []BlockID{0}) }},
+		{"Truncate", func() { p.Truncate(live, 1) }},
+		{"Cache", func() { p.Cache(p.Blocks(live)[0], 777) }},
+		{"CacheRun", func() {
+			h := p.NewHold(HoldRequest, 6)
+			p.Allocate(h, 1)
+			v := p.version
+			p.CacheRun(p.Blocks(h), []Hash{778}, 0, nil)
+			if p.version == v {
+				t.Error("CacheRun did not count a version")
+			}
+			p.Release(h)
+		}},
+		{"Uncache", func() { p.Uncache(2) }},
+		{"Release", func() { p.Release(live) }},
+		{"ResetCache", func() {
+			for _, h := range p.LiveHolds(nil) {
+				p.Release(h.ID)
+			}
+			p.ResetCache()
+		}},
+	}
+	for _, m := range mutators {
+		if err := p.Check(); err != nil {
+			t.Fatalf("before %s: %v", m.name, err)
+		}
+		// A tamper no method saw: Check, with nothing changed, does not
+		// look; CheckFull does.
+		p.numEvictable++
+		if err := p.Check(); err != nil {
+			t.Fatalf("before %s: Check re-verified an unchanged pool: %v", m.name, err)
+		}
+		if p.CheckFull() == nil {
+			t.Fatal("CheckFull missed the tamper")
+		}
+		p.numEvictable--
+		v := p.version
+		m.fn()
+		if p.version == v {
+			t.Errorf("%s did not count a version", m.name)
+		}
+		p.numEvictable++
+		if p.Check() == nil {
+			t.Errorf("after %s: Check did not verify the changed pool", m.name)
+		}
+		p.numEvictable--
 	}
 }

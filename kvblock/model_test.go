@@ -660,6 +660,16 @@ func (d *driver) verify() {
 			d.fatalf("LiveHolds reports %+v, model %+v", in, h)
 		}
 	}
+	i := 0
+	for in := range p.Holds() {
+		if i >= len(infos) || in != infos[i] {
+			d.fatalf("Holds yields %+v at %d, LiveHolds %+v", in, i, infos)
+		}
+		i++
+	}
+	if i != len(infos) {
+		d.fatalf("Holds yields %d holds, LiveHolds %d", i, len(infos))
+	}
 	for _, id := range m.dead {
 		if p.Live(id) {
 			d.fatalf("released hold %#x is live again", uint64(id))

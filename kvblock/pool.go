@@ -2,6 +2,7 @@ package kvblock
 
 import (
 	"fmt"
+	"iter"
 )
 
 // BlockID names a block of one pool: 0 ≤ id < capacity.
@@ -115,6 +116,17 @@ type Pool struct {
 	digests []uint64
 
 	events []Event
+
+	// version counts changes of the accounting (every mutator bumps it);
+	// checked is the version the last passing full check saw (valid when
+	// checkedOK), so Check on an unchanged pool costs nothing.
+	version   uint64
+	checked   uint64
+	checkedOK bool
+	// chkCount and chkState are CheckFull's scratch (capacity-sized, made
+	// on first use): a check allocates nothing.
+	chkCount []int32
+	chkState []byte
 }
 
 // New returns a pool with every block free. It panics if cfg is invalid:
@@ -184,6 +196,7 @@ func (p *Pool) NumHolds(k HoldKind) int { return p.numLive[k] }
 // NewHold starts an empty hold of kind k for owner. Blocks join it through
 // Allocate and Share; Release ends it.
 func (p *Pool) NewHold(k HoldKind, owner uint64) HoldID {
+	p.version++
 	if k == 0 || k >= numHoldKinds {
 		panic(fmt.Sprintf("kvblock: bad hold kind %d", k))
 	}
@@ -238,6 +251,7 @@ func (p *Pool) Len(id HoldID) int { return len(p.hold(id).blocks) }
 // evicting the least recently used cached blocks. It is all or nothing: if
 // fewer than n blocks are available it changes nothing and returns false.
 func (p *Pool) Allocate(id HoldID, n int) bool {
+	p.version++
 	h := p.hold(id)
 	if n < 0 {
 		panic("kvblock: negative allocation")
@@ -265,6 +279,7 @@ func (p *Pool) Allocate(id HoldID, n int) bool {
 // or cached evictable blocks (a prefix-cache hit, which also makes them the
 // most recently used). Sharing a free block panics: its content is garbage.
 func (p *Pool) Share(id HoldID, blocks []BlockID) {
+	p.version++
 	h := p.hold(id)
 	for _, b := range blocks {
 		p.checkBlock(b)
@@ -283,6 +298,7 @@ func (p *Pool) Share(id HoldID, blocks []BlockID) {
 // no hold left becomes evictable (if cached) or free. Blocks are released
 // last to first, so the tail of a prefix chain is evicted first.
 func (p *Pool) Release(id HoldID) {
+	p.version++
 	h := p.hold(id)
 	p.dropBlocks(h.blocks)
 	h.blocks = h.blocks[:0]
@@ -294,6 +310,7 @@ func (p *Pool) Release(id HoldID) {
 // Truncate keeps the first n blocks of the hold and drops the hold on the
 // rest (last to first).
 func (p *Pool) Truncate(id HoldID, n int) {
+	p.version++
 	h := p.hold(id)
 	if n < 0 || n > len(h.blocks) {
 		panic(fmt.Sprintf("kvblock: Truncate(%d) of a hold with %d blocks", n, len(h.blocks)))
@@ -326,6 +343,7 @@ func (p *Pool) dropBlocks(blocks []BlockID) {
 // Cache returns false. Caching a block that is not held, or already cached,
 // panics.
 func (p *Pool) Cache(b BlockID, hash Hash) bool {
+	p.version++
 	p.checkBlock(b)
 	if p.refs[b] == 0 {
 		panic(fmt.Sprintf("kvblock: Cache of unheld block %d", b))
@@ -383,6 +401,7 @@ func (p *Pool) CacheRun(blocks []BlockID, hashes []Hash, parent Hash, tokens []i
 // Uncache removes b's hash from the index (for example after a failed load
 // left it with bad content). An evictable block becomes free.
 func (p *Pool) Uncache(b BlockID) {
+	p.version++
 	p.checkBlock(b)
 	if !p.hashed[b] {
 		return
@@ -410,6 +429,7 @@ func (p *Pool) uncache(b BlockID) {
 // ResetCache drops every cached hash. It succeeds only when no block is
 // held (vLLM's reset_prefix_cache), and records AllBlocksCleared.
 func (p *Pool) ResetCache() bool {
+	p.version++
 	if p.NumHeld() > 0 {
 		return false
 	}
@@ -529,6 +549,19 @@ type HoldInfo struct {
 	Blocks int
 }
 
+// Holds yields every live hold, in slab order (deterministic), without
+// allocating. The pool must not change during the iteration.
+func (p *Pool) Holds() iter.Seq[HoldInfo] {
+	return func(yield func(HoldInfo) bool) {
+		for i := range p.holds {
+			h := &p.holds[i]
+			if h.live && !yield(HoldInfo{ID: mkHold(i, h.gen), Kind: h.kind, Owner: h.owner, Blocks: len(h.blocks)}) {
+				return
+			}
+		}
+	}
+}
+
 // LiveHolds appends every live hold to dst, in slab order (deterministic).
 func (p *Pool) LiveHolds(dst []HoldInfo) []HoldInfo {
 	for i := range p.holds {
@@ -540,17 +573,42 @@ func (p *Pool) LiveHolds(dst []HoldInfo) []HoldInfo {
 	return dst
 }
 
-// Check verifies the pool's accounting: free + evictable + held ==
+// Check verifies the pool's accounting, as CheckFull does, when it changed
+// since the last check that passed; on an unchanged pool it returns nil at
+// once. Every method that changes the accounting counts a version, so the
+// answer is CheckFull's: the state it would verify is the one that already
+// passed. (Only a write into a slice the pool lent out, which its contract
+// forbids, could change the state unseen; CheckFull catches that too.) A
+// simulator can so check every pool after every instant at the cost of the
+// instants that changed it.
+func (p *Pool) Check() error {
+	if p.checkedOK && p.checked == p.version {
+		return nil
+	}
+	if err := p.CheckFull(); err != nil {
+		p.checkedOK = false
+		return err
+	}
+	p.checked, p.checkedOK = p.version, true
+	return nil
+}
+
+// CheckFull verifies the pool's accounting: free + evictable + held ==
 // capacity; every block's hold count equals the number of live holds naming
 // it; the free stack holds exactly the unheld uncached blocks; the LRU holds
-// exactly the unheld cached blocks; the index points only at cached blocks.
-// It costs O(capacity + blocks in holds) and returns the first violation.
-func (p *Pool) Check() error {
+// exactly the unheld cached blocks; the index maps exactly every cached
+// block's hash to it. It costs O(capacity + blocks in holds), allocates
+// nothing after its first call, and returns the first violation.
+func (p *Pool) CheckFull() error {
 	n := p.cfg.NumBlocks
 	if got := len(p.free) + p.numEvictable + p.NumHeld(); got != n {
 		return fmt.Errorf("kvblock: free %d + evictable %d + held %d != capacity %d", len(p.free), p.numEvictable, p.NumHeld(), n)
 	}
-	count := make([]int32, n)
+	if p.chkCount == nil {
+		p.chkCount, p.chkState = make([]int32, n), make([]byte, n)
+	}
+	count := p.chkCount
+	clear(count)
 	var live [numHoldKinds]int
 	for i := range p.holds {
 		h := &p.holds[i]
@@ -568,7 +626,8 @@ func (p *Pool) Check() error {
 	if live != p.numLive {
 		return fmt.Errorf("kvblock: live hold counts %v, recorded %v", live, p.numLive)
 	}
-	state := make([]byte, n) // 1 free, 2 evictable
+	state := p.chkState // 1 free, 2 evictable
+	clear(state)
 	for _, b := range p.free {
 		if state[b] != 0 {
 			return fmt.Errorf("kvblock: block %d twice in the free stack", b)
@@ -604,21 +663,22 @@ func (p *Pool) Check() error {
 			return fmt.Errorf("kvblock: unheld uncached block %d is not free", b)
 		}
 	}
+	// Every cached block is found under its hash, and the index has no
+	// other entry: equal sizes, since distinct blocks found under their
+	// hashes are distinct entries. (One lookup per cached block; cheaper
+	// than ranging over the map.)
 	numHashed := 0
 	for b := 0; b < n; b++ {
-		if p.hashed[b] {
-			numHashed++
+		if !p.hashed[b] {
+			continue
+		}
+		numHashed++
+		if got, ok := p.index[p.hashes[b]]; !ok || int(got) != b {
+			return fmt.Errorf("kvblock: cached block %d is not in the index under its hash %x", b, uint64(p.hashes[b]))
 		}
 	}
-	for h, b := range p.index {
-		if b < 0 || int(b) >= n || !p.hashed[b] || p.hashes[b] != h {
-			return fmt.Errorf("kvblock: index maps %x to block %d which does not carry it", uint64(h), b)
-		}
-	}
-	// Every index entry names a distinct cached block (a block carries one
-	// hash), so equal counts mean every cached block is findable.
 	if len(p.index) != numHashed {
-		return fmt.Errorf("kvblock: %d blocks are cached but the index has %d entries", numHashed, len(p.index))
+		return fmt.Errorf("kvblock: %d blocks are cached but the index has %d entries (an entry names no block carrying it)", numHashed, len(p.index))
 	}
 	return nil
 }

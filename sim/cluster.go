@@ -315,7 +315,7 @@ func (c *Cluster) boot(n *Node) {
 		Pool:        kvblock.Config{NumBlocks: s.Blocks, BlockSizeTokens: s.BlockSize, BytesPerToken: bpt},
 		Sched:       sc,
 		MaxModelLen: s.Profile.MaxModelLen, VocabSize: s.Profile.VocabSize, EOS: s.Profile.EOS,
-		RecentFinished: 1024,
+		RecentFinished: 64, // only what a late abort is told (sim ignores it)
 		Role:           n.Role, EngineID: string(n.Name), Transfer: &t, Secret: c.secret,
 	}
 	n.Core = engine.NewCore(cfg, rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())))
@@ -1294,15 +1294,21 @@ const (
 
 func (c *Cluster) mix(vals ...uint64) {
 	h := c.trace
-	for _, v := range append(vals, uint64(c.Now)) {
-		for i := 0; i < 8; i++ {
-			h ^= v & 0xff
-			h *= fnvPrime
-			v >>= 8
-		}
+	for _, v := range vals {
+		h = fnvMix(h, v)
 	}
-	c.trace = h
+	c.trace = fnvMix(h, uint64(c.Now))
 	c.Events++
+}
+
+// fnvMix is FNV-1a over v's eight bytes, low first.
+func fnvMix(h, v uint64) uint64 {
+	for i := 0; i < 8; i++ {
+		h ^= v & 0xff
+		h *= fnvPrime
+		v >>= 8
+	}
+	return h
 }
 
 func (c *Cluster) mixEvent(ev transport.Event) {

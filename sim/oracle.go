@@ -29,7 +29,7 @@ func NewOracle(spec Spec) *Oracle { return &Oracle{spec: spec, cache: map[string
 
 // Run returns the reference tokens and status of r.
 func (o *Oracle) Run(r *Req) ([]int32, sched.Status) {
-	key := fmt.Sprint(r.Prompt, r.MaxTokens, r.Sampling, r.IgnoreEOS)
+	key := oracleKey(r)
 	if res, ok := o.cache[key]; ok {
 		return res.tokens, res.status
 	}
@@ -72,6 +72,17 @@ func (o *Oracle) Run(r *Req) ([]int32, sched.Status) {
 	}
 	o.cache[key] = out
 	return out.tokens, out.status
+}
+
+// oracleKey is everything the reference run depends on, exactly: the
+// prompt, the output bound, the sampling parameters and IgnoreEOS.
+func oracleKey(r *Req) string {
+	b := make([]byte, 0, 4*len(r.Prompt)+64)
+	b = fmt.Appendf(b, "%d %v %v|", r.MaxTokens, r.Sampling, r.IgnoreEOS)
+	for _, t := range r.Prompt {
+		b = append(b, byte(t), byte(t>>8), byte(t>>16), byte(t>>24))
+	}
+	return string(b)
 }
 
 // Verify compares every request that finished normally with the oracle and

@@ -154,6 +154,8 @@ type peer struct {
 	// dialFailures counts failed dials since the last handshake; at
 	// MaxReadAttempts the pulls of this peer fall back (unreachable).
 	dialFailures int
+	// mark == Consumer.markGen: the peer has pulls (NextDeadline).
+	mark uint64
 }
 
 // Consumer is D's side of the transfer. Pure; not safe for concurrent use.
@@ -178,6 +180,10 @@ type Consumer struct {
 	stats   ConsumerStats
 	hashes  []kvblock.Hash
 	hitBuf  []kvblock.BlockID
+	// addrs caches peerAddrs (nil: sort again); markGen numbers
+	// NextDeadline's marking of the peers that have pulls.
+	addrs   []string
+	markGen uint64
 }
 
 // NewConsumer returns D's transfer core.
@@ -204,6 +210,7 @@ func (c *Consumer) peer(addr string) *peer {
 	if !ok {
 		p = &peer{addr: addr}
 		c.peers[addr] = p
+		c.addrs = nil // peerAddrs sorts again
 	}
 	return p
 }
@@ -323,12 +330,19 @@ func (c *Consumer) Tick(now clock.Instant, admit bool) {
 	}
 }
 
+// peerAddrs returns the peers' addresses, sorted (a map's order must not
+// reach the outputs). The slice is cached until the peers change; a change
+// makes a new one, so a caller ranging over the old slice is unaffected.
 func (c *Consumer) peerAddrs() []string {
+	if c.addrs != nil {
+		return c.addrs
+	}
 	addrs := make([]string, 0, len(c.peers))
 	for a := range c.peers {
 		addrs = append(addrs, a)
 	}
 	sort.Strings(addrs)
+	c.addrs = addrs
 	return addrs
 }
 
@@ -394,6 +408,7 @@ func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
 	case peerIdle:
 		if !wants {
 			delete(c.peers, pr.addr) // nothing to do there: forget it
+			c.addrs = nil
 			return
 		}
 		if now >= pr.retryAt {
@@ -850,9 +865,10 @@ func (c *Consumer) Take() ([]Action, []Done) {
 // clock.Never.
 func (c *Consumer) NextDeadline() clock.Instant {
 	t := clock.Never
-	pulls := make(map[*peer]bool, len(c.peers))
+	c.markGen++
+	pulls := func(pr *peer) bool { return pr.mark == c.markGen }
 	for _, p := range c.queue {
-		pulls[p.peer] = true
+		p.peer.mark = c.markGen
 		switch {
 		case p.state == pullQueued || !p.sent:
 			t = min(t, p.deadline)
@@ -863,14 +879,14 @@ func (c *Consumer) NextDeadline() clock.Instant {
 	for _, pr := range c.peers {
 		switch pr.state {
 		case peerIdle:
-			if len(pr.releases) > 0 || pulls[pr] {
+			if len(pr.releases) > 0 || pulls(pr) {
 				t = min(t, pr.retryAt)
 			}
 			for _, r := range pr.releases {
 				t = min(t, r.deadline)
 			}
 		case peerUp:
-			if c.cfg.Heartbeats() && pulls[pr] {
+			if c.cfg.Heartbeats() && pulls(pr) {
 				t = min(t, pr.heartbeat)
 			}
 			for _, r := range pr.releases {
@@ -903,7 +919,7 @@ func (c *Consumer) NumWaiting() int { return len(c.queue) }
 // Check verifies the consumer's holds: every inbound hold belongs to a
 // reading pull, and every reading pull has one.
 func (c *Consumer) Check() error {
-	for _, h := range c.pool.LiveHolds(nil) {
+	for h := range c.pool.Holds() {
 		if h.Kind != kvblock.HoldInbound {
 			continue
 		}

@@ -122,6 +122,8 @@ type Producer struct {
 	work   []ReadWork
 	stats  ProducerStats
 	hookFn func(now clock.Instant, l wire.LeaseID, r wire.Reason)
+
+	chkPins map[wire.LeaseID]int // Check's scratch
 }
 
 type readKey struct {
@@ -429,7 +431,11 @@ func (p *Producer) Take() ([]Envelope, []ReadWork) {
 // lease holds a live lease hold, every lease hold belongs to a live lease,
 // and pins match the reads in flight.
 func (p *Producer) Check() error {
-	pins := map[wire.LeaseID]int{}
+	if p.chkPins == nil {
+		p.chkPins = make(map[wire.LeaseID]int)
+	}
+	pins := p.chkPins // scratch: a check allocates nothing in steady state
+	clear(pins)
 	for _, l := range p.reads {
 		pins[l.id]++
 	}
@@ -441,7 +447,7 @@ func (p *Producer) Check() error {
 			return fmt.Errorf("xfer: lease %d counts %d reads, %d in flight", id, l.reads, pins[id])
 		}
 	}
-	for _, h := range p.pool.LiveHolds(nil) {
+	for h := range p.pool.Holds() {
 		if h.Kind != kvblock.HoldLease {
 			continue
 		}
@@ -799,24 +805,30 @@ func (h *dueHeap) Pop() any {
 	return l
 }
 
-// tombstones remember the last n released lease ids and why.
+// tombstones remember the last n released lease ids and why. The ring and
+// the map grow as leases end, up to n: a producer that releases few leases
+// (a short simulation, a restarted engine) does not pay for n up front.
 type tombstones struct {
+	n    int
 	ring []wire.LeaseID
 	next int
 	m    map[wire.LeaseID]wire.Reason
 }
 
 func newTombstones(n int) tombstones {
-	return tombstones{ring: make([]wire.LeaseID, n), m: make(map[wire.LeaseID]wire.Reason, n)}
+	return tombstones{n: n, m: make(map[wire.LeaseID]wire.Reason)}
 }
 
 func (t *tombstones) add(id wire.LeaseID, r wire.Reason) {
-	if len(t.ring) == 0 {
+	if t.n == 0 {
 		return
 	}
-	if old := t.ring[t.next]; old != 0 {
-		delete(t.m, old)
+	if len(t.ring) < t.n {
+		t.ring = append(t.ring, id)
+		t.m[id] = r
+		return
 	}
+	delete(t.m, t.ring[t.next])
 	t.ring[t.next] = id
 	t.m[id] = r
 	t.next = (t.next + 1) % len(t.ring)
