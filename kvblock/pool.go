@@ -3,6 +3,7 @@ package kvblock
 import (
 	"fmt"
 	"iter"
+	"slices"
 )
 
 // BlockID names a block of one pool: 0 ≤ id < capacity.
@@ -564,6 +565,11 @@ func (p *Pool) Holds() iter.Seq[HoldInfo] {
 
 // LiveHolds appends every live hold to dst, in slab order (deterministic).
 func (p *Pool) LiveHolds(dst []HoldInfo) []HoldInfo {
+	n := 0
+	for _, k := range p.numLive {
+		n += k
+	}
+	dst = slices.Grow(dst, n) // one allocation at most
 	for i := range p.holds {
 		h := &p.holds[i]
 		if h.live {

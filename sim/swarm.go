@@ -349,6 +349,10 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 		if err := n.Core.Check(); err != nil {
 			res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", n.Name, err))
 		}
+		// Once more without the unchanged-pool shortcut of Pool.Check.
+		if err := n.Core.Pool().CheckFull(); err != nil {
+			res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", n.Name, err))
+		}
 		if h := n.Core.Pool().NumHeld(); h != 0 {
 			res.HeldAtEnd += h
 			res.Failures = append(res.Failures, fmt.Sprintf("liveness: %s still holds %d blocks", n.Name, h))
