@@ -108,10 +108,23 @@ func runPoint(p Progress) float64 {
 }
 
 // faultPlan hands out faults, in order of their points, as a run passes
-// them. It is pure and not safe for concurrent use.
+// them. A fault also falls due when the run stalls short of its point:
+// a hung or dead engine can hold every client of a run bounded by
+// Requests, so that Done stops growing and the repair that would free
+// them would never come. So once a fault has fallen due at point a after
+// elapsed seconds, the run's pace is taken as elapsed/a seconds per unit
+// of point, and the next fault also falls due that many seconds per unit
+// of point after it, whatever the point then. (A run bounded by Duration
+// has its points on the clock anyway.) It is pure and not safe for
+// concurrent use.
 type faultPlan struct {
 	faults []Fault // sorted by At, ties in the given order
 	next   int
+	// pace is seconds per unit of point, 0 until a fault fell due at a
+	// point above 0; lastAt and lastSeconds are the point and time of the
+	// last fault handed out.
+	pace                float64
+	lastAt, lastSeconds float64
 }
 
 func newFaultPlan(faults []Fault) *faultPlan {
@@ -128,11 +141,22 @@ func newFaultPlan(faults []Fault) *faultPlan {
 	return &faultPlan{faults: fs}
 }
 
-// due returns the faults not handed out yet whose point is at or before
-// point.
-func (p *faultPlan) due(point float64) []Fault {
+// due returns the faults not handed out yet that fall due at p: their
+// point is reached, or the time the run's pace gives them has passed.
+func (p *faultPlan) due(pr Progress) []Fault {
+	point, now := runPoint(pr), pr.Elapsed.Seconds()
 	start := p.next
-	for p.next < len(p.faults) && p.faults[p.next].At <= point {
+	for p.next < len(p.faults) {
+		f := p.faults[p.next]
+		byPoint := f.At <= point
+		byTime := p.pace > 0 && now >= p.lastSeconds+(f.At-p.lastAt)*p.pace
+		if !byPoint && !byTime {
+			break
+		}
+		if byPoint && point > 0 {
+			p.pace = now / point
+		}
+		p.lastAt, p.lastSeconds = f.At, now
 		p.next++
 	}
 	return p.faults[start:p.next]
@@ -187,7 +211,7 @@ func (d *faultDriver) observe(p Progress) {
 	if d.base.IsZero() {
 		d.base = time.Now().Add(-p.Elapsed)
 	}
-	for _, f := range d.plan.due(runPoint(p)) {
+	for _, f := range d.plan.due(p) {
 		d.work <- f
 	}
 }

@@ -36,14 +36,17 @@ func TestFaultPlan(t *testing.T) {
 	pause := Fault{At: 0.3, Action: FaultPause, Engine: 2}
 	late := Fault{At: 0.9, Action: FaultKill, Engine: 2}
 	p := newFaultPlan([]Fault{restart, late, kill, pause})
-	if got := p.due(0.1); len(got) != 0 {
+	at := func(point float64) Progress {
+		return Progress{Elapsed: time.Duration(point * float64(10*time.Second)), Duration: 10 * time.Second}
+	}
+	if got := p.due(at(0.1)); len(got) != 0 {
 		t.Fatalf("due(0.1) = %v", got)
 	}
 	// Ties keep the order they were given in.
-	if got := p.due(0.3); !reflect.DeepEqual(got, []Fault{kill, pause}) {
+	if got := p.due(at(0.3)); !reflect.DeepEqual(got, []Fault{kill, pause}) {
 		t.Fatalf("due(0.3) = %v", got)
 	}
-	if got := p.due(0.35); len(got) != 0 {
+	if got := p.due(at(0.35)); len(got) != 0 {
 		t.Fatalf("a fault handed out twice: %v", got)
 	}
 	// The run ends at 0.5: the restart is a repair and still runs; the
@@ -52,8 +55,32 @@ func TestFaultPlan(t *testing.T) {
 	if !reflect.DeepEqual(repairs, []Fault{restart}) || !reflect.DeepEqual(skipped, []Fault{late}) {
 		t.Fatalf("rest: repairs %v, skipped %v", repairs, skipped)
 	}
-	if got := p.due(1); len(got) != 0 {
+	if got := p.due(at(1)); len(got) != 0 {
 		t.Fatalf("after rest, due(1) = %v", got)
+	}
+}
+
+// A run bounded by requests can stall on a hung engine: Done stops at
+// the hang's point. The repair then falls due by the run's pace so far.
+func TestFaultPlanStalledRun(t *testing.T) {
+	pause := Fault{At: 0.3, Action: FaultPause, Engine: 1}
+	resume := Fault{At: 0.6, Action: FaultResume, Engine: 1}
+	p := newFaultPlan([]Fault{pause, resume})
+	// 30 of 100 requests done after 1.5 s: 5 s per run.
+	if got := p.due(Progress{Elapsed: 1500 * time.Millisecond, Done: 30, Total: 100}); !reflect.DeepEqual(got, []Fault{pause}) {
+		t.Fatalf("due at 30%% = %v", got)
+	}
+	// Stalled at 31 done: the resume is due 0.3 × 5 s = 1.5 s later.
+	if got := p.due(Progress{Elapsed: 2900 * time.Millisecond, Done: 31, Total: 100}); len(got) != 0 {
+		t.Fatalf("due at 2.9 s = %v", got)
+	}
+	if got := p.due(Progress{Elapsed: 3 * time.Second, Done: 31, Total: 100}); !reflect.DeepEqual(got, []Fault{resume}) {
+		t.Fatalf("due at 3 s = %v", got)
+	}
+	// Without a pace (no fault yet), time alone does not make a fault due.
+	p = newFaultPlan([]Fault{pause})
+	if got := p.due(Progress{Elapsed: time.Hour, Done: 1, Total: 100}); len(got) != 0 {
+		t.Fatalf("due without pace = %v", got)
 	}
 }
 

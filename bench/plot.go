@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -68,8 +69,28 @@ func PlotSeries(path, title, yLabel string, curves []Curve) (ok bool, err error)
 	return savePlot(p, path, curves, false)
 }
 
+// plainTicks labels ticks without trailing zeros ("250", not "250.00").
+type plainTicks struct{ plot.Ticker }
+
+func (t plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := t.Ticker.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label == "" {
+			continue
+		}
+		if v, err := strconv.ParseFloat(ts[i].Label, 64); err == nil {
+			ts[i].Label = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
 func savePlot(p *plot.Plot, path string, curves []Curve, steps bool) (bool, error) {
 	p.Add(plotter.NewGrid())
+	if _, log := p.X.Scale.(plot.LogScale); !log {
+		p.X.Tick.Marker = plainTicks{p.X.Tick.Marker}
+	}
+	p.Y.Tick.Marker = plainTicks{p.Y.Tick.Marker}
 	p.Title.Padding = vg.Points(6)
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.XOffs, p.Legend.YOffs = vg.Points(6), -vg.Points(4)

@@ -172,22 +172,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // localClusterFlags are bench's flags for a run against a local cluster
 // it starts itself (--scenario).
 type localClusterFlags struct {
-	scenario            string
-	prefill, decode     int
-	profile             string
-	releasePolicy       string
-	kvLease             time.Duration
-	serveArgs           string
-	prefillArgs         string
-	decodeArgs          string
-	settleTimeout       time.Duration
-	logDir, binary      string
-	engineReadyTimeout  time.Duration
-	defaultSettleMargin time.Duration
+	scenario           string
+	prefill, decode    int
+	profile            string
+	releasePolicy      string
+	kvLease            time.Duration
+	serveArgs          string
+	prefillArgs        string
+	decodeArgs         string
+	settleTimeout      time.Duration
+	logDir, binary     string
+	engineReadyTimeout time.Duration
 }
 
+// settleMargin is added to the lease for the default --settle-timeout.
+const settleMargin = 10 * time.Second
+
 func addLocalClusterFlags(fs *flag.FlagSet) *localClusterFlags {
-	lc := &localClusterFlags{defaultSettleMargin: 10 * time.Second}
+	lc := &localClusterFlags{}
 	names := make([]string, len(bench.Scenarios))
 	for i, s := range bench.Scenarios {
 		names[i] = string(s)
@@ -240,7 +242,9 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 		PrefillArgs: strings.Fields(lc.prefillArgs), DecodeArgs: strings.Fields(lc.decodeArgs)}
 	cc.Cluster = cluster.Options{Prefill: lc.prefill, Decode: lc.decode, Profile: lc.profile, LogDir: lc.logDir,
 		Binary: lc.binary, ReadyTimeout: lc.engineReadyTimeout,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		// Engines dying unasked are in the report; the proxy's warnings
+		// about each request a fault cut would drown the progress.
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
 	cc.Cluster.ExtraServeArgs = append([]string{"--release-policy", policy.String()}, strings.Fields(lc.serveArgs)...)
 	lease := lc.kvLease
 	if lease > 0 {
@@ -249,7 +253,7 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 		lease = xfer.DefaultConfig(policy).LeaseDuration
 	}
 	if cc.SettleTimeout == 0 {
-		cc.SettleTimeout = lease + lc.defaultSettleMargin
+		cc.SettleTimeout = lease + settleMargin
 	}
 	if err := sc.Apply(cc); err != nil {
 		return nil, fmt.Errorf("--scenario: %v", err)

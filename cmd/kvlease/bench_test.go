@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kvlease/kvlease/bench"
 )
@@ -119,5 +120,60 @@ func TestBenchUnreachableServer(t *testing.T) {
 	code, _, stderr := runCmd(t, "bench", "--url", url, "--requests", "1")
 	if code != 1 || !strings.Contains(stderr, "listing models") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestBenchScenarioFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--scenario", "decode-crash", "--url", "http://x:1"}, "--url: not with --scenario"},
+		{[]string{"bench", "--scenario", "decode-explode"}, "--scenario"},
+		{[]string{"bench", "--scenario", "none", "--release-policy", "fastest"}, "--release-policy"},
+		{[]string{"bench", "--scenario", "none", "--decode", "0"}, "--decode 0"},
+		{[]string{"bench", "--scenario", "decode-crash", "--decode", "1"}, "needs at least 2 decode engines"},
+		{[]string{"bench", "--scenario", "none", "--kv-lease", "-1s"}, "--kv-lease"},
+		{[]string{"bench", "--scenario", "none", "--concurrency", "0"}, "--concurrency 0"},
+	} {
+		code, _, stderr := runCmd(t, tc.args...)
+		if code != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestBenchScenarioEndToEnd hangs a decode engine of a real local cluster
+// (SIGSTOP, then SIGCONT) under load and checks the report.
+func TestBenchScenarioEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the kvlease binary and runs a local cluster")
+	}
+	bin := kvleaseBinary(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	stdout, stderr, err := runBinary(t, bin, time.Minute, "bench", "--scenario", "decode-hang", "--requests", "60",
+		"--concurrency", "6", "--output-len", "16", "--kv-lease", "2s", "--progress", "none", "--out", dir)
+	if err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	for _, want := range []string{"local cluster up (release policy lease, kv lease 2s)", "scenario decode-hang",
+		"fault: pause decode0 at 30%: at", "fault: resume decode0 at 60%: at", "leases: granted 60",
+		"0 at the end (0 leases); settled in", "wrote " + filepath.Join(dir, bench.PlotHeldBlocks)} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, bench.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := bench.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Cluster
+	if c == nil || !c.Settled || len(c.Faults) != 2 || c.End.Granted != 60 || len(c.Problems()) > 0 || res.Summary.Completed != 60 {
+		t.Fatalf("cluster report %+v, summary %+v", c, res.Summary)
 	}
 }

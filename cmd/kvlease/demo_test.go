@@ -70,6 +70,39 @@ func TestDemoOptions(t *testing.T) {
 	}
 }
 
+// kvleaseBinary builds this command into a directory of the test:
+// package cluster runs engines with the current executable, which in a
+// test is the test binary, so end-to-end tests run the real one.
+func kvleaseBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kvlease")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runBinary runs the built kvlease with args, bounded by limit.
+func runBinary(t *testing.T, bin string, limit time.Duration, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(limit):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("kvlease %v did not end within %v\nstdout:\n%s\nstderr:\n%s", args, limit, out.String(), errb.String())
+	}
+	return out.String(), errb.String(), err
+}
+
 // TestDemoEndToEnd runs a short demo with the kvlease binary, as a user
 // would: real engines as child processes, every policy, the single-engine
 // check, the plots.
@@ -77,32 +110,13 @@ func TestDemoEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the kvlease binary and runs three local clusters")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kvlease")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out := filepath.Join(dir, "out")
-	cmd := exec.Command(bin, "demo", "--duration", "1s", "--concurrency", "8",
+	bin := kvleaseBinary(t)
+	out := filepath.Join(t.TempDir(), "out")
+	text, stderr, err := runBinary(t, bin, 2*time.Minute, "demo", "--duration", "1s", "--concurrency", "8",
 		"--kv-lease", "900ms", "--legacy-timeout", "1500ms", "--out", out)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if err != nil {
+		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, text, stderr)
 	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-		}
-	case <-time.After(2 * time.Minute):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("demo did not end within 2 minutes\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	}
-	text := stdout.String()
 	for _, want := range []string{
 		"--kv-lease 900ms", "1.5s timeout", "decode0 killed",
 		"unread lease", "held blocks", "outputs equal to",
