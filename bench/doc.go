@@ -56,6 +56,46 @@
 // requests count as aborted, never as errors. Without streaming every abort
 // is before the first token.
 //
+// # Invalid requests
+//
+// A share InvalidRate of requests is sent with min_tokens above max_tokens,
+// which a server refuses with a 400. Behind a P/D proxy only the decode
+// leg carries min_tokens, so the prefill runs, grants its lease, and the
+// decode engine rejects the request before admitting it: how a decode-side
+// rejection strands a prefill engine's blocks when nobody tells it. A
+// refused one is OutcomeRejected (not an error); one the server accepts
+// completes as usual. Which requests are invalid comes from a random
+// stream of its own, so InvalidRate changes nothing else in a job.
+//
+// # Fault scenarios on a local cluster
+//
+// RunCluster starts a local P/D cluster (package cluster: engines as child
+// processes of the kvlease binary, the proxy in-process), runs the load
+// against its proxy while doing Faults to its engines at fixed points of
+// the run (kill -9 and restart, SIGSTOP and SIGCONT), scrapes every engine
+// during the run, then waits for the cluster to settle — no block held
+// and no lease active on any engine — and reports, in Result.Cluster, the
+// faults done and the lease figures (LeaseFigures: held blocks, leases
+// granted and released by reason, unread and read lease block-seconds)
+// right after the load and at the end. Blocks still held at the end are a
+// leak (ClusterReport.Problems). Scenario.Apply sets up the named
+// scenarios: decode-crash, decode-hang, decode-reject, decode-congested,
+// client-abort.
+//
+// A fault's point is a share of the run: of Duration elapsed or of
+// Requests done. A repair (restart, resume) also falls due by the run's
+// pace before the fault, so a run bounded by Requests whose clients all
+// wait on a hung engine cannot wait for its own repair forever; and a
+// repair is done even when the load ends before its point.
+//
+// # Checking outputs
+//
+// With RecordOutputs each completed request keeps its text. Replay sends
+// the same requests (a pure function of the Config and the job and turn)
+// to a reference server — one engine serving whole requests, which a P/D
+// cluster must equal token for token — and CompareOutputs lists the
+// differences.
+//
 // # Measurements
 //
 // TTFT is the time from sending the request to the first chunk carrying
