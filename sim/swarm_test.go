@@ -12,6 +12,7 @@ import (
 var (
 	seedsFlag = flag.Int("seeds", 0, "number of swarm seeds to run per policy (0: the default for the mode)")
 	seedFlag  = flag.Uint64("seed", 0, "first swarm seed")
+	freshFlag = flag.Int("fresh", 10, "fresh swarm seeds, drawn from the clock, that TestSwarm runs after the fixed ones")
 )
 
 // swarmSeeds is how many seeds TestSwarm runs: a few hundred by default,
@@ -53,6 +54,20 @@ func TestSwarm(t *testing.T) {
 		events += int(res.Events)
 	}
 	t.Logf("%d seeds, %d requests, %d events in %v", n, reqs, events, time.Since(start))
+}
+
+// TestSwarmFresh runs a few seeds nobody ran before (drawn from the clock):
+// over many CI runs they cover far more than the fixed list. A failure
+// names its seed and the command that replays it.
+func TestSwarmFresh(t *testing.T) {
+	base := uint64(time.Now().UnixNano())
+	for i := range *freshFlag {
+		seed := base + uint64(i)*0x9e3779b97f4a7c15
+		if _, err := RunSeed(seed, Options{}); err != nil {
+			t.Fatalf("fresh seed: %v", err)
+		}
+	}
+	t.Logf("fresh seeds %d.. (step 0x9e3779b97f4a7c15): %d passed", base, *freshFlag)
 }
 
 func TestSwarmOtherPolicies(t *testing.T) {
