@@ -264,6 +264,8 @@ type request struct {
 	// recomputed rather than loaded in a loop).
 	loading bool
 	loaded  bool
+	// stopped: finished by Stop (a stop condition of the edge): no lease.
+	stopped bool
 }
 
 // Core is one engine: pool, scheduler and request lifecycle. It is pure
@@ -522,6 +524,25 @@ func (c *Core) Abort(now clock.Instant, id string) AbortResult {
 	return Aborted
 }
 
+// Stop finishes a live request with status stopped: a stop condition the
+// edge detected (a stop string on the detokenized text) rather than the
+// core. It frees what the request holds as Abort does, counts it as
+// finished stopped, and grants no lease (whatever was asked, the client
+// has its whole answer). Stopping an unknown or finished request changes
+// nothing, not even a finished request's lease, and says why.
+func (c *Core) Stop(now clock.Instant, id string) AbortResult {
+	r, ok := c.byExt[id]
+	if !ok {
+		if c.recent.has(id) {
+			return AbortAlreadyFinished
+		}
+		return AbortUnknown
+	}
+	r.stopped = true
+	c.finish(now, r, sched.FinishedStopped, model.NoToken)
+	return Aborted
+}
+
 // Step schedules the next batch if none is executing, and returns it with
 // the outputs and events produced since the previous Step.
 func (c *Core) Step(now clock.Instant) Ready {
@@ -678,7 +699,7 @@ func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
 	var grant *xfer.Grant
 	if r.Hold != 0 {
 		st := r.Status()
-		if c.producer != nil && r.remoteDecode && (st == sched.FinishedLength || st == sched.FinishedStopped) && r.NumComputed > 0 {
+		if c.producer != nil && r.remoteDecode && !r.stopped && (st == sched.FinishedLength || st == sched.FinishedStopped) && r.NumComputed > 0 {
 			bs := c.cfg.Pool.BlockSizeTokens
 			n := min(r.NumComputed, r.NumPromptTokens)
 			blocks := c.pool.Blocks(r.Hold)[:(n+bs-1)/bs]

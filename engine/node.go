@@ -62,6 +62,13 @@ type NodeConfig struct {
 	// set and applies every outstanding completion, so no store or load
 	// hold is left.
 	Offload *tier.Set
+
+	// OnTransfer, if set, is called with each remote-prefix pull a decode
+	// engine finished (Ready.Transfers: pulled, fell back, failed or
+	// dropped), in order, for metrics (kvlease_transfer_seconds). It runs
+	// in the node's loop goroutine: it must return quickly and must not
+	// call the node.
+	OnTransfer func(xfer.Done)
 }
 
 // OpenOffload opens the tiers of core's offload configuration (a
@@ -173,6 +180,7 @@ type Node struct {
 	epoch time.Time
 
 	maxPending int
+	onTransfer func(xfer.Done)
 
 	// mu guards the inbox and the lifecycle flags. The loop owns the core
 	// while started && !closed; outside that window the core is read only
@@ -193,6 +201,8 @@ type Node struct {
 	byInternal  map[uint64]*Stream // streams not yet scheduled, by core id
 	touched     []*Stream
 	idleWaiters []chan struct{}
+	// drainWaiters are closed when the core is Drained.
+	drainWaiters []chan struct{}
 
 	// Transfer edge; tr is nil without a transfer configuration.
 	tr             *tcp.Transport
@@ -202,6 +212,9 @@ type Node struct {
 	runCtx         context.Context   // Run's: dials end with it
 	events         []transport.Event // Poll's buffer
 	reads          []*readStream     // P's reads being streamed, in arrival order
+	// conns are the live transfer connections (bounded by the
+	// transport's MaxConns), closed one by one on a drained exit.
+	conns map[transport.ConnID]struct{}
 
 	// Offload edge; set is nil without offload. completions is
 	// set.Completions() until it is closed, then nil.
@@ -229,6 +242,10 @@ const (
 	msgDrain
 	msgIdle
 	msgDelivered
+	msgReject
+	msgStop
+	msgDrainBy
+	msgDrained
 )
 
 type nodeMsg struct {
@@ -239,7 +256,9 @@ type nodeMsg struct {
 	abort  chan AbortResult
 	stats  chan NodeStats
 	idle   chan struct{}
-	ok     bool // msgDelivered
+	ok     bool          // msgDelivered
+	remote *xfer.Remote  // msgReject: the node's copy
+	at     clock.Instant // msgDrainBy
 }
 
 // NewNode returns a node that will drive core with exec once Run is called.
@@ -264,6 +283,7 @@ func NewNode(core *Core, exec model.Executor, cfg NodeConfig) *Node {
 		cfg:            core.Config(),
 		epoch:          time.Now(),
 		maxPending:     maxPending,
+		onTransfer:     cfg.OnTransfer,
 		wake:           make(chan struct{}, 1),
 		done:           make(chan struct{}),
 		streams:        make(map[string]*Stream),
@@ -275,6 +295,7 @@ func NewNode(core *Core, exec model.Executor, cfg NodeConfig) *Node {
 			panic("engine: NewNode: a core with a transfer configuration needs NodeConfig.Transport")
 		}
 		n.tr = cfg.Transport
+		n.conns = make(map[transport.ConnID]struct{})
 		if core.Producer() != nil {
 			n.endpoint, n.hasEndpoint = endpointOf(n.cfg.EngineID, cfg.Transport.Addr(), cfg.AdvertiseHost)
 		}
@@ -412,12 +433,13 @@ func (n *Node) Run(ctx context.Context) error {
 				runtime.Gosched()
 				continue
 			}
-		} else if !inFlight && len(n.idleWaiters) > 0 && n.core.Idle() {
-			for _, w := range n.idleWaiters {
-				close(w)
+		} else if !inFlight {
+			if len(n.idleWaiters) > 0 && n.core.Idle() {
+				n.idleWaiters = closeAll(n.idleWaiters)
 			}
-			clear(n.idleWaiters)
-			n.idleWaiters = n.idleWaiters[:0]
+			if len(n.drainWaiters) > 0 && n.core.Drained() {
+				n.drainWaiters = closeAll(n.drainWaiters)
+			}
 		}
 		if n.pump(now) {
 			// A read ended: the core may have messages for the peer.
@@ -457,6 +479,15 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		timer.Stop()
 	}
+}
+
+// closeAll closes every channel of ws and returns ws emptied.
+func closeAll(ws []chan struct{}) []chan struct{} {
+	for _, w := range ws {
+		close(w)
+	}
+	clear(ws)
+	return ws[:0]
 }
 
 // selfWake makes the next wait return at once.
@@ -549,8 +580,10 @@ func (n *Node) pollTransport(now clock.Instant) {
 		s := xfer.SessionID(ev.Conn)
 		switch ev.Kind {
 		case transport.Accepted:
+			n.conns[ev.Conn] = struct{}{}
 			n.core.PeerAccepted(now, s)
 		case transport.Dialed:
+			n.conns[ev.Conn] = struct{}{}
 			// Event.Remote is the address exactly as dialed: the
 			// consumer's peer key.
 			n.core.PeerDialed(now, string(ev.Remote), s)
@@ -561,6 +594,7 @@ func (n *Node) pollTransport(now clock.Instant) {
 			n.core.PeerMessage(now, s, ev.Msg)
 		case transport.Closed:
 			n.log.Debug("transfer connection closed", "peer", string(ev.Remote), "reason", ev.Reason)
+			delete(n.conns, ev.Conn)
 			n.dropStreams(now, ev.Conn)
 			n.core.PeerClosed(now, s)
 		}
@@ -572,6 +606,11 @@ func (n *Node) pollTransport(now clock.Instant) {
 // handling here: the connection is broken or closing, and its Closed event
 // tells the core.
 func (n *Node) transfer(now clock.Instant, rd Ready) {
+	if n.onTransfer != nil {
+		for _, d := range rd.Transfers {
+			n.onTransfer(d)
+		}
+	}
 	if n.tr == nil {
 		return
 	}
@@ -610,7 +649,33 @@ func (n *Node) transfer(now clock.Instant, rd Ready) {
 // no Closed event will come for it.
 func (n *Node) closeConn(now clock.Instant, id transport.ConnID) {
 	n.dropStreams(now, id)
+	delete(n.conns, id)
 	n.tr.Close(id)
+}
+
+// shutdownLinger bounds how long a drained node waits, on exit, for its
+// last transfer frames to be written and its peers to close.
+const shutdownLinger = time.Second
+
+// linger closes every transfer connection after its queued frames — the
+// last acknowledgements of a drained engine, such as P's RELEASE_ACK for
+// the read that ended its drain, without which D would retry its release
+// until the lease's deadline — and waits, at most shutdownLinger, for the
+// peers to close theirs.
+func (n *Node) linger() {
+	if len(n.conns) == 0 {
+		return
+	}
+	for id := range n.conns {
+		n.tr.Close(id) // flushes what is queued, then closes for writing
+	}
+	clear(n.conns)
+	deadline := time.Now().Add(shutdownLinger)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for n.tr.Conns() > 0 && time.Now().Before(deadline) {
+		<-tick.C
+	}
 }
 
 // dropStreams ends the reads streaming on connection id unsuccessfully.
@@ -708,6 +773,14 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 			n.idleWaiters = append(n.idleWaiters, m.idle)
 		case msgDelivered:
 			n.core.Delivered(now, m.id, m.ok)
+		case msgReject:
+			n.core.Reject(now, m.remote)
+		case msgStop:
+			m.abort <- n.core.Stop(now, m.id)
+		case msgDrainBy:
+			n.core.DrainBy(m.at)
+		case msgDrained:
+			n.drainWaiters = append(n.drainWaiters, m.idle)
 		}
 	}
 }
@@ -824,6 +897,8 @@ func (n *Node) shutdown(res *model.StepResult, inFlight bool) {
 	n.mu.Unlock()
 
 	now := n.Now()
+	// Drained: a graceful exit, after which the peers get our last frames.
+	graceful := n.core.Drained()
 	n.core.Drain()
 	n.draining.Store(true)
 	if inFlight {
@@ -876,13 +951,16 @@ func (n *Node) shutdown(res *model.StepResult, inFlight bool) {
 		n.route(rd.Outputs)
 		n.transfer(now, rd)
 		n.submitOffload(now, rd)
+		if graceful {
+			n.linger()
+		}
 		n.tr.Shutdown()
 	}
 	n.closeOffload(now)
-	for _, w := range n.idleWaiters {
-		close(w)
-	}
+	closeAll(n.idleWaiters)
 	n.idleWaiters = nil
+	closeAll(n.drainWaiters)
+	n.drainWaiters = nil
 	n.mu.Lock()
 	n.final = n.snapshot(now)
 	n.mu.Unlock()
@@ -927,9 +1005,11 @@ func (n *Node) SubmitWith(req *Request, opt SubmitOptions) (*Stream, AddResult) 
 	switch {
 	case n.closed || n.draining.Load():
 		n.mu.Unlock()
+		n.Reject(req.Remote)
 		return nil, RejectedShuttingDown
 	case n.pending >= n.maxPending:
 		n.mu.Unlock()
+		n.Reject(req.Remote)
 		return nil, RejectedQueueFull
 	}
 	n.inbox = append(n.inbox, nodeMsg{kind: msgAdd, req: req, stream: s})
@@ -954,6 +1034,37 @@ func (n *Node) Abort(id string) AbortResult {
 		return AbortUnknown
 	}
 	return <-reply
+}
+
+// Stop finishes the live request id with status stopped, as a stop
+// condition the engine does not know would (a stop string, matched by the
+// HTTP layer on the detokenized text), and waits for the loop's answer.
+// Unlike Abort it counts as a success (finished_reason stop), and unlike
+// Abort it never touches a finished request's lease: a request that
+// already finished is reported AbortAlreadyFinished and nothing changes.
+// A stopped request is granted no lease. After Run has returned it
+// reports AbortUnknown.
+func (n *Node) Stop(id string) AbortResult {
+	reply := make(chan AbortResult, 1)
+	if !n.enqueue(nodeMsg{kind: msgStop, id: id, abort: reply}) {
+		return AbortUnknown
+	}
+	return <-reply
+}
+
+// Reject tells the prefill engine that owns remote prefix r that a request
+// carrying it was refused before admission (RELEASE rejected), so P frees
+// its blocks at once. It works in every state of the node, also while it
+// drains; it is a no-op for a nil r, on an engine without a transfer
+// consumer, and after Run has returned (the transport is down: P sees the
+// connection lost). The node copies r; it does not wait for the loop.
+// SubmitWith calls it itself for every request it refuses.
+func (n *Node) Reject(r *xfer.Remote) {
+	if r == nil || n.tr == nil {
+		return
+	}
+	rc := *r
+	n.enqueue(nodeMsg{kind: msgReject, remote: &rc})
 }
 
 // Delivered reports whether the HTTP response carrying request id's lease
@@ -1005,6 +1116,37 @@ func (n *Node) Stats() NodeStats {
 func (n *Node) Drain() {
 	n.draining.Store(true)
 	n.enqueue(nodeMsg{kind: msgDrain})
+}
+
+// DrainBy drains the node (see Drain) and bounds how long it serves its
+// outstanding leases (a prefill engine's): until deadline they are served
+// as usual — read, released or expired — and at deadline every lease still
+// live is released (reason shutdown; a lease being read, when its read
+// ends). Use WaitDrained to wait until nothing is left to serve.
+func (n *Node) DrainBy(deadline time.Time) {
+	n.draining.Store(true)
+	at := clock.Instant(max(deadline.Sub(n.epoch), 0))
+	n.enqueue(nodeMsg{kind: msgDrainBy, at: at})
+}
+
+// WaitDrained waits until a draining node has nothing left to serve (no
+// live request, no step executing, no outstanding lease, no pull and no
+// release notice pending: Core.Drained), or ctx is done (then it returns
+// ctx.Err()). It returns at once once Run has returned. Call Drain or
+// DrainBy first, or it waits for ctx.
+func (n *Node) WaitDrained(ctx context.Context) error {
+	ch := make(chan struct{})
+	if !n.enqueue(nodeMsg{kind: msgDrained, idle: ch}) {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-n.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // WaitIdle waits until no request is live and no step is executing, or ctx

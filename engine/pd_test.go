@@ -82,6 +82,12 @@ type pdNode struct {
 // node's pool; mutate, if set, adjusts the core configuration.
 func startPD(t *testing.T, role Role, id string, xc xfer.Config, exec model.Executor, mutate func(*Config)) *pdNode {
 	t.Helper()
+	return startPDWith(t, role, id, xc, exec, mutate, NodeConfig{})
+}
+
+// startPDWith is startPD with node options (its Transport is set here).
+func startPDWith(t *testing.T, role Role, id string, xc xfer.Config, exec model.Executor, mutate func(*Config), ncfg NodeConfig) *pdNode {
+	t.Helper()
 	cfg := pdConfig(t, role, id, &xc)
 	if mutate != nil {
 		mutate(&cfg)
@@ -110,7 +116,8 @@ func startPD(t *testing.T, role Role, id string, xc xfer.Config, exec model.Exec
 		}
 	}
 	pn.tr = tr
-	pn.Node = NewNode(core, exec, NodeConfig{Transport: tr})
+	ncfg.Transport = tr
+	pn.Node = NewNode(core, exec, ncfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	pn.cancel = cancel
 	go func() {

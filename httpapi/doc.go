@@ -42,8 +42,9 @@
 // finish_reason is "stop" (EOS, a stop string, a stop token id: stop_reason
 // says which string or id), "length" (max_tokens or the context) or "abort"
 // (the engine shut down under the request). Stop strings are applied here,
-// not in the engine: when one matches the request is aborted in the engine
-// at once, its text ends before the stop string (unless
+// not in the engine: when one matches the request is stopped in the engine
+// at once (engine.Node.Stop: it counts as finished_reason stop, not abort,
+// in vllm:request_success_total), its text ends before the stop string (unless
 // include_stop_str_in_output) and completion_tokens counts the tokens up
 // to the one that completed it. usage.prompt_tokens_details.cached_tokens
 // counts the prompt tokens whose KV came from the prefix cache, or, on a

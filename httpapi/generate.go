@@ -51,7 +51,7 @@ type call struct {
 	ntok      int               // tokens received
 	lastAt    clock.Instant     // instant of the last token, for inter-token latency
 	stopped   bool              // a stop string matched
-	aborted   bool              // we aborted the request after the stop string
+	stopSent  bool              // we stopped the request after the stop string
 	finished  bool
 	fin       engine.Output // the finished output
 	wroteHead bool
@@ -283,10 +283,11 @@ func (s *Server) recv(ctx context.Context, c *call, st *engine.Stream) bool {
 	for i := range outs {
 		c.fold(&outs[i])
 	}
-	if c.stopped && !c.finished && !c.aborted {
-		// The engine does not know stop strings: end the request there.
-		c.aborted = true
-		s.eng.Abort(c.id)
+	if c.stopped && !c.finished && !c.stopSent {
+		// The engine does not know stop strings: end the request there,
+		// as a stop (finished_reason stop in the engine's counters too).
+		c.stopSent = true
+		s.eng.Stop(c.id)
 	}
 	return true
 }

@@ -196,14 +196,27 @@ func TestDecodeBadParams(t *testing.T) {
 }
 
 // Without a Rejecter, the server makes the core send the notice: the core
-// counts an invalid submission.
+// counts an invalid submission. (engine.Node is a Rejecter; plainEngine
+// hides its Reject.)
 func TestDecodeRejectionThroughCore(t *testing.T) {
 	n := newNode(t, nodeOpts{role: engine.RoleDecode})
-	_, url := newServer(t, n, nil)
+	_, url := newServer(t, plainEngine{n}, nil)
 	resp := post(t, url+"/v1/completions", strings.Replace(decodeBody(""), testModel, "other", 1))
 	readJSON(t, resp)
 	if got := n.Stats().Rejected[engine.RejectedInvalid]; got != 1 {
 		t.Errorf("core rejections %d, want 1", got)
+	}
+}
+
+// plainEngine is an Engine that is not a Rejecter.
+type plainEngine struct{ Engine }
+
+// The node is the server's Rejecter: a decode engine's own refusals reach
+// P through it, also while it drains.
+func TestNodeIsRejecter(t *testing.T) {
+	var eng Engine = newNode(t, nodeOpts{role: engine.RoleDecode})
+	if _, ok := eng.(Rejecter); !ok {
+		t.Fatal("engine.Node is not a Rejecter")
 	}
 }
 

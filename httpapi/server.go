@@ -21,10 +21,13 @@ import (
 )
 
 // Engine is what the server needs of an engine. *engine.Node implements
-// it; tests wrap a Node to observe calls.
+// it (and Rejecter); tests wrap a Node to observe calls.
 type Engine interface {
 	SubmitWith(req *engine.Request, opt engine.SubmitOptions) (*engine.Stream, engine.AddResult)
 	Abort(id string) engine.AbortResult
+	// Stop finishes a live request with status stopped (a stop string
+	// matched here, on the text): counted as a success, not an abort.
+	Stop(id string) engine.AbortResult
 	Delivered(id string, ok bool)
 	Stats() engine.NodeStats
 	Config() engine.Config

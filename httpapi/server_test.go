@@ -209,6 +209,11 @@ func TestStopString(t *testing.T) {
 		}
 	}
 	waitFor(t, "the stopped requests to be freed", func() bool { s := n.Stats(); return s.Requests == 0 && s.Pool.Held == 0 })
+	// A stop string is a success, not an abort, in the engine's counters
+	// (vllm:request_success_total{finished_reason}).
+	if st := n.Stats(); st.Finished[sched.FinishedAborted] != 0 {
+		t.Errorf("stop strings counted as aborts: %v", st.Finished)
+	}
 }
 
 // A stop token id ends generation with stop_reason the id, and its text

@@ -20,6 +20,7 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/metrics"
 	msim "github.com/kvlease/kvlease/model/sim"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/offload/tier"
@@ -102,7 +103,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	secretFile := fs.String("cluster-secret-file", "", "file holding the secret P and D engines share (or set "+secretEnv+")")
 	seed := fs.Uint64("seed", 0, "model seed: engines that exchange KV must use the same")
 	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 beyond)")
-	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, time given to requests in flight before they are aborted")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, time given to requests in flight, and to a prefill engine's outstanding leases, before they are aborted and released")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	offloadTiers := fs.String("offload", "", "offload tiers for KV blocks: cpu:SIZE, disk:PATH:SIZE or both comma-separated "+
 		"(SIZE such as 512MiB, 8G or 4096blocks); empty: no offload")
@@ -344,9 +345,17 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		return nil, err
 	}
 	es.set = ncfg.Offload
+	// The metrics read the node, which is made below and never scraped
+	// before it exists; the node feeds the pull durations to them.
+	m := metrics.New(f.model, metrics.SourceFunc(func() engine.NodeStats { return es.node.Stats() }))
+	ncfg.OnTransfer = func(d xfer.Done) {
+		if d.Outcome == xfer.Pulled {
+			m.ObserveTransfer(d.Duration)
+		}
+	}
 	es.node = engine.NewNode(core, msim.New(f.prof, core.Pool(), f.seed), ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes,
-		Version: version(), Logger: log})
+		Version: version(), Logger: log, Metrics: m})
 	if err != nil {
 		es.close()
 		return nil, err
@@ -378,10 +387,14 @@ func (es *engineServer) close() {
 // URL is the engine's HTTP base URL.
 func (es *engineServer) URL() string { return es.urlStr }
 
-// Run serves until ctx ends, then shuts down gracefully: the engine stops
-// admitting (new requests get 503, /health 503), the listener closes,
-// requests in flight get up to the drain timeout to finish, the rest are
-// aborted (their clients see finish_reason abort), and Run returns nil.
+// Run serves until ctx ends, then shuts down gracefully (SCENARIOS S23):
+// the engine stops admitting (new requests get 503, /health 503), the HTTP
+// listener closes, and within the drain timeout requests in flight finish
+// and a prefill engine keeps serving its outstanding leases over the
+// transfer port until they are read, released or expire. When nothing is
+// left (or at the timeout: leases still live are then released, requests
+// still running aborted, their clients seeing finish_reason abort) Run
+// returns nil.
 func (es *engineServer) Run(ctx context.Context) error {
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	defer stopNode()
@@ -397,16 +410,21 @@ func (es *engineServer) Run(ctx context.Context) error {
 		return fmt.Errorf("serving HTTP: %v", err)
 	}
 	start := time.Now()
-	es.log.Info("draining", "timeout", es.f.drain)
-	es.node.Drain()
-	drainCtx, cancel := context.WithTimeout(context.Background(), es.f.drain)
+	deadline := start.Add(es.f.drain)
+	st := es.node.Stats()
+	leases := 0
+	if st.Producer != nil {
+		leases = st.Producer.Active
+	}
+	es.log.Info("draining", "timeout", es.f.drain, "requests", st.Requests, "leases", leases)
+	es.node.DrainBy(deadline)
+	drainCtx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- es.http.Shutdown(drainCtx) }()
-	idleErr := es.node.WaitIdle(drainCtx)
-	if idleErr != nil {
+	if err := es.node.WaitDrained(drainCtx); err != nil {
 		// Out of time: abort what is left; its handlers then answer and
-		// return.
+		// return. (The node released its leases at the deadline.)
 		es.log.Warn("drain timeout: aborting the requests in flight", "timeout", es.f.drain)
 	}
 	stopNode()
@@ -421,9 +439,13 @@ func (es *engineServer) Run(ctx context.Context) error {
 			es.http.Close()
 		}
 	}
-	st := es.node.Stats()
-	es.log.Info("stopped", "drained_in", time.Since(start).Round(time.Millisecond),
-		"aborted", st.Finished[sched.FinishedAborted], "held_blocks", st.Pool.Held)
+	st = es.node.Stats()
+	attrs := []any{"drained_in", time.Since(start).Round(time.Millisecond),
+		"aborted", st.Finished[sched.FinishedAborted], "held_blocks", st.Pool.Held}
+	if p := st.Producer; p != nil {
+		attrs = append(attrs, "leases_read", p.Released[wire.ReasonReadDone], "leases_ended_at_shutdown", p.Released[wire.ReasonShutdown])
+	}
+	es.log.Info("stopped", attrs...)
 	return nil
 }
 

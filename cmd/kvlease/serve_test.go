@@ -274,3 +274,71 @@ func get(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// S23: a prefill engine told to stop (SIGTERM) with a lease outstanding
+// refuses new requests, keeps serving the lease until the decode engine
+// has read it, then exits 0 well before its drain timeout. The decode
+// engine's kvlease_transfer_seconds counts the pull.
+func TestServePrefillDrainServesOutstandingLease(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "s")
+	os.WriteFile(secret, []byte(strings.Repeat("ab", 32)), 0o600)
+	common := []string{"--transfer-port", "0", "--cluster-secret-file", secret, "--profile", "zero", "--model", "m"}
+	pURL, stopP, pExited, pErr := serveInProcess(t, append([]string{"--role", "prefill", "--drain-timeout", "1m"}, common...)...)
+	dURL, stopD, dExited, dErr := serveInProcess(t, append([]string{"--role", "decode"}, common...)...)
+
+	const req = `{"model":"m","prompt":"the lease outlives the engine's last request","max_tokens":6,"ignore_eos":true,"temperature":0`
+	resp, err := http.Post(pURL+"/v1/completions", "application/json",
+		strings.NewReader(req+`,"kv_transfer_params":{"do_remote_decode":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pOut struct {
+		KV json.RawMessage `json:"kv_transfer_params"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || json.Unmarshal(raw, &pOut) != nil || !bytes.Contains(pOut.KV, []byte(`"lease_token"`)) {
+		t.Fatalf("P answered %d %s", resp.StatusCode, raw)
+	}
+
+	stopP() // SIGTERM
+	waitForOutput(t, pErr, regexp.MustCompile(`msg=draining .*leases=1`), pExited)
+	if resp, err := http.Post(pURL+"/v1/completions", "application/json", strings.NewReader(req+`}`)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("draining P answered a new request with %d", resp.StatusCode)
+		}
+	}
+
+	resp, err = http.Post(dURL+"/v1/completions", "application/json",
+		strings.NewReader(req+`,"kv_transfer_params":`+string(pOut.KV)+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dOut struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+			Details      struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	raw, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || json.Unmarshal(raw, &dOut) != nil || dOut.Usage.Details.Cached != dOut.Usage.PromptTokens {
+		t.Fatalf("D answered %d %s; want the prompt pulled from P", resp.StatusCode, raw)
+	}
+	if code := <-pExited; code != 0 {
+		t.Errorf("P exit %d; stderr %s", code, pErr.String())
+	}
+	if !regexp.MustCompile(`msg=stopped .*leases_read=1 leases_ended_at_shutdown=0`).MatchString(pErr.String()) {
+		t.Errorf("P's stop log does not show the lease read: %s", pErr.String())
+	}
+	if m := get(t, dURL+"/metrics"); !strings.Contains(m, `kvlease_transfer_seconds_count{model_name="m"} 1`) {
+		t.Errorf("D's kvlease_transfer_seconds did not count the pull:\n%s", m)
+	}
+	stopD()
+	if code := <-dExited; code != 0 {
+		t.Errorf("D exit %d; stderr %s", code, dErr.String())
+	}
+}
