@@ -305,8 +305,9 @@ func printDemoIntro(w io.Writer, o *demoOptions) {
 		bound += fmt.Sprintf(" or %d requests", o.requests)
 	}
 	fmt.Fprintf(w, "kvlease demo: one faulty workload on a local P/D cluster under each release policy (%s)\n", strings.Join(names, ", "))
-	fmt.Fprintf(w, "  cluster: %d prefill + %d decode engines (%s profile), started fresh for each policy; the decode engines run\n", demoPrefill, demoDecode, demoProfile)
-	fmt.Fprintf(w, "    %d requests at a time each, below the load, so requests wait in their queues while the prefill holds their KV\n", o.decodeSeqs)
+	fmt.Fprintf(w, "  cluster: %d prefill engine (%d KV blocks) + %d decode engines, %s profile, started fresh for each policy;\n",
+		demoPrefill, o.prefillBlocks, demoDecode, demoProfile)
+	fmt.Fprintf(w, "    each decode engine runs %d requests at a time, below the load: requests wait in its queue while the prefill holds their KV\n", o.decodeSeqs)
 	fmt.Fprintf(w, "  load: %s, %d clients, prompts of %s tokens, %d output tokens, seed %d\n",
 		bound, o.concurrency, demoInputLen, demoOutputTokens, o.seed)
 	fmt.Fprintf(w, "  faults: %.0f%% of requests abandoned by their client (within %v of sending, or mid-stream);\n", o.abortRate*100, demoAbortMaxDelay)
