@@ -3,80 +3,200 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/wire"
 )
 
-// BenchmarkTransfer streams BLOCK frames from P to D over loopback, the way
-// an engine node streams a read: P's loop sends while Writable and waits on
-// Ready otherwise; D's loop polls. MB/s is block payload throughput. Block
-// sizes: the tiny profile's 16-token block (4 KiB), a mid size, and an
-// 8B-class model's 16-token block (2 MiB).
+// benchPair is a connected P (listening) and D (dialing) over loopback.
+type benchPair struct {
+	p, d   *Transport
+	pc, dc transport.ConnID
+}
+
+func newBenchPair(b *testing.B, cfg Config) *benchPair {
+	b.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Shutdown)
+	if err := p.Listen("127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	d, _ := New(cfg)
+	b.Cleanup(d.Shutdown)
+	bp := &benchPair{p: p, d: d, dc: d.Dial(context.Background(), p.Addr())}
+	var evs []transport.Event
+	for bp.pc == 0 {
+		<-p.Ready()
+		for _, ev := range p.Poll(evs[:0]) {
+			if ev.Kind == transport.Accepted {
+				bp.pc = ev.Conn
+			}
+		}
+	}
+	return bp
+}
+
+// stream sends n copies of block from P to D the way an engine node
+// streams a read (P's loop sends while Writable and waits on Ready
+// otherwise; D's loop polls) and returns when D has received them all.
+func (bp *benchPair) stream(b *testing.B, block *wire.Block, n int) {
+	sendErr := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; {
+			if !bp.p.Writable(bp.pc) {
+				<-bp.p.Ready()
+				bp.p.Poll(nil)
+				continue
+			}
+			block.Index = uint32(i)
+			if !bp.p.Send(bp.pc, block) {
+				sendErr <- fmt.Errorf("Send %d failed", i)
+				return
+			}
+			i++
+		}
+		sendErr <- nil
+	}()
+	var evs []transport.Event
+	for got := 0; got < n; {
+		<-bp.d.Ready()
+		evs = bp.d.Poll(evs[:0])
+		for _, ev := range evs {
+			switch ev.Kind {
+			case transport.Received:
+				got++
+			case transport.Closed:
+				b.Fatalf("connection closed: %v", ev)
+			}
+		}
+		clear(evs)
+	}
+	if err := <-sendErr; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkTransfer streams BLOCK frames from P to D over loopback. MB/s is
+// block payload throughput. Block sizes: the tiny profile's 16-token block
+// (4 KiB), a mid size, and an 8B-class model's 16-token block (2 MiB).
+//
+// The "1GiB" cases move 1 GiB of llama-8b blocks (512 × 2 MiB) per
+// iteration through the transport, then the same bytes over a plain
+// loopback TCP socket pair (the writer writes each 2 MiB block with one
+// Write, the reader reads it into one reused buffer), and report both
+// throughputs and their ratio (target: kvlease ≥ 0.8 × plain): "lend" with
+// Config.LendBlockData (the receiver reuses its frame buffers), "own"
+// without (a fresh buffer per block). Run them alone with
+// -bench 'Transfer/1GiB' -benchtime 3x.
 func BenchmarkTransfer(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 2 << 20} {
 		b.Run(fmt.Sprintf("block=%dKiB", size>>10), func(b *testing.B) {
-			p, err := New(Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Shutdown()
-			if err := p.Listen("127.0.0.1:0"); err != nil {
-				b.Fatal(err)
-			}
-			d, _ := New(Config{})
-			defer d.Shutdown()
-			dc := d.Dial(context.Background(), p.Addr())
-			var pc transport.ConnID
-			var evs []transport.Event
-			for pc == 0 {
-				<-p.Ready()
-				for _, ev := range p.Poll(evs[:0]) {
-					if ev.Kind == transport.Accepted {
-						pc = ev.Conn
-					}
-				}
-			}
+			bp := newBenchPair(b, Config{})
 			block := &wire.Block{ReadID: 1, Lease: 1, Tokens: 16, Digests: make([]uint64, 16), Data: make([]byte, size)}
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
-			sendErr := make(chan error, 1)
-			go func() {
-				for i := 0; i < b.N; {
-					if !p.Writable(pc) {
-						<-p.Ready()
-						p.Poll(nil)
-						continue
-					}
-					block.Index = uint32(i)
-					if !p.Send(pc, block) {
-						sendErr <- fmt.Errorf("Send %d failed", i)
-						return
-					}
-					i++
-				}
-				sendErr <- nil
-			}()
-			got := 0
-			for got < b.N {
-				<-d.Ready()
-				evs = d.Poll(evs[:0])
-				for _, ev := range evs {
-					switch ev.Kind {
-					case transport.Received:
-						got++
-					case transport.Closed:
-						b.Fatalf("connection closed: %v", ev)
-					}
-				}
-				clear(evs)
-			}
-			if err := <-sendErr; err != nil {
-				b.Fatal(err)
-			}
-			_ = dc
+			bp.stream(b, block, b.N)
 		})
+	}
+	for _, lend := range []bool{true, false} {
+		name := "1GiB/block=2MiB/lend"
+		if !lend {
+			name = "1GiB/block=2MiB/own"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkGiB(b, Config{LendBlockData: lend}) })
+	}
+}
+
+// benchmarkGiB is BenchmarkTransfer's 1 GiB case under cfg.
+func benchmarkGiB(b *testing.B, cfg Config) {
+	const (
+		blockBytes = 2 << 20
+		totalBytes = 1 << 30
+		numBlocks  = totalBytes / blockBytes
+	)
+	bp := newBenchPair(b, cfg)
+	pw, pr := plainPair(b)
+	data := make([]byte, blockBytes)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	block := &wire.Block{ReadID: 1, Lease: 1, Tokens: 16, Digests: make([]uint64, 16), Data: data}
+	readBuf := make([]byte, blockBytes)
+	// The two alternate every 64 MiB, so that both see the same machine:
+	// on a shared machine the load changes from second to second.
+	const roundBlocks = 32
+	var kv, plain time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for range numBlocks / roundBlocks {
+			start := time.Now()
+			bp.stream(b, block, roundBlocks)
+			kv += time.Since(start)
+
+			start = time.Now()
+			plainStream(b, pw, pr, data, readBuf, roundBlocks)
+			plain += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	mb := float64(b.N) * totalBytes / 1e6
+	kvRate, plainRate := mb/kv.Seconds(), mb/plain.Seconds()
+	b.ReportMetric(kvRate, "kvlease-MB/s")
+	b.ReportMetric(plainRate, "plain-MB/s")
+	b.ReportMetric(kvRate/plainRate, "ratio")
+}
+
+// plainPair is a connected loopback TCP pair: w writes, r reads.
+func plainPair(b *testing.B) (w, r net.Conn) {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	w, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r = <-accepted
+	if r == nil {
+		b.Fatal("accept failed")
+	}
+	b.Cleanup(func() { w.Close(); r.Close() })
+	return w, r
+}
+
+// plainStream writes n copies of data on w and reads them from r.
+func plainStream(b *testing.B, w, r net.Conn, data, readBuf []byte, n int) {
+	writeErr := make(chan error, 1)
+	go func() {
+		for range n {
+			if _, err := w.Write(data); err != nil {
+				writeErr <- err
+				return
+			}
+		}
+		writeErr <- nil
+	}()
+	for range n {
+		if _, err := io.ReadFull(r, readBuf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-writeErr; err != nil {
+		b.Fatal(err)
 	}
 }

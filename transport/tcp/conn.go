@@ -3,6 +3,7 @@ package tcp
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,7 @@ type conn struct {
 	cancelDial   context.CancelFunc
 
 	lastDeadline time.Time // reader-owned
+	maxDelivered int       // reader-owned: the largest frame the peer has sent
 }
 
 func newConn(t *Transport, id transport.ConnID, remote transport.Addr) *conn {
@@ -273,13 +275,22 @@ func (c *conn) readLoop() {
 	defer c.t.wg.Done()
 	t := c.t
 	br := bufio.NewReaderSize(deadlineReader{c}, readBufferBytes)
+	lend := t.cfg.LendBlockData
 	var buf []byte
 	for {
+		if lend {
+			var err error
+			if buf, err = c.pooledBuffer(br, buf); err != nil {
+				c.fail(c.readReason(err))
+				break
+			}
+		}
 		frame, err := wire.ReadFrame(br, buf[:0], t.cfg.MaxFrameBytes)
 		if err != nil {
 			c.fail(c.readReason(err))
 			break
 		}
+		c.maxDelivered = max(c.maxDelivered, len(frame))
 		if isKeepalive(frame) {
 			buf = frame
 			continue
@@ -290,16 +301,29 @@ func (c *conn) readLoop() {
 			break
 		}
 		// A Block's Data aliases the frame: the frame goes with it to the
-		// owner, and the next frame gets a new buffer.
-		if _, isBlock := m.(*wire.Block); isBlock || cap(frame) > maxKeptReadBuffer {
+		// owner (as a loan with LendBlockData), and the next frame gets
+		// another buffer.
+		var lent []byte
+		if _, isBlock := m.(*wire.Block); isBlock {
+			if lend {
+				lent = frame
+			}
+			buf = nil
+		} else if cap(frame) > maxKeptReadBuffer {
+			if lend {
+				putBuf(frame) // Decode copied what it needs
+			}
 			buf = nil
 		} else {
 			buf = frame
 		}
 		if c.ownerClosed.Load() {
+			if lent != nil {
+				putBuf(lent)
+			}
 			continue // draining after the owner's Close
 		}
-		if !t.push(c, transport.Event{Kind: transport.Received, Conn: c.id, Remote: c.remote, Msg: m}) {
+		if !t.pushLent(c, transport.Event{Kind: transport.Received, Conn: c.id, Remote: c.remote, Msg: m}, lent) {
 			c.fail(ReasonTransportClosed)
 			break
 		}
@@ -308,6 +332,36 @@ func (c *conn) readLoop() {
 		t.push(c, transport.Event{Kind: transport.Closed, Conn: c.id, Remote: c.remote, Reason: c.failReason()})
 	}
 	t.forget(c)
+}
+
+// pooledFrameBytes is the frame size up to which a reader with
+// LendBlockData takes a pool buffer on the length prefix alone: what
+// wire.ReadFrame would allocate for it anyway.
+const pooledFrameBytes = 1 << 20
+
+// pooledBuffer returns the buffer to read the next frame into, with
+// LendBlockData: buf if it is large enough; else a pool buffer of the
+// frame's size if the frame is small or the peer has already delivered a
+// frame at least as large, so a length prefix alone still buys no more
+// memory than the peer has shown it sends; else buf, and wire.ReadFrame
+// grows a buffer as the bytes arrive. It blocks until the length prefix
+// is in.
+func (c *conn) pooledBuffer(br *bufio.Reader, buf []byte) ([]byte, error) {
+	hdr, err := br.Peek(4)
+	if err != nil {
+		if errors.Is(err, io.EOF) && br.Buffered() > 0 {
+			err = fmt.Errorf("%w: stream ended inside a frame: %w", wire.ErrTruncated, io.ErrUnexpectedEOF)
+		}
+		return nil, err
+	}
+	need := int(binary.BigEndian.Uint32(hdr)) + 1 // the type byte
+	if cap(buf) >= need || need > c.t.cfg.MaxFrameBytes+1 || (need > pooledFrameBytes && need > c.maxDelivered) {
+		return buf, nil
+	}
+	if buf != nil {
+		putBuf(buf)
+	}
+	return getBuf(need), nil
 }
 
 func (c *conn) readReason(err error) string {

@@ -69,6 +69,16 @@ type Config struct {
 	// MaxEvents bounds the events waiting for Poll. While the queue is
 	// full, connections stop reading their sockets.
 	MaxEvents int
+	// LendBlockData makes a received wire.Block's Data a loan instead of a
+	// gift: it is valid only until the owner's next Poll, which recycles
+	// its buffer for a later frame. Set it when the owner consumes each
+	// block (copies its data out) while handling the events of the Poll
+	// that returned it, as the engine node does: the receiver then reads
+	// block frames into reused buffers instead of allocating (and having
+	// the kernel fault in) fresh memory for every block, which at 2 MiB per
+	// block is most of the cost of a transfer (BenchmarkTransfer). Off by
+	// default: a received Block owns its Data.
+	LendBlockData bool
 	// Logger receives rare operational logs (accept errors). Nil discards.
 	Logger *slog.Logger
 }
@@ -173,6 +183,7 @@ type Transport struct {
 	evMu   sync.Mutex
 	events []queued
 	spare  []queued
+	lent   [][]byte      // Poll's: frame buffers of the blocks the last Poll returned (LendBlockData)
 	slots  chan struct{} // a token per queued event: capacity MaxEvents
 	ready  chan struct{} // capacity 1: "Poll has something, or a window opened"
 	done   chan struct{} // closed by Close
@@ -181,8 +192,9 @@ type Transport struct {
 }
 
 type queued struct {
-	c  *conn // nil for events of no connection
-	ev transport.Event
+	c    *conn // nil for events of no connection
+	ev   transport.Event
+	lent []byte // with LendBlockData: the frame buffer ev.Msg's Data aliases
 }
 
 // New returns a Transport that dials only; Listen adds a listener.
@@ -266,7 +278,14 @@ func (t *Transport) signal() {
 // Poll appends the queued events to buf, in the order they happened per
 // connection, and returns it. Events of a connection that the owner has
 // closed are dropped, so nothing is delivered on a ConnID after Close(id).
+// With Config.LendBlockData, Poll first takes back the buffers of the
+// blocks the previous Poll returned: their Data is no longer valid.
 func (t *Transport) Poll(buf []transport.Event) []transport.Event {
+	for i, b := range t.lent {
+		putBuf(b)
+		t.lent[i] = nil
+	}
+	t.lent = t.lent[:0]
 	t.evMu.Lock()
 	q := t.events
 	t.events, t.spare = t.spare[:0], nil
@@ -274,9 +293,15 @@ func (t *Transport) Poll(buf []transport.Event) []transport.Event {
 	for i := range q {
 		<-t.slots
 		if c := q[i].c; c != nil && c.ownerClosed.Load() {
+			if q[i].lent != nil {
+				putBuf(q[i].lent)
+			}
 			continue
 		}
 		buf = append(buf, q[i].ev)
+		if q[i].lent != nil {
+			t.lent = append(t.lent, q[i].lent)
+		}
 	}
 	clear(q)
 	t.evMu.Lock()
@@ -290,6 +315,12 @@ func (t *Transport) Poll(buf []transport.Event) []transport.Event {
 // push queues ev for Poll, waiting while the queue is full. It returns false
 // (and queues nothing) once the transport is closed.
 func (t *Transport) push(c *conn, ev transport.Event) bool {
+	return t.pushLent(c, ev, nil)
+}
+
+// pushLent is push of a received block whose Data aliases the pool buffer
+// lent (nil: none), which Poll recycles one Poll later.
+func (t *Transport) pushLent(c *conn, ev transport.Event, lent []byte) bool {
 	select {
 	case <-t.done:
 		return false
@@ -304,7 +335,7 @@ func (t *Transport) push(c *conn, ev transport.Event) bool {
 		ev.Local = *a
 	}
 	t.evMu.Lock()
-	t.events = append(t.events, queued{c, ev})
+	t.events = append(t.events, queued{c, ev, lent})
 	t.evMu.Unlock()
 	t.signal()
 	return true
