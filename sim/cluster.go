@@ -12,6 +12,7 @@ import (
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	msim "github.com/kvlease/kvlease/model/sim"
+	"github.com/kvlease/kvlease/proxy/route"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/transport/memnet"
@@ -42,7 +43,17 @@ type Spec struct {
 	ReadBandwidth float64
 	// HTTPDelay is the one-way latency between the proxy and an engine.
 	HTTPDelay time.Duration
+	// Routing, when set, is the proxy's routing policy (proxy/route) for
+	// requests whose P or D is nil: the proxy picks each leg's engine when
+	// it sends the leg, from the loads it sees — its own legs in flight,
+	// each engine's waiting requests and KV usage (scraped fresh), and a
+	// pause (RoutingPause) after an engine could not be reached.
+	Routing *route.Config
 }
+
+// RoutingPause is how long the in-sim proxy passes over an engine it could
+// not reach.
+const RoutingPause = time.Second
 
 // DefaultSpec is a small 1P1D cluster on the tiny profile with the lease
 // policy.
@@ -145,7 +156,11 @@ type Req struct {
 	// nobody ever presents the lease token.
 	LostAfterPrefill bool
 
+	// P and D are the request's engines; nil ones are chosen by the
+	// proxy's routing policy (Spec.Routing) when it sends the leg.
 	P, D *Node
+	// leg is the engine with the proxy's outstanding leg, for routing.
+	leg *Node
 
 	Tokens []int32 // received from D
 	Status sched.Status
@@ -226,6 +241,13 @@ type Cluster struct {
 	// partition began or ended, a connection between them broke).
 	lastFault map[[2]transport.Addr]clock.Instant
 
+	// The proxy's routing state (Spec.Routing).
+	pickP, pickD *route.Picker
+	inFlight     map[*Node]int
+	downUntil    map[*Node]clock.Instant
+	loads        []route.Load
+	cands        []*Node
+
 	byLease map[leaseKey]*Req
 	// EarlyFrees counts leases that expired while their request waited
 	// for them at a decoder that was up and could reach P: memory freed
@@ -282,6 +304,10 @@ func New(spec Spec) *Cluster {
 		byLease:   map[leaseKey]*Req{},
 	}
 	c.faultRng = rand.New(rand.NewPCG(spec.Seed, 0x6d7367))
+	if spec.Routing != nil {
+		c.pickP, c.pickD = route.NewPicker(*spec.Routing), route.NewPicker(*spec.Routing)
+		c.inFlight, c.downUntil = map[*Node]int{}, map[*Node]clock.Instant{}
+	}
 	c.Net = memnet.New(rand.New(rand.NewPCG(spec.Seed, 0x6e6574)), spec.Faults)
 	for i := 0; i < spec.Prefill; i++ {
 		c.addNode(transport.Addr(fmt.Sprintf("p%d", i)), engine.RolePrefill)
@@ -431,6 +457,10 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 			if r.clientGone {
 				return
 			}
+			if r.P == nil {
+				r.P = c.route(engine.RolePrefill)
+			}
+			c.legStart(r, r.P)
 			ok := c.call(r.P, r, func() {
 				if r.clientGone {
 					return
@@ -444,10 +474,64 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 				}
 			})
 			if !ok {
+				c.unreachable(r.P)
 				c.fail(r, "prefill unreachable", 502)
 			}
 		})
 	})
+}
+
+// route picks an engine of role for a leg with the proxy's routing policy.
+func (c *Cluster) route(role engine.Role) *Node {
+	pick := c.pickD
+	if role == engine.RolePrefill {
+		pick = c.pickP
+	}
+	if pick == nil {
+		panic("sim: a request without engines and no Spec.Routing")
+	}
+	c.loads, c.cands = c.loads[:0], c.cands[:0]
+	for _, n := range c.Nodes {
+		if n.Role != role {
+			continue
+		}
+		l := route.Load{InFlight: c.inFlight[n], DownUntil: c.downUntil[n]}
+		if !n.Crashed && !n.Hung { // a scrape of a dead or hung engine fails
+			st := n.Core.Stats()
+			l.Scraped, l.ScrapedAt = true, c.Now
+			l.Waiting, l.KVUsage = float64(st.Waiting), n.Core.Pool().Usage()
+		}
+		c.loads = append(c.loads, l)
+		c.cands = append(c.cands, n)
+	}
+	i, ok := pick.Pick(c.Now, c.loads, nil)
+	if !ok {
+		panic("sim: no engine to route to")
+	}
+	return c.cands[i]
+}
+
+// legStart and legEnd count the proxy's legs in flight per engine.
+func (c *Cluster) legStart(r *Req, n *Node) {
+	c.legEnd(r)
+	if c.inFlight != nil {
+		r.leg = n
+		c.inFlight[n]++
+	}
+}
+
+func (c *Cluster) legEnd(r *Req) {
+	if r.leg != nil {
+		c.inFlight[r.leg]--
+		r.leg = nil
+	}
+}
+
+// unreachable pauses routing to n.
+func (c *Cluster) unreachable(n *Node) {
+	if c.downUntil != nil {
+		c.downUntil[n] = c.Now.Add(RoutingPause)
+	}
 }
 
 // httpStatus is the status an engine's HTTP edge answers a rejection with.
@@ -476,6 +560,7 @@ func (c *Cluster) Abort(t clock.Instant, r *Req) {
 		r.Done = true
 		r.Status = sched.FinishedAborted
 		r.DoneAt = c.Now
+		c.legEnd(r)
 		c.mix(traceAbort, hashString(r.ID))
 		c.After(c.Spec.HTTPDelay, func() {
 			switch {
@@ -496,6 +581,7 @@ func (c *Cluster) fail(r *Req, why string, status int) {
 		return
 	}
 	r.Done, r.Error, r.HTTPStatus, r.Status, r.DoneAt = true, why, status, sched.FinishedError, c.Now
+	c.legEnd(r)
 	c.mix(traceFail, hashString(r.ID))
 }
 
@@ -515,7 +601,11 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 		}
 		return
 	}
+	if r.D == nil {
+		r.D = c.route(engine.RoleDecode)
+	}
 	d := r.D
+	c.legStart(r, d)
 	var in *engine.Request
 	var remote *xfer.Remote
 	if g != nil {
@@ -542,6 +632,7 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 		}
 	})
 	if !ok {
+		c.unreachable(d)
 		c.fail(r, "decode unreachable", 502)
 		if g != nil {
 			c.releaseAtP(r)
@@ -569,6 +660,7 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			}
 			// P writes the response now: it reaches a client that is still
 			// there, or it is undelivered.
+			c.legEnd(r)
 			ok := !r.clientGone
 			n.Core.Delivered(c.Now, r.ID, ok)
 			if !ok {
@@ -610,6 +702,7 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 		}
 		if o.Finished {
 			r.Done, r.Status, r.DoneAt = true, o.Status, c.Now
+			c.legEnd(r)
 			if o.Status == sched.FinishedError {
 				r.Error = "decode failed: " + o.Fallback
 				r.HTTPStatus = 502

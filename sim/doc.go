@@ -4,7 +4,9 @@
 // model/sim executor) over a simulated network (transport/memnet), with an
 // in-simulation proxy that runs each request's prefill leg, carries the
 // lease to a decode engine and collects the tokens — all in one goroutine
-// on a virtual clock, reproducibly from a seed.
+// on a virtual clock, reproducibly from a seed. The proxy picks engines
+// with the real proxy's routing policy (proxy/route, Spec.Routing) or
+// takes those each request names.
 //
 // Faults are scheduled at instants: Crash and Restart (volatile state lost,
 // same engine id), Hang (a node stops stepping; what reaches it waits in a

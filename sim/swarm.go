@@ -12,6 +12,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/proxy/route"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/memnet"
 	"github.com/kvlease/kvlease/xfer"
@@ -82,6 +83,10 @@ type Profile struct {
 	LongShare float64
 	// AbortBothLegs: the proxy aborts at P too (Cluster.AbortBothLegs).
 	AbortBothLegs bool
+	// Routing is the proxy's routing policy (proxy/route: round-robin or
+	// least-loaded) choosing each leg's engine; "" assigns each request a
+	// P and a D at random up front.
+	Routing string
 	// AbortWithin: a client that leaves does so within this long of
 	// sending its request (0: 2 × Lease).
 	AbortWithin time.Duration
@@ -151,6 +156,9 @@ func (f Fault) String() string {
 //   - 10% of clients leave within 100 ms of sending (aborts before, during
 //     and after the prefill; the proxy tells only the engine that has the
 //     request);
+//   - each request's engines are drawn at random up front, as a proxy
+//     without health checks routes (vLLM's toy proxy): requests sent to
+//     the crashed d0 fail, and the proxy gives up the leases they carry;
 //   - decode engine d0 crashes at 800 ms and restarts 400 ms later;
 //   - a healthy network: 100–300 µs latency, 2 GB/s transfers, no message
 //     faults.
@@ -175,6 +183,9 @@ func (p Profile) String() string {
 		p.Partitions, p.Crashes, p.Hangs, p.AbortShare) + fmt.Sprintf(" corrupt=%.3f abort_both=%v drains=%d", p.Msg.CorruptProb, p.AbortBothLegs, p.Drains)
 	if p.AbortWithin > 0 {
 		s += fmt.Sprintf(" abort_within=%v", p.AbortWithin)
+	}
+	if p.Routing != "" {
+		s += " routing=" + p.Routing
 	}
 	if p.Rate > 0 {
 		s += fmt.Sprintf(" rate=%g/s", p.Rate)
@@ -441,6 +452,9 @@ func drawProfile(rng *rand.Rand, opts Options) Profile {
 	if rng.IntN(5) == 0 {
 		p.Fallback = xfer.FallbackFail
 	}
+	if k := rng.IntN(3); k > 0 {
+		p.Routing = route.Policies[k-1]
+	}
 	if opts.NoFaults {
 		return p
 	}
@@ -503,6 +517,15 @@ func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
 	s.Faults = memnet.Faults{MinDelay: p.MinDelay, MaxDelay: p.MaxDelay,
 		CloseDetectDelay: 50 * time.Millisecond, PartitionTimeout: p.PartitionTimeout}
 	s.ReadBandwidth = p.ReadBandwidth
+	if p.Routing != "" {
+		rc := route.DefaultConfig()
+		pol, err := route.ParsePolicy(p.Routing)
+		if err != nil {
+			panic(fmt.Sprintf("sim: profile routing: %v", err))
+		}
+		rc.Policy = pol
+		s.Routing = &rc
+	}
 	return s
 }
 
@@ -563,6 +586,9 @@ func drawWorkload(c *Cluster, rng *rand.Rand, p Profile, opts Options) []*Req {
 		}
 		if rng.IntN(20) == 0 {
 			r.Local = true
+		}
+		if p.Routing != "" {
+			r.P, r.D = nil, nil // the proxy's routing policy picks them
 		}
 		at := clock.Instant(rng.Int64N(int64(window)))
 		if p.Rate > 0 {

@@ -33,7 +33,7 @@ func swarmSeeds() int {
 var knownBugs = map[uint64]string{
 	219: "engine/sched: D deadlock — pulled requests wait in the scheduler holding their prefix blocks, " +
 		"a preempted request at the head of the FCFS queue needs more than free+evictable, nothing runs " +
-		"(also seeds 1537, 1910 of kvlease sim --seeds)",
+		"(also seeds 4827 and others of kvlease sim --seeds)",
 }
 
 func TestSwarm(t *testing.T) {

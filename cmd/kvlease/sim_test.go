@@ -81,12 +81,12 @@ func TestSimSweepFailuresNameTheirReplay(t *testing.T) {
 	// after the first (the seeds already running finish), or with
 	// --keep-going runs and lists all; either way it exits 1 and prints
 	// each failure's replay command.
-	args := []string{"sim", "--seeds", "5", "--seed", "3", "--liveness-limit", "1ns", "--policy", "legacy-timeout", "--progress", "0"}
+	args := []string{"sim", "--seeds", "5", "--seed", "3", "--safety-phase", "1ms", "--liveness-limit", "1ns", "--policy", "legacy-timeout", "--progress", "0"}
 	code, stdout, stderr := runCmd(t, append(args, "--workers", "1")...)
 	if code != 1 || strings.Contains(stdout, "failures: 5") || !strings.Contains(stdout, "seed 3: liveness") {
 		t.Fatalf("stop at the first failure: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "replay: go run ./cmd/kvlease sim --seed 3 --policy legacy-timeout --liveness-limit 1ns") {
+	if !strings.Contains(stdout, "replay: go run ./cmd/kvlease sim --seed 3 --policy legacy-timeout --safety-phase 1ms --liveness-limit 1ns") {
 		t.Errorf("no replay command:\n%s", stdout)
 	}
 	code, stdout, stderr = runCmd(t, append(args, "--workers", "2", "--keep-going")...)
