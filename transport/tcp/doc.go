@@ -58,5 +58,8 @@
 // Send encodes the message before it returns: the caller may reuse or free
 // everything the message points to at once (a BLOCK's Data aliases the KV
 // pool). A received *wire.Block owns its Data; every received message
-// belongs to the owner.
+// belongs to the owner. With Config.LendBlockData, a received Block's Data
+// is lent instead: valid until the owner's next Poll, which recycles the
+// buffer (for an owner that copies each block out while handling its
+// Poll's events; it spares the reader a fresh allocation per block).
 package tcp
