@@ -579,6 +579,10 @@ func (p *Pool) LiveHolds(dst []HoldInfo) []HoldInfo {
 	return dst
 }
 
+// Version counts the changes of the pool's accounting: equal versions mean
+// the holds, the free stack, the LRU and the index are as they were.
+func (p *Pool) Version() uint64 { return p.version }
+
 // Check verifies the pool's accounting, as CheckFull does, when it changed
 // since the last check that passed; on an unchanged pool it returns nil at
 // once. Every method that changes the accounting counts a version, so the

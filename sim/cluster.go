@@ -12,6 +12,7 @@ import (
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	msim "github.com/kvlease/kvlease/model/sim"
+	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/proxy/route"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport"
@@ -49,6 +50,14 @@ type Spec struct {
 	// each engine's waiting requests and KV usage (scraped fresh), and a
 	// pause (RoutingPause) after an engine could not be reached.
 	Routing *route.Config
+	// Offload, when set, gives every engine offload tiers (simulated in
+	// memory) under this configuration. A copy takes OffloadLatency plus
+	// its modelled size over OffloadBandwidth (bytes per second; 0: no
+	// size cost), and fails part way with probability OffloadFailProb.
+	Offload          *offload.Config
+	OffloadLatency   time.Duration
+	OffloadBandwidth float64
+	OffloadFailProb  float64
 }
 
 // RoutingPause is how long the in-sim proxy passes over an engine it could
@@ -80,6 +89,14 @@ type Node struct {
 	Role engine.Role
 	Core *engine.Core
 	exec *msim.Executor
+	// tiers are the node's offload tiers (volatile, like its core).
+	tiers []*tierStore
+	// active: something reached the core this instant (an input, a
+	// completion, a Step with a non-empty Ready); checkedPool is the pool
+	// version of the last check. A node that was quiet since its last
+	// check, pool unchanged, is not checked again (see check).
+	active      bool
+	checkedPool uint64
 
 	busy      bool
 	busyUntil clock.Instant
@@ -343,15 +360,19 @@ func (c *Cluster) boot(n *Node) {
 		MaxModelLen: s.Profile.MaxModelLen, VocabSize: s.Profile.VocabSize, EOS: s.Profile.EOS,
 		RecentFinished: 64, // only what a late abort is told (sim ignores it)
 		Role:           n.Role, EngineID: string(n.Name), Transfer: &t, Secret: c.secret,
+		Offload: s.Offload,
 	}
 	n.Core = engine.NewCore(cfg, rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())))
 	n.exec = msim.New(s.Profile, n.Core.Pool(), s.ModelSeed)
+	n.tiers = offloadTiers(s.Offload)
 	n.busy = false
 	n.Hung = false
 	n.backlog = nil
 	n.draining = false
+	n.active = true
 	if p := n.Core.Producer(); p != nil {
 		p.OnRelease(func(now clock.Instant, l wire.LeaseID, r wire.Reason) {
+			n.active = true
 			n.Released[r]++
 			n.ReleasedAt[l] = Release{At: now, Reason: r}
 			c.mix(traceRelease, uint64(l), uint64(r))
@@ -431,6 +452,7 @@ func (c *Cluster) call(n *Node, r *Req, fn func()) bool {
 	case n.Hung:
 		n.backlog = append(n.backlog, pendingCall{r, fn})
 	default:
+		n.active = true
 		fn()
 	}
 	return true
@@ -719,6 +741,9 @@ func (c *Cluster) drive(n *Node) {
 		return
 	}
 	rd := n.Core.Step(c.Now)
+	if len(rd.Outputs)+len(rd.Messages)+len(rd.Reads)+len(rd.Actions)+len(rd.Transfers)+len(rd.Stores)+len(rd.Loads)+len(rd.Events) > 0 || rd.Batch != nil {
+		n.active = true
+	}
 	if p := n.Core.Producer(); p != nil {
 		// The sweep ran first in Step: nothing due by now may be left
 		// (DESIGN.md: expiry sweeps every lease whose deadline passed).
@@ -738,6 +763,9 @@ func (c *Cluster) drive(n *Node) {
 	}
 	for _, w := range rd.Reads {
 		c.stream(n, w)
+	}
+	if len(rd.Stores)+len(rd.Loads) > 0 {
+		c.offloadWork(n, rd.Stores, rd.Loads)
 	}
 	for _, a := range rd.Actions {
 		switch a.Kind {
@@ -812,6 +840,7 @@ func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
 				r.leaseRead = true
 			}
 		}
+		n.active = true
 		core.ReadFinished(c.Now, w.Session, w.ReadID, ok)
 		c.mix(traceReadEnd, uint64(w.Lease), w.ReadID, boolBit(ok))
 	}
@@ -1060,6 +1089,7 @@ func (c *Cluster) instant() {
 	for _, n := range c.Nodes {
 		if n.busy && n.busyUntil <= c.Now && !n.Crashed && !n.Hung {
 			n.busy = false
+			n.active = true
 			n.Core.Complete(c.Now, &n.res)
 		}
 	}
@@ -1081,11 +1111,24 @@ func (c *Cluster) violate(format string, args ...any) {
 	c.Violations = append(c.Violations, fmt.Sprintf("%v: ", c.Now)+fmt.Sprintf(format, args...))
 }
 
+// check runs every engine's invariant checks (Core.Check: pool accounting,
+// request, lease, pull and offload bookkeeping) after an instant. A node
+// is checked when anything reached its core since its last check — an
+// input, a completion, a step that produced anything, a lease release —
+// or its pool changed; a quiet node's core holds what already passed (a
+// step with nothing to show changes none of what the checks look at), so
+// checking it again would only cost time. RunSeed checks every node once
+// more at the end.
 func (c *Cluster) check() {
 	for _, n := range c.Nodes {
 		if n.Crashed {
 			continue
 		}
+		v := n.Core.Pool().Version()
+		if !n.active && v == n.checkedPool {
+			continue
+		}
+		n.active, n.checkedPool = false, v
 		if err := n.Core.Check(); err != nil {
 			c.violate("%s: %v", n.Name, err)
 		}
@@ -1181,6 +1224,7 @@ func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
 			for len(n.backlog) > 0 && !n.Hung && !n.Crashed {
 				pc := n.backlog[0]
 				n.backlog = n.backlog[1:]
+				n.active = true
 				pc.fn()
 			}
 		})
@@ -1383,6 +1427,7 @@ const (
 	traceDrain
 	traceExit
 	traceReset
+	traceOffload
 )
 
 func (c *Cluster) mix(vals ...uint64) {

@@ -15,15 +15,18 @@
 // the node exits), client aborts (Abort; AbortBothLegs also tells P), and
 // message faults on every engine's sends (MsgFaults: loss that breaks the
 // connection, duplication, reordering, corruption of blocks) which can be
-// switched off during a run. Tests reach further with hooks: OnInstant,
+// switched off during a run. With Spec.Offload every engine has offload
+// tiers, simulated in memory, whose copies take modelled time and fail
+// part way (Spec.OffloadFailProb). Tests reach further with hooks: OnInstant,
 // OnMessage, Intercept (corrupt or drop a message in flight), Inject (send
 // a forged or replayed message on a live connection) and probes (raw peers
 // that dial engines, with or without the handshake).
 //
-// After every instant the cluster checks every engine's invariants (pool
-// accounting, no orphan hold, producer and consumer bookkeeping, per-step
-// budgets, every streamed read on a live pinned lease); the producer panics
-// on a lease released twice or during a read. An Oracle runs each request
+// After every instant the cluster checks the invariants of every engine
+// that anything happened to (pool accounting, no orphan hold, producer,
+// consumer and offload bookkeeping, per-step budgets, every streamed read
+// on a live pinned lease, no lease left live past its due instant after a
+// step); the producer panics on a lease released twice or during a read. An Oracle runs each request
 // alone on one engine, and every finished request's tokens must equal its
 // oracle's exactly.
 //

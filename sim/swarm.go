@@ -12,6 +12,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/proxy/route"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/memnet"
@@ -83,6 +84,14 @@ type Profile struct {
 	LongShare float64
 	// AbortBothLegs: the proxy aborts at P too (Cluster.AbortBothLegs).
 	AbortBothLegs bool
+	// Offload is every engine's offload store policy (offload.PolicyNames),
+	// "" for none; its tiers hold OffloadCPUBlocks and OffloadDiskBlocks
+	// blocks (0: no such tier). A copy takes OffloadLatency plus its size
+	// over OffloadBandwidth, and fails part way with OffloadFailProb.
+	Offload                             string
+	OffloadCPUBlocks, OffloadDiskBlocks int
+	OffloadLatency                      time.Duration
+	OffloadBandwidth, OffloadFailProb   float64
 	// Routing is the proxy's routing policy (proxy/route: round-robin or
 	// least-loaded) choosing each leg's engine; "" assigns each request a
 	// P and a D at random up front.
@@ -186,6 +195,10 @@ func (p Profile) String() string {
 	}
 	if p.Routing != "" {
 		s += " routing=" + p.Routing
+	}
+	if p.Offload != "" {
+		s += fmt.Sprintf(" offload=%s cpu=%d disk=%d copy=%v+%sB/s fail=%.2f", p.Offload, p.OffloadCPUBlocks, p.OffloadDiskBlocks,
+			p.OffloadLatency, siPrefix(p.OffloadBandwidth), p.OffloadFailProb)
 	}
 	if p.Rate > 0 {
 		s += fmt.Sprintf(" rate=%g/s", p.Rate)
@@ -417,6 +430,7 @@ func (p Profile) withoutFaults() Profile {
 	p.Partitions, p.Crashes, p.Hangs, p.Drains = 0, 0, 0, 0
 	p.AbortShare = 0
 	p.Script = nil
+	p.OffloadFailProb = 0
 	return p
 }
 
@@ -454,6 +468,20 @@ func drawProfile(rng *rand.Rand, opts Options) Profile {
 	}
 	if k := rng.IntN(3); k > 0 {
 		p.Routing = route.Policies[k-1]
+	}
+	if rng.IntN(4) == 0 {
+		p.Offload = offload.PolicyNames[rng.IntN(len(offload.PolicyNames))]
+		if k := rng.IntN(3); k != 1 {
+			p.OffloadCPUBlocks = 8 + rng.IntN(p.Blocks)
+		}
+		if k := rng.IntN(3); k != 0 || p.OffloadCPUBlocks == 0 {
+			p.OffloadDiskBlocks = 16 + rng.IntN(2*p.Blocks)
+		}
+		p.OffloadLatency = time.Duration(20+rng.IntN(2000)) * time.Microsecond
+		p.OffloadBandwidth = math.Pow(10, 7+3*rng.Float64())
+		if !opts.NoFaults && rng.IntN(2) == 0 {
+			p.OffloadFailProb = 0.3 * rng.Float64()
+		}
 	}
 	if opts.NoFaults {
 		return p
@@ -517,6 +545,23 @@ func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
 	s.Faults = memnet.Faults{MinDelay: p.MinDelay, MaxDelay: p.MaxDelay,
 		CloseDetectDelay: 50 * time.Millisecond, PartitionTimeout: p.PartitionTimeout}
 	s.ReadBandwidth = p.ReadBandwidth
+	if p.Offload != "" {
+		pol, err := offload.ParsePolicy(p.Offload)
+		if err != nil {
+			panic(fmt.Sprintf("sim: profile offload: %v", err))
+		}
+		var tiers []offload.TierConfig
+		if p.OffloadCPUBlocks > 0 {
+			tiers = append(tiers, offload.TierConfig{Medium: offload.MediumCPU, Blocks: p.OffloadCPUBlocks})
+		}
+		if p.OffloadDiskBlocks > 0 {
+			tiers = append(tiers, offload.TierConfig{Medium: offload.MediumDisk, Path: "sim", Blocks: p.OffloadDiskBlocks})
+		}
+		oc := offload.DefaultConfig(tiers)
+		oc.Policy = pol
+		s.Offload = &oc
+		s.OffloadLatency, s.OffloadBandwidth, s.OffloadFailProb = p.OffloadLatency, p.OffloadBandwidth, p.OffloadFailProb
+	}
 	if p.Routing != "" {
 		rc := route.DefaultConfig()
 		pol, err := route.ParsePolicy(p.Routing)
