@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -181,4 +182,48 @@ func TestPDDrainByDeadlineEndsLeases(t *testing.T) {
 	if st := p.Stats(); st.Pool.Held != 0 {
 		t.Errorf("%d blocks held after the drain deadline", st.Pool.Held)
 	}
+}
+
+// Start returns at once; the outcome comes with the first Recv.
+func TestNodeStartReportsOutcomeThroughRecv(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, _ := startNode(t, time.Millisecond, NodeConfig{})
+		s := n.Start(req("r1", 50), SubmitOptions{})
+		buf, err := s.Recv(context.Background(), nil)
+		if err != nil || len(buf) == 0 || s.Refusal() != Accepted {
+			t.Fatalf("first Recv of an accepted request: %v %v %v", buf, err, s.Refusal())
+		}
+		// A duplicate id is refused through Recv, and aborting its
+		// stream leaves the live request of that id alone.
+		dup := n.Start(req("r1", 5), SubmitOptions{})
+		if got := dup.Abort(); got != AbortUnknown {
+			t.Errorf("Abort of the refused duplicate: %v", got)
+		}
+		if _, err := dup.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || dup.Refusal() != RejectedDuplicate {
+			t.Errorf("duplicate: %v, %v; want ErrRefused, duplicate", err, dup.Refusal())
+		}
+		if _, err := dup.Recv(context.Background(), nil); err != io.EOF {
+			t.Errorf("Recv after the refusal: %v, want EOF", err)
+		}
+		outs := drain(t, s)
+		if last := outs[len(outs)-1]; last.Status != sched.FinishedLength {
+			t.Errorf("the original ended %+v; the duplicate's abort reached it", last)
+		}
+		// FinishedOnly: one wake-up with every output, in a buffer sized
+		// for them.
+		s = n.Start(req("r2", 16), SubmitOptions{FinishedOnly: true})
+		buf, err = s.Recv(context.Background(), nil)
+		if err != nil || len(buf) != 16 || !buf[15].Finished || cap(buf) != 17 {
+			t.Errorf("FinishedOnly Recv: %d outputs (cap %d), %v", len(buf), cap(buf), err)
+		}
+		n.Drain()
+		late := n.Start(req("r3", 5), SubmitOptions{})
+		if _, err := late.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || late.Refusal() != RejectedShuttingDown {
+			t.Errorf("Start while draining: %v %v", err, late.Refusal())
+		}
+		rs := RefusedStream("x", RejectedQueueFull)
+		if _, err := rs.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || rs.Refusal() != RejectedQueueFull || rs.Abort() != AbortUnknown {
+			t.Errorf("RefusedStream: %v %v", err, rs.Refusal())
+		}
+	})
 }

@@ -771,15 +771,19 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 			res := n.core.Add(now, m.req)
 			s := m.stream
 			if res == Accepted {
+				s.added = true
 				n.streams[s.id] = s
 				s.internal = n.core.byExt[s.id].ID
 				n.byInternal[s.internal] = s
 			}
-			s.addResult = res
-			// The send happens after the write: Submit reads addResult
-			// after receiving.
-			s.notify <- struct{}{}
+			n.answerAdd(s, res)
 		case msgAbort:
+			if st := m.stream; st != nil && !st.added {
+				// The stream's own submission was refused: its id
+				// may be another live request's (a duplicate).
+				m.abort <- AbortUnknown
+				break
+			}
 			m.abort <- n.core.Abort(now, m.id)
 		case msgStats:
 			m.stats <- n.snapshot(now)
@@ -801,6 +805,28 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 	}
 }
 
+// answerAdd gives a submission its result: SubmitWith waits for it; a
+// stream from Start is woken only if refused (its outputs say the rest).
+func (n *Node) answerAdd(s *Stream, res AddResult) {
+	if !s.async {
+		s.addResult = res
+		// The send happens after the write: SubmitWith reads addResult
+		// after receiving.
+		s.notify <- struct{}{}
+		return
+	}
+	if res == Accepted {
+		return
+	}
+	s.mu.Lock()
+	s.addResult, s.refused = res, true
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
 // route appends outputs to their streams and wakes each consumer once.
 func (n *Node) route(outs []Output) {
 	for i := range outs {
@@ -810,6 +836,12 @@ func (n *Node) route(outs []Output) {
 			continue // not submitted through this node
 		}
 		s.mu.Lock()
+		if cap(s.buf) == 0 {
+			// Sized for the whole request when the consumer takes
+			// its outputs at the end: one allocation, not a chain of
+			// growing ones.
+			s.buf = make([]Output, 0, s.bufHint)
+		}
 		s.buf = append(s.buf, *o)
 		s.mu.Unlock()
 		if o.Finished {
@@ -923,8 +955,7 @@ func (n *Node) shutdown(res *model.StepResult, inFlight bool) {
 	// Adds still queued are rejected; the rest is answered normally.
 	for i := range msgs {
 		if m := &msgs[i]; m.kind == msgAdd {
-			m.stream.addResult = RejectedShuttingDown
-			m.stream.notify <- struct{}{}
+			n.answerAdd(m.stream, RejectedShuttingDown)
 			m.kind = 0
 		}
 	}
@@ -1011,22 +1042,76 @@ func (n *Node) Submit(req *Request) (*Stream, AddResult) {
 // req before SubmitWith returns. Before Run starts, SubmitWith blocks until
 // it does.
 func (n *Node) SubmitWith(req *Request, opt SubmitOptions) (*Stream, AddResult) {
-	s := &Stream{
+	s := n.newStream(req, opt, false)
+	if res := n.queueAdd(req, s); res != Accepted {
+		return nil, res
+	}
+	<-s.notify
+	if s.addResult != Accepted {
+		return nil, s.addResult
+	}
+	return s, Accepted
+}
+
+// Start queues req like SubmitWith but does not wait for the loop: it
+// returns the request's stream at once, and the submission's outcome comes
+// with the stream's first Recv — outputs if the core accepted it, or
+// ErrRefused (Stream.Refusal says why). It saves the consumer one wake-up
+// per request. The node reads req in its loop, so the caller must keep req
+// unchanged until that first Recv returns or Abort of req.ID has returned.
+// A refused request's Remote is told, as by SubmitWith.
+func (n *Node) Start(req *Request, opt SubmitOptions) *Stream {
+	s := n.newStream(req, opt, true)
+	if res := n.queueAdd(req, s); res != Accepted {
+		s.addResult, s.refused = res, true
+	}
+	return s
+}
+
+// ErrRefused is Recv's error on a stream from Start whose request was not
+// accepted; Stream.Refusal gives the AddResult.
+var ErrRefused = errors.New("engine: request refused")
+
+// RefusedStream returns a stream whose first Recv returns ErrRefused with
+// refusal res, as Start's for a refused request: for Engine wrappers and
+// tests that refuse requests themselves.
+func RefusedStream(id string, res AddResult) *Stream {
+	return &Stream{id: id, async: true, refused: true, addResult: res, notify: make(chan struct{}, 1)}
+}
+
+// maxBufHint bounds the capacity a stream's first buffer is allocated
+// with.
+const maxBufHint = 64
+
+func (n *Node) newStream(req *Request, opt SubmitOptions, async bool) *Stream {
+	hint := 4 // a streaming consumer hands buffers back: they settle at its pace
+	if opt.FinishedOnly {
+		hint = min(max(req.MaxTokens, 0)+1, maxBufHint)
+	}
+	return &Stream{
 		id:           req.ID,
 		node:         n,
 		finishedOnly: opt.FinishedOnly,
+		async:        async,
+		bufHint:      hint,
 		notify:       make(chan struct{}, 1),
 	}
+}
+
+// queueAdd puts req in the inbox for the loop, or refuses it at once
+// (closed or draining node, too many submissions queued), telling its
+// Remote.
+func (n *Node) queueAdd(req *Request, s *Stream) AddResult {
 	n.mu.Lock()
 	switch {
 	case n.closed || n.draining.Load():
 		n.mu.Unlock()
 		n.Reject(req.Remote)
-		return nil, RejectedShuttingDown
+		return RejectedShuttingDown
 	case n.pending >= n.maxPending:
 		n.mu.Unlock()
 		n.Reject(req.Remote)
-		return nil, RejectedQueueFull
+		return RejectedQueueFull
 	}
 	n.inbox = append(n.inbox, nodeMsg{kind: msgAdd, req: req, stream: s})
 	n.pending++
@@ -1035,11 +1120,7 @@ func (n *Node) SubmitWith(req *Request, opt SubmitOptions) (*Stream, AddResult) 
 	case n.wake <- struct{}{}:
 	default:
 	}
-	<-s.notify
-	if s.addResult != Accepted {
-		return nil, s.addResult
-	}
-	return s, Accepted
+	return Accepted
 }
 
 // Abort aborts the live request id and waits for the loop's answer. After
@@ -1188,17 +1269,22 @@ type Stream struct {
 	id           string
 	node         *Node
 	finishedOnly bool
+	async        bool          // from Start: the add's result comes through Recv
+	bufHint      int           // capacity of the first buffer
 	notify       chan struct{} // capacity 1
 
 	// Loop-owned.
 	internal uint64
 	touched  bool
+	added    bool // the core accepted the submission
 
-	// Written by the loop before the first notify; read by Submit after it.
+	// For SubmitWith: written by the loop before the first notify, read
+	// by SubmitWith after it. For Start: under mu, with refused.
 	addResult AddResult
 
 	mu          sync.Mutex
 	buf         []Output
+	refused     bool
 	scheduled   bool
 	scheduledAt clock.Instant
 
@@ -1214,7 +1300,9 @@ func (s *Stream) ID() string { return s.id }
 // the caller, who may pass it back as spare next time, so a stream
 // allocates nothing in steady state. After the finished output has been
 // returned, Recv returns io.EOF. If ctx ends first Recv returns ctx.Err()
-// and the request goes on: abort it if it is no longer wanted.
+// and the request goes on: abort it if it is no longer wanted. On a stream
+// from Start whose request was refused, Recv returns ErrRefused (then
+// io.EOF).
 func (s *Stream) Recv(ctx context.Context, spare []Output) ([]Output, error) {
 	if s.eof {
 		return spare[:0], io.EOF
@@ -1230,6 +1318,11 @@ func (s *Stream) Recv(ctx context.Context, spare []Output) ([]Output, error) {
 			}
 			return out, nil
 		}
+		if s.refused {
+			s.mu.Unlock()
+			s.eof = true
+			return spare[:0], ErrRefused
+		}
 		s.mu.Unlock()
 		select {
 		case <-s.notify:
@@ -1237,6 +1330,17 @@ func (s *Stream) Recv(ctx context.Context, spare []Output) ([]Output, error) {
 			return spare[:0], ctx.Err()
 		}
 	}
+}
+
+// Refusal is why a stream from Start was refused: Accepted while it was
+// not (or not yet known to be).
+func (s *Stream) Refusal() AddResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.refused {
+		return Accepted
+	}
+	return s.addResult
 }
 
 // ScheduledAt is the instant the request was first scheduled, and whether
@@ -1247,5 +1351,17 @@ func (s *Stream) ScheduledAt() (clock.Instant, bool) {
 	return s.scheduledAt, s.scheduled
 }
 
-// Abort aborts the stream's request (see Node.Abort).
-func (s *Stream) Abort() AbortResult { return s.node.Abort(s.id) }
+// Abort aborts the stream's request (see Node.Abort). Unlike Node.Abort
+// with the stream's id, it never touches another request: if the stream's
+// own submission was refused (say, as a duplicate of a live id) it reports
+// AbortUnknown, even while the refusal is still on its way to Recv.
+func (s *Stream) Abort() AbortResult {
+	if s.node == nil { // RefusedStream
+		return AbortUnknown
+	}
+	reply := make(chan AbortResult, 1)
+	if !s.node.enqueue(nodeMsg{kind: msgAbort, id: s.id, stream: s, abort: reply}) {
+		return AbortUnknown
+	}
+	return <-reply
+}

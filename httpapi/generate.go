@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -47,6 +46,7 @@ type call struct {
 	arrival   clock.Instant
 
 	// Progress.
+	remote    *xfer.Remote      // the request's remote prefix, for a refusal
 	det       *tokenizer.Stream // nil without stop strings
 	ntok      int               // tokens received
 	lastAt    clock.Instant     // instant of the last token, for inter-token latency
@@ -64,7 +64,7 @@ func (s *Server) putCall(c *call) {
 	clear(c.outs[:cap(c.outs)])
 	c.outs = c.outs[:0]
 	c.req = engine.Request{}
-	c.sp, c.det, c.fin = nil, nil, engine.Output{}
+	c.sp, c.det, c.fin, c.remote = nil, nil, engine.Output{}, nil
 	s.calls.Put(c)
 }
 
@@ -153,11 +153,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	c.created = time.Now().Unix()
 	c.arrival = s.eng.Now()
-	st, res := s.eng.SubmitWith(&c.req, engine.SubmitOptions{FinishedOnly: !c.stream && c.det == nil})
-	if res != engine.Accepted {
-		s.fail(w, r, remote, s.refusal(res, len(c.prompt), remote))
-		return
-	}
+	// The engine answers the submission with the stream's first outputs,
+	// or refuses it then (recv): one wake-up less than waiting for the
+	// answer first. Nothing is written before, so a refusal is still a
+	// plain HTTP error.
+	st := s.eng.Start(&c.req, engine.SubmitOptions{FinishedOnly: !c.stream && c.det == nil})
+	c.remote = remote
 	if c.stream {
 		s.serveStream(w, r, c, st)
 	} else {
@@ -268,15 +269,20 @@ func (s *Server) refusal(res engine.AddResult, promptLen int, remote *xfer.Remot
 }
 
 // recv waits for the next outputs and folds them into c. It reports false
-// when the client has gone (the request is then aborted).
-func (s *Server) recv(ctx context.Context, c *call, st *engine.Stream) bool {
-	outs, err := st.Recv(ctx, c.outs)
+// when the engine refused the request (recv then answers the client with
+// the error) or the client has gone (the request is then aborted).
+func (s *Server) recv(w http.ResponseWriter, r *http.Request, c *call, st *engine.Stream) bool {
+	outs, err := st.Recv(r.Context(), c.outs)
 	c.outs = outs
+	if err == engine.ErrRefused {
+		s.fail(w, r, c.remote, s.refusal(st.Refusal(), len(c.prompt), c.remote))
+		return false
+	}
 	if err != nil {
 		// The client disconnected (or the stream ended early, which the
 		// engine never does). Free the request's blocks at once.
 		if !c.finished {
-			s.eng.Abort(c.id)
+			st.Abort()
 		}
 		return false
 	}
@@ -392,7 +398,7 @@ func errorFinish(c *call) *openai.Error {
 func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st *engine.Stream) {
 	ctx := r.Context()
 	for !c.finished {
-		if !s.recv(ctx, c, st) {
+		if !s.recv(w, r, c, st) {
 			return
 		}
 	}
@@ -453,11 +459,10 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 // is written before the first event, so a request that fails before any
 // output still gets a proper HTTP error.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st *engine.Stream) {
-	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	for !c.finished {
 		c.text = c.text[:0]
-		if !s.recv(ctx, c, st) {
+		if !s.recv(w, r, c, st) {
 			return
 		}
 		if c.finished && c.fin.Status == sched.FinishedError && !c.wroteHead {
@@ -494,7 +499,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 		}
 		if err != nil {
 			if !c.finished {
-				s.eng.Abort(c.id)
+				st.Abort()
 			}
 			return
 		}

@@ -210,14 +210,14 @@ type recordingEngine struct {
 	rejected []xfer.Remote
 }
 
-func (e *recordingEngine) SubmitWith(req *engine.Request, opt engine.SubmitOptions) (*engine.Stream, engine.AddResult) {
+func (e *recordingEngine) Start(req *engine.Request, opt engine.SubmitOptions) *engine.Stream {
 	if e.refuse != engine.Accepted {
-		return nil, e.refuse
+		return engine.RefusedStream(req.ID, e.refuse)
 	}
 	if e.refuseRemote && req.Remote != nil {
-		return nil, engine.RejectedQueueFull
+		return engine.RefusedStream(req.ID, engine.RejectedQueueFull)
 	}
-	return e.Node.SubmitWith(req, opt)
+	return e.Node.Start(req, opt)
 }
 
 func (e *recordingEngine) Reject(r *xfer.Remote) {

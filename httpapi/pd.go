@@ -130,5 +130,5 @@ func (s *Server) reject(r *xfer.Remote) {
 	// A request with no prompt is refused by the core, which then sends
 	// the notice for its Remote. The node refuses it itself, without the
 	// core, while draining.
-	s.eng.SubmitWith(&engine.Request{ID: "reject-" + strconv.FormatUint(uint64(r.Lease), 16), Remote: r}, engine.SubmitOptions{})
+	s.eng.Start(&engine.Request{ID: "reject-" + strconv.FormatUint(uint64(r.Lease), 16), Remote: r}, engine.SubmitOptions{})
 }

@@ -23,7 +23,11 @@ import (
 // Engine is what the server needs of an engine. *engine.Node implements
 // it (and Rejecter); tests wrap a Node to observe calls.
 type Engine interface {
-	SubmitWith(req *engine.Request, opt engine.SubmitOptions) (*engine.Stream, engine.AddResult)
+	// Start submits req and returns its stream at once; the outcome of
+	// the submission comes with the stream's first Recv (outputs, or
+	// engine.ErrRefused and Stream.Refusal). req stays unchanged until
+	// then. See engine.Node.Start.
+	Start(req *engine.Request, opt engine.SubmitOptions) *engine.Stream
 	Abort(id string) engine.AbortResult
 	// Stop finishes a live request with status stopped (a stop string
 	// matched here, on the text): counted as a success, not an abort.
