@@ -224,6 +224,7 @@ type Scheduler struct {
 	inFlight  bool
 	outcomes  []Outcome
 	hits      []kvblock.BlockID
+	short     bool // the last admit failed for want of blocks
 
 	// OnPreempt, when set, is called for a request about to be preempted,
 	// before its hold is released: an offload policy may take store holds.
@@ -256,6 +257,10 @@ type Stats struct {
 	BatchedTokensMax    int
 	RunningMax          int
 	QueueFullRejections uint64
+	// WaitingReclaims counts waiting requests whose blocks were taken back
+	// (and counted in Preemptions) because nothing ran and the queue's head
+	// needed them.
+	WaitingReclaims uint64
 }
 
 // New returns a scheduler over pool. It panics on an invalid cfg.
@@ -405,9 +410,16 @@ func (s *Scheduler) Schedule() *model.Batch {
 	if !preempted {
 		for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs && len(s.waiting.items) > 0 {
 			r := s.waiting.peek()
-			if !s.admit(r, &budget) {
-				break
+			if s.admit(r, &budget) {
+				continue
 			}
+			// Nothing runs, so nothing will free a block: if the head
+			// lacks blocks that waiting requests hold (a decoder's
+			// pulled prefixes), take them back or no request ever ends.
+			if s.short && len(s.running) == 0 && s.reclaimWaiting(r) {
+				continue
+			}
+			break
 		}
 	}
 	if len(s.batch.Seqs) > 0 {
@@ -459,8 +471,10 @@ func (s *Scheduler) admit(r *Request, budget *int) bool {
 		}
 	}
 	if need > avail {
+		s.short = true
 		return false
 	}
+	s.short = false
 	if r.Hold == 0 && s.OnAdmit != nil {
 		switch s.OnAdmit(r) {
 		case Park:
@@ -528,6 +542,40 @@ func (s *Scheduler) victim(i int) *Request {
 		}
 	}
 	return v
+}
+
+// reclaimWaiting preempts the waiting request, other than head, that
+// holds blocks and comes last in the queue's order (lowest priority, then
+// newest): its hold is released (its full blocks stay cached, so it may
+// hit them again when admitted) and it will compute what it lacks. It
+// reports whether there was one. Only Schedule calls it, when nothing runs
+// and head does not fit: without it, requests that wait with blocks (a
+// decoder's pulled prefixes) could starve the head forever.
+func (s *Scheduler) reclaimWaiting(head *Request) bool {
+	var v *Request
+	for _, q := range s.waiting.items {
+		if q == head || q.Hold == 0 {
+			continue
+		}
+		if v == nil || s.waiting.less(v, q) {
+			v = q
+		}
+	}
+	if v == nil {
+		return false
+	}
+	if s.OnPreempt != nil {
+		s.OnPreempt(v)
+	}
+	s.pool.Release(v.Hold)
+	v.Hold = 0
+	v.NumComputed = 0
+	v.cachedBlocks = 0
+	v.NumPreemptions++
+	v.status = Preempted
+	s.stats.Preemptions++
+	s.stats.WaitingReclaims++
+	return true
 }
 
 func (s *Scheduler) preempt(r *Request) {

@@ -530,3 +530,68 @@ func TestOnAdmitDefer(t *testing.T) {
 		t.Fatalf("asked %v, want %v", asked, want)
 	}
 }
+
+// A decoder's pulled requests wait in the queue holding their prefix
+// blocks. If the head of the queue needs blocks they hold and nothing runs,
+// nothing would ever free one: the scheduler takes the blocks back from the
+// last waiting request in queue order, and every request still ends.
+func TestHeadStarvedByWaitingHoldsReclaims(t *testing.T) {
+	h := newHarness(t, 6, DefaultConfig())
+	head := newReq(1, 8, 2)
+	h.s.Add(head) // first in the queue, no blocks yet
+	var held []*Request
+	for id := uint64(2); id <= 3; id++ {
+		r := newReq(id, 12, 2)
+		r.Hold = h.pool.NewHold(kvblock.HoldRequest, r.ID)
+		if !h.pool.Allocate(r.Hold, 3) {
+			t.Fatal("setup: no blocks")
+		}
+		r.NumComputed = 8 // as after a pull: the prefix is in the blocks
+		h.s.Requeue(r)
+		held = append(held, r)
+	}
+	if h.pool.NumAvailable() != 0 {
+		t.Fatalf("setup: %d blocks available", h.pool.NumAvailable())
+	}
+	got, _ := h.step()
+	if len(got) == 0 || got[0][0] != 1 {
+		t.Fatalf("first step %v: the head was not admitted", got)
+	}
+	if st := h.s.Stats(); st.WaitingReclaims != 1 || held[1].NumPreemptions != 1 || held[0].NumPreemptions != 0 {
+		t.Fatalf("reclaims %d, preemptions of 2 and 3: %d %d (want the newest, 3, reclaimed once)",
+			st.WaitingReclaims, held[0].NumPreemptions, held[1].NumPreemptions)
+	}
+	for i := 0; i < 50 && h.s.NumRunning()+h.s.NumWaiting() > 0; i++ {
+		h.step()
+	}
+	for _, r := range append([]*Request{head}, held...) {
+		if r.Status() != FinishedLength {
+			t.Errorf("request %d: %v", r.ID, r.Status())
+		}
+	}
+	if h.pool.NumHeld() != 0 {
+		t.Errorf("%d blocks still held", h.pool.NumHeld())
+	}
+}
+
+// Waiting holds are not taken back while something runs: running requests
+// will finish and free blocks.
+func TestNoReclaimWhileRunning(t *testing.T) {
+	h := newHarness(t, 5, DefaultConfig())
+	run := newReq(1, 4, 4)
+	h.s.Add(run)
+	h.step() // run holds 1 block, then 2 while decoding
+	r := newReq(2, 12, 2)
+	r.Hold = h.pool.NewHold(kvblock.HoldRequest, r.ID)
+	h.pool.Allocate(r.Hold, 3)
+	r.NumComputed = 8
+	big := newReq(3, 16, 2) // needs 4+ blocks: more than there are
+	h.s.Add(big)
+	h.s.Requeue(r)
+	for i := 0; i < 3 && run.Status() == Running; i++ {
+		h.step()
+		if h.s.Stats().WaitingReclaims != 0 {
+			t.Fatalf("a waiting hold was reclaimed while request 1 ran")
+		}
+	}
+}

@@ -36,9 +36,6 @@ func TestMutationsCaught(t *testing.T) {
 			defer func() { *tt.flag = false }()
 			for i := range maxMutationSeeds {
 				seed := *seedFlag + uint64(i)
-				if _, ok := knownBugs[seed]; ok {
-					continue
-				}
 				res, err := RunSeed(seed, Options{})
 				if err == nil {
 					continue

@@ -27,20 +27,19 @@ func swarmSeeds() int {
 	return 300
 }
 
-// knownBugs are default-policy seeds that fail on a bug outside package sim,
-// reported to the package's owner and skipped by the tests here until it is
-// fixed (then the entry goes). kvlease sim --seeds does not skip them.
-var knownBugs = map[uint64]string{
-	1537: deadlockD,
-	4522: deadlockD,
+// regressionSeeds failed once; each stays in the suite with what it found.
+var regressionSeeds = map[uint64]string{
+	1537: "D deadlock: pulled requests waiting with their blocks starved a preempted head of the queue while nothing ran (sched now reclaims waiting holds)",
+	4522: "the same D deadlock",
 }
 
-// deadlockD is an engine/sched liveness bug the swarm found (seeds with
-// slow transfers and small decode pools): pulled requests wait in D's
-// scheduler holding their prefix blocks, a preempted request at the head
-// of the FCFS waiting queue needs more blocks than free + evictable, and
-// nothing runs that could be preempted: no request ever ends.
-const deadlockD = "engine/sched: D deadlock, head-of-line preempted request cannot be admitted while waiting pulled requests hold the pool"
+func TestSwarmRegressionSeeds(t *testing.T) {
+	for seed, what := range regressionSeeds {
+		if res, err := RunSeed(seed, Options{}); err != nil {
+			t.Errorf("seed %d (%s): %v\n%s", seed, what, err, strings.Join(res.Failures, "\n"))
+		}
+	}
+}
 
 func TestSwarm(t *testing.T) {
 	start := time.Now()
@@ -48,10 +47,6 @@ func TestSwarm(t *testing.T) {
 	var reqs, events int
 	for i := range n {
 		seed := *seedFlag + uint64(i)
-		if why, ok := knownBugs[seed]; ok {
-			t.Logf("seed %d skipped, known bug: %s", seed, why)
-			continue
-		}
 		res, err := RunSeed(seed, Options{})
 		if err != nil {
 			t.Fatal(err)
