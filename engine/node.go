@@ -1332,6 +1332,14 @@ func (s *Stream) Recv(ctx context.Context, spare []Output) ([]Output, error) {
 	}
 }
 
+// Pending reports whether Recv would return at once: outputs (or a
+// refusal) are waiting. A consumer may use it to batch its writes.
+func (s *Stream) Pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.buf) > 0 || s.refused
+}
+
 // Refusal is why a stream from Start was refused: Accepted while it was
 // not (or not yet known to be).
 func (s *Stream) Refusal() AddResult {

@@ -494,13 +494,19 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 			c.appendCompletionChunk(string(c.text), openai.FinishNone, openai.StopReason{}, true)
 		}
 		_, err := w.Write(c.out)
-		if err == nil {
+		if c.finished {
+			// net/http writes what is buffered with the end of the
+			// body when the handler returns: one write, not two.
+			return
+		}
+		if err == nil && !st.Pending() {
+			// Flush once caught up: outputs that arrived while this
+			// event was encoded join the next write instead of taking
+			// a write each.
 			err = rc.Flush()
 		}
 		if err != nil {
-			if !c.finished {
-				st.Abort()
-			}
+			st.Abort()
 			return
 		}
 	}
