@@ -1,7 +1,6 @@
 package xfer
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -261,8 +260,15 @@ func (p *Producer) Tick(now clock.Instant) {
 		p.grantOrderSweep(now)
 		return
 	}
-	for len(p.due) > 0 && p.due[0].due() <= now {
-		l := p.due[0]
+	for len(p.due) > 0 && p.due[0].at <= now {
+		l := p.due[0].l
+		if d := l.due(); d > now {
+			// A renewal moved it later since it was keyed: re-key it
+			// now that it surfaced (see schedule).
+			p.due[0].at = d
+			p.due.down(0)
+			continue
+		}
 		p.end(now, l, p.dueReason(now, l))
 		if l.hix >= 0 {
 			panic(fmt.Sprintf("xfer: lease %d stayed due after its end", l.id))
@@ -282,10 +288,18 @@ func (p *Producer) dueReason(now clock.Instant, l *leaseState) wire.Reason {
 // NextDeadline is the earliest instant at which Tick has work, or
 // clock.Never.
 func (p *Producer) NextDeadline() clock.Instant {
-	if len(p.due) == 0 {
-		return clock.Never
+	// Settle the lazy re-keys that reached the root (see schedule), so the
+	// answer is exact: an edge's timer never fires for a lease that was
+	// renewed meanwhile.
+	for len(p.due) > 0 {
+		if d := p.due[0].l.due(); d > p.due[0].at {
+			p.due[0].at = d
+			p.due.down(0)
+			continue
+		}
+		return p.due[0].at
 	}
-	return p.due[0].due()
+	return clock.Never
 }
 
 // schedule puts l in the due heap at its current due instant, or moves it
@@ -294,17 +308,27 @@ func (p *Producer) schedule(l *leaseState) {
 	if l.pending != 0 {
 		return // waits for its reads, not for a deadline
 	}
-	if l.hix >= 0 {
-		heap.Fix(&p.due, l.hix)
+	d := l.due()
+	if l.hix < 0 {
+		p.due.push(dueEntry{at: d, l: l})
 		return
 	}
-	heap.Push(&p.due, l)
+	// A due instant that moved earlier (a lost session) is re-keyed at
+	// once. One that moved later (a renewal, a binding) keeps its old key
+	// until it surfaces at the root, where Tick re-keys it: a batched RENEW
+	// of n leases costs O(n), not O(n log n) heap moves, and the heap
+	// still never holds a key later than its lease's due instant, so no
+	// expiry is missed.
+	if e := &p.due[l.hix]; d < e.at {
+		e.at = d
+		p.due.up(l.hix)
+	}
 }
 
 // unschedule takes l out of the due heap.
 func (p *Producer) unschedule(l *leaseState) {
 	if l.hix >= 0 {
-		heap.Remove(&p.due, l.hix)
+		p.due.remove(l.hix)
 	}
 }
 
@@ -774,35 +798,82 @@ func (p *Producer) handleRelease(now clock.Instant, s SessionID, m *wire.Release
 
 // --- due heap and tombstones ---
 
-// dueHeap orders live leases by due instant (then id, for a deterministic
-// order); each lease records its index so that a renewal re-keys it in
-// O(log n). Its size is at most the number of live leases (MaxLeases).
-type dueHeap []*leaseState
+// dueHeap orders live leases by a key (then id, for a deterministic
+// order): each entry's key is at or before its lease's due instant (see
+// schedule). Each lease records its index so that it is re-keyed or
+// removed in O(log n). Its size is at most the number of live leases
+// (MaxLeases).
+type dueHeap []dueEntry
 
-func (h dueHeap) Len() int { return len(h) }
-func (h dueHeap) Less(i, j int) bool {
-	a, b := h[i].due(), h[j].due()
-	if a != b {
-		return a < b
+type dueEntry struct {
+	at clock.Instant
+	l  *leaseState
+}
+
+func (h dueHeap) less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
 	}
-	return h[i].id < h[j].id
+	return h[i].l.id < h[j].l.id
 }
-func (h dueHeap) Swap(i, j int) {
+
+func (h dueHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].hix, h[j].hix = i, j
+	h[i].l.hix, h[j].l.hix = i, j
 }
-func (h *dueHeap) Push(x any) {
-	l := x.(*leaseState)
-	l.hix = len(*h)
-	*h = append(*h, l)
+
+func (h *dueHeap) push(e dueEntry) {
+	e.l.hix = len(*h)
+	*h = append(*h, e)
+	h.up(len(*h) - 1)
 }
-func (h *dueHeap) Pop() any {
+
+func (h *dueHeap) remove(i int) {
 	old := *h
-	l := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	last := len(old) - 1
+	l := old[i].l
+	if i != last {
+		old.swap(i, last)
+	}
+	old[last] = dueEntry{}
+	*h = old[:last]
+	if i != last {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
 	l.hix = -1
-	return l
+}
+
+func (h dueHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+// down sifts entry i down and reports whether it moved.
+func (h dueHeap) down(i int) bool {
+	start := i
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			break
+		}
+		if r := c + 1; r < len(h) && h.less(r, c) {
+			c = r
+		}
+		if !h.less(c, i) {
+			break
+		}
+		h.swap(i, c)
+		i = c
+	}
+	return i > start
 }
 
 // tombstones remember the last n released lease ids and why. The ring and
