@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -87,17 +85,7 @@ func (f LeaseFigures) ReleasedText() string {
 // parse are skipped, as in parseMetrics.
 func parseLeaseFigures(r io.Reader) (LeaseFigures, error) {
 	var f LeaseFigures
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, labels, v, ok := parseSample(line)
-		if !ok || math.IsNaN(v) {
-			continue
-		}
+	err := eachSample(r, func(name string, labels map[string]string, v float64) {
 		switch name {
 		case "kvlease_kv_blocks":
 			if labels["state"] == "held" {
@@ -122,8 +110,8 @@ func parseLeaseFigures(r io.Reader) (LeaseFigures, error) {
 		case "kvlease_remote_prefill_fallbacks_total":
 			f.Fallbacks += v
 		}
-	}
-	return f, sc.Err()
+	})
+	return f, err
 }
 
 // ScrapeLeases reads the lease figures of every endpoint in urls (a URL

@@ -177,17 +177,7 @@ func (s *scraper) results() ([]MetricSeries, map[string]int) {
 // cannot parse are skipped: one odd line must not lose a whole scrape.
 func parseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, labels, value, ok := parseSample(line)
-		if !ok || math.IsNaN(value) {
-			continue
-		}
+	err := eachSample(r, func(name string, labels map[string]string, value float64) {
 	next:
 		for _, m := range scraped {
 			if m.name != name {
@@ -200,8 +190,28 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 			}
 			out[m.key] += value
 		}
+	})
+	return out, err
+}
+
+// eachSample calls fn for each sample of the Prometheus text exposition
+// format read from r. Comments, blank lines, lines it cannot parse and NaN
+// values are skipped: one odd line must not lose a whole scrape.
+func eachSample(r io.Reader, fn func(name string, labels map[string]string, value float64)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, labels, value, ok := parseSample(line)
+		if !ok || math.IsNaN(value) {
+			continue
+		}
+		fn(name, labels, value)
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // parseSample parses `name{k="v",...} value [timestamp]`.
