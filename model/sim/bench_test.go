@@ -35,11 +35,3 @@ func BenchmarkExecutePrefillFull(b *testing.B) {
 	}
 }
 
-func BenchmarkBlockChecksum(b *testing.B) {
-	d := make([]uint64, 16)
-	b.SetBytes(16 * 8)
-	b.ReportAllocs()
-	for b.Loop() {
-		BlockChecksum(d)
-	}
-}

@@ -11,7 +11,7 @@
 // and writes it into the request's block table (block Blocks[q/blockSize],
 // slot q%blockSize). In full mode (the pool has an arena) the slot's bytes
 // are a deterministic expansion of s_q and the slot digest is
-// SlotDigest(bytes); in digest-only mode the digest is s_q itself. KV content
+// kvblock.SlotDigest(bytes); in digest-only mode the digest is s_q itself. KV content
 // is therefore a function of (model seed, token prefix, position) only: two
 // engines with the same seed compute identical blocks for the same prefix,
 // which is what makes prefix caching and P/D transfer meaningful.

@@ -27,7 +27,7 @@ type Executor struct {
 	prof      Profile
 	pool      *kvblock.Pool
 	blockSize int
-	full      bool // the pool has an arena: write bytes, digest = SlotDigest
+	full      bool // the pool has an arena: write bytes, digest = kvblock.SlotDigest
 	section   int  // bytes of one layer's K (or V): KVHeads × HeadDim × DTypeBytes
 
 	kvKey, greedyKey, sampledKey uint64
@@ -153,7 +153,7 @@ func (e *Executor) write(s *model.Seq) {
 		if e.full {
 			kv := e.pool.SlotBytes(blk, slot)
 			e.fill(kv, seed)
-			seed = SlotDigest(kv)
+			seed = kvblock.SlotDigest(kv)
 		}
 		e.pool.Digests(blk)[slot] = seed
 	}

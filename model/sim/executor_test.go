@@ -248,8 +248,8 @@ func TestModesDigests(t *testing.T) {
 			blk := h.pool.Blocks(r.hold)[q/testBlockSize]
 			kv := h.pool.SlotBytes(blk, q%testBlockSize)
 			d := h.pool.Digests(blk)[q%testBlockSize]
-			if m.full && d != SlotDigest(kv) {
-				t.Fatalf("position %d: digest %x, SlotDigest %x", q, d, SlotDigest(kv))
+			if m.full && d != kvblock.SlotDigest(kv) {
+				t.Fatalf("position %d: digest %x, SlotDigest %x", q, d, kvblock.SlotDigest(kv))
 			}
 			if !m.full && (kv != nil || d == 0) {
 				t.Fatalf("digest-only position %d: %d bytes, digest %x", q, len(kv), d)
@@ -354,7 +354,7 @@ func TestCorruptedByteChangesOutput(t *testing.T) {
 		kv := h.pool.SlotBytes(blk, slot)
 		kv[rng.IntN(len(kv))] ^= byte(1 + rng.IntN(255))
 		// A receiver rebuilds digests from the bytes it got.
-		h.pool.Digests(blk)[slot] = SlotDigest(kv)
+		h.pool.Digests(blk)[slot] = kvblock.SlotDigest(kv)
 	})
 }
 
@@ -499,41 +499,6 @@ func (d *decodeBench) step() {
 		}
 	}
 	d.run()
-}
-
-func TestBlockChecksum(t *testing.T) {
-	rng := rand.New(rand.NewPCG(2, 2))
-	d := make([]uint64, 100)
-	for i := range d {
-		d[i] = rng.Uint64()
-	}
-	c := BlockChecksum(d)
-	if c != BlockChecksum(slices.Clone(d)) {
-		t.Fatal("not deterministic")
-	}
-	for i := range d {
-		e := slices.Clone(d)
-		e[i] ^= 1 << (i % 64)
-		if BlockChecksum(e) == c {
-			t.Fatalf("flipping a bit of digest %d does not change the checksum", i)
-		}
-	}
-	if BlockChecksum(d[:99]) == c || BlockChecksum(nil) == c {
-		t.Fatal("length does not matter")
-	}
-	if a := testing.AllocsPerRun(10, func() { BlockChecksum(d) }); a != 0 {
-		t.Fatalf("BlockChecksum allocates %v", a)
-	}
-	// The wire format: xxhash64 of the digests as little-endian bytes.
-	raw := make([]byte, 0, 24)
-	for _, v := range d[:3] {
-		for k := 0; k < 8; k++ {
-			raw = append(raw, byte(v>>(8*k)))
-		}
-	}
-	if BlockChecksum(d[:3]) != SlotDigest(raw) {
-		t.Fatal("BlockChecksum is not xxhash64 of little-endian digests")
-	}
 }
 
 // Engines with different block sizes (a P/D pair may differ) produce the

@@ -1,10 +1,5 @@
 package sim
 
-import (
-	"encoding/binary"
-
-	"github.com/cespare/xxhash/v2"
-)
 
 // golden is 2^64/φ, the splitmix64 increment.
 const golden = 0x9e3779b97f4a7c15
@@ -48,27 +43,3 @@ func kvSeed(key, h uint64, q int) uint64 {
 	return combine(combine(key, h), uint64(q))
 }
 
-// SlotDigest is the digest of one token slot's KV bytes (xxhash64). A
-// transfer receiver calls it to rebuild a block's digests from the bytes it
-// received; the executor stores the same value when it writes a slot in full
-// mode.
-func SlotDigest(slotBytes []byte) uint64 { return xxhash.Sum64(slotBytes) }
-
-// BlockChecksum is the checksum of a block: xxhash64 over its slot digests,
-// each as 8 little-endian bytes. The producer sends it with each block and
-// the receiver verifies it after rebuilding the digests (SlotDigest). It
-// does not allocate.
-func BlockChecksum(digests []uint64) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	var buf [256]byte
-	for len(digests) > 0 {
-		n := min(len(digests), len(buf)/8)
-		for i, v := range digests[:n] {
-			binary.LittleEndian.PutUint64(buf[8*i:], v)
-		}
-		d.Write(buf[:8*n])
-		digests = digests[n:]
-	}
-	return d.Sum64()
-}
