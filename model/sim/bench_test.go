@@ -34,4 +34,3 @@ func BenchmarkExecutePrefillFull(b *testing.B) {
 		h.ex.Execute(&batch, &h.out)
 	}
 }
-

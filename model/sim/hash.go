@@ -1,6 +1,5 @@
 package sim
 
-
 // golden is 2^64/φ, the splitmix64 increment.
 const golden = 0x9e3779b97f4a7c15
 
@@ -42,4 +41,3 @@ func prefixStep(h uint64, tok int32, q int) uint64 {
 func kvSeed(key, h uint64, q int) uint64 {
 	return combine(combine(key, h), uint64(q))
 }
-
