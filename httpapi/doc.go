@@ -37,7 +37,12 @@
 // with usage and no choices; then "data: [DONE]". With
 // stream_options.continuous_usage_stats every content chunk carries the
 // usage so far. Nothing is written before the first event, so a request
-// that fails before producing anything gets a plain HTTP error.
+// that fails before producing anything gets a plain HTTP error. Events are
+// pushed to the client as soon as the server has caught up with the
+// engine: with a model slower than the HTTP layer that is every step;
+// with a faster one (the zero profile) the tokens that arrived while an
+// event was written share the next write, so a stream does not cost one
+// system call per token.
 //
 // finish_reason is "stop" (EOS, a stop string, a stop token id: stop_reason
 // says which string or id), "length" (max_tokens or the context) or "abort"

@@ -26,7 +26,8 @@
 //     through Metrics.ObserveFirstToken, ObserveInterToken and
 //     ObserveFinished, with vLLM's bucket boundaries
 //     (vllm/v1/metrics/loggers.py); kvlease_transfer_seconds is observed by
-//     whoever sees a decode engine's finished pulls (ObserveTransfer).
+//     whoever sees a decode engine's finished pulls (ObserveTransfer;
+//     kvlease serve feeds it from engine.NodeConfig.OnTransfer).
 //
 // Every vllm:* series carries the label model_name, as vLLM's do.
 package metrics
