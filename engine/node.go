@@ -168,14 +168,22 @@ type NodeStats struct {
 }
 
 // Node drives one Core with the real clock. One goroutine (Run) owns the
-// core; Submit, Abort, Stats, Drain and WaitIdle send it messages and are
-// safe for concurrent use. Instants are monotonic nanoseconds since NewNode.
+// core; Submit, Start, Abort, Stop, Reject, Delivered, Stats, Drain,
+// DrainBy, WaitIdle and WaitDrained send it messages and are safe for
+// concurrent use. Instants are monotonic nanoseconds since NewNode.
 //
 // Each loop iteration takes every queued message at once, applies them,
 // steps the core, routes the outputs to their streams, and executes the
 // batch inline. A step's modelled duration is honoured with a timer, during
 // which new submissions and aborts are still applied; then Complete is
-// called and the loop steps again.
+// called and the loop steps again. A step of zero duration (the zero
+// profile) is followed at once by the next, the loop yielding its
+// processor only every zeroYieldSteps steps.
+//
+// Shutdown: Drain or DrainBy stop admitting; WaitIdle waits for the live
+// requests, WaitDrained also for outstanding leases and pulls; cancelling
+// Run's context then aborts what is left. A node that exits drained closes
+// its transfer connections after their last frames.
 type Node struct {
 	core  *Core
 	exec  model.Executor
