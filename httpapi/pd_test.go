@@ -220,6 +220,27 @@ func TestNodeIsRejecter(t *testing.T) {
 	}
 }
 
+// A decode engine that is shutting down answers 503, and the prefill
+// engine hears at once that its lease will not be read (RELEASE rejected).
+func TestDrainingDecodeReleasesTheLease(t *testing.T) {
+	p := newNode(t, nodeOpts{role: engine.RolePrefill})
+	_, pURL := newServer(t, p, nil)
+	d := newNode(t, nodeOpts{role: engine.RoleDecode})
+	_, dURL := newServer(t, d, nil)
+	m := readJSON(t, post(t, pURL+"/v1/completions", prefillBody, "X-Request-Id", "pd-drain"))
+	raw, _ := jsonMarshal(m["kv_transfer_params"])
+	d.Drain()
+	body := `{"model":"` + testModel + `","prompt":"` + pdPrompt + `","max_tokens":4,"kv_transfer_params":` + string(raw) + `}`
+	resp := post(t, dURL+"/v1/completions", body, "X-Request-Id", "pd-drain")
+	if e := readJSON(t, resp); resp.StatusCode != 503 {
+		t.Fatalf("draining decode engine answered %d %v, want 503", resp.StatusCode, e)
+	}
+	waitFor(t, "P to release the lease as rejected", func() bool {
+		st := p.Stats()
+		return st.Producer.Released[wire.ReasonRejected] == 1 && st.Producer.Active == 0 && st.Pool.Held == 0
+	})
+}
+
 // silentPeer listens on loopback, accepts and never answers: a prefill
 // engine that hangs. It returns the port.
 func silentPeer(t *testing.T) string {
