@@ -1092,9 +1092,12 @@ func RefusedStream(id string, res AddResult) *Stream {
 const maxBufHint = 64
 
 func (n *Node) newStream(req *Request, opt SubmitOptions, async bool) *Stream {
-	hint := 4 // a streaming consumer hands buffers back: they settle at its pace
-	if opt.FinishedOnly {
-		hint = min(max(req.MaxTokens, 0)+1, maxBufHint)
+	// A consumer that takes its outputs at the end gets a buffer for all
+	// of them; a streaming one hands buffers back and forth, and with a
+	// fast model finds several outputs at a time.
+	hint := min(max(req.MaxTokens, 0)+1, maxBufHint)
+	if !opt.FinishedOnly {
+		hint = min(hint, 16)
 	}
 	return &Stream{
 		id:           req.ID,
