@@ -146,11 +146,14 @@ type Engine struct {
 func (e Engine) Name() string { return e.Role + strconv.Itoa(e.RoleIndex) }
 
 // DefaultServeArgs is an engine's command line: kvlease serve with its
-// role, ports, profile, model and the cluster secret.
+// role, ports, profile, model and the cluster secret, and a drain shorter
+// than the default StopTimeout, so that a stopped engine serves its
+// outstanding leases and exits before it would be killed (flags given
+// after these win).
 func DefaultServeArgs(e Engine, secretFile string) []string {
 	args := []string{"serve", "--role", e.Role, "--host", e.Host,
 		"--port", strconv.Itoa(e.Port), "--transfer-port", strconv.Itoa(e.TransferPort),
-		"--profile", e.Profile, "--cluster-secret-file", secretFile}
+		"--profile", e.Profile, "--cluster-secret-file", secretFile, "--drain-timeout", "5s"}
 	if e.Model != "" {
 		args = append(args, "--model", e.Model)
 	}

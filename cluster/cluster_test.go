@@ -203,7 +203,7 @@ func TestStartFailures(t *testing.T) {
 func TestDefaultServeArgs(t *testing.T) {
 	e := Engine{Role: "decode", Host: "127.0.0.1", Port: 1, TransferPort: 2, Profile: "tiny", Model: "m"}
 	got := strings.Join(DefaultServeArgs(e, "/s"), " ")
-	want := "serve --role decode --host 127.0.0.1 --port 1 --transfer-port 2 --profile tiny --cluster-secret-file /s --model m"
+	want := "serve --role decode --host 127.0.0.1 --port 1 --transfer-port 2 --profile tiny --cluster-secret-file /s --drain-timeout 5s --model m"
 	if got != want {
 		t.Errorf("DefaultServeArgs = %q, want %q", got, want)
 	}

@@ -44,6 +44,7 @@ func fakeEngineMain(args []string) int {
 	fs.Int("transfer-port", 0, "")
 	fs.String("profile", "", "")
 	fs.String("model", "", "")
+	fs.Duration("drain-timeout", 0, "")
 	secret := fs.String("cluster-secret-file", "", "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2

@@ -297,7 +297,12 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	ncfg.Logger = log
 	engineID := f.engineID
 	if f.transfer != nil {
-		tr, err := tcp.New(tcp.Config{Logger: log})
+		// Lent block data is valid until the next Poll: the node hands each
+		// received block to the consumer, which copies it into the pool
+		// before then, so the receiver reuses its buffers instead of
+		// allocating 2 MiB per block (BenchmarkTransfer: 0.17x -> 0.8-0.9x
+		// of a plain socket).
+		tr, err := tcp.New(tcp.Config{Logger: log, LendBlockData: true})
 		if err != nil {
 			return nil, err
 		}

@@ -28,6 +28,7 @@ func main() {
 	fs.Int("transfer-port", 0, "")
 	fs.String("profile", "", "")
 	fs.String("model", "", "")
+	fs.Duration("drain-timeout", 0, "")
 	fs.String("cluster-secret-file", "", "")
 	fs.Int("num-blocks", 0, "")
 	fs.Parse(os.Args[2:])
