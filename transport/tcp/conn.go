@@ -40,22 +40,43 @@ type conn struct {
 	lingering   atomic.Bool   // the writer half-closed after an owner Close
 	wakeW       chan struct{} // capacity 1: the writer has work
 	dead        chan struct{} // closed by the first fail
+	writerDone  chan struct{} // closed when the writer has returned: every done called
 
 	mu           sync.Mutex
 	up           bool // attached: Send may queue
 	isDead       bool
 	reason       string
-	queue        [][]byte // encoded frames, from getBuf
-	queued       int      // bytes in queue and in the writer's current batch
-	wantWritable bool     // Writable said no: signal Ready under the window
+	queue        []outFrame // frames not yet handed to the writer
+	queued       int        // bytes in queue and in the writer's current batch
+	wantWritable bool       // Writable said no: signal Ready under the window
 	cancelDial   context.CancelFunc
 
 	lastDeadline time.Time // reader-owned
 	maxDelivered int       // reader-owned: the largest frame the peer has sent
 }
 
+// outFrame is one queued frame: buf (from getBuf), then, for a zero-copy
+// BLOCK, data, the caller's Block.Data, referenced until done is called.
+type outFrame struct {
+	buf  []byte
+	data []byte
+	done func(ok bool)
+}
+
+func (f *outFrame) size() int { return len(f.buf) + len(f.data) }
+
+// finish recycles f's buffer and reports its outcome to the sender.
+func (f *outFrame) finish(ok bool) {
+	putBuf(f.buf)
+	if f.done != nil {
+		f.done(ok)
+	}
+	*f = outFrame{}
+}
+
 func newConn(t *Transport, id transport.ConnID, remote transport.Addr) *conn {
-	return &conn{t: t, id: id, remote: remote, wakeW: make(chan struct{}, 1), dead: make(chan struct{})}
+	return &conn{t: t, id: id, remote: remote, wakeW: make(chan struct{}, 1),
+		dead: make(chan struct{}), writerDone: make(chan struct{})}
 }
 
 // attach gives c its socket. The caller holds t.mu, so Shutdown either sees
@@ -88,8 +109,8 @@ func (c *conn) fail(reason string) {
 	dropped := c.queue
 	c.queue = nil
 	c.mu.Unlock()
-	for _, f := range dropped {
-		putBuf(f)
+	for i := range dropped {
+		dropped[i].finish(false)
 	}
 	if first {
 		close(c.dead)
@@ -122,23 +143,25 @@ func (c *conn) ownerClose() {
 	}
 }
 
-func (c *conn) enqueue(frame []byte) bool {
+// enqueue queues f, or recycles f.buf and reports false without calling
+// f.done.
+func (c *conn) enqueue(f outFrame) bool {
 	limit := c.t.cfg.MaxQueuedBytes
 	c.mu.Lock()
 	if !c.up || c.isDead || c.ownerClosed.Load() {
 		c.mu.Unlock()
-		putBuf(frame)
+		putBuf(f.buf)
 		return false
 	}
-	if c.queued > 0 && c.queued+len(frame) > limit {
-		n := c.queued + len(frame)
+	if c.queued > 0 && c.queued+f.size() > limit {
+		n := c.queued + f.size()
 		c.mu.Unlock()
-		putBuf(frame)
+		putBuf(f.buf)
 		c.fail(fmt.Sprintf("%s: %d bytes queued, limit %d", ReasonQueueOverflow, n, limit))
 		return false
 	}
-	c.queue = append(c.queue, frame)
-	c.queued += len(frame)
+	c.queue = append(c.queue, f)
+	c.queued += f.size()
 	c.mu.Unlock()
 	select {
 	case c.wakeW <- struct{}{}:
@@ -159,13 +182,18 @@ func (c *conn) writable() bool {
 
 // writeLoop writes queued frames in batches (one writev each), a keepalive
 // when idle, and after an owner Close the rest of the queue and a FIN.
+// Zero-copy frames are written straight from the sender's memory; each
+// frame's done is called once its bytes are written or the write failed,
+// and always before the writer returns (the reader waits for that before it
+// reports Closed).
 func (c *conn) writeLoop() {
 	defer c.t.wg.Done()
+	defer close(c.writerDone)
 	cfg := &c.t.cfg
 	ka := time.NewTimer(cfg.KeepaliveInterval)
 	defer ka.Stop()
 	var (
-		batch, spare [][]byte
+		batch, spare []outFrame
 		bufs         net.Buffers
 	)
 	for {
@@ -198,21 +226,29 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		total := 0
-		for _, f := range batch {
-			total += len(f)
+		bufs = bufs[:0]
+		for i := range batch {
+			f := &batch[i]
+			total += f.size()
+			bufs = append(bufs, f.buf)
+			if len(f.data) > 0 {
+				bufs = append(bufs, f.data)
+			}
 		}
-		// WriteTo consumes bufs (it nils written entries), so it gets a
-		// copy of the slice headers and batch keeps them for recycling.
-		bufs = append(bufs[:0], batch...)
+		// WriteTo consumes bufs (it nils written entries); batch keeps
+		// the frames for recycling and their done.
 		c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 		_, err := bufs.WriteTo(c.nc)
-		for _, f := range batch {
-			putBuf(f)
+		clear(bufs[:cap(bufs)])
+		if err != nil {
+			// fail first, so a done(false) finds the connection broken.
+			c.fail(writeReason(err, cfg.WriteTimeout))
 		}
-		clear(batch)
+		for i := range batch {
+			batch[i].finish(err == nil)
+		}
 		spare = batch[:0]
 		if err != nil {
-			c.fail(writeReason(err, cfg.WriteTimeout))
 			return
 		}
 		c.mu.Lock()
@@ -328,6 +364,10 @@ func (c *conn) readLoop() {
 			break
 		}
 	}
+	// Every zero-copy frame's done precedes Closed: the owner may reuse
+	// their memory once it sees Closed. The writer returns promptly: the
+	// socket is closed.
+	<-c.writerDone
 	if !c.ownerClosed.Load() {
 		t.push(c, transport.Event{Kind: transport.Closed, Conn: c.id, Remote: c.remote, Reason: c.failReason()})
 	}

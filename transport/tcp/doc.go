@@ -57,7 +57,16 @@
 //
 // Send encodes the message before it returns: the caller may reuse or free
 // everything the message points to at once (a BLOCK's Data aliases the KV
-// pool). A received *wire.Block owns its Data; every received message
+// pool). SendBlock is the zero-copy alternative for a BLOCK: it encodes
+// only the frame's header and fixed fields and the writer writes Data
+// straight from the caller's memory (one writev with the header), so the
+// caller must keep Data unchanged until the done callback it passed runs
+// (exactly once: true once written, false if the connection broke first;
+// every done of a connection runs before its Closed event is queued, and
+// before Shutdown returns). The engine node streams reads this way: the
+// read pins its lease, so the blocks stay unchanged until it reports the
+// read finished, which it does only after every block's done. A received
+// *wire.Block owns its Data; every received message
 // belongs to the owner. With Config.LendBlockData, a received Block's Data
 // is lent instead: valid until the owner's next Poll, which recycles the
 // buffer (for an owner that copies each block out while handling its

@@ -495,7 +495,34 @@ func (t *Transport) Send(id transport.ConnID, m wire.Message) bool {
 	}
 	n := wire.FrameBytes(m)
 	frame := wire.AppendFrame(getBuf(n), m)
-	return c.enqueue(frame)
+	return c.enqueue(outFrame{buf: frame})
+}
+
+// SendBlock queues b on connection id without copying b.Data: it encodes
+// the frame's header and fixed fields (Digests included) at once and keeps
+// a reference to b.Data, which the connection's writer writes to the socket
+// straight from the caller's memory. The caller must leave b.Data unchanged
+// until done is called. The referenced bytes count towards MaxQueuedBytes
+// and WindowBytes like a copied frame's.
+//
+// If SendBlock returns true, done is called exactly once: done(true) once
+// the whole frame has been written to the socket, done(false) if the
+// connection broke or the transport shut down first. It is called before
+// the connection's Closed event is queued, so an owner that sees Closed
+// (or whose Shutdown has returned) holds no outstanding done. done may run
+// on any goroutine, including inside a call of this Transport's methods
+// (a Send that overflows the queue, Shutdown): it must not block and must
+// not call the Transport; it should only record the outcome and wake the
+// owner. If SendBlock returns false (as Send would), done is never called.
+//
+// b must be valid (wire.Validate); an invalid block panics.
+func (t *Transport) SendBlock(id transport.ConnID, b *wire.Block, done func(ok bool)) bool {
+	c := t.conn(id)
+	if c == nil || c.ownerClosed.Load() {
+		return false
+	}
+	hdr := wire.AppendBlockHeader(getBuf(wire.FrameBytes(b)-len(b.Data)), b)
+	return c.enqueue(outFrame{buf: hdr, data: b.Data, done: done})
 }
 
 // Writable reports whether connection id's send queue is under
