@@ -236,13 +236,40 @@ type Node struct {
 
 // readStream is a read P streams over several loop iterations: as many
 // BLOCK frames as the connection's window takes each time, then READ_END.
-// The lease stays pinned until ReadFinished, so the pool memory its blocks
-// alias does not change meanwhile; Send copies each block out, in the loop
-// goroutine that owns the pool.
+// Blocks go out zero-copy (tcp.Transport.SendBlock): the connection's
+// writer writes them straight from the pool. That is safe because the read
+// pins its lease until ReadFinished, so the pool memory its blocks alias
+// does not change meanwhile, and the node reports ReadFinished only once
+// every block's done has run (inflight is zero): until then the stream
+// stays in Node.reads even if its connection is gone.
 type readStream struct {
-	w    xfer.ReadWork
-	conn transport.ConnID
-	next int // the next block to send
+	w      xfer.ReadWork
+	conn   transport.ConnID
+	next   int  // the next block to send
+	failed bool // a frame was refused or the connection ended: send no more
+	ended  bool // READ_END was queued
+
+	// inflight counts the blocks whose done has not run; lost records a
+	// done(false). Written by the transport's writer goroutines through
+	// done, read by the loop: lost is stored before inflight drops, so a
+	// loop that reads zero sees every loss.
+	inflight atomic.Int32
+	lost     atomic.Bool
+	done     func(ok bool)
+}
+
+// newReadStream returns the stream of w on connection id; its done only
+// records the outcome and wakes the loop, as SendBlock requires.
+func (n *Node) newReadStream(w xfer.ReadWork, id transport.ConnID) *readStream {
+	st := &readStream{w: w, conn: id}
+	st.done = func(ok bool) {
+		if !ok {
+			st.lost.Store(true)
+		}
+		st.inflight.Add(-1)
+		n.selfWake()
+	}
+	return st
 }
 
 type msgKind uint8
@@ -665,7 +692,7 @@ func (n *Node) transfer(now clock.Instant, rd Ready) {
 			n.core.ReadFinished(now, w.Session, w.ReadID, false)
 			continue
 		}
-		n.reads = append(n.reads, &readStream{w: w, conn: id})
+		n.reads = append(n.reads, n.newReadStream(w, id))
 	}
 }
 
@@ -703,12 +730,18 @@ func (n *Node) linger() {
 }
 
 // dropStreams ends the reads streaming on connection id unsuccessfully.
+// A read whose blocks the transport still references (after an owner
+// Close, which flushes) stays until their done has run; after a Closed
+// event none is left (the transport runs every done before it).
 func (n *Node) dropStreams(now clock.Instant, id transport.ConnID) {
 	j := 0
 	for _, st := range n.reads {
 		if st.conn == id {
-			n.core.ReadFinished(now, st.w.Session, st.w.ReadID, false)
-			continue
+			st.failed = true
+			if st.inflight.Load() == 0 {
+				n.core.ReadFinished(now, st.w.Session, st.w.ReadID, false)
+				continue
+			}
 		}
 		n.reads[j] = st
 		j++
@@ -718,9 +751,9 @@ func (n *Node) dropStreams(now clock.Instant, id transport.ConnID) {
 }
 
 // pump queues as many blocks of the streaming reads as their connections'
-// windows take, in arrival order, and reports whether a read ended. Every
-// Send copies its block out of the pool: pump runs in the loop goroutine,
-// which owns the pool, and never waits for a socket.
+// windows take, in arrival order, and reports whether a read ended. It
+// never waits for a socket: a read whose blocks are queued but not yet
+// written ends on a later call, after their done has woken the loop.
 func (n *Node) pump(now clock.Instant) bool {
 	ended := false
 	j := 0
@@ -743,20 +776,31 @@ func (n *Node) pump(now clock.Instant) bool {
 }
 
 // streamRead sends what fits of one read; done reports that the read is
-// over (every frame queued, or the connection refused one: then ok is
-// false).
+// over: every frame queued (or one refused, or the connection ended) and
+// every block's done run, so the transport no longer references the pool.
+// ok means every block was written and READ_END queued.
 func (n *Node) streamRead(st *readStream) (done, ok bool) {
-	for st.next < len(st.w.Blocks) {
+	for !st.failed && st.next < len(st.w.Blocks) {
 		if !n.tr.Writable(st.conn) {
 			return false, false // Ready fires when the window opens
 		}
-		if !n.tr.Send(st.conn, &st.w.Blocks[st.next]) {
-			return true, false
+		st.inflight.Add(1)
+		if !n.tr.SendBlock(st.conn, &st.w.Blocks[st.next], st.done) {
+			st.inflight.Add(-1) // refused: done is never called
+			st.failed = true
+			break
 		}
 		st.next++
 	}
-	end := &wire.ReadEnd{ReadID: st.w.ReadID, Lease: st.w.Lease, Status: wire.StatusOK}
-	return true, n.tr.Send(st.conn, end)
+	if !st.failed && !st.ended {
+		st.ended = true
+		end := &wire.ReadEnd{ReadID: st.w.ReadID, Lease: st.w.Lease, Status: wire.StatusOK}
+		st.failed = !n.tr.Send(st.conn, end)
+	}
+	if st.inflight.Load() > 0 {
+		return false, false // a done wakes the loop
+	}
+	return true, !st.failed && !st.lost.Load()
 }
 
 // takeInbox swaps the inbox with spare (emptied) and returns the messages.
@@ -993,8 +1037,16 @@ func (n *Node) shutdown(res *model.StepResult, inFlight bool) {
 		// each read fails; leases end (REVOKED shutdown), and the
 		// transport goes down at once, so peers see their connections
 		// lost and fall back.
+		// Reads whose blocks the transport still references end after
+		// its Shutdown, which runs every done: their leases stay pinned
+		// (ReleaseAll leaves them) until then.
 		n.pump(now)
+		var referenced []*readStream
 		for _, st := range n.reads {
+			if st.inflight.Load() > 0 {
+				referenced = append(referenced, st)
+				continue
+			}
 			n.core.ReadFinished(now, st.w.Session, st.w.ReadID, false)
 		}
 		clear(n.reads)
@@ -1010,6 +1062,9 @@ func (n *Node) shutdown(res *model.StepResult, inFlight bool) {
 			n.linger()
 		}
 		n.tr.Shutdown()
+		for _, st := range referenced {
+			n.core.ReadFinished(now, st.w.Session, st.w.ReadID, false)
+		}
 	}
 	n.closeOffload(now)
 	closeAll(n.idleWaiters)

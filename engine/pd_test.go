@@ -517,12 +517,15 @@ func TestNodeStreamsReadsWithinWindow(t *testing.T) {
 		t.Fatalf("D got %v, want READ_END(busy) for read 2", ev)
 	}
 	// Whether a pump stops at the window depends on how fast the writer
-	// drains; either way the read must complete, waiting on Ready.
+	// drains; either way the read must complete, waiting on Ready (a
+	// window opened) or on the node's wake (a block's done ran: the read
+	// ends once every block is written).
 	timer := time.NewTimer(pdWait)
 	defer timer.Stop()
 	for !n.pump(0) {
 		select {
-		case <-ptr.Ready(): // the window opened
+		case <-ptr.Ready():
+		case <-n.wake:
 		case <-timer.C:
 			t.Fatal("the stream never finished")
 		}
