@@ -522,13 +522,21 @@ func (p *Producer) Disconnected(now clock.Instant, s SessionID) {
 	if _, ok := p.sessions[s]; !ok {
 		return
 	}
-	p.endSession(now, s)
+	p.endSession(now, s, true)
 }
 
-// endSession forgets session s. Its reads end in read-id order (a map's
-// order must not reach the releases they may trigger).
-func (p *Producer) endSession(now clock.Instant, s SessionID) {
+// endSession forgets session s. With endReads, its reads end now, in
+// read-id order (a map's order must not reach the releases they may
+// trigger): the edge has reported the connection gone, so it sends
+// nothing more. Without, they stay pinned until the edge reports each
+// ReadFinished: a session the core closes itself may still have block
+// bytes in the edge's send path, read straight from the pool.
+func (p *Producer) endSession(now clock.Instant, s SessionID, endReads bool) {
 	delete(p.sessions, s)
+	if !endReads {
+		p.unbind(now, s)
+		return
+	}
 	var keys []readKey
 	for k := range p.reads {
 		if k.s == s {
@@ -539,6 +547,11 @@ func (p *Producer) endSession(now clock.Instant, s SessionID) {
 	for _, k := range keys {
 		p.finishRead(now, k, p.reads[k], false)
 	}
+	p.unbind(now, s)
+}
+
+// unbind starts the peer grace of every lease bound to the lost session s.
+func (p *Producer) unbind(now clock.Instant, s SessionID) {
 	if !p.cfg.BindsSessions() {
 		return
 	}
@@ -575,7 +588,7 @@ func (p *Producer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		// A message D never sends: the peer is broken. Close the session
 		// and end it here too (the edge reports no close it asked for).
 		p.out = append(p.out, Envelope{Session: s, Msg: &wire.AuthAck{Status: wire.StatusBadRequest}, Close: true})
-		p.endSession(now, s)
+		p.endSession(now, s, false)
 	}
 }
 

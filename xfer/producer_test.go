@@ -574,18 +574,24 @@ func TestProducerBogusMessageClosesSession(t *testing.T) {
 	g := e.grant("r", 8)
 	s := e.connect()
 	e.send(s, &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
-	e.takeReads()
+	w := e.takeReads()
 	out := e.send(s, &wire.Block{})
 	if a, ok := only[*wire.AuthAck](t, out); !ok || a.Status != wire.StatusBadRequest || !out[0].Close {
 		t.Fatalf("%+v", out)
 	}
-	// The session ended: its read is unpinned and its lease gets the grace.
-	if e.p.NumPinned() != 0 {
-		t.Fatal("read still pinned")
+	// The session ended and its lease gets the grace, but its read stays
+	// pinned until the edge says it is over: the edge may still be
+	// sending the blocks' bytes straight from the pool.
+	if e.p.NumPinned() != 1 {
+		t.Fatal("read unpinned before the edge finished it")
 	}
 	info, _ := e.p.Lease(g.Lease)
 	if info.LostAt != e.now.Add(40*time.Millisecond) {
 		t.Fatalf("lease %+v", info)
+	}
+	e.p.ReadFinished(e.now, s, w[0].ReadID, false)
+	if e.p.NumPinned() != 0 {
+		t.Fatal("read still pinned after ReadFinished")
 	}
 	e.advance(at(40))
 	if r, ok := released(e, g.Lease); !ok || r.reason != wire.ReasonPeerLost {
