@@ -149,23 +149,26 @@ func (r *runner) readResponse(ctx, rctx context.Context, rec *Record, body io.Re
 		rec.setError(ErrBadResponse, fmt.Sprintf("response over %d bytes", maxResponseBytes))
 		return ""
 	}
-	var c chunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	var ev event
+	if err := ev.decode(data); err != nil {
 		rec.setError(ErrBadResponse, "response is not JSON: "+err.Error())
 		return ""
 	}
-	if f := c.failure(data); f != "" {
-		rec.setError(ErrStream, "error in response: "+f)
+	if ev.failure != "" {
+		rec.setError(ErrStream, "error in response: "+ev.failure)
 		return ""
 	}
-	if len(c.Choices) == 0 {
+	if ev.choices == 0 {
 		rec.setError(ErrBadResponse, "response has no choices")
 		return ""
 	}
-	text := c.text()
-	rec.OutputTokens = int(float64(len(text))/r.cfg.Workload.CharsPerToken + 0.5)
-	if c.Usage != nil {
-		rec.PromptTokens, rec.OutputTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+	rec.OutputTokens = int(float64(ev.textLen())/r.cfg.Workload.CharsPerToken + 0.5)
+	if ev.usage {
+		rec.PromptTokens, rec.OutputTokens = ev.prompt, ev.output
+	}
+	text := ""
+	if r.needText {
+		text = string(joinPieces(nil, ev.pieces))
 	}
 	rec.Outcome = OutcomeOK
 	return r.keep(rec, text)
@@ -177,6 +180,7 @@ func (r *runner) readStream(ctx, rctx context.Context, rec *Record, body io.Read
 		last     time.Time
 		finished bool
 		usage    bool
+		ev       event
 	)
 	events := newSSEReader(body)
 	for {
@@ -199,22 +203,20 @@ func (r *runner) readStream(ctx, rctx context.Context, rec *Record, body io.Read
 		if string(bytes.TrimSpace(data)) == "[DONE]" {
 			break
 		}
-		var c chunk
-		if err := json.Unmarshal(data, &c); err != nil {
+		if err := ev.decode(data); err != nil {
 			rec.setError(ErrBadResponse, "stream event is not JSON: "+err.Error())
 			return text.String()
 		}
-		if f := c.failure(data); f != "" {
-			rec.setError(ErrStream, "error in stream: "+f)
+		if ev.failure != "" {
+			rec.setError(ErrStream, "error in stream: "+ev.failure)
 			return text.String()
 		}
-		if c.Usage != nil {
+		if ev.usage {
 			usage = true
-			rec.PromptTokens, rec.OutputTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+			rec.PromptTokens, rec.OutputTokens = ev.prompt, ev.output
 		}
-		finished = finished || c.finished()
-		tok := c.text()
-		if tok == "" {
+		finished = finished || ev.finished
+		if ev.textLen() == 0 {
 			continue
 		}
 		now := time.Now()
@@ -228,11 +230,18 @@ func (r *runner) readStream(ctx, rctx context.Context, rec *Record, body io.Read
 		if rec.Chunks == 0 {
 			rec.TTFTSeconds = now.Sub(sent).Seconds()
 		} else {
+			if rec.InterTokenSeconds == nil {
+				rec.InterTokenSeconds = make([]float64, 0, min(max(rec.MaxTokens-1, 1), 64))
+			}
 			rec.InterTokenSeconds = append(rec.InterTokenSeconds, now.Sub(last).Seconds())
 		}
 		last = now
 		rec.Chunks++
-		text.WriteString(tok)
+		if r.needText {
+			for _, p := range ev.pieces {
+				text.Write(p)
+			}
+		}
 		if plan.active && rec.Chunks >= plan.afterTokens {
 			abandon(errAbort)
 			rec.setAborted(AbortMidStream)
@@ -246,6 +255,14 @@ func (r *runner) readStream(ctx, rctx context.Context, rec *Record, body io.Read
 	}
 	rec.Outcome = OutcomeOK
 	return r.keep(rec, text.String())
+}
+
+// joinPieces appends the pieces to dst.
+func joinPieces(dst []byte, pieces [][]byte) []byte {
+	for _, p := range pieces {
+		dst = append(dst, p...)
+	}
+	return dst
 }
 
 // keep stores text in rec when outputs are recorded, and returns it.

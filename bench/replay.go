@@ -64,7 +64,7 @@ func Replay(ctx context.Context, cfg Config, url string, keys []TurnKey, concurr
 	}
 	concurrency = min(max(concurrency, 1), maxReplayConcurrency)
 	base := baseURL(url)
-	r := &runner{cfg: cfg, client: cfg.HTTPClient, endpoint: base + "/v1/completions", wl: newWorkload(cfg), limit: MaxRequests, start: time.Now()}
+	r := &runner{cfg: cfg, client: cfg.HTTPClient, endpoint: base + "/v1/completions", wl: newWorkload(cfg), limit: MaxRequests, start: time.Now(), needText: true}
 	if r.client == nil {
 		r.client = newClient(cfg)
 		defer r.client.CloseIdleConnections()

@@ -42,6 +42,9 @@ type runner struct {
 	wl       *workload
 	start    time.Time
 	limit    int // requests
+	// needText: the generated text is kept (RecordOutputs) or sent back
+	// (multi-turn); otherwise the client only counts it.
+	needText bool
 
 	tickets atomic.Int64 // requests issued (IDs)
 	jobs    atomic.Int64 // jobs started (closed loop)
@@ -87,6 +90,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if r.limit == 0 {
 		r.limit = MaxRequests
 	}
+	r.needText = cfg.RecordOutputs || cfg.Workload.Kind == WorkloadMultiTurn
+	// Room for the records up front (bounded: a run bounded by Duration
+	// has limit MaxRequests), so that add rarely copies them under its lock.
+	r.records = make([]Record, 0, min(r.limit, 1<<16))
 	r.start = time.Now()
 
 	// Side goroutines: metrics and progress, stopped after the load.

@@ -83,34 +83,48 @@ func (s *sseReader) Next() ([]byte, error) {
 
 // readLine returns the next line without its terminator. The slice is
 // valid until the next read. A line longer than maxEventBytes is an error.
-// A last line without terminator is returned; then io.EOF.
+// A last line without terminator is returned; then io.EOF. It scans the
+// buffered bytes for a terminator at once rather than byte by byte.
 func (s *sseReader) readLine() ([]byte, error) {
 	line := s.line[:0]
 	defer func() { s.line = line[:0] }()
 	for {
-		b, err := s.r.ReadByte()
-		if err != nil {
+		if _, err := s.r.Peek(1); err != nil {
 			if err == io.EOF && len(line) > 0 {
 				return line, nil
 			}
 			return nil, err
 		}
+		buf, _ := s.r.Peek(s.r.Buffered())
 		if s.lastCR {
 			s.lastCR = false
-			if b == '\n' {
+			if buf[0] == '\n' {
+				_, _ = s.r.Discard(1)
 				continue
 			}
 		}
-		switch b {
-		case '\n':
-			return line, nil
-		case '\r':
-			s.lastCR = true
-			return line, nil
+		i := bytes.IndexByte(buf, '\n')
+		end := i
+		if end < 0 {
+			end = len(buf)
 		}
-		if len(line) >= maxEventBytes {
+		if j := bytes.IndexByte(buf[:end], '\r'); j >= 0 {
+			i = j
+		}
+		if i < 0 {
+			if len(line)+len(buf) > maxEventBytes {
+				return nil, fmt.Errorf("%w: a line exceeds %d bytes", errEventTooLarge, maxEventBytes)
+			}
+			line = append(line, buf...)
+			_, _ = s.r.Discard(len(buf))
+			continue
+		}
+		if len(line)+i > maxEventBytes {
 			return nil, fmt.Errorf("%w: a line exceeds %d bytes", errEventTooLarge, maxEventBytes)
 		}
-		line = append(line, b)
+		line = append(line, buf[:i]...)
+		s.lastCR = buf[i] == '\r'
+		_, _ = s.r.Discard(i + 1)
+		return line, nil
 	}
 }
