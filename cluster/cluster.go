@@ -328,7 +328,9 @@ func (c *Cluster) launch(p *proc) error {
 	c.opt.Logger.Info("engine started", "peer", p.info.URL, "engine", p.info.Name(), "pid", cmd.Process.Pid)
 	go func() {
 		r.err = cmd.Wait()
-		close(r.done)
+		// done closes last: whoever waits on it (Close, Stop) knows this
+		// goroutine has also finished logging and reporting.
+		defer close(r.done)
 		if r.asked.Load() {
 			return
 		}
