@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -90,10 +91,13 @@ func (c *chunk) finished() bool {
 // request ends by itself within cfg.Timeout; it is abandoned per plan; a
 // cancellation of ctx (the run is interrupted) marks it canceled.
 func (r *runner) do(ctx context.Context, rec *Record, body []byte, plan abortPlan) string {
+	// One context per request, its timeout a timer that cancels it with
+	// errTimeout: a timeout context under a cancelable one cost a second
+	// context and a map of children on every request.
 	rctx, abandon := context.WithCancelCause(ctx)
 	defer abandon(nil)
-	rctx, stop := context.WithTimeoutCause(rctx, r.cfg.Timeout, errTimeout)
-	defer stop()
+	timeout := time.AfterFunc(r.cfg.Timeout, func() { abandon(errTimeout) })
+	defer timeout.Stop()
 
 	sent := time.Now()
 	rec.StartSeconds = sent.Sub(r.start).Seconds()
@@ -139,8 +143,23 @@ func (r *runner) do(ctx context.Context, rec *Record, body []byte, plan abortPla
 	return r.readStream(ctx, rctx, rec, resp.Body, plan, sent, abandon)
 }
 
+// responseBuffers hold non-streaming responses while they are read: the
+// event read from one keeps nothing of it (its text is copied).
+var responseBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledResponseBytes bounds a buffer put back in responseBuffers.
+const maxPooledResponseBytes = 64 << 10
+
 func (r *runner) readResponse(ctx, rctx context.Context, rec *Record, body io.Reader) string {
-	data, err := io.ReadAll(io.LimitReader(body, maxResponseBytes+1))
+	buf := responseBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledResponseBytes {
+			buf.Reset()
+			responseBuffers.Put(buf)
+		}
+	}()
+	_, err := buf.ReadFrom(io.LimitReader(body, maxResponseBytes+1))
+	data := buf.Bytes()
 	if err != nil {
 		r.failed(rec, ctx, rctx, err)
 		return ""
@@ -183,6 +202,7 @@ func (r *runner) readStream(ctx, rctx context.Context, rec *Record, body io.Read
 		ev       event
 	)
 	events := newSSEReader(body)
+	defer events.release() // after the last use of an event's data: every text is copied
 	for {
 		data, err := events.Next()
 		if err == io.EOF {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // maxEventBytes bounds one server-sent event (all its data lines): a
@@ -33,8 +34,31 @@ type sseReader struct {
 	err     error
 }
 
+// sseReaders are readers released after their stream: a 16 KiB buffer
+// per request was most of a streaming request's allocations.
+var sseReaders sync.Pool
+
+// maxPooledSSEBytes bounds the data and line buffers of a reader put back
+// in sseReaders.
+const maxPooledSSEBytes = 64 << 10
+
 func newSSEReader(r io.Reader) *sseReader {
+	if s, ok := sseReaders.Get().(*sseReader); ok {
+		s.r.Reset(r)
+		return s
+	}
 	return &sseReader{r: bufio.NewReaderSize(r, 16<<10)}
+}
+
+// release puts s back for another stream. Neither s nor a slice it
+// returned may be used after.
+func (s *sseReader) release() {
+	if cap(s.data) > maxPooledSSEBytes || cap(s.line) > maxPooledSSEBytes {
+		return
+	}
+	s.r.Reset(nil)
+	*s = sseReader{r: s.r, data: s.data[:0], line: s.line[:0]}
+	sseReaders.Put(s)
 }
 
 // Next returns the data of the next event. The slice is valid until the

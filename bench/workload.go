@@ -146,22 +146,41 @@ type message struct {
 	Content string `json:"content"`
 }
 
+// requestJSON is a request body. Its fields are in the order of their
+// names, as a map would encode them; a struct encodes several times
+// faster.
+type requestJSON struct {
+	IgnoreEOS     bool           `json:"ignore_eos"`
+	MaxTokens     int            `json:"max_tokens"`
+	Messages      []message      `json:"messages,omitempty"`
+	MinTokens     *int           `json:"min_tokens,omitempty"`
+	Model         string         `json:"model"`
+	Prompt        *string        `json:"prompt,omitempty"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	Temperature   int            `json:"temperature"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
 // requestBody returns the JSON body of a request: the job's system prompt,
 // the previous turns with the answers received (history, alternating user
 // and assistant texts), and turn t.
 func requestBody(cfg Config, model string, j *job, history []string, t *turn) []byte {
-	body := map[string]any{
-		"model":       model,
-		"max_tokens":  t.outputTokens,
-		"ignore_eos":  true,
-		"temperature": 0,
-		"stream":      cfg.Stream,
+	body := requestJSON{
+		Model:       model,
+		MaxTokens:   t.outputTokens,
+		IgnoreEOS:   true,
+		Temperature: 0,
+		Stream:      cfg.Stream,
 	}
 	if cfg.Stream {
-		body["stream_options"] = map[string]any{"include_usage": true}
+		body.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
 	if t.invalid {
-		body["min_tokens"] = t.outputTokens + 1
+		body.MinTokens = new(t.outputTokens + 1)
 	}
 	if cfg.API == APIChat {
 		msgs := make([]message, 0, len(history)+2)
@@ -175,7 +194,7 @@ func requestBody(cfg Config, model string, j *job, history []string, t *turn) []
 			}
 			msgs = append(msgs, message{role, h})
 		}
-		body["messages"] = append(msgs, message{"user", t.user})
+		body.Messages = append(msgs, message{"user", t.user})
 	} else {
 		var b strings.Builder
 		if j.system != "" {
@@ -199,7 +218,7 @@ func requestBody(cfg Config, model string, j *job, history []string, t *turn) []
 		} else {
 			b.WriteString(t.user)
 		}
-		body["prompt"] = b.String()
+		body.Prompt = new(b.String())
 	}
 	out, err := json.Marshal(body)
 	if err != nil {
