@@ -206,7 +206,7 @@ func (s *chunkScanner) choice(c int) bool {
 		seen |= bit
 		switch bit {
 		case 1:
-			v, ok := s.plainString()
+			v, ok := s.textString()
 			s.slots[c][slotText] = v
 			return ok
 		case 2:
@@ -255,7 +255,7 @@ func (s *chunkScanner) content(c, reasoning, content int) bool {
 		if s.peek() == 'n' {
 			return s.null() // leaves the field empty, as encoding/json does
 		}
-		v, ok := s.plainString()
+		v, ok := s.textString()
 		if bit == 1 {
 			s.slots[c][content] = v
 		} else {
@@ -351,6 +351,27 @@ func (s *chunkScanner) plainString() ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// textString reads a string and returns its contents: those of the data
+// when it has neither escapes nor invalid UTF-8, or else a copy unquoted
+// by encoding/json (generated text has quotes and newlines now and then).
+func (s *chunkScanner) textString() ([]byte, bool) {
+	s.ws()
+	start := s.i
+	if v, ok := s.plainString(); ok {
+		return v, true
+	}
+	s.i = start
+	raw, ok := s.skipString()
+	if !ok {
+		return nil, false
+	}
+	var str string
+	if json.Unmarshal(raw, &str) != nil {
+		return nil, false
+	}
+	return []byte(str), true
 }
 
 // skipString reads a valid string, escapes allowed, and returns it with

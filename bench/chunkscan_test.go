@@ -99,6 +99,8 @@ func TestEventDecodeFastPath(t *testing.T) {
 	for _, in := range []string{
 		`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"t1 "},"logprobs":null,"finish_reason":null}]}`,
 		`{"id":"x","object":"text_completion","choices":[{"index":0,"text":"abc","finish_reason":"length"}],"usage":{"prompt_tokens":16,"completion_tokens":3,"total_tokens":19}}`,
+		`{"id":"cmpl-1","object":"text_completion","created":1,"model":"kvlease-zero","choices":[{"index":0,"text":"ete ","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":15,"completion_tokens":4,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}`,
+		`{"choices":[{"index":0,"delta":{"role":"assistant","content":"say \"hi\"\n\u00e9"},"logprobs":null,"finish_reason":null,"stop_reason":null}]}`,
 	} {
 		var ev event
 		s := chunkScanner{data: []byte(in), e: &ev}

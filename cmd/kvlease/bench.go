@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -89,6 +90,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.RecordOutputs, "record-outputs", false, "keep each request's generated text in results.json")
 	out := fs.String("out", "", "directory for results.json and PNG plots (none if empty)")
 	progress := fs.String("progress", "auto", "auto (a bar on a terminal, lines otherwise), bar, lines or none")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the client to this file (to see what the load generator itself costs)")
 	lc := addLocalClusterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -135,6 +137,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return flagError(err)
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var res *bench.Result
 	var err error
 	if cc != nil {

@@ -177,3 +177,15 @@ func TestBenchScenarioEndToEnd(t *testing.T) {
 		t.Fatalf("cluster report %+v, summary %+v", c, res.Summary)
 	}
 }
+
+func TestBenchCPUProfile(t *testing.T) {
+	srv, _ := fakeOpenAI(t)
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	code, stdout, stderr := runCmd(t, "bench", "--url", srv.URL, "--requests", "4", "--output-len", "2", "--progress", "none", "--cpuprofile", path)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile %s: %v, %v", path, fi, err)
+	}
+}
