@@ -51,8 +51,27 @@ type runner struct {
 
 	done, errs, aborted, rejected, inflight, outputTokens atomic.Int64
 
-	mu      sync.Mutex
-	records []Record
+	mu sync.Mutex
+	// blocks hold the records in arrival order, recordsPerBlock each:
+	// one growing slice copied megabytes under mu at each growth, and
+	// most of a long run's client CPU went there.
+	blocks [][]Record
+}
+
+// recordsPerBlock is the size of a block of records (about 1 MiB).
+const recordsPerBlock = 4096
+
+// records returns every record added, in one slice.
+func (r *runner) records() []Record {
+	n := 0
+	for _, b := range r.blocks {
+		n += len(b)
+	}
+	out := make([]Record, 0, n)
+	for _, b := range r.blocks {
+		out = append(out, b...)
+	}
+	return out
 }
 
 // Run runs the benchmark cfg describes and returns its result. It returns
@@ -91,9 +110,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.limit = MaxRequests
 	}
 	r.needText = cfg.RecordOutputs || cfg.Workload.Kind == WorkloadMultiTurn
-	// Room for the records up front (bounded: a run bounded by Duration
-	// has limit MaxRequests), so that add rarely copies them under its lock.
-	r.records = make([]Record, 0, min(r.limit, 1<<16))
 	r.start = time.Now()
 
 	// Side goroutines: metrics and progress, stopped after the load.
@@ -136,9 +152,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Progress != nil {
 		cfg.Progress(r.progress(true))
 	}
-	slices.SortFunc(r.records, func(a, b Record) int { return a.ID - b.ID })
-	res.Records = r.records
-	res.Summary = summarize(cfg, r.records, elapsed)
+	records := r.records()
+	r.blocks = nil
+	slices.SortFunc(records, func(a, b Record) int { return a.ID - b.ID })
+	res.Records = records
+	res.Summary = summarize(cfg, records, elapsed)
 	res.Summary.Interrupted = ctx.Err() != nil
 	return res, nil
 }
@@ -287,7 +305,11 @@ func (r *runner) add(rec Record) {
 	}
 	r.done.Add(1)
 	r.mu.Lock()
-	r.records = append(r.records, rec)
+	if len(r.blocks) == 0 || len(r.blocks[len(r.blocks)-1]) == recordsPerBlock {
+		r.blocks = append(r.blocks, make([]Record, 0, min(recordsPerBlock, r.limit)))
+	}
+	last := &r.blocks[len(r.blocks)-1]
+	*last = append(*last, rec)
 	r.mu.Unlock()
 }
 
