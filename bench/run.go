@@ -347,6 +347,9 @@ func newClient(cfg Config) *http.Client {
 	conns := max(cfg.Concurrency, min(cfg.MaxInflight, 1024), 16)
 	tr.MaxIdleConns = conns + 16
 	tr.MaxIdleConnsPerHost = conns
+	// No "Accept-Encoding: gzip" on every request: token streams gain
+	// nothing from compression and a gzip reader per response costs CPU.
+	tr.DisableCompression = true
 	return &http.Client{Transport: tr}
 }
 
