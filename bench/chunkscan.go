@@ -95,34 +95,13 @@ func (s *chunkScanner) scan() bool {
 	if !s.consume('{') {
 		return false
 	}
-	var seen uint8
-	ok := s.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
-		case "choices":
-			bit = 1
-		case "usage":
-			bit = 2
-		case "error":
-			bit = 4
-		case "object":
-			bit = 8
-		default:
-			if foldsTo(key, "choices", "usage", "error", "object") {
-				return false
-			}
-			return s.skip(0)
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		switch bit {
-		case 1:
+	ok := s.fields(chunkKeys, func(field int) bool {
+		switch field {
+		case 0:
 			return s.choices()
-		case 2:
+		case 1:
 			return s.usage()
-		case 4:
+		case 2:
 			return s.null() // an error: encoding/json tells it
 		default:
 			v, ok := s.plainString()
@@ -182,36 +161,15 @@ func (s *chunkScanner) choices() bool {
 }
 
 func (s *chunkScanner) choice(c int) bool {
-	var seen uint8
-	return s.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
-		case "text":
-			bit = 1
-		case "delta":
-			bit = 2
-		case "message":
-			bit = 4
-		case "finish_reason":
-			bit = 8
-		default:
-			if foldsTo(key, "text", "delta", "message", "finish_reason") {
-				return false
-			}
-			return s.skip(0)
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		switch bit {
-		case 1:
+	return s.fields(choiceKeys, func(field int) bool {
+		switch field {
+		case 0:
 			v, ok := s.textString()
 			s.slots[c][slotText] = v
 			return ok
-		case 2:
+		case 1:
 			return s.content(c, slotDeltaReasoning, slotDeltaContent)
-		case 4:
+		case 2:
 			return s.content(c, slotMessageReasoning, slotMessageContent)
 		default:
 			s.ws()
@@ -233,30 +191,13 @@ func (s *chunkScanner) content(c, reasoning, content int) bool {
 	if !s.consume('{') {
 		return false
 	}
-	var seen uint8
-	return s.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
-		case "content":
-			bit = 1
-		case "reasoning_content":
-			bit = 2
-		default:
-			if foldsTo(key, "content", "reasoning_content") {
-				return false
-			}
-			return s.skip(0)
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
+	return s.fields(contentKeys, func(field int) bool {
 		s.ws()
 		if s.peek() == 'n' {
 			return s.null() // leaves the field empty, as encoding/json does
 		}
 		v, ok := s.textString()
-		if bit == 1 {
+		if field == 0 {
 			s.slots[c][content] = v
 		} else {
 			s.slots[c][reasoning] = v
@@ -274,26 +215,9 @@ func (s *chunkScanner) usage() bool {
 		return false
 	}
 	s.e.usage = true
-	var seen uint8
-	return s.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
-		case "prompt_tokens":
-			bit = 1
-		case "completion_tokens":
-			bit = 2
-		default:
-			if foldsTo(key, "prompt_tokens", "completion_tokens") {
-				return false
-			}
-			return s.skip(0)
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
+	return s.fields(usageKeys, func(field int) bool {
 		n, ok := s.smallInt()
-		if bit == 1 {
+		if field == 0 {
 			s.e.prompt = n
 		} else {
 			s.e.output = n
@@ -304,6 +228,41 @@ func (s *chunkScanner) usage() bool {
 
 // object reads the members of an object whose "{" was consumed, calling
 // member with each key (without quotes) when the scanner is at its value.
+// The keys each object of the chunk shape is read for, in the order of
+// the field index fields passes on.
+var (
+	chunkKeys   = []string{"choices", "usage", "error", "object"}
+	choiceKeys  = []string{"text", "delta", "message", "finish_reason"}
+	contentKeys = []string{"content", "reasoning_content"}
+	usageKeys   = []string{"prompt_tokens", "completion_tokens"}
+)
+
+// fields reads the members of an object (its '{' already consumed): field
+// is called with the index in names of each known key, the value's scan
+// left to it; other keys' values are skipped. A key seen twice, or one
+// that encoding/json would match to a name by case folding, gives up, as
+// encoding/json's own rules then decide. len(names) <= 8.
+func (s *chunkScanner) fields(names []string, field func(i int) bool) bool {
+	var seen uint8
+	return s.object(func(key []byte) bool {
+		i := 0
+		for i < len(names) && string(key) != names[i] {
+			i++
+		}
+		if i == len(names) {
+			if foldsTo(key, names...) {
+				return false
+			}
+			return s.skip(0)
+		}
+		if seen&(1<<i) != 0 {
+			return false
+		}
+		seen |= 1 << i
+		return field(i)
+	})
+}
+
 func (s *chunkScanner) object(member func(key []byte) bool) bool {
 	s.ws()
 	if s.consume('}') {
