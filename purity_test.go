@@ -22,7 +22,7 @@ var pure = map[string][]string{
 	"kvblock":          nil,
 	"sched":            nil,
 	"model":            nil,
-	"model/sim":        nil,
+	"model/synth":      nil,
 	"engine":           {"node.go"},
 	"xfer":             nil,
 	"wire":             nil,

@@ -8,15 +8,15 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/wire"
 	"github.com/kvlease/kvlease/xfer"
 )
 
-func transferCore(t *testing.T, role Role) (*Core, *msim.Executor) {
+func transferCore(t *testing.T, role Role) (*Core, *synth.Executor) {
 	t.Helper()
-	prof, _ := msim.LookupProfile("tiny")
+	prof, _ := synth.LookupProfile("tiny")
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(3 * time.Second)
 	core := NewCore(Config{
 		Pool:        kvblock.Config{NumBlocks: 64, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken()},
@@ -24,12 +24,12 @@ func transferCore(t *testing.T, role Role) (*Core, *msim.Executor) {
 		MaxModelLen: prof.MaxModelLen, VocabSize: prof.VocabSize, EOS: prof.EOS,
 		RecentFinished: 16, Role: role, EngineID: "e-" + role.String(), Transfer: &xc, Secret: []byte("s"),
 	}, rand.New(rand.NewPCG(1, 2)))
-	return core, msim.New(prof, core.Pool(), 5)
+	return core, synth.New(prof, core.Pool(), 5)
 }
 
 // prefillLease runs a remote-decode prefill to its end and returns the
 // grant and the instant.
-func prefillLease(t *testing.T, core *Core, exec *msim.Executor, id string) (*xfer.Grant, clock.Instant) {
+func prefillLease(t *testing.T, core *Core, exec *synth.Executor, id string) (*xfer.Grant, clock.Instant) {
 	t.Helper()
 	now := clock.Instant(0)
 	prompt := make([]int32, 40)

@@ -9,7 +9,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/sched"
 )
 
@@ -17,7 +17,7 @@ import (
 // finishes, and returns each request's tokens and the core's stats.
 func runCore(t *testing.T, blocks int, maxSeqs int, reqs []*Request) (map[string][]int32, Stats) {
 	t.Helper()
-	prof, ok := msim.LookupProfile("tiny")
+	prof, ok := synth.LookupProfile("tiny")
 	if !ok {
 		t.Fatal("no tiny profile")
 	}
@@ -30,7 +30,7 @@ func runCore(t *testing.T, blocks int, maxSeqs int, reqs []*Request) (map[string
 		MaxModelLen: prof.MaxModelLen, VocabSize: prof.VocabSize, EOS: prof.EOS,
 		RecentFinished: 16,
 	}, rand.New(rand.NewPCG(3, 4)))
-	exec := msim.New(prof, core.Pool(), 11)
+	exec := synth.New(prof, core.Pool(), 11)
 	now := clock.Instant(0)
 	for _, r := range reqs {
 		if res := core.Add(now, r); res != Accepted {

@@ -10,7 +10,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/offload/tier"
 	"github.com/kvlease/kvlease/sched"
@@ -23,7 +23,7 @@ import (
 type offloadCore struct {
 	t      *testing.T
 	core   *Core
-	exec   *msim.Executor
+	exec   *synth.Executor
 	stores []tier.Store
 	lag    int
 
@@ -52,7 +52,7 @@ func newOffloadCore(t *testing.T, poolBlocks int, sc sched.Config, cfg *offload.
 // digests).
 func newOffloadCoreProfile(t *testing.T, profile string, full bool, poolBlocks int, sc sched.Config, cfg *offload.Config) *offloadCore {
 	t.Helper()
-	prof, _ := msim.LookupProfile(profile)
+	prof, _ := synth.LookupProfile(profile)
 	pc := kvblock.Config{NumBlocks: poolBlocks, BlockSizeTokens: 16, Events: true}
 	if full {
 		pc.BytesPerToken = prof.BytesPerToken()
@@ -62,7 +62,7 @@ func newOffloadCoreProfile(t *testing.T, profile string, full bool, poolBlocks i
 		MaxModelLen: prof.MaxModelLen, VocabSize: prof.VocabSize, EOS: prof.EOS,
 		RecentFinished: 16, Offload: cfg,
 	}, rand.New(rand.NewPCG(3, 4)))
-	h := &offloadCore{t: t, core: core, exec: msim.New(prof, core.Pool(), 11), lag: 2,
+	h := &offloadCore{t: t, core: core, exec: synth.New(prof, core.Pool(), 11), lag: 2,
 		tokens: map[string][]int32{}, usage: map[string]Usage{}}
 	if cfg != nil {
 		for _, tc := range cfg.Tiers {
@@ -591,7 +591,7 @@ func TestOffloadAbortWhileLoadingAndFailedLoad(t *testing.T) {
 // with OpenOffload.
 func offloadNode(t *testing.T, poolBlocks int, cfg *offload.Config) (*Node, context.CancelFunc) {
 	t.Helper()
-	prof, _ := msim.LookupProfile("zero")
+	prof, _ := synth.LookupProfile("zero")
 	core := NewCore(Config{
 		Pool:        kvblock.Config{NumBlocks: poolBlocks, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken()},
 		Sched:       sched.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 256, MaxWaiting: 64, ChunkedPrefill: true},
@@ -605,7 +605,7 @@ func offloadNode(t *testing.T, poolBlocks int, cfg *offload.Config) (*Node, cont
 	if (set == nil) != (cfg == nil) {
 		t.Fatalf("OpenOffload: %v for config %v", set, cfg)
 	}
-	n := NewNode(core, msim.New(prof, core.Pool(), 11), NodeConfig{Offload: set})
+	n := NewNode(core, synth.New(prof, core.Pool(), 11), NodeConfig{Offload: set})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		if err := n.Run(ctx); err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/transport/tcp"
@@ -34,9 +34,9 @@ const pdModelSeed = 7
 
 var pdSecret = []byte("pd test cluster secret")
 
-func zeroProfile(t *testing.T) msim.Profile {
+func zeroProfile(t *testing.T) synth.Profile {
 	t.Helper()
-	p, ok := msim.LookupProfile("zero")
+	p, ok := synth.LookupProfile("zero")
 	if !ok {
 		t.Fatal("no zero profile")
 	}
@@ -94,7 +94,7 @@ func startPDWith(t *testing.T, role Role, id string, xc xfer.Config, exec model.
 	}
 	core := NewCore(cfg, rand.New(rand.NewPCG(uint64(len(id)), 99)))
 	if exec == nil {
-		exec = msim.New(zeroProfile(t), core.Pool(), pdModelSeed)
+		exec = synth.New(zeroProfile(t), core.Pool(), pdModelSeed)
 	}
 	pn := &pdNode{released: make(chan release, 64)}
 	if p := core.Producer(); p != nil {
@@ -176,7 +176,7 @@ func prefill(t *testing.T, p *pdNode, id string, prompt []int32) *xfer.Grant {
 func reference(t *testing.T, req *Request) []int32 {
 	t.Helper()
 	core := NewCore(pdConfig(t, RoleBoth, "", nil), rand.New(rand.NewPCG(5, 5)))
-	exec := msim.New(zeroProfile(t), core.Pool(), pdModelSeed)
+	exec := synth.New(zeroProfile(t), core.Pool(), pdModelSeed)
 	r := *req
 	r.Remote = nil
 	if res := core.Add(0, &r); res != Accepted {

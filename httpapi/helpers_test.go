@@ -16,7 +16,7 @@ import (
 
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/kvblock"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/xfer"
@@ -45,7 +45,7 @@ func newNode(t testing.TB, o nodeOpts) *engine.Node {
 	if o.maxLen == 0 {
 		o.maxLen = 2048
 	}
-	prof, ok := msim.LookupProfile(o.profile)
+	prof, ok := synth.LookupProfile(o.profile)
 	if !ok {
 		t.Fatalf("no profile %q", o.profile)
 	}
@@ -78,7 +78,7 @@ func newNode(t testing.TB, o nodeOpts) *engine.Node {
 		}
 		ncfg.Transport = tr
 	}
-	n := engine.NewNode(core, msim.New(prof, core.Pool(), 7), ncfg)
+	n := engine.NewNode(core, synth.New(prof, core.Pool(), 7), ncfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go n.Run(ctx)
 	t.Cleanup(func() { cancel(); <-n.Done() })

@@ -5,6 +5,6 @@
 // Executor, which writes the KV of the batch's tokens into the pool's blocks
 // and returns a StepResult with one sampled token per sequence that asked for
 // one and the step's duration. The caller feeds the result back into the
-// core at now + duration. model/sim is the default backend: a latency model
+// core at now + duration. model/synth is the default backend: a latency model
 // with deterministic KV content.
 package model

@@ -33,7 +33,7 @@ type record struct {
 }
 
 // posContent is the KV digest of position q of a token sequence: a
-// function of the prefix tokens[:q+1], as in model/sim.
+// function of the prefix tokens[:q+1], as in model/synth.
 func posContent(tokens []int32, q int) uint64 {
 	v := uint64(0x6b766c65)
 	for _, t := range tokens[:q+1] {

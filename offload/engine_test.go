@@ -1,6 +1,6 @@
 package offload_test
 
-// A minimal engine — kvblock pool, sched scheduler, model/sim executor and
+// A minimal engine — kvblock pool, sched scheduler, model/synth executor and
 // an offload Coordinator, with tier copies run synchronously some steps
 // after they are handed out — used to show that offloading never changes
 // an output: the simulated model derives every token from the KV it reads,
@@ -18,7 +18,7 @@ import (
 
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
-	"github.com/kvlease/kvlease/model/sim"
+	"github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/offload/tier"
 	"github.com/kvlease/kvlease/sched"
@@ -41,7 +41,7 @@ type miniEngine struct {
 	t     testing.TB
 	pool  *kvblock.Pool
 	sch   *sched.Scheduler
-	ex    *sim.Executor
+	ex    *synth.Executor
 	coord *offload.Coordinator // nil: offload off
 	tiers []tier.Store
 	lag   int // steps between handing out a copy and running it
@@ -80,14 +80,14 @@ func newMiniEngine(t testing.TB, full bool, poolBlocks int, cfg *offload.Config)
 
 func newMiniEngineProfile(t testing.TB, profile string, sc sched.Config, full bool, poolBlocks int, cfg *offload.Config) *miniEngine {
 	t.Helper()
-	prof, _ := sim.LookupProfile(profile)
+	prof, _ := synth.LookupProfile(profile)
 	pc := kvblock.Config{NumBlocks: poolBlocks, BlockSizeTokens: blockSize}
 	if full {
 		pc.BytesPerToken = prof.BytesPerToken()
 	}
 	pool := kvblock.New(pc)
 	e := &miniEngine{
-		t: t, pool: pool, sch: sched.New(sc, pool), ex: sim.New(prof, pool, 7), lag: 2,
+		t: t, pool: pool, sch: sched.New(sc, pool), ex: synth.New(prof, pool, 7), lag: 2,
 		reqs: map[uint64]*sched.Request{}, loading: map[uint64]*sched.Request{}, outputs: map[uint64][]int32{},
 		arrival: map[uint64]time.Duration{},
 	}
@@ -125,7 +125,7 @@ func newMiniEngineProfile(t testing.TB, profile string, sc sched.Config, full bo
 // request waits, and would then be recomputed.
 func (e *miniEngine) add(id uint64, prompt []int32, maxTokens int) {
 	r := &sched.Request{ID: id, Tokens: slices.Clone(prompt), NumPromptTokens: len(prompt),
-		MaxTokens: maxTokens, EOS: sim.EOSToken, MaxModelLen: 1 << 20}
+		MaxTokens: maxTokens, EOS: synth.EOSToken, MaxModelLen: 1 << 20}
 	e.reqs[id] = r
 	e.arrival[id] = e.now
 	e.staged = append(e.staged, r)
@@ -483,7 +483,7 @@ func TestMultiTurnFigures(t *testing.T) {
 	// blocks of working set.
 	const poolBlocks = 3100 / 4
 	sc := sched.Config{MaxNumSeqs: 16, MaxNumBatchedTokens: 2048, MaxWaiting: 1 << 12, ChunkedPrefill: true}
-	prof, _ := sim.LookupProfile("llama-8b")
+	prof, _ := synth.LookupProfile("llama-8b")
 	copyBytes := int64(prof.BytesPerToken() * blockSize)
 	run := func(poolBlocks int, cfg *offload.Config) (*miniEngine, map[string][]int32) {
 		e := newMiniEngineProfile(t, "llama-8b", sc, false, poolBlocks, cfg)

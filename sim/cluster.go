@@ -11,7 +11,7 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/proxy/route"
 	"github.com/kvlease/kvlease/sched"
@@ -24,7 +24,7 @@ import (
 // Spec describes a simulated cluster.
 type Spec struct {
 	Seed      uint64
-	Profile   msim.Profile
+	Profile   synth.Profile
 	ModelSeed uint64
 	Transfer  xfer.Config
 	Prefill   int // number of P engines
@@ -67,7 +67,7 @@ const RoutingPause = time.Second
 // DefaultSpec is a small 1P1D cluster on the tiny profile with the lease
 // policy.
 func DefaultSpec() Spec {
-	p, _ := msim.LookupProfile("tiny")
+	p, _ := synth.LookupProfile("tiny")
 	sc := sched.DefaultConfig()
 	sc.MaxNumSeqs = 32
 	sc.MaxNumBatchedTokens = 2048
@@ -88,7 +88,7 @@ type Node struct {
 	Name transport.Addr
 	Role engine.Role
 	Core *engine.Core
-	exec *msim.Executor
+	exec *synth.Executor
 	// tiers are the node's offload tiers (volatile, like its core).
 	tiers []*tierStore
 	// active: something reached the core this instant (an input, a
@@ -363,7 +363,7 @@ func (c *Cluster) boot(n *Node) {
 		Offload: s.Offload,
 	}
 	n.Core = engine.NewCore(cfg, rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())))
-	n.exec = msim.New(s.Profile, n.Core.Pool(), s.ModelSeed)
+	n.exec = synth.New(s.Profile, n.Core.Pool(), s.ModelSeed)
 	n.tiers = offloadTiers(s.Offload)
 	n.busy = false
 	n.Hung = false

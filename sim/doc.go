@@ -1,7 +1,7 @@
 // Package sim is kvlease's deterministic whole-cluster simulator.
 //
 // A Cluster wires prefill and decode engine cores (engine.Core with the
-// model/sim executor) over a simulated network (transport/memnet), with an
+// model/synth executor) over a simulated network (transport/memnet), with an
 // in-simulation proxy that runs each request's prefill leg, carries the
 // lease to a decode engine and collects the tokens — all in one goroutine
 // on a virtual clock, reproducibly from a seed. The proxy picks engines

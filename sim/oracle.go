@@ -8,7 +8,7 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/sched"
 )
 
@@ -44,7 +44,7 @@ func (o *Oracle) Run(r *Req) ([]int32, sched.Status) {
 		Sched: sched.DefaultConfig(), MaxModelLen: s.Profile.MaxModelLen,
 		VocabSize: s.Profile.VocabSize, EOS: s.Profile.EOS,
 	}, rand.New(rand.NewPCG(1, 2)))
-	exec := msim.New(s.Profile, core.Pool(), s.ModelSeed)
+	exec := synth.New(s.Profile, core.Pool(), s.ModelSeed)
 	if res := core.Add(0, &engine.Request{ID: "oracle", Prompt: r.Prompt, MaxTokens: r.MaxTokens,
 		Sampling: r.Sampling, SeedSet: true, IgnoreEOS: r.IgnoreEOS}); res != engine.Accepted {
 		panic("sim: oracle rejected the request: " + res.String())

@@ -21,7 +21,7 @@ import (
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/metrics"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/offload/tier"
 	"github.com/kvlease/kvlease/sched"
@@ -53,7 +53,7 @@ type serveFlags struct {
 	host, advertiseHost string
 	port, transferPort  int
 	model, profile      string
-	prof                msim.Profile
+	prof                synth.Profile
 	role                engine.Role
 	engineID            string
 	numBlocks           int
@@ -89,7 +89,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	advertise := fs.String("advertise-host", "", "host decode engines dial for this engine's KV (remote_host); default --host, required when --host is a wildcard")
 	engineID := fs.String("engine-id", "", "this engine's id among its P/D peers (remote_engine_id); default host:transfer-port")
 	model := fs.String("model", "", "served model name; default kvlease-<profile>")
-	profile := fs.String("profile", "tiny", "simulated model: "+strings.Join(msim.ProfileNames(), ", "))
+	profile := fs.String("profile", "tiny", "simulated model: "+strings.Join(synth.ProfileNames(), ", "))
 	numBlocks := fs.Int("num-blocks", 0, "KV cache blocks; 0 fits the profile's KV in 1 GiB, at most 8192 blocks")
 	blockSize := fs.Int("block-size", 16, "tokens per KV block")
 	digestOnly := fs.Bool("digest-only", false, "keep per-block checksums instead of KV bytes (large profiles); both ends of a P/D pair must agree")
@@ -122,8 +122,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		return f, fmt.Errorf("--role %q: want prefill, decode or both", *role)
 	}
 	var ok bool
-	if f.prof, ok = msim.LookupProfile(*profile); !ok {
-		return f, fmt.Errorf("--profile %q: want one of %s", *profile, strings.Join(msim.ProfileNames(), ", "))
+	if f.prof, ok = synth.LookupProfile(*profile); !ok {
+		return f, fmt.Errorf("--profile %q: want one of %s", *profile, strings.Join(synth.ProfileNames(), ", "))
 	}
 	if err := f.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return f, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
@@ -358,7 +358,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 			m.ObserveTransfer(d.Duration)
 		}
 	}
-	es.node = engine.NewNode(core, msim.New(f.prof, core.Pool(), f.seed), ncfg)
+	es.node = engine.NewNode(core, synth.New(f.prof, core.Pool(), f.seed), ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes,
 		Version: version(), Logger: log, Metrics: m})
 	if err != nil {

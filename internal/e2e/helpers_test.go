@@ -19,7 +19,7 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
-	msim "github.com/kvlease/kvlease/model/sim"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/xfer"
@@ -58,7 +58,7 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 	if o.numBlocks == 0 {
 		o.numBlocks = 1024
 	}
-	prof, _ := msim.LookupProfile(o.profile)
+	prof, _ := synth.LookupProfile(o.profile)
 	sc := sched.DefaultConfig()
 	if o.maxNumSeqs > 0 {
 		sc.MaxNumSeqs = o.maxNumSeqs
@@ -93,7 +93,7 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 		cfg.EngineID = o.role.String() + "-" + strconv.Itoa(rand.IntN(1e6))
 	}
 	core := engine.NewCore(cfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
-	node := engine.NewNode(core, msim.New(prof, core.Pool(), modelSeed), ncfg)
+	node := engine.NewNode(core, synth.New(prof, core.Pool(), modelSeed), ncfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go node.Run(ctx)
 	api, err := httpapi.New(node, httpapi.Config{ModelName: modelName, Version: "e2e"})

@@ -1,4 +1,4 @@
-// Package sim is kvlease's default model backend: a latency model plus
+// Package synth is kvlease's default model backend: a latency model plus
 // deterministic KV content and token sampling, with no real neural network.
 //
 // # What it computes
@@ -47,4 +47,4 @@
 //
 // An Executor is not safe for concurrent use; it belongs to one engine core
 // and its pool.
-package sim
+package synth

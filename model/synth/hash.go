@@ -1,4 +1,4 @@
-package sim
+package synth
 
 // golden is 2^64/φ, the splitmix64 increment.
 const golden = 0x9e3779b97f4a7c15
