@@ -214,10 +214,10 @@ type Output struct {
 	// finished output; nil if none was granted).
 	Grant *xfer.Grant
 	// Pulled is set on the first output of a request whose remote prefix
-	// was pulled; Fallback says why it was not ("" when it was, or when the
-	// request had no remote prefix).
+	// was pulled; Fallback says why it was not (zero when it was, or when
+	// the request had no remote prefix).
 	Pulled   bool
-	Fallback string
+	Fallback xfer.FallbackReason
 }
 
 // Ready is what one Step hands to the caller. Its slices are owned by the
@@ -253,10 +253,10 @@ type request struct {
 	arrival      clock.Instant
 	remoteDecode bool
 	remote       *xfer.Remote
-	pulling      bool   // waiting or reading in the consumer
-	pulled       bool   // the remote prefix arrived
-	fallback     string // why the remote prefix was not used
-	announced    bool   // the first output was sent
+	pulling      bool                // waiting or reading in the consumer
+	pulled       bool                // the remote prefix arrived
+	fallback     xfer.FallbackReason // why the remote prefix was not used
+	announced    bool                // the first output was sent
 	// loading: parked by the admission hook while its prefix is loaded
 	// from an offload tier. loaded: a load ended for the current
 	// admission, so the next attempt admits without another lookup (one

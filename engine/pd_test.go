@@ -265,7 +265,7 @@ func TestPDTransferMatchesSingleEngine(t *testing.T) {
 					toks = append(toks, o.Token)
 				}
 			}
-			if !outs[0].Pulled || outs[0].Fallback != "" {
+			if !outs[0].Pulled || outs[0].Fallback != 0 {
 				t.Errorf("%s: first output %+v, want the remote prefix pulled", req.ID, outs[0])
 			}
 			last := outs[len(outs)-1]
@@ -394,7 +394,7 @@ func TestPDUnreachablePrefillFallsBack(t *testing.T) {
 		t.Fatalf("D refused r: %v", res)
 	}
 	outs := drain(t, s)
-	if outs[0].Pulled || outs[0].Fallback == "" {
+	if outs[0].Pulled || outs[0].Fallback == 0 {
 		t.Errorf("first output %+v, want a fallback", outs[0])
 	}
 	var toks []int32

@@ -387,9 +387,9 @@ func (s *Server) observeFinished(c *call, st *engine.Stream) {
 // error (a decode engine that could not get its remote prefix under the
 // fail policy).
 func errorFinish(c *call) *openai.Error {
-	why := c.fin.Fallback
-	if why == "" {
-		why = "unknown"
+	why := "unknown"
+	if c.fin.Fallback.Valid() {
+		why = c.fin.Fallback.String()
 	}
 	return openai.Internal("the request failed: the remote prefill's KV could not be had (%s)", why)
 }

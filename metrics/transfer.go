@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"slices"
-
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/wire"
 	"github.com/kvlease/kvlease/xfer"
@@ -18,28 +16,22 @@ var releaseReasons = func() []wire.Reason {
 	return rs
 }()
 
-// fallbackReasons and failureKinds are always exported (zero until they
-// happen); other keys the consumer reports are exported as they appear.
+// The label values of the decode side's counters: every value the consumer
+// can report, exported from the start (zero until it happens), and no other.
 var (
-	fallbackReasons = []string{"lease_gone", "unreachable", "corrupt", "expired", "unauthenticated", "engine_mismatch"}
-	failureKinds    = []string{"timeout", "unreachable", "disconnected", "lease_gone", "bad_block", "corrupt", "release_dropped"}
+	fallbackReasons = xfer.FallbackReasons()
+	failureKinds    = xfer.FailureKinds()
+	sentReasons     = xfer.ReleaseReasonsSent()
 )
 
-// emitKeyed emits one sample per key of m, the always-present keys first
-// (zero when absent), then any other key in sorted order.
-func emitKeyed(m map[string]uint64, always []string, emit emitFunc) {
-	for _, k := range always {
-		emit(float64(m[k]), k)
-	}
-	var extra []string
-	for k := range m {
-		if !slices.Contains(always, k) {
-			extra = append(extra, k)
-		}
-	}
-	slices.Sort(extra)
-	for _, k := range extra {
-		emit(float64(m[k]), k)
+// emitEach emits one sample per key of keys, in order, with m's count
+// (zero when absent) and the key's String as the label value.
+func emitEach[K interface {
+	comparable
+	String() string
+}](m map[K]uint64, keys []K, emit emitFunc) {
+	for _, k := range keys {
+		emit(float64(m[k]), k.String())
 	}
 }
 
@@ -78,13 +70,10 @@ var transferMetrics = []snapshotMetric{
 	},
 	{
 		name: "kvlease_leases_released_total", kind: counter,
-		help:   "Leases released, by reason: read_done, rejected, aborted, undelivered, peer_lost, expired, fallback, shutdown, restart.",
+		help:   "Leases released, by reason: read_done, rejected, aborted, undelivered, peer_lost, expired, fallback, shutdown.",
 		labels: []string{"reason"},
 		read: func(s *engine.NodeStats, emit emitFunc) {
-			p := producer(s)
-			for _, r := range releaseReasons {
-				emit(float64(p.Released[r]), r.String())
-			}
+			emitEach(producer(s).Released, releaseReasons, emit)
 		},
 	},
 	{
@@ -137,7 +126,7 @@ var transferMetrics = []snapshotMetric{
 		help:   "Transfer failures on this decode engine by kind, retried or not.",
 		labels: []string{"kind"},
 		read: func(s *engine.NodeStats, emit emitFunc) {
-			emitKeyed(consumer(s).Failures, failureKinds, emit)
+			emitEach(consumer(s).Failures, failureKinds, emit)
 		},
 	},
 	{
@@ -145,7 +134,7 @@ var transferMetrics = []snapshotMetric{
 		help:   "Requests whose remote prefix could not be had, by reason; they were recomputed locally or failed, by the fallback policy.",
 		labels: []string{"reason"},
 		read: func(s *engine.NodeStats, emit emitFunc) {
-			emitKeyed(consumer(s).Fallbacks, fallbackReasons, emit)
+			emitEach(consumer(s).Fallbacks, fallbackReasons, emit)
 		},
 	},
 	{
@@ -160,13 +149,10 @@ var transferMetrics = []snapshotMetric{
 	},
 	{
 		name: "kvlease_releases_sent_total", kind: counter,
-		help:   "RELEASE notices this decode engine sent to prefill engines, by reason.",
+		help:   "RELEASE notices this decode engine sent to prefill engines, by reason: read_done, rejected, aborted, fallback.",
 		labels: []string{"reason"},
 		read: func(s *engine.NodeStats, emit emitFunc) {
-			c := consumer(s)
-			for _, r := range releaseReasons {
-				emit(float64(c.ReleasesSent[r]), r.String())
-			}
+			emitEach(consumer(s).ReleasesSent, sentReasons, emit)
 		},
 	},
 	{

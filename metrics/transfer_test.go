@@ -1,8 +1,11 @@
 package metrics
 
 import (
+	"fmt"
 	"io"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +33,8 @@ func TestScrapeExportsTransferMetrics(t *testing.T) {
 		},
 		Consumer: &xfer.ConsumerStats{
 			Bytes: 2048, PulledBlocks: 3, HitBlocks: 1, Waiting: 5, Reading: 1,
-			Fallbacks:    map[string]uint64{"unreachable": 2},
-			Failures:     map[string]uint64{"timeout": 1, "zzz_new_kind": 7},
+			Fallbacks:    map[xfer.FallbackReason]uint64{xfer.FallbackUnreachable: 2},
+			Failures:     map[xfer.FailureKind]uint64{xfer.FailureTimeout: 1, xfer.FailureReadBusy: 7},
 			ReleasesSent: map[wire.Reason]uint64{wire.ReasonRejected: 6},
 		},
 	})
@@ -54,7 +57,9 @@ func TestScrapeExportsTransferMetrics(t *testing.T) {
 		`kvlease_transfer_blocks_total{model_name="m",source="pulled"} 3`,
 		`kvlease_transfer_failures_total{kind="timeout",model_name="m"} 1`,
 		`kvlease_transfer_failures_total{kind="corrupt",model_name="m"} 0`,
-		`kvlease_transfer_failures_total{kind="zzz_new_kind",model_name="m"} 7`,
+		`kvlease_transfer_failures_total{kind="read_busy",model_name="m"} 7`,
+		`kvlease_transfer_failures_total{kind="unauthenticated",model_name="m"} 0`,
+		`kvlease_remote_prefill_fallbacks_total{model_name="m",reason="read_internal"} 0`,
 		`kvlease_remote_prefill_fallbacks_total{model_name="m",reason="unreachable"} 2`,
 		`kvlease_remote_prefill_requests{model_name="m",state="waiting"} 5`,
 		`kvlease_releases_sent_total{model_name="m",reason="rejected"} 6`,
@@ -86,5 +91,58 @@ func TestTransferMetricsAreZeroWithoutTransfer(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("scrape lacks %q", want)
 		}
+	}
+}
+
+// Each reason-labelled series exports exactly the values its enum defines,
+// from the start: none missing (a dashboard sees a zero, not a gap), none
+// that nothing produces.
+func TestTransferMetricsExportExactlyTheReasons(t *testing.T) {
+	text := scrape(t, New("m", fixed(engine.NodeStats{})))
+	labels := func(metric, label string) []string {
+		re := regexp.MustCompile(`(?m)^` + metric + `\{[^}]*` + label + `="([a-z_]+)"[^}]*\} `)
+		var out []string
+		for _, m := range re.FindAllStringSubmatch(text, -1) {
+			out = append(out, m[1])
+		}
+		slices.Sort(out)
+		return out
+	}
+	names := func(xs ...fmt.Stringer) []string {
+		var out []string
+		for _, x := range xs {
+			out = append(out, x.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	var released, sent, fallbacks, failures []fmt.Stringer
+	for r := wire.ReasonReadDone; r.Valid(); r++ {
+		released = append(released, r)
+	}
+	for _, r := range xfer.ReleaseReasonsSent() {
+		sent = append(sent, r)
+	}
+	for _, r := range xfer.FallbackReasons() {
+		fallbacks = append(fallbacks, r)
+	}
+	for _, k := range xfer.FailureKinds() {
+		failures = append(failures, k)
+	}
+	for _, tc := range []struct {
+		metric, label string
+		want          []string
+	}{
+		{"kvlease_leases_released_total", "reason", names(released...)},
+		{"kvlease_releases_sent_total", "reason", names(sent...)},
+		{"kvlease_remote_prefill_fallbacks_total", "reason", names(fallbacks...)},
+		{"kvlease_transfer_failures_total", "kind", names(failures...)},
+	} {
+		if got := labels(tc.metric, tc.label); !slices.Equal(got, tc.want) || len(got) == 0 {
+			t.Errorf("%s{%s}: %q, want %q", tc.metric, tc.label, got, tc.want)
+		}
+	}
+	if strings.Contains(text, `"restart"`) {
+		t.Error(`a release reason "restart" is exported; nothing produces it`)
 	}
 }

@@ -187,7 +187,7 @@ type Req struct {
 	Error      string
 	HTTPStatus int
 	Pulled     bool
-	Fallback   string
+	Fallback   xfer.FallbackReason
 	Grant      *xfer.Grant
 	clientGone bool // the client disconnected
 	atD        bool
@@ -390,7 +390,7 @@ func (c *Cluster) boot(n *Node) {
 // yet.
 func (c *Cluster) waitedFor(n *Node, l wire.LeaseID) bool {
 	r := c.byLease[leaseKey{n.Name, l}]
-	if r == nil || !r.atD || r.Done || r.Pulled || r.leaseRead || r.Fallback != "" || r.D.Crashed || r.D.Hung {
+	if r == nil || !r.atD || r.Done || r.Pulled || r.leaseRead || r.Fallback != 0 || r.D.Crashed || r.D.Hung {
 		return false
 	}
 	last := max(n.lastFault, r.D.lastFault, c.lastFault[pairKey(n.Name, r.D.Name)])
@@ -713,7 +713,7 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 		if o.Pulled {
 			r.Pulled = true
 		}
-		if o.Fallback != "" {
+		if o.Fallback != 0 {
 			r.Fallback = o.Fallback
 		}
 		if o.Token != model.NoToken {
@@ -726,7 +726,7 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			r.Done, r.Status, r.DoneAt = true, o.Status, c.Now
 			c.legEnd(r)
 			if o.Status == sched.FinishedError {
-				r.Error = "decode failed: " + o.Fallback
+				r.Error = "decode failed: " + o.Fallback.String()
 				r.HTTPStatus = 502
 			}
 		}

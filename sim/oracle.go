@@ -95,7 +95,7 @@ func (o *Oracle) Verify(c *Cluster) []string {
 		}
 		want, st := o.Run(r)
 		if r.Status != st || !equalTokens(r.Tokens, want) {
-			bad = append(bad, fmt.Sprintf("request %s: got %v %v, oracle %v %v (pulled %v, fallback %q)",
+			bad = append(bad, fmt.Sprintf("request %s: got %v %v, oracle %v %v (pulled %v, fallback %v)",
 				r.ID, r.Status, r.Tokens, st, want, r.Pulled, r.Fallback))
 		}
 	}

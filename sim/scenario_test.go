@@ -83,8 +83,8 @@ func TestScenarioS01HappyPath(t *testing.T) {
 	settle(t, c, 30*time.Second)
 	verify(t, c)
 	for _, r := range rs {
-		if !r.Done || r.Status != sched.FinishedLength || !r.Pulled || r.Fallback != "" {
-			t.Errorf("%s: done %v status %v pulled %v fallback %q error %q", r.ID, r.Done, r.Status, r.Pulled, r.Fallback, r.Error)
+		if !r.Done || r.Status != sched.FinishedLength || !r.Pulled || r.Fallback != 0 {
+			t.Errorf("%s: done %v status %v pulled %v fallback %v error %q", r.ID, r.Done, r.Status, r.Pulled, r.Fallback, r.Error)
 		}
 	}
 	if got := released(c, "p0", wire.ReasonReadDone); got != len(rs) {

@@ -82,10 +82,10 @@ func releaseOf(t *testing.T, c *Cluster, node string, r *Req) Release {
 	return rel
 }
 
-func wantDone(t *testing.T, r *Req, pulled bool, fallback string) {
+func wantDone(t *testing.T, r *Req, pulled bool, fallback xfer.FallbackReason) {
 	t.Helper()
 	if !r.Done || r.Error != "" || r.Pulled != pulled || r.Fallback != fallback {
-		t.Errorf("%s: done %v status %v error %q pulled %v fallback %q; want pulled %v fallback %q",
+		t.Errorf("%s: done %v status %v error %q pulled %v fallback %v; want pulled %v fallback %v",
 			r.ID, r.Done, r.Status, r.Error, r.Pulled, r.Fallback, pulled, fallback)
 	}
 }
@@ -117,8 +117,8 @@ func TestScenarioS02PrefixCachedOnD(t *testing.T) {
 	c.Submit(c.Now.Add(time.Millisecond), b)
 	settle(t, c, 10*time.Second)
 	verify(t, c)
-	wantDone(t, a, true, "")
-	wantDone(t, b, true, "")
+	wantDone(t, a, true, 0)
+	wantDone(t, b, true, 0)
 	reads := log.reads(b.Grant.Lease)
 	// b's prompt is 88 tokens: 6 blocks, of which D has the first 3.
 	if len(reads) != 1 || fmt.Sprint(reads[0].Indexes) != "[3 4 5]" {
@@ -376,7 +376,7 @@ func TestScenarioS08RejectNoticeUnreachable(t *testing.T) {
 		if rel.Reason != wire.ReasonRejected || rel.At < inst(time.Second+ms) || rel.At != rels[0].at {
 			t.Fatalf("release %+v, RELEASE %+v", rel, rels)
 		}
-		if c.Node("d0").Core.Consumer().Stats().Failures["unreachable"] < 2 {
+		if c.Node("d0").Core.Consumer().Stats().Failures[xfer.FailureUnreachable] < 2 {
 			t.Fatalf("D did not retry: %+v", c.Node("d0").Core.Consumer().Stats())
 		}
 	})
@@ -408,8 +408,8 @@ func TestScenarioS09CongestedDecoderKeepsLease(t *testing.T) {
 	c.Submit(inst(10*ms), r)
 	settle(t, c, 60*time.Second)
 	verify(t, c)
-	wantDone(t, h, true, "")
-	wantDone(t, r, true, "")
+	wantDone(t, h, true, 0)
+	wantDone(t, r, true, 0)
 	if wait := r.FirstAt.Sub(r.SentAt); wait < 3*lease {
 		t.Fatalf("r waited only %v", wait)
 	}
@@ -491,7 +491,7 @@ func TestScenarioS12PartitionLongerThanLease(t *testing.T) {
 			}
 			switch fb {
 			case xfer.FallbackRecompute:
-				wantDone(t, r, false, "expired")
+				wantDone(t, r, false, xfer.FallbackExpired)
 			case xfer.FallbackFail:
 				if r.Error == "" || r.HTTPStatus != 502 || len(r.Tokens) != 0 {
 					t.Fatalf("client: %d %q tokens %d", r.HTTPStatus, r.Error, len(r.Tokens))
@@ -532,14 +532,14 @@ func TestScenarioS13ShortPartition(t *testing.T) {
 			c.Partition(inst(520*ms), "d0", "p0", tc.cut)
 			settle(t, c, 10*time.Second)
 			verify(t, c)
-			wantDone(t, r, true, "")
+			wantDone(t, r, true, 0)
 			if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
 				t.Fatalf("release %+v", rel)
 			}
 			if len(c.Node("p0").Released) != 1 {
 				t.Fatalf("releases %v", c.Node("p0").Released)
 			}
-			if disc := c.Node("d0").Core.Consumer().Stats().Failures["disconnected"]; (disc > 0) != tc.redia {
+			if disc := c.Node("d0").Core.Consumer().Stats().Failures[xfer.FailureDisconnected]; (disc > 0) != tc.redia {
 				t.Fatalf("disconnections %d", disc)
 			}
 		})
@@ -578,7 +578,7 @@ func TestScenarioS14PrefillCrashAfterGrant(t *testing.T) {
 			}
 			switch fb {
 			case xfer.FallbackRecompute:
-				wantDone(t, r, false, "unreachable")
+				wantDone(t, r, false, xfer.FallbackUnreachable)
 			case xfer.FallbackFail:
 				if r.HTTPStatus != 502 || len(r.Tokens) != 0 {
 					t.Fatalf("client: %d %q", r.HTTPStatus, r.Error)
@@ -682,7 +682,7 @@ func TestScenarioS17WrongTokenOrUnauthenticated(t *testing.T) {
 	if before.Deadline == 0 || before != after {
 		t.Fatalf("lease changed: %+v → %+v", before, after)
 	}
-	wantDone(t, r, true, "")
+	wantDone(t, r, true, 0)
 	if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
 		t.Fatalf("release %+v", rel)
 	}
@@ -733,8 +733,8 @@ func TestScenarioS18CorruptBlock(t *testing.T) {
 		c.Submit(0, r)
 		settle(t, c, 10*time.Second)
 		verify(t, c)
-		wantDone(t, r, true, "")
-		if f := c.Node("d0").Core.Consumer().Stats().Failures["corrupt"]; f != 1 {
+		wantDone(t, r, true, 0)
+		if f := c.Node("d0").Core.Consumer().Stats().Failures[xfer.FailureCorrupt]; f != 1 {
 			t.Fatalf("corrupt %d", f)
 		}
 		if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
@@ -748,7 +748,7 @@ func TestScenarioS18CorruptBlock(t *testing.T) {
 		c.Submit(0, r)
 		settle(t, c, 10*time.Second)
 		verify(t, c) // never decoded from bad KV: the output is the oracle's
-		wantDone(t, r, false, "corrupt")
+		wantDone(t, r, false, xfer.FallbackCorrupt)
 		if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonFallback {
 			t.Fatalf("release %+v", rel)
 		}
@@ -779,7 +779,7 @@ func TestScenarioS19MixedDeadlinesNoHeadOfLine(t *testing.T) {
 		}
 	}
 	for _, r := range kept {
-		wantDone(t, r, true, "")
+		wantDone(t, r, true, 0)
 		if rel := releaseOf(t, c, "p0", r); rel.Reason != wire.ReasonReadDone {
 			t.Errorf("%s: release %+v", r.ID, rel)
 		}
@@ -796,7 +796,7 @@ func TestScenarioS22PrefillRestartSameID(t *testing.T) {
 	c.Restart(inst(600*ms), "p0")
 	settle(t, c, 10*time.Second)
 	verify(t, c)
-	wantDone(t, r, false, "lease_gone")
+	wantDone(t, r, false, xfer.FallbackLeaseGone)
 	p := c.Node("p0")
 	// r's lease died with P: never released, never served again.
 	if _, ok := p.ReleasedAt[r.Grant.Lease]; ok || p.Restarts != 1 || p.Core.Producer().NumLeases() != 0 {
@@ -826,8 +826,8 @@ func TestScenarioS23DrainWithLeases(t *testing.T) {
 		if late.HTTPStatus != 503 {
 			t.Fatalf("new request during the drain: %d %q", late.HTTPStatus, late.Error)
 		}
-		wantDone(t, r1, true, "")
-		wantDone(t, r2, true, "")
+		wantDone(t, r1, true, 0)
+		wantDone(t, r2, true, 0)
 		last := clock.Max(releaseOf(t, c, "p0", r1).At, releaseOf(t, c, "p0", r2).At)
 		if exitAt != last {
 			t.Fatalf("exited at %v, last lease ended %v", exitAt, last)

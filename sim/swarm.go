@@ -732,7 +732,7 @@ func summarize(c *Cluster, reqs []*Req, res *Result) {
 				res.Pulled++
 			}
 		}
-		if r.Fallback != "" {
+		if r.Fallback != 0 {
 			res.Fallbacks++
 		}
 	}

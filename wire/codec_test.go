@@ -67,7 +67,7 @@ func sampleMessages() []struct {
 		{"read_end", &ReadEnd{ReadID: 7, Lease: 8, Status: StatusOK}},
 		{"read_end/revoked", &ReadEnd{ReadID: 7, Lease: 8, Status: StatusRevoked}},
 		{"release", &Release{Lease: 8, Token: tok(3), Reason: ReasonReadDone}},
-		{"release/restart", &Release{Lease: 9, Token: tok(4), Reason: ReasonRestart}},
+		{"release/fallback", &Release{Lease: 9, Token: tok(4), Reason: ReasonFallback}},
 		{"release_ack", &ReleaseAck{Lease: 8, Status: StatusReleased}},
 		{"revoked", &Revoked{Lease: 8, Reason: ReasonPeerLost}},
 	}

@@ -158,11 +158,14 @@ const (
 	// ReasonFallback: D gave up on pulling (P unreachable, read failed) and
 	// recomputes or fails the request (RELEASE).
 	ReasonFallback
-	// ReasonShutdown: the sender is shutting down (RELEASE or REVOKED).
+	// ReasonShutdown: P is shutting down and ends the leases it still holds
+	// at its drain deadline (REVOKED).
+	//
+	// There is no "restart" reason: leases do not survive a restart of P,
+	// and a restarted P knows nothing to revoke, so D learns it from the
+	// answer to its next RENEW or READ ("unknown lease") and falls back.
+	// Value 9 was ReasonRestart, which nothing sent; it is not reused.
 	ReasonShutdown
-	// ReasonRestart: a restart of an engine voided the lease (leases do not
-	// survive a restart of P; a restarted D gives up what it held before).
-	ReasonRestart
 	numReasons
 )
 
@@ -175,7 +178,6 @@ var reasonNames = [...]string{
 	ReasonExpired:     "expired",
 	ReasonFallback:    "fallback",
 	ReasonShutdown:    "shutdown",
-	ReasonRestart:     "restart",
 }
 
 // Valid reports whether r is a reason this version defines (not zero).

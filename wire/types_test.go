@@ -43,8 +43,8 @@ func TestNames(t *testing.T) {
 	reasons := map[Reason]string{
 		ReasonReadDone: "read_done", ReasonRejected: "rejected", ReasonAborted: "aborted",
 		ReasonUndelivered: "undelivered", ReasonPeerLost: "peer_lost", ReasonExpired: "expired",
-		ReasonFallback: "fallback", ReasonShutdown: "shutdown", ReasonRestart: "restart",
-		0: "Reason(0)", numReasons: "Reason(10)",
+		ReasonFallback: "fallback", ReasonShutdown: "shutdown",
+		0: "Reason(0)", numReasons: "Reason(9)",
 	}
 	for r, want := range reasons {
 		if got := r.String(); got != want {

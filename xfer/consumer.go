@@ -76,9 +76,8 @@ type Done struct {
 	// NumComputed is the number of prompt positions with KV (Pulled only):
 	// all but the last, which the decoder recomputes to sample.
 	NumComputed int
-	// Why explains a fallback or failure ("lease_gone", "unreachable",
-	// "corrupt", "expired", "unauthenticated", "engine_mismatch").
-	Why      string
+	// Why explains a fallback or failure (FellBack, Failed); zero otherwise.
+	Why      FallbackReason
 	Bytes    int
 	Duration time.Duration
 }
@@ -89,8 +88,8 @@ type ConsumerStats struct {
 	PulledBlocks uint64
 	HitBlocks    uint64 // blocks D already had in its own prefix cache
 	Bytes        uint64
-	Fallbacks    map[string]uint64
-	Failures     map[string]uint64 // transfer failures by kind, retried or not
+	Fallbacks    map[FallbackReason]uint64
+	Failures     map[FailureKind]uint64 // transfer failures by kind, retried or not
 	ReleasesSent map[wire.Reason]uint64
 	RenewsSent   uint64
 	Waiting      int
@@ -197,7 +196,7 @@ func NewConsumer(cfg Config, pool *kvblock.Pool, engineID string, secret []byte,
 		byRead:    make(map[uint64]*pull),
 		peers:     make(map[string]*peer),
 		bySession: make(map[SessionID]*peer),
-		stats: ConsumerStats{Fallbacks: make(map[string]uint64), Failures: make(map[string]uint64),
+		stats: ConsumerStats{Fallbacks: make(map[FallbackReason]uint64), Failures: make(map[FailureKind]uint64),
 			ReleasesSent: make(map[wire.Reason]uint64)},
 	}
 }
@@ -250,13 +249,16 @@ func (c *Consumer) Reject(now clock.Instant, r Remote) {
 // stands. Pending notices are bounded by MaxWaiting over all peers; beyond
 // it a notice is dropped (counted) and P's lease simply expires.
 func (c *Consumer) notify(now clock.Instant, p *peer, l wire.LeaseID, t wire.Token, why wire.Reason, deadline clock.Instant) {
+	if !sendsReason(why) {
+		panic(fmt.Sprintf("xfer: consumer sends RELEASE(%v), not one of ReleaseReasonsSent", why))
+	}
 	for _, r := range p.releases {
 		if r.lease == l {
 			return
 		}
 	}
 	if c.notices >= c.cfg.MaxWaiting {
-		c.stats.Failures["release_dropped"]++
+		c.stats.Failures[FailureReleaseDropped]++
 		return
 	}
 	c.notices++
@@ -275,7 +277,7 @@ func (c *Consumer) Abort(now clock.Instant, req uint64) bool {
 		p.aborted = true
 		return true
 	}
-	c.finish(now, p, Dropped, wire.ReasonAborted, "")
+	c.finish(now, p, Dropped, wire.ReasonAborted, 0)
 	return true
 }
 
@@ -299,14 +301,14 @@ func (c *Consumer) Tick(now clock.Instant, admit bool) {
 		switch {
 		case (p.state == pullQueued || !p.sent) && now >= p.deadline:
 			if p.aborted {
-				c.finish(now, p, Dropped, wire.ReasonAborted, "")
+				c.finish(now, p, Dropped, wire.ReasonAborted, 0)
 			} else {
-				c.finish(now, p, c.fallbackOutcome(), 0, "expired")
+				c.finish(now, p, c.fallbackOutcome(), 0, FallbackExpired)
 			}
 			i--
 		case p.state == pullReading && p.sent && now >= p.readDeadline:
-			c.stats.Failures["timeout"]++
-			c.retry(now, p, "timeout")
+			c.stats.Failures[FailureTimeout]++
+			c.retry(now, p, FallbackTimeout)
 			if c.byReq[p.Req] != p {
 				i--
 			}
@@ -525,7 +527,7 @@ func (c *Consumer) DialFailed(now clock.Instant, addr string) {
 	}
 	pr.state = peerIdle
 	pr.retryAt = now.Add(c.cfg.RetryInterval)
-	c.stats.Failures["unreachable"]++
+	c.stats.Failures[FailureUnreachable]++
 	pr.dialFailures++
 	if pr.dialFailures < c.cfg.MaxReadAttempts {
 		return
@@ -535,10 +537,10 @@ func (c *Consumer) DialFailed(now clock.Instant, addr string) {
 	pr.dialFailures = 0
 	for _, p := range c.pullsOf(pr) {
 		if p.aborted {
-			c.finish(now, p, Dropped, wire.ReasonAborted, "")
+			c.finish(now, p, Dropped, wire.ReasonAborted, 0)
 			continue
 		}
-		c.finish(now, p, c.fallbackOutcome(), wire.ReasonFallback, "unreachable")
+		c.finish(now, p, c.fallbackOutcome(), wire.ReasonFallback, FallbackUnreachable)
 	}
 }
 
@@ -555,10 +557,10 @@ func (c *Consumer) Disconnected(now clock.Instant, s SessionID) {
 	// Redial at once: a lost connection is often a blip, and P keeps the
 	// leases bound to it only for the peer grace. Failed dials back off.
 	pr.retryAt = now
-	c.stats.Failures["disconnected"]++
+	c.stats.Failures[FailureDisconnected]++
 	for _, p := range c.pullsOf(pr) {
 		if p.state == pullReading && p.sent {
-			c.retry(now, p, "disconnected")
+			c.retry(now, p, FallbackDisconnected)
 		}
 	}
 }
@@ -575,10 +577,10 @@ func (c *Consumer) pullsOf(pr *peer) []*pull {
 
 // retry restarts p's read after a failure, or falls back when out of
 // attempts or lease.
-func (c *Consumer) retry(now clock.Instant, p *pull, why string) {
+func (c *Consumer) retry(now clock.Instant, p *pull, why FallbackReason) {
 	p.attempts++
 	if p.aborted {
-		c.finish(now, p, Dropped, wire.ReasonAborted, "")
+		c.finish(now, p, Dropped, wire.ReasonAborted, 0)
 		return
 	}
 	if p.attempts >= c.cfg.MaxReadAttempts || now >= p.deadline {
@@ -611,7 +613,7 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		}
 		if pr.state != peerHello || m.Status != wire.StatusOK ||
 			!wire.VerifyMAC(c.secret, wire.RoleP, pr.nonce, m.EngineID, c.engineID, m.MAC) {
-			c.authFailed(now, pr, "unauthenticated")
+			c.authFailed(now, pr)
 			return
 		}
 		pr.engineID = m.EngineID
@@ -622,7 +624,7 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 			return // a duplicate
 		}
 		if pr.state != peerAuth || m.Status != wire.StatusOK {
-			c.authFailed(now, pr, "unauthenticated")
+			c.authFailed(now, pr)
 			return
 		}
 		pr.state = peerUp
@@ -632,7 +634,7 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		pr.heartbeat = now
 		for _, p := range c.pullsOf(pr) {
 			if p.Remote.EngineID != "" && p.Remote.EngineID != pr.engineID {
-				c.finish(now, p, c.fallbackOutcome(), 0, "engine_mismatch")
+				c.finish(now, p, c.fallbackOutcome(), 0, FallbackEngineMismatch)
 			}
 		}
 		c.tickPeer(now, pr)
@@ -655,12 +657,12 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 			case p.state == pullReading && p.sent:
 				// The read in flight ends with its own status.
 			default:
-				c.stats.Failures["lease_gone"]++
+				c.stats.Failures[FailureLeaseGone]++
 				delete(live, r.ID)
 				if p.aborted {
-					c.finish(now, p, Dropped, 0, "")
+					c.finish(now, p, Dropped, 0, 0)
 				} else {
-					c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+					c.finish(now, p, c.fallbackOutcome(), 0, FallbackLeaseGone)
 				}
 			}
 		}
@@ -668,9 +670,9 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		for _, p := range c.pullsOf(pr) {
 			if p.Remote.Lease == m.Lease && !(p.state == pullReading && p.sent) {
 				if p.aborted {
-					c.finish(now, p, Dropped, 0, "")
+					c.finish(now, p, Dropped, 0, 0)
 				} else {
-					c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+					c.finish(now, p, c.fallbackOutcome(), 0, FallbackLeaseGone)
 				}
 			}
 		}
@@ -692,8 +694,8 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 	}
 }
 
-func (c *Consumer) authFailed(now clock.Instant, pr *peer, why string) {
-	c.stats.Failures[why]++
+func (c *Consumer) authFailed(now clock.Instant, pr *peer) {
+	c.stats.Failures[FailureUnauthenticated]++
 	c.actions = append(c.actions, Action{Kind: ActionClose, Session: pr.session})
 	delete(c.bySession, pr.session)
 	pr.state = peerIdle
@@ -703,10 +705,10 @@ func (c *Consumer) authFailed(now clock.Instant, pr *peer, why string) {
 	pr.releases = nil // cannot be delivered to an impostor
 	for _, p := range c.pullsOf(pr) {
 		if p.aborted {
-			c.finish(now, p, Dropped, 0, "")
+			c.finish(now, p, Dropped, 0, 0)
 			continue
 		}
-		c.finish(now, p, c.fallbackOutcome(), 0, why)
+		c.finish(now, p, c.fallbackOutcome(), 0, FallbackUnauthenticated)
 	}
 }
 
@@ -719,12 +721,12 @@ func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 	bs := c.pool.BlockSizeTokens()
 	ix := int(m.Index)
 	if ix < p.hits || ix >= p.Remote.NumBlocks || p.got[ix-p.hits] {
-		c.stats.Failures["bad_block"]++
+		c.stats.Failures[FailureBadBlock]++
 		return
 	}
 	filled := min(bs, p.Remote.NumTokens-ix*bs)
 	if int(m.Tokens) != filled || len(m.Digests) != filled {
-		c.stats.Failures["bad_block"]++
+		c.stats.Failures[FailureBadBlock]++
 		return
 	}
 	b := c.pool.Blocks(p.inbound)[ix]
@@ -732,7 +734,7 @@ func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 	bpt := c.pool.Config().BytesPerToken
 	if bpt > 0 {
 		if len(m.Data) != filled*bpt {
-			c.stats.Failures["bad_block"]++
+			c.stats.Failures[FailureBadBlock]++
 			return
 		}
 		dst := c.pool.Bytes(b)
@@ -744,7 +746,7 @@ func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 		copy(dig, m.Digests)
 	}
 	if kvblock.Checksum(dig[:filled]) != m.Checksum {
-		c.stats.Failures["corrupt"]++
+		c.stats.Failures[FailureCorrupt]++
 		return // not marked received: read again
 	}
 	p.got[ix-p.hits] = true
@@ -757,19 +759,23 @@ func (c *Consumer) readEnd(now clock.Instant, pr *peer, m *wire.ReadEnd) {
 		return
 	}
 	if p.aborted {
-		c.finish(now, p, Dropped, wire.ReasonAborted, "")
+		c.finish(now, p, Dropped, wire.ReasonAborted, 0)
 		return
 	}
 	switch m.Status {
 	case wire.StatusOK:
 	case wire.StatusBusy, wire.StatusInternal:
-		c.stats.Failures["read_"+m.Status.String()]++
-		c.retry(now, p, "read_"+m.Status.String())
+		kind, why := FailureReadBusy, FallbackReadBusy
+		if m.Status == wire.StatusInternal {
+			kind, why = FailureReadInternal, FallbackReadInternal
+		}
+		c.stats.Failures[kind]++
+		c.retry(now, p, why)
 		return
 	default:
 		// The lease is gone, or we are not allowed to read it.
-		c.stats.Failures["lease_gone"]++
-		c.finish(now, p, c.fallbackOutcome(), 0, "lease_gone")
+		c.stats.Failures[FailureLeaseGone]++
+		c.finish(now, p, c.fallbackOutcome(), 0, FallbackLeaseGone)
 		return
 	}
 	p.need = p.need[:0]
@@ -779,7 +785,7 @@ func (c *Consumer) readEnd(now clock.Instant, pr *peer, m *wire.ReadEnd) {
 		}
 	}
 	if len(p.need) > 0 {
-		c.retry(now, p, "corrupt")
+		c.retry(now, p, FallbackCorrupt)
 		return
 	}
 	c.complete(now, p)
@@ -820,7 +826,7 @@ func (c *Consumer) complete(now clock.Instant, p *pull) {
 
 // finish removes p with an outcome other than Pulled, frees its inbound
 // blocks and, when release is set, tells P.
-func (c *Consumer) finish(now clock.Instant, p *pull, o Outcome, release wire.Reason, why string) {
+func (c *Consumer) finish(now clock.Instant, p *pull, o Outcome, release wire.Reason, why FallbackReason) {
 	if p.inbound != 0 {
 		c.pool.Release(p.inbound)
 		p.inbound = 0

@@ -194,7 +194,7 @@ func TestConsumerRejectionNotice(t *testing.T) {
 		e.reachable = false
 		e.c.Reject(e.now, e.remote(g))
 		e.runUntil(at(200), true)
-		if e.c.Stats().Failures["unreachable"] < 2 || len(e.P.rel) != 0 {
+		if e.c.Stats().Failures[FailureUnreachable] < 2 || len(e.P.rel) != 0 {
 			t.Fatalf("stats %+v", e.c.Stats())
 		}
 		// P reachable but its acks are lost: D resends every 50 ms.
@@ -263,7 +263,7 @@ func TestConsumerRejectionNotice(t *testing.T) {
 		c.Reject(0, r)
 		r.Lease = 3
 		c.Reject(0, r)
-		if c.notices != 2 || c.Stats().Failures["release_dropped"] != 1 {
+		if c.notices != 2 || c.Stats().Failures[FailureReleaseDropped] != 1 {
 			t.Fatalf("notices %d stats %+v", c.notices, c.Stats())
 		}
 		if err := c.Check(); err != nil {
@@ -349,7 +349,7 @@ func TestConsumerChecksumMismatch(t *testing.T) {
 		}
 		d, _ := e.doneOf(1)
 		checkPulled(t, e, d, "r", 12)
-		if e.c.Stats().Failures["corrupt"] != 1 {
+		if e.c.Stats().Failures[FailureCorrupt] != 1 {
 			t.Fatalf("%+v", e.c.Stats())
 		}
 		if r, _ := released(e.P, g.Lease); r.reason != wire.ReasonReadDone {
@@ -366,7 +366,7 @@ func TestConsumerChecksumMismatch(t *testing.T) {
 			e.run(at(0), true)
 			d, ok := e.doneOf(1)
 			want := map[Fallback]Outcome{FallbackRecompute: FellBack, FallbackFail: Failed}[fb]
-			if !ok || d.Outcome != want || d.Why != "corrupt" || d.Hold != 0 {
+			if !ok || d.Outcome != want || d.Why != FallbackCorrupt || d.Hold != 0 {
 				t.Fatalf("%+v", e.done)
 			}
 			if n := len(sentOf[*wire.Read](e)); n != 3 {
@@ -462,7 +462,7 @@ func TestConsumerLeaseGone(t *testing.T) {
 		e.run(at(0), false)
 		e.P.p.Abort(e.now, "r") // REVOKED to the bound session
 		e.run(at(1), false)
-		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != "lease_gone" {
+		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != FallbackLeaseGone {
 			t.Fatalf("%+v", e.done)
 		}
 		if r, _ := released(e.P, g.Lease); r.reason != wire.ReasonAborted {
@@ -476,7 +476,7 @@ func TestConsumerLeaseGone(t *testing.T) {
 		e.c.Enqueue(e.now, PullRequest{Req: 1, Prompt: prompt("r", 8),
 			Remote: Remote{EngineID: "p", Addr: "p:9000", Lease: 12345, NumBlocks: 2, NumTokens: 8, ExpiresIn: time.Second}})
 		e.run(at(0), false)
-		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != "lease_gone" {
+		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != FallbackLeaseGone {
 			t.Fatalf("%+v", e.done)
 		}
 	})
@@ -486,7 +486,7 @@ func TestConsumerLeaseGone(t *testing.T) {
 		e.dropToP = func(m wire.Message) bool { _, ok := m.(*wire.Renew); return ok }
 		e.P.p.Delivered(e.now, "r", false) // P freed before D's read arrives
 		e.run(at(0), true)
-		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != "lease_gone" || e.dpool.NumHeld() != 0 {
+		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != FallbackLeaseGone || e.dpool.NumHeld() != 0 {
 			t.Fatalf("%+v", e.done)
 		}
 		if r, _ := released(e.P, g.Lease); r.reason != wire.ReasonUndelivered {
@@ -499,7 +499,7 @@ func TestConsumerLeaseGone(t *testing.T) {
 		e.run(at(0), false) // renewed once: deadline 400 ms on P
 		e.hold = true
 		e.runUntil(at(1000), false)
-		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != "expired" {
+		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != FallbackExpired {
 			t.Fatalf("%+v", e.done)
 		}
 		if r, _ := released(e.P, g.Lease); r.reason != wire.ReasonExpired {
@@ -524,12 +524,12 @@ func TestConsumerUnreachableFallsBack(t *testing.T) {
 			e.runUntil(at(300), true)
 			d, ok := e.doneOf(1)
 			want := map[Fallback]Outcome{FallbackRecompute: FellBack, FallbackFail: Failed}[fb]
-			if !ok || d.Outcome != want || d.Why != "unreachable" || e.dpool.NumHeld() != 0 {
+			if !ok || d.Outcome != want || d.Why != FallbackUnreachable || e.dpool.NumHeld() != 0 {
 				t.Fatalf("%+v", e.done)
 			}
 			// Three failed dials, then the fallback; D keeps dialing only to
 			// deliver RELEASE(fallback) until the lease would have expired.
-			if e.c.Stats().Fallbacks["unreachable"] != 1 || e.c.notices != 1 {
+			if e.c.Stats().Fallbacks[FallbackUnreachable] != 1 || e.c.notices != 1 {
 				t.Fatalf("%+v", e.c.Stats())
 			}
 		})
@@ -549,7 +549,7 @@ func TestConsumerReadTimeout(t *testing.T) {
 		t.Fatalf("gave up early, or %d reads", len(sentOf[*wire.Read](e)))
 	}
 	e.runUntil(at(1800), true)
-	if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != "timeout" || e.dpool.NumHeld() != 0 {
+	if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != FallbackTimeout || e.dpool.NumHeld() != 0 {
 		t.Fatalf("%+v", e.done)
 	}
 	// The stalled stream arrives late: ignored, no double free.
@@ -591,7 +591,7 @@ func TestConsumerHandshakeFailures(t *testing.T) {
 		e.c.secret = []byte("another cluster")
 		e.enqueue(1, "r", 8)
 		e.run(at(0), true)
-		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != "unauthenticated" || e.dpool.NumHeld() != 0 {
+		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != FallbackUnauthenticated || e.dpool.NumHeld() != 0 {
 			t.Fatalf("%+v", e.done)
 		}
 		if len(sentOf[*wire.Read](e)) != 0 {
@@ -605,7 +605,7 @@ func TestConsumerHandshakeFailures(t *testing.T) {
 		rm.EngineID = "p-old"
 		e.c.Enqueue(e.now, PullRequest{Req: 1, Prompt: prompt("r", 8), Remote: rm})
 		e.run(at(0), true)
-		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != "engine_mismatch" {
+		if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != FallbackEngineMismatch {
 			t.Fatalf("%+v", e.done)
 		}
 	})
