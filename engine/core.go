@@ -137,36 +137,6 @@ type Request struct {
 	Remote *xfer.Remote
 }
 
-// AddResult is the outcome of Add.
-type AddResult uint8
-
-const (
-	Accepted AddResult = iota
-	RejectedInvalid
-	RejectedDuplicate
-	RejectedTooLong
-	RejectedQueueFull
-	RejectedShuttingDown
-)
-
-func (a AddResult) String() string {
-	switch a {
-	case Accepted:
-		return "accepted"
-	case RejectedInvalid:
-		return "invalid"
-	case RejectedDuplicate:
-		return "duplicate id"
-	case RejectedTooLong:
-		return "too long"
-	case RejectedQueueFull:
-		return "queue full"
-	case RejectedShuttingDown:
-		return "shutting down"
-	}
-	return fmt.Sprintf("AddResult(%d)", a)
-}
-
 // AbortResult is the outcome of Abort.
 type AbortResult uint8
 

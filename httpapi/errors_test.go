@@ -5,6 +5,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/openai"
+	"github.com/kvlease/kvlease/xfer"
 )
 
 func TestErrors(t *testing.T) {
@@ -91,4 +95,19 @@ func TestDuplicateRequestID(t *testing.T) {
 	}
 	first.Body.Close()
 	waitFor(t, "the first request to be aborted", func() bool { return n.Stats().Pool.Held == 0 })
+}
+
+// Every refusal answers the status of engine.AddResult.HTTPStatus (the
+// mapping the simulator uses too), with the OpenAI error type of that status.
+func TestRefusalStatus(t *testing.T) {
+	s, _ := newServer(t, newNode(t, nodeOpts{profile: "tiny"}), nil)
+	wantType := map[int]string{400: openai.TypeInvalidRequest, 429: openai.TypeRateLimit, 503: openai.TypeServer, 500: openai.TypeServer}
+	for res := engine.RejectedInvalid; res <= engine.RejectedShuttingDown+1; res++ {
+		for _, remote := range []*xfer.Remote{nil, {NumBlocks: 1, NumTokens: 40}} {
+			e := s.refusal(res, 30, remote)
+			if e.Status != res.HTTPStatus() || e.Type != wantType[e.Status] || e.Message == "" {
+				t.Errorf("%v (remote %v): %d %s %q, want %d %s", res, remote != nil, e.Status, e.Type, e.Message, res.HTTPStatus(), wantType[res.HTTPStatus()])
+			}
+		}
+	}
 }

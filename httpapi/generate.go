@@ -244,8 +244,17 @@ func (s *Server) check(modelName, promptParam string, promptLen int, sp *openai.
 	return maxTokens, nil
 }
 
-// refusal is the error for an engine's refusal of a request.
+// refusal is the error for an engine's refusal of a request. Its status is
+// res.HTTPStatus(), the mapping the simulator answers with too.
 func (s *Server) refusal(res engine.AddResult, promptLen int, remote *xfer.Remote) *openai.Error {
+	e := s.refusalError(res, promptLen, remote)
+	e.Status = res.HTTPStatus()
+	return e
+}
+
+// refusalError explains res to the client, with the OpenAI error type that
+// goes with res.HTTPStatus().
+func (s *Server) refusalError(res engine.AddResult, promptLen int, remote *xfer.Remote) *openai.Error {
 	switch res {
 	case engine.RejectedQueueFull:
 		return openai.Overloaded(s.cfg.RetryAfter, "the engine's waiting queue is full")

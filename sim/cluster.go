@@ -492,7 +492,7 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 					RemoteDecode: true,
 				})
 				if res != engine.Accepted {
-					c.fail(r, "prefill rejected: "+res.String(), httpStatus(res))
+					c.fail(r, "prefill rejected: "+res.String(), res.HTTPStatus())
 				}
 			})
 			if !ok {
@@ -554,21 +554,6 @@ func (c *Cluster) unreachable(n *Node) {
 	if c.downUntil != nil {
 		c.downUntil[n] = c.Now.Add(RoutingPause)
 	}
-}
-
-// httpStatus is the status an engine's HTTP edge answers a rejection with.
-func httpStatus(res engine.AddResult) int {
-	switch res {
-	case engine.RejectedInvalid, engine.RejectedTooLong:
-		return 400
-	case engine.RejectedDuplicate:
-		return 409
-	case engine.RejectedQueueFull:
-		return 429
-	case engine.RejectedShuttingDown:
-		return 503
-	}
-	return 500
 }
 
 // Abort makes r's client disconnect at instant t. The proxy carries the
@@ -650,7 +635,7 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 			return
 		}
 		if res := d.Core.Add(c.Now, in); res != engine.Accepted {
-			c.fail(r, "decode rejected: "+res.String(), httpStatus(res))
+			c.fail(r, "decode rejected: "+res.String(), res.HTTPStatus())
 		}
 	})
 	if !ok {
