@@ -193,7 +193,7 @@ func (r *runner) closedLoop(ctx context.Context) {
 		wg.Go(func() {
 			for r.more(ctx) {
 				j := r.wl.job(int(r.jobs.Add(1) - 1))
-				r.runJob(ctx, &j)
+				r.runJob(ctx, &j, -1)
 			}
 		})
 	}
@@ -225,24 +225,28 @@ func (r *runner) openLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		// The arrival's request ID is taken here, not by its goroutine: an
+		// arrival admitted now is one of the Requests even if later drops
+		// run before its goroutine does.
+		id, ok := r.ticket()
+		if !ok {
+			return
+		}
 		if r.inflight.Load() >= int64(r.cfg.MaxInflight) {
-			r.drop(n)
+			r.drop(n, id)
 			continue
 		}
 		r.inflight.Add(1) // counted here, so the bound holds before the goroutine runs
 		wg.Go(func() {
 			j := r.wl.job(n)
-			r.runJob(ctx, &j)
+			r.runJob(ctx, &j, id)
 		})
 	}
 }
 
-// drop records an arrival that found MaxInflight requests in flight.
-func (r *runner) drop(n int) {
-	id, ok := r.ticket()
-	if !ok {
-		return
-	}
+// drop records arrival n, request id, that found MaxInflight requests in
+// flight.
+func (r *runner) drop(n, id int) {
 	j := r.wl.job(n)
 	rec := newRecord(id, &j, 0)
 	rec.StartSeconds = time.Since(r.start).Seconds()
@@ -257,8 +261,10 @@ func (r *runner) ticket() (int, bool) {
 }
 
 // runJob runs the turns of j one after the other. In the open loop the
-// caller has already counted it in flight.
-func (r *runner) runJob(ctx context.Context, j *job) {
+// caller has already counted it in flight and taken firstID, the request
+// ID of its first turn; in the closed loop firstID is -1 and every turn
+// takes its own.
+func (r *runner) runJob(ctx context.Context, j *job, firstID int) {
 	openLoop := r.cfg.Rate > 0
 	if !openLoop {
 		r.inflight.Add(1)
@@ -269,7 +275,10 @@ func (r *runner) runJob(ctx context.Context, j *job) {
 		if i > 0 && (ctx.Err() != nil || r.pastDeadline()) {
 			return
 		}
-		id, ok := r.ticket()
+		id, ok := firstID, true
+		if i > 0 || firstID < 0 {
+			id, ok = r.ticket()
+		}
 		if !ok {
 			return
 		}
