@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -13,106 +12,6 @@ import (
 	"github.com/kvlease/kvlease/wire"
 	"github.com/kvlease/kvlease/xfer"
 )
-
-// Role is what an engine does in P/D serving.
-type Role uint8
-
-const (
-	// RoleBoth serves whole requests, and can also act as P and D.
-	RoleBoth Role = iota
-	// RolePrefill computes prompts and leases their blocks to decoders.
-	RolePrefill
-	// RoleDecode pulls remote prefixes and generates.
-	RoleDecode
-)
-
-// ParseRole parses a --role value.
-func ParseRole(s string) (Role, error) {
-	switch s {
-	case "both":
-		return RoleBoth, nil
-	case "prefill":
-		return RolePrefill, nil
-	case "decode":
-		return RoleDecode, nil
-	}
-	return 0, fmt.Errorf("engine: unknown role %q (want prefill, decode or both)", s)
-}
-
-func (r Role) String() string {
-	switch r {
-	case RolePrefill:
-		return "prefill"
-	case RoleDecode:
-		return "decode"
-	}
-	return "both"
-}
-
-// Config configures a Core.
-type Config struct {
-	Pool  kvblock.Config
-	Sched sched.Config
-	// MaxModelLen bounds prompt + generated tokens.
-	MaxModelLen int
-	// VocabSize bounds token ids; EOS is the end-of-sequence token.
-	VocabSize int
-	EOS       int32
-	// RecentFinished is how many finished request ids the core remembers
-	// so that a late abort is reported as "already finished".
-	RecentFinished int
-
-	Role Role
-	// EngineID names the engine to its P/D peers (remote_engine_id).
-	EngineID string
-	// Transfer enables the P/D transfer: a producer unless the role is
-	// decode, a consumer unless it is prefill. Nil: single-engine only.
-	Transfer *xfer.Config
-	// Secret is the cluster secret for the peers' handshake.
-	Secret []byte
-	// Offload enables the offload tiers (--offload, --offload-policy):
-	// blocks are copied to host memory or disk by the policy, and a prefix
-	// missing from the pool but present in a tier is loaded back instead
-	// of recomputed. Nil: no offload (nothing changes).
-	Offload *offload.Config
-}
-
-// Validate reports the first problem with c.
-func (c Config) Validate() error {
-	if err := c.Pool.Validate(); err != nil {
-		return err
-	}
-	if err := c.Sched.Validate(); err != nil {
-		return err
-	}
-	switch {
-	case c.MaxModelLen < 2:
-		return fmt.Errorf("engine: MaxModelLen must be at least 2, got %d", c.MaxModelLen)
-	case c.VocabSize <= 0:
-		return fmt.Errorf("engine: VocabSize must be positive, got %d", c.VocabSize)
-	case c.EOS < 0 || int(c.EOS) >= c.VocabSize:
-		return fmt.Errorf("engine: EOS %d is outside the vocabulary [0, %d)", c.EOS, c.VocabSize)
-	case c.RecentFinished < 0:
-		return errors.New("engine: RecentFinished must not be negative")
-	case c.Role > RoleDecode:
-		return fmt.Errorf("engine: unknown role %d", c.Role)
-	case c.Role != RoleBoth && c.Transfer == nil:
-		return fmt.Errorf("engine: role %s needs a transfer configuration", c.Role)
-	case c.Transfer != nil && len(c.Secret) == 0:
-		return errors.New("engine: P/D transfer needs a cluster secret")
-	case c.Transfer != nil && (c.EngineID == "" || len(c.EngineID) > wire.MaxEngineIDBytes):
-		return fmt.Errorf("engine: engine id must be 1 to %d bytes", wire.MaxEngineIDBytes)
-	}
-	if c.Transfer != nil {
-		if err := c.Transfer.Validate(); err != nil {
-			return err
-		}
-	}
-	if c.Offload != nil {
-		return c.Offload.ValidateFor(c.Pool)
-	}
-	return nil
-}
 
 // Request is a generation request as the engine receives it.
 type Request struct {
@@ -135,31 +34,6 @@ type Request struct {
 	RemoteDecode bool
 	// Remote is the remote prefix to pull before decoding (D side).
 	Remote *xfer.Remote
-}
-
-// AbortResult is the outcome of Abort.
-type AbortResult uint8
-
-const (
-	// Aborted: the request was live and is now finished (aborted).
-	Aborted AbortResult = iota
-	// AbortUnknown: no such request is known.
-	AbortUnknown
-	// AbortAlreadyFinished: the request finished before the abort; nothing
-	// changed.
-	AbortAlreadyFinished
-)
-
-func (a AbortResult) String() string {
-	switch a {
-	case Aborted:
-		return "aborted"
-	case AbortUnknown:
-		return "unknown request"
-	case AbortAlreadyFinished:
-		return "already finished"
-	}
-	return fmt.Sprintf("AbortResult(%d)", a)
 }
 
 // Usage is a finished request's token accounting.
@@ -855,71 +729,6 @@ func (c *Core) Stats() Stats {
 	s.Waiting = c.sched.NumWaiting()
 	s.Requests = len(c.byID)
 	return s
-}
-
-// Check verifies the pool's accounting and that every request hold belongs
-// to a live request (no orphan hold). Holds of other kinds are checked by
-// the modules that own them.
-func (c *Core) Check() error {
-	if err := c.pool.Check(); err != nil {
-		return err
-	}
-	n := 0
-	for _, h := range c.pool.LiveHolds(nil) {
-		if h.Kind != kvblock.HoldRequest {
-			continue
-		}
-		n++
-		r, ok := c.byID[h.Owner]
-		if !ok || r.Hold != h.ID {
-			return fmt.Errorf("engine: orphan request hold %#x of request %d", uint64(h.ID), h.Owner)
-		}
-	}
-	for _, r := range c.byID {
-		if r.Hold != 0 && !c.pool.Live(r.Hold) {
-			return fmt.Errorf("engine: request %q names a dead hold", r.ext)
-		}
-	}
-	if c.producer != nil {
-		if err := c.producer.Check(); err != nil {
-			return err
-		}
-	}
-	if c.consumer != nil {
-		if err := c.consumer.Check(); err != nil {
-			return err
-		}
-	}
-	for _, h := range c.pool.LiveHolds(nil) {
-		switch h.Kind {
-		case kvblock.HoldLease:
-			if c.producer == nil {
-				return fmt.Errorf("engine: lease hold %#x without a producer", uint64(h.ID))
-			}
-		case kvblock.HoldInbound:
-			if c.consumer == nil {
-				return fmt.Errorf("engine: inbound hold %#x without a consumer", uint64(h.ID))
-			}
-		case kvblock.HoldStore, kvblock.HoldLoad:
-			if c.offload == nil {
-				return fmt.Errorf("engine: %s hold %#x without an offload manager", h.Kind, uint64(h.ID))
-			}
-		}
-	}
-	if c.offload != nil {
-		if err := c.offload.Check(); err != nil {
-			return err
-		}
-		for _, r := range c.byID {
-			if r.loading != c.offload.Loading(r.ID) {
-				return fmt.Errorf("engine: request %q loading %v, offload says %v", r.ext, r.loading, !r.loading)
-			}
-			if r.loading && (r.Hold != 0 || r.Status() != sched.Waiting && r.Status() != sched.Preempted) {
-				return fmt.Errorf("engine: loading request %q has hold %#x and status %v", r.ext, uint64(r.Hold), r.Status())
-			}
-		}
-	}
-	return nil
 }
 
 // recentSet remembers the last n ids added (a ring plus a set).

@@ -64,3 +64,28 @@ func (a AddResult) HTTPStatus() int {
 	}
 	return 500
 }
+
+// AbortResult is the outcome of Abort.
+type AbortResult uint8
+
+const (
+	// Aborted: the request was live and is now finished (aborted).
+	Aborted AbortResult = iota
+	// AbortUnknown: no such request is known.
+	AbortUnknown
+	// AbortAlreadyFinished: the request finished before the abort; nothing
+	// changed.
+	AbortAlreadyFinished
+)
+
+func (a AbortResult) String() string {
+	switch a {
+	case Aborted:
+		return "aborted"
+	case AbortUnknown:
+		return "unknown request"
+	case AbortAlreadyFinished:
+		return "already finished"
+	}
+	return fmt.Sprintf("AbortResult(%d)", a)
+}
