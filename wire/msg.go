@@ -54,7 +54,8 @@ type Renew struct {
 }
 
 // RenewResult is P's answer for one lease of a Renew. ExpiresInMs is the time
-// left on the lease after the renewal when Status is StatusOK.
+// left on the lease after the renewal when Status is StatusOK, in whole
+// milliseconds rounded down, never negative; 0 otherwise.
 type RenewResult struct {
 	ID          LeaseID
 	Status      Status
@@ -110,7 +111,7 @@ type ReadEnd struct {
 }
 
 // Release drops a lease (D→P). Idempotent: a second Release gets
-// StatusReleased.
+// StatusReleased (StatusExpired when the lease had expired).
 type Release struct {
 	Lease  LeaseID
 	Token  Token

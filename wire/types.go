@@ -68,14 +68,17 @@ const (
 	// StatusUnknownLease: P has no record of the lease id (never granted,
 	// forgotten long ago, or granted by an earlier incarnation of P).
 	StatusUnknownLease
-	// StatusExpired: the lease's deadline passed before the request; its
-	// blocks are gone.
+	// StatusExpired: the lease's due instant (its deadline, or the grace
+	// after its session was lost) was at or before the request's arrival;
+	// its blocks are gone, or go when reads already in flight end. As the
+	// answer to a RELEASE: nothing is left to release, and D treats it as
+	// success.
 	StatusExpired
 	// StatusReleased: the lease was released (by a RELEASE of any reason);
 	// a repeated RELEASE gets this status, which D treats as success.
 	StatusReleased
 	// StatusRevoked: P dropped the lease on its own (abort after finish,
-	// peer lost, shutdown); its blocks are gone.
+	// undelivered response, shutdown); its blocks are gone.
 	StatusRevoked
 	// StatusBadToken: the token does not match the lease. The lease is
 	// untouched.

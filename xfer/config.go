@@ -202,3 +202,15 @@ func (c Config) HonoursAbort() bool { return c.Policy == PolicyLease }
 
 // NotifiesRejection reports whether D tells P it rejected a request.
 func (c Config) NotifiesRejection() bool { return c.Policy != PolicyLegacyTimeout }
+
+// MaxExpiresIn is the longest time a lease can have left at any instant
+// under this configuration, and so the bound on a RENEW_ACK's ExpiresInMs:
+// a lease starts with LeaseDuration and a renewal moves its deadline to at
+// most now+LeaseExtension (leases only extend, so an earlier, later
+// deadline is kept but only runs down).
+func (c Config) MaxExpiresIn() time.Duration {
+	if c.Heartbeats() {
+		return max(c.LeaseDuration, c.LeaseExtension)
+	}
+	return c.LeaseDuration
+}

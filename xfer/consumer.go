@@ -267,11 +267,13 @@ func (c *Consumer) notify(now clock.Instant, p *peer, l wire.LeaseID, t wire.Tok
 
 // Abort drops a request that waits or reads. A reading request is dropped
 // when its read ends (D's inbound blocks may still be written until then).
-// It reports whether the consumer had the request.
+// It reports whether the consumer had the request (false for one whose
+// lease D believes expired by now: it falls back as Tick would have made
+// it).
 func (c *Consumer) Abort(now clock.Instant, req uint64) bool {
 	p, ok := c.byReq[req]
-	if !ok {
-		return false
+	if !ok || c.expire(now, p) {
+		return false // gone, or went now as Tick would have made it go
 	}
 	if p.state == pullReading && p.sent {
 		p.aborted = true
@@ -292,28 +294,7 @@ func (c *Consumer) Has(req uint64) bool { _, ok := c.byReq[req]; return ok }
 // queued pulls in arrival order within MaxInflightReads and the pool's free
 // blocks.
 func (c *Consumer) Tick(now clock.Instant, admit bool) {
-	// Queued pulls whose lease we believe expired fall back without
-	// trying: P has freed, or will free, the blocks.
-	// A read not yet sent (P not connected) cannot pin the lease either.
-	// A sent read with no news past its deadline has failed.
-	for i := 0; i < len(c.queue); i++ {
-		p := c.queue[i]
-		switch {
-		case (p.state == pullQueued || !p.sent) && now >= p.deadline:
-			if p.aborted {
-				c.finish(now, p, Dropped, wire.ReasonAborted, 0)
-			} else {
-				c.finish(now, p, c.fallbackOutcome(), 0, FallbackExpired)
-			}
-			i--
-		case p.state == pullReading && p.sent && now >= p.readDeadline:
-			c.stats.Failures[FailureTimeout]++
-			c.retry(now, p, FallbackTimeout)
-			if c.byReq[p.Req] != p {
-				i--
-			}
-		}
-	}
+	c.expireAll(now)
 	if admit {
 		for _, p := range c.queue {
 			if c.reading >= c.cfg.MaxInflightReads {
@@ -525,6 +506,7 @@ func (c *Consumer) DialFailed(now clock.Instant, addr string) {
 	if !ok || pr.state != peerDialing {
 		return
 	}
+	c.expireAll(now) // expired pulls fall back as expired, not unreachable
 	pr.state = peerIdle
 	pr.retryAt = now.Add(c.cfg.RetryInterval)
 	c.stats.Failures[FailureUnreachable]++
@@ -551,6 +533,7 @@ func (c *Consumer) Disconnected(now clock.Instant, s SessionID) {
 	if !ok {
 		return
 	}
+	c.expireAll(now) // a read past its deadline timed out before the loss
 	delete(c.bySession, s)
 	pr.state = peerIdle
 	pr.session = 0
@@ -606,6 +589,11 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 	if !ok {
 		return
 	}
+	if _, blk := m.(*wire.Block); !blk {
+		// Due timers first, as if Tick had run at now (see expire). A
+		// Block checks only its own pull: it is the hot path.
+		c.expireAll(now)
+	}
 	switch m := m.(type) {
 	case *wire.HelloAck:
 		if pr.state == peerAuth || pr.state == peerUp {
@@ -627,6 +615,9 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 			c.authFailed(now, pr)
 			return
 		}
+		// Notices that expired while P was unreachable are dropped, as
+		// Tick would have dropped them before the session came up.
+		c.dropNotices(now, pr)
 		pr.state = peerUp
 		pr.dialFailures = 0
 		// Renew at once on a new session: it rebinds the leases P keeps
@@ -716,6 +707,9 @@ func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 	p, ok := c.byRead[m.ReadID]
 	if !ok || p.peer != pr || p.Remote.Lease != m.Lease || p.aborted {
 		return
+	}
+	if c.expire(now, p) || p.readID != m.ReadID {
+		return // the read timed out at its deadline: a retry replaces it
 	}
 	p.readDeadline = now.Add(c.cfg.LeaseDuration) // the stream moves
 	bs := c.pool.BlockSizeTokens()

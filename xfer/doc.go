@@ -36,6 +36,41 @@
 // ends. A released lease is remembered (a bounded ring of tombstones) so
 // late messages get "released", "expired" or "revoked", never data.
 //
+// # Expiry
+//
+// Expiry is a function of (due instant, now), whatever the order in which
+// inputs arrive. A lease's due instant is its deadline, or the end of the
+// peer grace after its session was lost, whichever is earlier; at any now at
+// or after it the lease is expired. Tick sweeps such leases, but the edge
+// may hand P a message, an abort or a read's end before it calls Tick at
+// that instant (the node handles transport input before it steps), so
+// every Producer entry point that takes now and acts on a lease first ends
+// it if it is due, exactly as the sweep would (Producer.expireDue):
+//
+//   - RENEW gets StatusExpired, extends nothing and binds nothing;
+//   - READ gets a READ_END with StatusExpired and no block is sent;
+//   - RELEASE is not applied (the lease ends as expired, not for D's
+//     reason) and answers StatusExpired;
+//   - Abort, Delivered, a reused request id, a lost session and ReleaseAll
+//     (shutdown) find the lease expired rather than aborted, undelivered,
+//     peer-lost later, or shut down.
+//
+// The lease is released with reason expired (peer_lost when the grace ran
+// out first), counted once: an ended lease leaves the due heap, so the
+// sweep never sees it again. The check comes before the token's, so every
+// message naming a due lease gets the answer it would get after the sweep.
+// Pins are kept exactly: a lease due while a read is in flight is only
+// decided (later messages get StatusExpired); it is released when its last
+// read ends, whether or not the sweep ran during the read.
+//
+// The time left that a RENEW_ACK reports (ExpiresInMs) is deadline − now in
+// whole milliseconds, clamped at 0 and at 1<<31, never a negative value
+// wrapped to ~49 days; with the due check it is positive whenever the
+// status is OK. The Consumer does the same with its own timers (see
+// Consumer.expire): a pull whose lease D believes expired, or whose read
+// passed its read deadline, is treated so by every entry point before the
+// message it handles, not only by Tick.
+//
 // # Bounds
 //
 // Live leases (MaxLeases), the due heap (one entry per live lease),

@@ -14,7 +14,7 @@ import "github.com/kvlease/kvlease/clock"
 //
 //	go test -tags kvlease_mutation ./sim/
 //
-// The four breaks:
+// The five breaks:
 //
 //   - MutateSweepStopsEarly: the expiry sweep walks leases in grant order
 //     and stops at the first one not yet due, so a renewed lease hides an
@@ -27,6 +27,10 @@ import "github.com/kvlease/kvlease/clock"
 //   - MutateNaiveAbort: a client abort after the prefill finished frees the
 //     request's blocks at once, as an engine without a transfer module
 //     would: whatever the policy, pinned or bound, with no REVOKED.
+//   - MutateRenewSkipsDueCheck: a RENEW is answered from the lease table
+//     without the due check (Producer.find instead of lookup), so a RENEW
+//     that reaches P after the lease's due instant but before the next sweep
+//     gets StatusOK and extends a lease that had expired (S24).
 
 // grantOrderSweep is the mutated expiry sweep (MutateSweepStopsEarly):
 // leases in grant order, stopping at the first that is not due. Leases

@@ -13,4 +13,5 @@ const (
 	MutateReleaseIgnoresRead   = false
 	MutateSkipQueuedHeartbeats = false
 	MutateNaiveAbort           = false
+	MutateRenewSkipsDueCheck   = false
 )

@@ -16,6 +16,7 @@ func TestMutationsOff(t *testing.T) {
 		"MutateReleaseIgnoresRead":   MutateReleaseIgnoresRead,
 		"MutateSkipQueuedHeartbeats": MutateSkipQueuedHeartbeats,
 		"MutateNaiveAbort":           MutateNaiveAbort,
+		"MutateRenewSkipsDueCheck":   MutateRenewSkipsDueCheck,
 	} {
 		if on {
 			t.Errorf("%s is on in a normal build", name)

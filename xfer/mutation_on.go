@@ -13,4 +13,5 @@ var (
 	MutateReleaseIgnoresRead   bool
 	MutateSkipQueuedHeartbeats bool
 	MutateNaiveAbort           bool
+	MutateRenewSkipsDueCheck   bool
 )

@@ -175,9 +175,11 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 		// A request id reused while its old lease lives: the old lease can
 		// no longer be named by this id, so it is released (after its reads,
 		// if any are in flight: releasing a pinned lease would free blocks
-		// being streamed).
+		// being streamed) — as expired if it was already due.
 		delete(p.byReq, req)
-		p.end(now, old, wire.ReasonAborted)
+		if !p.expireDue(now, old) {
+			p.end(now, old, wire.ReasonAborted)
+		}
 	}
 	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never, hix: -1}
 	for {
@@ -209,7 +211,7 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 // is released at once (reason undelivered) under PolicyLease.
 func (p *Producer) Delivered(now clock.Instant, req string, ok bool) {
 	l, found := p.byReq[req]
-	if !found {
+	if !found || !p.liveAfterDue(now, l) {
 		return
 	}
 	if ok {
@@ -224,8 +226,10 @@ func (p *Producer) Delivered(now clock.Instant, req string, ok bool) {
 // Abort handles a client abort of a request that already finished on P.
 // Before the token was delivered it is the undelivered case; after, the
 // lease is revoked (reason aborted), right after any read in flight ends.
-// It reports whether a lease was found. Under the vLLM-like policies the
-// abort is ignored, as vLLM does.
+// It reports whether a live lease was found (a lease already due is
+// expired instead, and reports false unless a read pins it, as it would had
+// Tick run first).
+// Under the vLLM-like policies the abort is ignored, as vLLM does.
 func (p *Producer) Abort(now clock.Instant, req string) bool {
 	l, found := p.byReq[req]
 	if !found {
@@ -237,6 +241,9 @@ func (p *Producer) Abort(now clock.Instant, req string) bool {
 		l.session = 0
 		p.release(now, l, wire.ReasonAborted)
 		return true
+	}
+	if !p.liveAfterDue(now, l) {
+		return false
 	}
 	if !p.cfg.HonoursAbort() {
 		return true
@@ -378,10 +385,13 @@ func (p *Producer) release(now clock.Instant, l *leaseState, r wire.Reason) {
 }
 
 // ReleaseAll ends every lease with reason r (engine shutdown at its drain
-// deadline); leases with reads in flight end when the reads do.
+// deadline); leases with reads in flight end when the reads do. A lease
+// already due ends as expired (or peer_lost), not with r.
 func (p *Producer) ReleaseAll(now clock.Instant, r wire.Reason) {
 	for _, l := range p.sortedLeases() {
-		p.end(now, l, r)
+		if !p.expireDue(now, l) {
+			p.end(now, l, r)
+		}
 	}
 }
 
@@ -532,9 +542,15 @@ func (p *Producer) Disconnected(now clock.Instant, s SessionID) {
 // ReadFinished: a session the core closes itself may still have block
 // bytes in the edge's send path, read straight from the pool.
 func (p *Producer) endSession(now clock.Instant, s SessionID, endReads bool) {
+	bound := p.boundTo(s)
+	for _, l := range bound {
+		// Due leases end first, while s still hears their REVOKED, as
+		// after a sweep at now.
+		p.expireDue(now, l)
+	}
 	delete(p.sessions, s)
 	if !endReads {
-		p.unbind(now, s)
+		p.unbind(now, s, bound)
 		return
 	}
 	var keys []readKey
@@ -547,16 +563,30 @@ func (p *Producer) endSession(now clock.Instant, s SessionID, endReads bool) {
 	for _, k := range keys {
 		p.finishRead(now, k, p.reads[k], false)
 	}
-	p.unbind(now, s)
+	p.unbind(now, s, bound)
 }
 
-// unbind starts the peer grace of every lease bound to the lost session s.
-func (p *Producer) unbind(now clock.Instant, s SessionID) {
+// boundTo returns the live leases bound to session s, in lease-id order (a
+// map's order must not reach the releases). None unless the policy binds.
+func (p *Producer) boundTo(s SessionID) []*leaseState {
 	if !p.cfg.BindsSessions() {
-		return
+		return nil
 	}
-	for _, l := range p.sortedLeases() {
+	var ls []*leaseState
+	for _, l := range p.leases {
 		if l.session == s {
+			ls = append(ls, l)
+		}
+	}
+	sort.Slice(ls, func(i, j int) bool { return ls[i].id < ls[j].id })
+	return ls
+}
+
+// unbind starts the peer grace of every lease of bound (boundTo(s)) still
+// live and bound to the lost session s.
+func (p *Producer) unbind(now clock.Instant, s SessionID, bound []*leaseState) {
+	for _, l := range bound {
+		if p.leases[l.id] == l && l.session == s && !p.expireDue(now, l) {
 			l.session = 0
 			l.lostAt = now.Add(p.cfg.PeerGrace)
 			p.schedule(l)
@@ -653,19 +683,26 @@ func (p *Producer) nonce() [16]byte {
 	return n
 }
 
-// lookup finds a live lease and checks the token. A miss reports the
-// tombstone's status so D learns why.
-func (p *Producer) lookup(id wire.LeaseID, tok wire.Token) (*leaseState, wire.Status) {
+// lookup finds a live lease that is not due at now and checks the token.
+// A lease whose due instant has passed is expired here and then (its
+// reads in flight keep it pinned until they end) and answers
+// StatusExpired, whoever asks: the sweep would have ended it whatever the
+// token, and a message must get the same answer whether or not Tick ran
+// before it. A miss reports why the lease is gone.
+func (p *Producer) lookup(now clock.Instant, id wire.LeaseID, tok wire.Token) (*leaseState, wire.Status) {
+	if l, ok := p.leases[id]; ok && p.expireDue(now, l) {
+		return nil, wire.StatusExpired // dueReason: expired or peer_lost
+	}
+	return p.find(id, tok)
+}
+
+// find is lookup without the due check: only the mutated RENEW
+// (MutateRenewSkipsDueCheck) calls it directly.
+func (p *Producer) find(id wire.LeaseID, tok wire.Token) (*leaseState, wire.Status) {
 	l, ok := p.leases[id]
 	if !ok {
 		if r, dead := p.tomb.get(id); dead {
-			switch r {
-			case wire.ReasonExpired, wire.ReasonPeerLost:
-				return nil, wire.StatusExpired
-			case wire.ReasonAborted, wire.ReasonUndelivered, wire.ReasonShutdown:
-				return nil, wire.StatusRevoked
-			}
-			return nil, wire.StatusReleased
+			return nil, goneStatus(r)
 		}
 		return nil, wire.StatusUnknownLease
 	}
@@ -673,7 +710,7 @@ func (p *Producer) lookup(id wire.LeaseID, tok wire.Token) (*leaseState, wire.St
 		return nil, wire.StatusBadToken
 	}
 	if l.pending != 0 {
-		return nil, wire.StatusRevoked // ends when its reads do
+		return nil, goneStatus(l.pending) // ends when its reads do
 	}
 	return l, wire.StatusOK
 }
@@ -694,7 +731,13 @@ func (p *Producer) bind(s SessionID, l *leaseState) {
 func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.Renew) {
 	ack := &wire.RenewAck{Seq: m.Seq, Results: make([]wire.RenewResult, 0, len(m.Leases))}
 	for _, ref := range m.Leases {
-		l, st := p.lookup(ref.ID, ref.Token)
+		var l *leaseState
+		var st wire.Status
+		if MutateRenewSkipsDueCheck {
+			l, st = p.find(ref.ID, ref.Token)
+		} else {
+			l, st = p.lookup(now, ref.ID, ref.Token)
+		}
 		res := wire.RenewResult{ID: ref.ID, Status: st}
 		if l != nil {
 			if p.cfg.Heartbeats() {
@@ -704,7 +747,7 @@ func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.R
 				}
 			}
 			p.bind(s, l)
-			res.ExpiresInMs = uint32(min(l.deadline.Sub(now).Milliseconds(), 1<<31))
+			res.ExpiresInMs = remainingMs(l.deadline, now)
 		}
 		ack.Results = append(ack.Results, res)
 	}
@@ -717,12 +760,18 @@ func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
 		p.out = append(p.out, Envelope{Session: s, Msg: &wire.ReadEnd{ReadID: m.ReadID, Lease: m.Lease, Status: st}})
 	}
 	key := readKey{s, m.ReadID}
-	if _, dup := p.reads[key]; dup {
+	if l, dup := p.reads[key]; dup {
 		// The same READ twice (a duplicated message): the read in flight
-		// answers it. Refusing it would end D's good read.
+		// answers it. Refusing it would end D's good read. Its lease may
+		// be due meanwhile: the expiry is decided now and takes effect when
+		// the read ends. (Only a mutated release frees a pinned lease,
+		// hence the liveness test.)
+		if p.leases[l.id] == l {
+			p.expireDue(now, l)
+		}
 		return
 	}
-	l, st := p.lookup(m.Lease, m.Token)
+	l, st := p.lookup(now, m.Lease, m.Token)
 	if l == nil {
 		refuse(st)
 		return
@@ -780,6 +829,12 @@ func (p *Producer) finishRead(now clock.Instant, key readKey, l *leaseState, ok 
 	}
 	if l.reads == 0 && l.pending != 0 {
 		p.release(now, l, l.pending)
+	} else if p.leases[l.id] == l {
+		// Due while pinned but not swept yet: the expiry takes effect now
+		// (or, with other reads in flight, when the last one ends), as if
+		// Tick had run during the read. (Only a mutated abort releases a
+		// pinned lease, hence the liveness test.)
+		p.expireDue(now, l)
 	}
 }
 
@@ -787,8 +842,13 @@ func (p *Producer) finishRead(now clock.Instant, key readKey, l *leaseState, ok 
 // what it wrote).
 func (p *Producer) CountServed(n int) { p.stats.BytesServed += uint64(n) }
 
+// handleRelease answers D's RELEASE. A lease released or decided already
+// answers StatusReleased (the release is satisfied), except one that
+// expired — now, because it was due, or before — which answers
+// StatusExpired: D learns its release came too late, and the lease is
+// counted expired, once.
 func (p *Producer) handleRelease(now clock.Instant, s SessionID, m *wire.Release) {
-	l, st := p.lookup(m.Lease, m.Token)
+	l, st := p.lookup(now, m.Lease, m.Token)
 	if l != nil {
 		switch m.Reason {
 		case wire.ReasonReadDone, wire.ReasonRejected, wire.ReasonAborted, wire.ReasonFallback:
@@ -803,124 +863,8 @@ func (p *Producer) handleRelease(now clock.Instant, s SessionID, m *wire.Release
 		}
 		p.end(now, l, m.Reason)
 		st = wire.StatusOK
-	} else if st == wire.StatusRevoked || st == wire.StatusExpired {
+	} else if st == wire.StatusRevoked {
 		st = wire.StatusReleased // already gone: the release is satisfied
 	}
 	p.out = append(p.out, Envelope{Session: s, Msg: &wire.ReleaseAck{Lease: m.Lease, Status: st}})
-}
-
-// --- due heap and tombstones ---
-
-// dueHeap orders live leases by a key (then id, for a deterministic
-// order): each entry's key is at or before its lease's due instant (see
-// schedule). Each lease records its index so that it is re-keyed or
-// removed in O(log n). Its size is at most the number of live leases
-// (MaxLeases).
-type dueHeap []dueEntry
-
-type dueEntry struct {
-	at clock.Instant
-	l  *leaseState
-}
-
-func (h dueHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].l.id < h[j].l.id
-}
-
-func (h dueHeap) swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].l.hix, h[j].l.hix = i, j
-}
-
-func (h *dueHeap) push(e dueEntry) {
-	e.l.hix = len(*h)
-	*h = append(*h, e)
-	h.up(len(*h) - 1)
-}
-
-func (h *dueHeap) remove(i int) {
-	old := *h
-	last := len(old) - 1
-	l := old[i].l
-	if i != last {
-		old.swap(i, last)
-	}
-	old[last] = dueEntry{}
-	*h = old[:last]
-	if i != last {
-		if !h.down(i) {
-			h.up(i)
-		}
-	}
-	l.hix = -1
-}
-
-func (h dueHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-// down sifts entry i down and reports whether it moved.
-func (h dueHeap) down(i int) bool {
-	start := i
-	for {
-		c := 2*i + 1
-		if c >= len(h) {
-			break
-		}
-		if r := c + 1; r < len(h) && h.less(r, c) {
-			c = r
-		}
-		if !h.less(c, i) {
-			break
-		}
-		h.swap(i, c)
-		i = c
-	}
-	return i > start
-}
-
-// tombstones remember the last n released lease ids and why. The ring and
-// the map grow as leases end, up to n: a producer that releases few leases
-// (a short simulation, a restarted engine) does not pay for n up front.
-type tombstones struct {
-	n    int
-	ring []wire.LeaseID
-	next int
-	m    map[wire.LeaseID]wire.Reason
-}
-
-func newTombstones(n int) tombstones {
-	return tombstones{n: n, m: make(map[wire.LeaseID]wire.Reason)}
-}
-
-func (t *tombstones) add(id wire.LeaseID, r wire.Reason) {
-	if t.n == 0 {
-		return
-	}
-	if len(t.ring) < t.n {
-		t.ring = append(t.ring, id)
-		t.m[id] = r
-		return
-	}
-	delete(t.m, t.ring[t.next])
-	t.ring[t.next] = id
-	t.m[id] = r
-	t.next = (t.next + 1) % len(t.ring)
-}
-
-func (t *tombstones) has(id wire.LeaseID) bool { _, ok := t.m[id]; return ok }
-
-func (t *tombstones) get(id wire.LeaseID) (wire.Reason, bool) {
-	r, ok := t.m[id]
-	return r, ok
 }
