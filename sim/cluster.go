@@ -210,6 +210,8 @@ type Cluster struct {
 	Now  clock.Instant
 	Net  *memnet.Net
 
+	expiry expiryWatch // expiry invariants (invariants.go)
+
 	Nodes    []*Node
 	byName   map[transport.Addr]*Node
 	probes   map[transport.Addr]*Probe
@@ -978,7 +980,9 @@ func (c *Cluster) handle(n *Node, ev transport.Event) {
 		if c.OnMessage != nil {
 			c.OnMessage(c, ev.Remote, ev.Local, ev.Msg)
 		}
+		due := c.dueNamed(n, ev.Msg) // expiry invariants (invariants.go)
 		n.Core.PeerMessage(c.Now, s, ev.Msg)
+		c.checkExpiry(n, ev.Conn, ev.Msg, due)
 	case transport.Closed:
 		if c.conns[[2]transport.Addr{ev.Local, ev.Remote}] == ev.Conn {
 			delete(c.conns, [2]transport.Addr{ev.Local, ev.Remote})

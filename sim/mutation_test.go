@@ -29,6 +29,7 @@ func TestMutationsCaught(t *testing.T) {
 		{"release ignores an in-flight read", &xfer.MutateReleaseIgnoresRead, "not live and pinned"},
 		{"consumer skips heartbeats while queued", &xfer.MutateSkipQueuedHeartbeats, "expired under a waiting, reachable decoder"},
 		{"abort frees a finished request's blocks at once", &xfer.MutateNaiveAbort, "not live and pinned"},
+		{"renew answered without the due check", &xfer.MutateRenewSkipsDueCheck, "renewed it at"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

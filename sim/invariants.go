@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/transport"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
+)
+
+// Expiry invariants (S24; xfer/doc.go, "Expiry"), checked on every message
+// an engine handles, not only after a Step's sweep: P may handle a RENEW,
+// READ or RELEASE after a lease's due instant and before its next Tick (a
+// hung engine resuming, a message delivered at the instant of the
+// deadline), and what it does then must be what it would do after the
+// sweep.
+//
+//   - A RENEW of a lease that was due when P handled it does not extend or
+//     rebind it, and its RENEW_ACK result is not OK.
+//   - A READ of such a lease pins nothing and streams no block; its
+//     READ_END is not OK.
+//   - Any message naming such a lease ends it (now, or when its reads end)
+//     as expired or peer_lost, never for another reason.
+//   - No RENEW_ACK carries an ExpiresInMs beyond the policy's maximum
+//     (xfer.Config.MaxExpiresIn): a negative remainder wrapped to ~49 days
+//     would be one.
+//
+// The first three are checked on P's state around the message; the answers
+// are checked when D receives them, matched by connection and RENEW
+// sequence or read id (a dropped answer is simply not checked).
+
+// expiryWatch is the cluster's bookkeeping for the expiry invariants.
+type expiryWatch struct {
+	// renews: RENEWs that named a due lease, by (connection, Seq), with
+	// the due leases; reads: READs of a due lease, by (connection, ReadID).
+	// An entry goes when D receives the answer. Both stay small: only
+	// messages that reach P late are recorded.
+	renews map[watchKey][]wire.LeaseID
+	reads  map[watchKey]wire.LeaseID
+}
+
+type watchKey struct {
+	conn transport.ConnID
+	id   uint64
+}
+
+// dueLease is a lease named by a message to P that was due, and not yet
+// decided, when P was handed the message.
+type dueLease struct {
+	id   wire.LeaseID
+	info xfer.LeaseInfo
+}
+
+// dueNamed lists the leases named by message m to node n that are due at
+// now and whose fate is not decided yet. It allocates only when it finds
+// one.
+func (c *Cluster) dueNamed(n *Node, m wire.Message) []dueLease {
+	p := n.Core.Producer()
+	if p == nil {
+		return nil
+	}
+	var due []dueLease
+	switch m := m.(type) {
+	case *wire.Renew:
+		for _, r := range m.Leases {
+			due = appendDue(due, p, r.ID, c.Now)
+		}
+	case *wire.Read:
+		due = appendDue(due, p, m.Lease, c.Now)
+	case *wire.Release:
+		due = appendDue(due, p, m.Lease, c.Now)
+	}
+	return due
+}
+
+// appendDue appends lease id of p to due if it is live, undecided and due
+// at now.
+func appendDue(due []dueLease, p *xfer.Producer, id wire.LeaseID, now clock.Instant) []dueLease {
+	if info, live := p.Lease(id); live && info.Pending == 0 && dueAt(info) <= now {
+		due = append(due, dueLease{id, info})
+	}
+	return due
+}
+
+// checkExpiry runs the expiry invariants around message m, received by
+// node n on connection conn: due is what dueNamed found before n handled
+// it.
+func (c *Cluster) checkExpiry(n *Node, conn transport.ConnID, m wire.Message, due []dueLease) {
+	if len(due) > 0 {
+		c.checkDueHandled(n, conn, m, due)
+	}
+	switch m := m.(type) {
+	case *wire.RenewAck:
+		max := c.Spec.Transfer.MaxExpiresIn()
+		var late []wire.LeaseID
+		if c.expiry.renews != nil {
+			k := watchKey{conn, m.Seq}
+			late = c.expiry.renews[k]
+			delete(c.expiry.renews, k)
+		}
+		for _, r := range m.Results {
+			if r.Status != wire.StatusOK {
+				continue
+			}
+			if left := time.Duration(r.ExpiresInMs) * time.Millisecond; left > max {
+				c.violate("%s: RENEW_ACK gives lease %d %d ms, beyond the policy's maximum %v", n.Name, r.ID, r.ExpiresInMs, max)
+			}
+			for _, id := range late {
+				if id == r.ID {
+					c.violate("%s: RENEW of lease %d that was due at P answered OK (%d ms)", n.Name, r.ID, r.ExpiresInMs)
+				}
+			}
+		}
+	case *wire.Block:
+		if id, ok := c.expiry.reads[watchKey{conn, m.ReadID}]; ok {
+			c.violate("%s: block %d of lease %d streamed for a READ that reached P after the lease was due", n.Name, m.Index, id)
+		}
+	case *wire.ReadEnd:
+		k := watchKey{conn, m.ReadID}
+		if id, ok := c.expiry.reads[k]; ok {
+			delete(c.expiry.reads, k)
+			if m.Status == wire.StatusOK {
+				c.violate("%s: READ of lease %d that was due at P ended OK", n.Name, id)
+			}
+		}
+	}
+}
+
+// checkDueHandled checks what P did with the due leases a RENEW, READ or
+// RELEASE named, and records the message so that its answer is checked.
+func (c *Cluster) checkDueHandled(n *Node, conn transport.ConnID, m wire.Message, due []dueLease) {
+	p := n.Core.Producer()
+	for _, d := range due {
+		was := dueAt(d.info)
+		after, live := p.Lease(d.id)
+		var reason wire.Reason
+		switch {
+		case live && after.Pending != 0:
+			reason = after.Pending
+		case live:
+			// Untouched is allowed (an unauthenticated session's message
+			// reaches no lease; the sweep ends it): extended, rebound or
+			// pinned is not.
+			if after.Deadline != d.info.Deadline || after.LostAt != d.info.LostAt || after.Session != d.info.Session {
+				c.violate("%s: %T of lease %d, due at %v, renewed it at %v (deadline %v → %v, lost at %v → %v)",
+					n.Name, m, d.id, was, c.Now, d.info.Deadline, after.Deadline, d.info.LostAt, after.LostAt)
+			}
+			if after.Reads > d.info.Reads {
+				c.violate("%s: READ of lease %d, due at %v, served at %v", n.Name, d.id, was, c.Now)
+			}
+		default:
+			if rel, ok := n.ReleasedAt[d.id]; ok && rel.At == c.Now {
+				reason = rel.Reason
+			}
+		}
+		if reason != 0 && reason != wire.ReasonExpired && reason != wire.ReasonPeerLost {
+			c.violate("%s: %T of lease %d, due at %v, ended it as %s at %v", n.Name, m, d.id, was, reason, c.Now)
+		}
+	}
+	switch m := m.(type) {
+	case *wire.Renew:
+		if c.expiry.renews == nil {
+			c.expiry.renews = map[watchKey][]wire.LeaseID{}
+		}
+		ids := make([]wire.LeaseID, len(due))
+		for i, d := range due {
+			ids[i] = d.id
+		}
+		c.expiry.renews[watchKey{conn, m.Seq}] = ids
+	case *wire.Read:
+		if c.expiry.reads == nil {
+			c.expiry.reads = map[watchKey]wire.LeaseID{}
+		}
+		c.expiry.reads[watchKey{conn, m.ReadID}] = m.Lease
+	}
+}
+
+// dueAt is when the lease info describes falls due: its deadline, or the
+// end of the peer grace after its session was lost, whichever is first.
+func dueAt(info xfer.LeaseInfo) clock.Instant { return min(info.Deadline, info.LostAt) }
