@@ -25,7 +25,7 @@ var pure = map[string][]string{
 	"sched":            nil,
 	"model":            nil,
 	"model/synth":      nil,
-	"engine":           {"node.go"},
+	"engine":           nil,
 	"xfer":             nil,
 	"wire":             nil,
 	"offload":          nil,
@@ -48,6 +48,7 @@ var edge = map[string]bool{
 	"offload/tier":  true,
 	"bench":         true,
 	"cluster":       true,
+	"node":          true,
 	"internal/e2e":  true,
 }
 

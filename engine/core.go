@@ -224,20 +224,19 @@ func (c *Core) onAdmit(sr *sched.Request) sched.Admission {
 	return sched.Admit
 }
 
-// Producer is the P-side transfer core, or nil.
+// Producer is the P-side transfer core, or nil: for inspection (its
+// stats, a lease's state, its checks). Only the core and its Loop drive it.
 func (c *Core) Producer() *xfer.Producer { return c.producer }
 
-// Consumer is the D-side transfer core, or nil.
+// Consumer is the D-side transfer core, or nil: for inspection only.
 func (c *Core) Consumer() *xfer.Consumer { return c.consumer }
 
-// Offload is the offload coordinator (read it; do not drive it), or nil.
+// Offload is the offload coordinator, or nil: for inspection only.
 func (c *Core) Offload() *offload.Coordinator { return c.offload }
 
-// Pool is the core's block pool (read it; do not change it).
+// Pool is the core's block pool: the executor reads and writes its blocks'
+// KV; everyone else only inspects it.
 func (c *Core) Pool() *kvblock.Pool { return c.pool }
-
-// Scheduler is the core's scheduler.
-func (c *Core) Scheduler() *sched.Scheduler { return c.sched }
 
 // Config returns the configuration.
 func (c *Core) Config() Config { return c.cfg }
@@ -699,7 +698,7 @@ func (c *Core) Draining() bool { return c.stopping }
 // live request, no step executing, no outstanding lease, no pull and no
 // release notice pending. The edge may then close its connections and
 // exit. Offload stores may still be running: they serve no request, and
-// the edge ends them on exit (Node closes its tier set and applies their
+// the driver ends them on exit (node.Node closes its tier set and applies their
 // completions).
 func (c *Core) Drained() bool {
 	if !c.stopping || !c.Idle() {

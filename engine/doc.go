@@ -1,6 +1,8 @@
 // Package engine composes an engine: the block pool, the scheduler and the
-// request lifecycle in Core (pure), and the goroutine that drives a Core with
-// the real clock in Node (edge).
+// request lifecycle in Core, and the engine's event loop in Loop. Both are
+// pure. Package node runs a Loop with a goroutine, the real clock, the TCP
+// transport and the offload tiers; package sim runs the same Loop over a
+// simulated network: one loop, two drivers.
 //
 // Core follows etcd raft's RawNode: inputs go in (Add, Abort, Complete),
 // and Step returns one Ready value with the batch to execute, the outputs
@@ -45,13 +47,12 @@
 // LoadDone. When a request's loads end it rejoins the waiting queue in its
 // original place (sched.Scheduler.Resume) and is admitted at most once per
 // load: if its loaded blocks are evicted again before admission, it
-// recomputes them rather than loading in a loop. Node runs the copies with
-// offload/tier (NodeConfig.Offload, OpenOffload):
+// recomputes them rather than loading in a loop. The Loop hands the copies
+// to its Copier (the node's runs them with offload/tier, the simulator's
+// with modelled tiers) and each completion comes back through Loop.Copied:
 //
-//	for _, c := range set.Submit(core.Pool(), &offload.Work{Stores: rd.Stores, Loads: rd.Loads}) {
-//		apply(c) // failed at once
-//	}
-//	... c := <-set.Completions(); core.StoreDone(now, id, c.Copied) or core.LoadDone(...)
+//	failed := copier.Copy(pool, &offload.Work{Stores: rd.Stores, Loads: rd.Loads}) // applied at once
+//	... later: loop.Copied(now, engine.Copied{Store: true, ID: id, Blocks: n})
 //
 // Cached tokens. Loaded blocks are cached in the pool before the request
 // is admitted, so the admission's prefix lookup finds them: they count in

@@ -1,15 +1,10 @@
 package engine
 
 import (
-	"context"
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/kvlease/kvlease/kvblock"
-	"github.com/kvlease/kvlease/model"
-	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/offload/tier"
 	"github.com/kvlease/kvlease/sched"
@@ -184,7 +179,7 @@ func TestOffloadAbortWhileLoadingAndFailedLoad(t *testing.T) {
 		}
 		h.step()
 		r := core.byExt[id]
-		if r == nil || !r.loading || len(h.jobs) == 0 || core.Scheduler().NumWaiting() != 0 {
+		if r == nil || !r.loading || len(h.jobs) == 0 || core.sched.NumWaiting() != 0 {
 			t.Fatalf("%s is not loading (jobs %d)", id, len(h.jobs))
 		}
 		return r
@@ -238,174 +233,4 @@ func TestOffloadAbortWhileLoadingAndFailedLoad(t *testing.T) {
 		t.Fatalf("a4: usage %+v, tokens %v, a's %v", u, h.tokens["a4"], h.tokens["a"])
 	}
 	h.settle()
-}
-
-// offloadNode starts a node over a core with the zero-latency simulated
-// model, a pool of poolBlocks and offload cfg (nil: off), its tiers opened
-// with OpenOffload.
-func offloadNode(t *testing.T, poolBlocks int, cfg *offload.Config) (*Node, context.CancelFunc) {
-	t.Helper()
-	prof, _ := synth.LookupProfile("zero")
-	core := NewCore(Config{
-		Pool:        kvblock.Config{NumBlocks: poolBlocks, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken()},
-		Sched:       sched.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 256, MaxWaiting: 64, ChunkedPrefill: true},
-		MaxModelLen: prof.MaxModelLen, VocabSize: prof.VocabSize, EOS: prof.EOS,
-		RecentFinished: 16, Offload: cfg,
-	}, rand.New(rand.NewPCG(3, 4)))
-	set, err := OpenOffload(core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if (set == nil) != (cfg == nil) {
-		t.Fatalf("OpenOffload: %v for config %v", set, cfg)
-	}
-	n := NewNode(core, synth.New(prof, core.Pool(), 11), NodeConfig{Offload: set})
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		if err := n.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-n.Done() })
-	return n, cancel
-}
-
-// nodeConversations runs nConv conversations of turns turns through n,
-// round-robin (turn k of every conversation, then turn k+1), one request at
-// a time: between two turns of a conversation the others push its blocks
-// out of the small pool. It returns each turn's tokens and the cached
-// tokens of every usage.
-func nodeConversations(t *testing.T, n *Node, nConv, turns int) (map[string][]int32, int) {
-	t.Helper()
-	history := make([][]int32, nConv)
-	user := func(c, k int) []int32 {
-		r := rand.New(rand.NewPCG(uint64(c), uint64(k)))
-		out := make([]int32, 20+r.IntN(24))
-		for i := range out {
-			out[i] = int32(32 + r.IntN(200))
-		}
-		return out
-	}
-	out := map[string][]int32{}
-	cached := 0
-	for k := range turns {
-		for c := range nConv {
-			history[c] = append(history[c], user(c, k)...)
-			id := fmt.Sprintf("%d/%d", c, k)
-			s, res := n.Submit(&Request{ID: id, Prompt: slices.Clone(history[c]), MaxTokens: 8, IgnoreEOS: true})
-			if res != Accepted {
-				t.Fatalf("%s: %v", id, res)
-			}
-			for _, o := range drain(t, s) {
-				if o.Token != model.NoToken {
-					out[id] = append(out[id], o.Token)
-				}
-				if o.Finished {
-					cached += o.Usage.CachedTokens
-					if o.Status != sched.FinishedLength {
-						t.Fatalf("%s: %v", id, o.Status)
-					}
-				}
-			}
-			history[c] = append(history[c], out[id]...)
-		}
-	}
-	return out, cached
-}
-
-// TestNodeOffloadMemoryAndDiskTiers: a node with a host-memory tier and a
-// disk tier (real files) serves a multi-turn workload on a pool too small
-// to keep the conversations with exactly the tokens of a node without
-// offload, loading blocks back (from both tiers' stores) and reporting them
-// as cached tokens and in NodeStats.Offload; when it stops, no block is
-// held and no copy is in flight.
-func TestNodeOffloadMemoryAndDiskTiers(t *testing.T) {
-	const nConv, turns, poolBlocks = 4, 4, 16
-	off, _ := offloadNode(t, poolBlocks, nil)
-	want, cachedOff := nodeConversations(t, off, nConv, turns)
-
-	tiers, err := offload.ParseTiers("cpu:8blocks,disk:" + t.TempDir() + ":256blocks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := offload.DefaultConfig(tiers)
-	// Stores run concurrently with the steps; with room for a pool's
-	// worth in flight, few offers wait for a slot.
-	cfg.MaxInflightStoreBlocks = poolBlocks
-	n, cancel := offloadNode(t, poolBlocks, &cfg)
-	got, cached := nodeConversations(t, n, nConv, turns)
-	if !sameTokens(got, want) {
-		t.Fatal("outputs differ from offload off")
-	}
-	st := n.Stats()
-	o := st.Offload
-	if o == nil || len(o.Tiers) != 2 || o.Tiers[0].Medium != offload.MediumCPU || o.Tiers[1].Medium != offload.MediumDisk {
-		t.Fatalf("offload stats %+v", o)
-	}
-	loaded, _ := loadedBlocks(*o)
-	t.Logf("cached tokens %d (off %d); tiers %+v", cached, cachedOff, o.Tiers)
-	if loaded == 0 || o.Tiers[1].StoredBlocks == 0 || cached <= cachedOff {
-		t.Fatalf("loaded %d blocks, disk stored %d, cached tokens %d (off %d)", loaded, o.Tiers[1].StoredBlocks, cached, cachedOff)
-	}
-	cancel()
-	<-n.Done()
-	st = n.Stats()
-	if st.Pool.Held != 0 || st.Offload.InflightStoreBlocks != 0 || st.Offload.InflightLoadBlocks != 0 {
-		t.Fatalf("after stop: held %d, in flight %d stores %d loads", st.Pool.Held, st.Offload.InflightStoreBlocks, st.Offload.InflightLoadBlocks)
-	}
-}
-
-func TestNewNodeNeedsOffloadSet(t *testing.T) {
-	cfg := offload.DefaultConfig([]offload.TierConfig{{Medium: offload.MediumCPU, Blocks: 8}})
-	core := NewCore(Config{
-		Pool: kvblock.Config{NumBlocks: 8, BlockSizeTokens: 4}, Sched: sched.DefaultConfig(),
-		MaxModelLen: 64, VocabSize: 257, EOS: 256, Offload: &cfg,
-	}, rand.New(rand.NewPCG(1, 2)))
-	defer func() {
-		if recover() == nil {
-			t.Fatal("NewNode without the offload set did not panic")
-		}
-	}()
-	NewNode(core, stepExec{}, NodeConfig{})
-}
-
-// TestNodeOffloadShutdownMidway: a node stopped while requests run, load
-// and store leaves no block held and no copy in flight, whatever the
-// copies were doing.
-func TestNodeOffloadShutdownMidway(t *testing.T) {
-	cfg := offload.DefaultConfig([]offload.TierConfig{
-		{Medium: offload.MediumCPU, Blocks: 32},
-		{Medium: offload.MediumDisk, Path: t.TempDir(), Blocks: 128},
-	})
-	cfg.MaxInflightStoreBlocks = 24
-	for round := range 4 {
-		n, cancel := offloadNode(t, 24, &cfg)
-		shared := make([]int32, 40)
-		for i := range shared {
-			shared[i] = int32(50 + i)
-		}
-		var streams []*Stream
-		for i := range 12 {
-			p := append(slices.Clone(shared), int32(100+i), int32(100+round))
-			s, res := n.Submit(&Request{ID: fmt.Sprint(i), Prompt: p, MaxTokens: 40, IgnoreEOS: true})
-			if res != Accepted {
-				t.Fatal(res)
-			}
-			streams = append(streams, s)
-		}
-		// Stop after some request has made progress.
-		if _, err := streams[round].Recv(context.Background(), nil); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-		for _, s := range streams {
-			drain(t, s)
-		}
-		<-n.Done()
-		st := n.Stats()
-		if st.Pool.Held != 0 || st.Offload.InflightStoreBlocks != 0 || st.Offload.InflightLoadBlocks != 0 || st.Requests != 0 {
-			t.Fatalf("round %d after stop: held %d, in flight %d stores %d loads, %d requests",
-				round, st.Pool.Held, st.Offload.InflightStoreBlocks, st.Offload.InflightLoadBlocks, st.Requests)
-		}
-	}
 }

@@ -1,5 +1,5 @@
 // Package httpapi is the HTTP server of an engine (EDGE): OpenAI's API over
-// an engine.Node, with vLLM's extensions and P/D fields, so OpenAI SDKs,
+// an node.Node, with vLLM's extensions and P/D fields, so OpenAI SDKs,
 // vLLM's and llm-d's proxies, benchmark tools and Prometheus work against
 // kvlease unchanged.
 //
@@ -48,7 +48,7 @@
 // says which string or id), "length" (max_tokens or the context) or "abort"
 // (the engine shut down under the request). Stop strings are applied here,
 // not in the engine: when one matches the request is stopped in the engine
-// at once (engine.Node.Stop: it counts as finished_reason stop, not abort,
+// at once (node.Node.Stop: it counts as finished_reason stop, not abort,
 // in vllm:request_success_total), its text ends before the stop string (unless
 // include_stop_str_in_output) and completion_tokens counts the tokens up
 // to the one that completed it. usage.prompt_tokens_details.cached_tokens

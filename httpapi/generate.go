@@ -10,6 +10,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/tokenizer"
@@ -157,7 +158,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	// or refuses it then (recv): one wake-up less than waiting for the
 	// answer first. Nothing is written before, so a refusal is still a
 	// plain HTTP error.
-	st := s.eng.Start(&c.req, engine.SubmitOptions{FinishedOnly: !c.stream && c.det == nil})
+	st := s.eng.Start(&c.req, node.SubmitOptions{FinishedOnly: !c.stream && c.det == nil})
 	c.remote = remote
 	if c.stream {
 		s.serveStream(w, r, c, st)
@@ -280,10 +281,10 @@ func (s *Server) refusalError(res engine.AddResult, promptLen int, remote *xfer.
 // recv waits for the next outputs and folds them into c. It reports false
 // when the engine refused the request (recv then answers the client with
 // the error) or the client has gone (the request is then aborted).
-func (s *Server) recv(w http.ResponseWriter, r *http.Request, c *call, st *engine.Stream) bool {
+func (s *Server) recv(w http.ResponseWriter, r *http.Request, c *call, st *node.Stream) bool {
 	outs, err := st.Recv(r.Context(), c.outs)
 	c.outs = outs
-	if err == engine.ErrRefused {
+	if err == node.ErrRefused {
 		s.fail(w, r, c.remote, s.refusal(st.Refusal(), len(c.prompt), c.remote))
 		return false
 	}
@@ -384,7 +385,7 @@ func (c *call) usage() openai.Usage {
 }
 
 // observeFinished records the end-to-end and queue latencies.
-func (s *Server) observeFinished(c *call, st *engine.Stream) {
+func (s *Server) observeFinished(c *call, st *node.Stream) {
 	queued := time.Duration(-1)
 	if at, ok := st.ScheduledAt(); ok {
 		queued = at.Sub(c.arrival)
@@ -404,7 +405,7 @@ func errorFinish(c *call) *openai.Error {
 }
 
 // serveWhole answers a non-streaming request.
-func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st *engine.Stream) {
+func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st *node.Stream) {
 	ctx := r.Context()
 	for !c.finished {
 		if !s.recv(w, r, c, st) {
@@ -467,7 +468,7 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 // serveStream answers a streaming request with server-sent events. Nothing
 // is written before the first event, so a request that fails before any
 // output still gets a proper HTTP error.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st *engine.Stream) {
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st *node.Stream) {
 	rc := http.NewResponseController(w)
 	for !c.finished {
 		c.text = c.text[:0]

@@ -17,6 +17,7 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
+	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/xfer"
@@ -34,7 +35,7 @@ type nodeOpts struct {
 	maxLen     int
 }
 
-func newNode(t testing.TB, o nodeOpts) *engine.Node {
+func newNode(t testing.TB, o nodeOpts) *node.Node {
 	t.Helper()
 	if o.profile == "" {
 		o.profile = "zero"
@@ -65,7 +66,7 @@ func newNode(t testing.TB, o nodeOpts) *engine.Node {
 		cfg.Transfer, cfg.Secret, cfg.EngineID = &tc, []byte("test secret"), "engine-"+o.role.String()
 	}
 	core := engine.NewCore(cfg, rand.New(rand.NewPCG(1, 2)))
-	var ncfg engine.NodeConfig
+	var ncfg node.Config
 	if cfg.Transfer != nil {
 		tr, err := tcp.New(tcp.Config{})
 		if err != nil {
@@ -78,7 +79,7 @@ func newNode(t testing.TB, o nodeOpts) *engine.Node {
 		}
 		ncfg.Transport = tr
 	}
-	n := engine.NewNode(core, synth.New(prof, core.Pool(), 7), ncfg)
+	n := node.New(core, synth.New(prof, core.Pool(), 7), ncfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go n.Run(ctx)
 	t.Cleanup(func() { cancel(); <-n.Done() })
@@ -200,7 +201,7 @@ func field(m any, path ...any) any {
 // recordingEngine wraps a Node: it can refuse every submission with a
 // fixed result and records rejection notices (it is a Rejecter).
 type recordingEngine struct {
-	*engine.Node
+	*node.Node
 	refuse engine.AddResult
 	// refuseRemote refuses (queue full) requests with a remote prefix, so
 	// no pull to an arbitrary address is ever started.
@@ -210,12 +211,12 @@ type recordingEngine struct {
 	rejected []xfer.Remote
 }
 
-func (e *recordingEngine) Start(req *engine.Request, opt engine.SubmitOptions) *engine.Stream {
+func (e *recordingEngine) Start(req *engine.Request, opt node.SubmitOptions) *node.Stream {
 	if e.refuse != engine.Accepted {
-		return engine.RefusedStream(req.ID, e.refuse)
+		return node.RefusedStream(req.ID, e.refuse)
 	}
 	if e.refuseRemote && req.Remote != nil {
-		return engine.RefusedStream(req.ID, engine.RejectedQueueFull)
+		return node.RefusedStream(req.ID, engine.RejectedQueueFull)
 	}
 	return e.Node.Start(req, opt)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/wire"
 	"github.com/kvlease/kvlease/xfer"
@@ -130,5 +131,5 @@ func (s *Server) reject(r *xfer.Remote) {
 	// A request with no prompt is refused by the core, which then sends
 	// the notice for its Remote. The node refuses it itself, without the
 	// core, while draining.
-	s.eng.Start(&engine.Request{ID: "reject-" + strconv.FormatUint(uint64(r.Lease), 16), Remote: r}, engine.SubmitOptions{})
+	s.eng.Start(&engine.Request{ID: "reject-" + strconv.FormatUint(uint64(r.Lease), 16), Remote: r}, node.SubmitOptions{})
 }

@@ -196,7 +196,7 @@ func TestDecodeBadParams(t *testing.T) {
 }
 
 // Without a Rejecter, the server makes the core send the notice: the core
-// counts an invalid submission. (engine.Node is a Rejecter; plainEngine
+// counts an invalid submission. (node.Node is a Rejecter; plainEngine
 // hides its Reject.)
 func TestDecodeRejectionThroughCore(t *testing.T) {
 	n := newNode(t, nodeOpts{role: engine.RoleDecode})
@@ -216,7 +216,7 @@ type plainEngine struct{ Engine }
 func TestNodeIsRejecter(t *testing.T) {
 	var eng Engine = newNode(t, nodeOpts{role: engine.RoleDecode})
 	if _, ok := eng.(Rejecter); !ok {
-		t.Fatal("engine.Node is not a Rejecter")
+		t.Fatal("node.Node is not a Rejecter")
 	}
 }
 

@@ -16,18 +16,19 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/metrics"
+	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/xfer"
 )
 
-// Engine is what the server needs of an engine. *engine.Node implements
+// Engine is what the server needs of an engine. *node.Node implements
 // it (and Rejecter); tests wrap a Node to observe calls.
 type Engine interface {
 	// Start submits req and returns its stream at once; the outcome of
 	// the submission comes with the stream's first Recv (outputs, or
-	// engine.ErrRefused and Stream.Refusal). req stays unchanged until
-	// then. See engine.Node.Start.
-	Start(req *engine.Request, opt engine.SubmitOptions) *engine.Stream
+	// node.ErrRefused and Stream.Refusal). req stays unchanged until
+	// then. See node.Node.Start.
+	Start(req *engine.Request, opt node.SubmitOptions) *node.Stream
 	Abort(id string) engine.AbortResult
 	// Stop finishes a live request with status stopped (a stop string
 	// matched here, on the text): counted as a success, not an abort.
@@ -39,7 +40,7 @@ type Engine interface {
 	Draining() bool
 	// TransferEndpoint is where decode engines pull this engine's leases
 	// (false when it grants none or has no usable address).
-	TransferEndpoint() (engine.TransferEndpoint, bool)
+	TransferEndpoint() (node.TransferEndpoint, bool)
 }
 
 // Rejecter is implemented by an Engine that can tell a prefill engine at
@@ -94,7 +95,7 @@ type Server struct {
 	// producer and consumer say which P/D sides the engine has; endpoint
 	// is the producer's transfer endpoint, if it has one.
 	producer, consumer bool
-	endpoint           engine.TransferEndpoint
+	endpoint           node.TransferEndpoint
 	hasEndpoint        bool
 
 	idPrefix string

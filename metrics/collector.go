@@ -10,7 +10,7 @@ import (
 	"github.com/kvlease/kvlease/sched"
 )
 
-// Source supplies the snapshot a scrape reads. engine.Node implements it.
+// Source supplies the snapshot a scrape reads. node.Node implements it.
 type Source interface {
 	Stats() engine.NodeStats
 }

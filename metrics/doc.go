@@ -27,7 +27,7 @@
 //     ObserveFinished, with vLLM's bucket boundaries
 //     (vllm/v1/metrics/loggers.py); kvlease_transfer_seconds is observed by
 //     whoever sees a decode engine's finished pulls (ObserveTransfer;
-//     kvlease serve feeds it from engine.NodeConfig.OnTransfer).
+//     kvlease serve feeds it from node.Config.OnTransfer).
 //
 // Every vllm:* series carries the label model_name, as vLLM's do.
 package metrics

@@ -87,8 +87,11 @@ func DefaultSpec() Spec {
 type Node struct {
 	Name transport.Addr
 	Role engine.Role
+	// Core is the node's core, for inspection; Loop drives it, as the
+	// production node's does (engine.Loop).
 	Core *engine.Core
-	exec *synth.Executor
+	Loop *engine.Loop
+	port *port
 	// tiers are the node's offload tiers (volatile, like its core).
 	tiers []*tierStore
 	// active: something reached the core this instant (an input, a
@@ -97,10 +100,6 @@ type Node struct {
 	// check, pool unchanged, is not checked again (see check).
 	active      bool
 	checkedPool uint64
-
-	busy      bool
-	busyUntil clock.Instant
-	res       model.StepResult
 
 	// Crashed: the node is down (killed, or exited after a drain).
 	Crashed bool
@@ -218,16 +217,14 @@ type Cluster struct {
 	Requests map[string]*Req
 	order    []string
 
-	rng     *rand.Rand
-	secret  []byte
-	events  evHeap
-	evSeq   uint64
-	deliv   []memnet.Delivery
-	dialing map[transport.ConnID]string
+	rng    *rand.Rand
+	secret []byte
+	events evHeap
+	evSeq  uint64
+	deliv  []memnet.Delivery
 	// conns is the live connection from one node to another, by the
 	// (local, remote) pair, as the local end knows it.
-	conns    map[[2]transport.Addr]transport.ConnID
-	readsDue int
+	conns map[[2]transport.Addr]transport.ConnID
 
 	// Violations are invariant failures seen so far.
 	Violations []string
@@ -313,7 +310,6 @@ func New(spec Spec) *Cluster {
 		byName:    map[transport.Addr]*Node{},
 		probes:    map[transport.Addr]*Probe{},
 		Requests:  map[string]*Req{},
-		dialing:   map[transport.ConnID]string{},
 		conns:     map[[2]transport.Addr]transport.ConnID{},
 		secret:    []byte("simulated cluster secret"),
 		trace:     fnvOffset,
@@ -365,9 +361,11 @@ func (c *Cluster) boot(n *Node) {
 		Offload: s.Offload,
 	}
 	n.Core = engine.NewCore(cfg, rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())))
-	n.exec = synth.New(s.Profile, n.Core.Pool(), s.ModelSeed)
+	n.port = newPort(c, n, n.Core)
+	n.Loop = engine.NewLoop(n.Core, synth.New(s.Profile, n.Core.Pool(), s.ModelSeed), engine.LoopConfig{
+		Port: n.port, Copier: copier{c, n},
+	})
 	n.tiers = offloadTiers(s.Offload)
-	n.busy = false
 	n.Hung = false
 	n.backlog = nil
 	n.draining = false
@@ -489,7 +487,7 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 				if r.clientGone {
 					return
 				}
-				res := r.P.Core.Add(c.Now, &engine.Request{
+				res, _ := r.P.Loop.Add(c.Now, &engine.Request{
 					ID: r.ID, Prompt: r.Prompt, MaxTokens: 1, Sampling: r.Sampling, SeedSet: r.SeedSet,
 					RemoteDecode: true,
 				})
@@ -574,12 +572,12 @@ func (c *Cluster) Abort(t clock.Instant, r *Req) {
 		c.After(c.Spec.HTTPDelay, func() {
 			switch {
 			case r.atD:
-				c.call(r.D, nil, func() { r.D.Core.Abort(c.Now, r.ID) })
+				c.call(r.D, nil, func() { r.D.Loop.Abort(c.Now, r.ID) })
 				if c.AbortBothLegs && !r.Local && r.P != nil {
-					c.call(r.P, nil, func() { r.P.Core.Abort(c.Now, r.ID) })
+					c.call(r.P, nil, func() { r.P.Loop.Abort(c.Now, r.ID) })
 				}
 			case r.P != nil:
-				c.call(r.P, nil, func() { r.P.Core.Abort(c.Now, r.ID) })
+				c.call(r.P, nil, func() { r.P.Loop.Abort(c.Now, r.ID) })
 			}
 		})
 	})
@@ -598,7 +596,7 @@ func (c *Cluster) fail(r *Req, why string, status int) {
 // request on P (policy lease revokes the lease at once).
 func (c *Cluster) releaseAtP(r *Req) {
 	if r.P != nil {
-		c.call(r.P, nil, func() { r.P.Core.Abort(c.Now, r.ID) })
+		c.call(r.P, nil, func() { r.P.Loop.Abort(c.Now, r.ID) })
 	}
 }
 
@@ -632,11 +630,11 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 		}
 		r.atD = true
 		if r.EdgeReject != "" {
-			d.Core.Reject(c.Now, remote)
+			d.Loop.Reject(c.Now, remote)
 			c.fail(r, "decode rejected: "+r.EdgeReject, 400)
 			return
 		}
-		if res := d.Core.Add(c.Now, in); res != engine.Accepted {
+		if res, _ := d.Loop.Add(c.Now, in); res != engine.Accepted {
 			c.fail(r, "decode rejected: "+res.String(), res.HTTPStatus())
 		}
 	})
@@ -671,7 +669,7 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			// there, or it is undelivered.
 			c.legEnd(r)
 			ok := !r.clientGone
-			n.Core.Delivered(c.Now, r.ID, ok)
+			n.Loop.Delivered(c.Now, r.ID, ok)
 			if !ok {
 				continue
 			}
@@ -722,116 +720,43 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 
 // --- driving ---
 
-// drive steps one node and carries out its Ready.
+// drive turns one node's loop — the production engine's, engine.Loop —
+// until it asks for no more at this instant, and routes its outputs.
 func (c *Cluster) drive(n *Node) {
 	if n.Crashed || n.Hung {
 		return
 	}
-	rd := n.Core.Step(c.Now)
-	if len(rd.Outputs)+len(rd.Messages)+len(rd.Reads)+len(rd.Actions)+len(rd.Transfers)+len(rd.Stores)+len(rd.Loads)+len(rd.Events) > 0 || rd.Batch != nil {
-		n.active = true
-	}
-	if p := n.Core.Producer(); p != nil {
-		// The sweep ran first in Step: nothing due by now may be left
-		// (DESIGN.md: expiry sweeps every lease whose deadline passed).
-		if err := p.CheckDue(c.Now); err != nil {
-			c.violate("%s: %v", n.Name, err)
+	for turns := 0; ; turns++ {
+		c.feed(n)
+		t := n.Loop.Turn(c.Now)
+		if t.Moved {
+			n.active = true
 		}
-	}
-	c.outputs(n, rd.Outputs)
-	for _, e := range rd.Messages {
-		id := transport.ConnID(e.Session)
-		c.send(n, id, e.Msg)
-		if e.Close {
-			c.flush(id, n.Name)
-			c.Net.Close(c.Now, id, n.Name)
-			c.forgetConn(id)
-		}
-	}
-	for _, w := range rd.Reads {
-		c.stream(n, w)
-	}
-	if len(rd.Stores)+len(rd.Loads) > 0 {
-		c.offloadWork(n, rd.Stores, rd.Loads)
-	}
-	for _, a := range rd.Actions {
-		switch a.Kind {
-		case xfer.ActionDial:
-			id := c.Net.Dial(c.Now, n.Name, transport.Addr(a.Addr))
-			c.dialing[id] = a.Addr
-		case xfer.ActionSend:
-			c.send(n, transport.ConnID(a.Session), a.Msg)
-		case xfer.ActionClose:
-			c.flush(transport.ConnID(a.Session), n.Name)
-			c.Net.Close(c.Now, transport.ConnID(a.Session), n.Name)
-			c.forgetConn(transport.ConnID(a.Session))
-		}
-	}
-	if rd.Batch != nil {
-		sc := n.Core.Config().Sched
-		if len(rd.Batch.Seqs) > sc.MaxNumSeqs || rd.Batch.NumTokens() > sc.MaxNumBatchedTokens {
-			c.violate("%s: batch of %d sequences, %d tokens over the budget (%d, %d)", n.Name,
-				len(rd.Batch.Seqs), rd.Batch.NumTokens(), sc.MaxNumSeqs, sc.MaxNumBatchedTokens)
-		}
-		n.exec.Execute(rd.Batch, &n.res)
-		n.busy = true
-		n.busyUntil = c.Now.Add(n.res.Duration)
-	}
-	if n.draining && n.Core.Drained() {
-		c.exit(n)
-	}
-}
-
-// stream sends a read's blocks when the modelled transfer time has passed:
-// the lease is pinned all along, and the bytes are taken from P's pool at
-// the end, so a block freed early would be sent with the wrong content.
-func (c *Cluster) stream(n *Node, w xfer.ReadWork) {
-	d := time.Duration(0)
-	if c.Spec.ReadBandwidth > 0 {
-		// The modelled size is the full KV's, also in digest-only mode.
-		bytes := 0
-		for i := range w.Blocks {
-			bytes += int(w.Blocks[i].Tokens) * c.Spec.Profile.BytesPerToken()
-		}
-		d = time.Duration(float64(bytes) / c.Spec.ReadBandwidth * 1e9)
-	}
-	core := n.Core
-	c.readsDue++
-	var send func()
-	send = func() {
-		if n.Crashed || n.Core != core {
-			c.readsDue--
-			return
-		}
-		if n.Hung {
-			n.backlog = append(n.backlog, pendingCall{nil, send}) // a hung node streams nothing
-			return
-		}
-		c.readsDue--
-		p := core.Producer()
-		if !p.Reading(w.Session, w.ReadID) {
-			return // the session ended: the edge stops streaming
-		}
-		if info, live := p.Lease(w.Lease); !live || info.Reads == 0 {
-			c.violate("%s streams read %d of lease %d that is not live and pinned", n.Name, w.ReadID, w.Lease)
-		}
-		id := transport.ConnID(w.Session)
-		ok := true
-		for i := range w.Blocks {
-			ok = ok && c.send(n, id, &w.Blocks[i])
-		}
-		ok = ok && c.send(n, id, &wire.ReadEnd{ReadID: w.ReadID, Lease: w.Lease, Status: wire.StatusOK})
-		if ok {
-			p.CountServed(w.Bytes())
-			if r := c.byLease[leaseKey{n.Name, w.Lease}]; r != nil {
-				r.leaseRead = true
+		if p := n.Core.Producer(); p != nil {
+			// The sweep ran first in Step: nothing due by now may be left
+			// (DESIGN.md: expiry sweeps every lease whose deadline passed).
+			if err := p.CheckDue(c.Now); err != nil {
+				c.violate("%s: %v", n.Name, err)
 			}
 		}
-		n.active = true
-		core.ReadFinished(c.Now, w.Session, w.ReadID, ok)
-		c.mix(traceReadEnd, uint64(w.Lease), w.ReadID, boolBit(ok))
+		if b := t.Batch; b != nil {
+			sc := n.Core.Config().Sched
+			if len(b.Seqs) > sc.MaxNumSeqs || b.NumTokens() > sc.MaxNumBatchedTokens {
+				c.violate("%s: batch of %d sequences, %d tokens over the budget (%d, %d)", n.Name,
+					len(b.Seqs), b.NumTokens(), sc.MaxNumSeqs, sc.MaxNumBatchedTokens)
+			}
+		}
+		c.outputs(n, t.Outputs)
+		if !t.Again || n.Crashed || n.Hung {
+			break
+		}
+		if turns == 1<<16 {
+			panic(fmt.Sprintf("sim: %s turns without end at %v", n.Name, c.Now))
+		}
 	}
-	c.After(d, send)
+	if n.draining && n.Loop.Drained() {
+		c.exit(n)
+	}
 }
 
 // send sends m from node n on connection id through the message faults.
@@ -892,10 +817,11 @@ func (c *Cluster) reset(n *Node, id transport.ConnID) {
 	c.forgetConn(id)
 	core := n.Core
 	c.mix(traceReset, uint64(id))
+	p := n.port
 	c.After(c.Spec.Faults.CloseDetectDelay, func() {
 		c.call(n, nil, func() {
 			if n.Core == core {
-				n.Core.PeerClosed(c.Now, xfer.SessionID(id))
+				p.push(transport.Event{Kind: transport.Closed, Conn: id, Local: n.Name, Reason: "connection reset"})
 			}
 		})
 	})
@@ -960,35 +886,44 @@ func (c *Cluster) deliver(d memnet.Delivery) {
 	c.call(n, nil, func() { c.handle(n, ev) })
 }
 
-// handle gives a network event to the node's core.
+// feed hands the events waiting in node n's port to its loop one at a
+// time (Loop.Handle, what the loop's Turn does with each event it polls),
+// checking the expiry invariants around every message (invariants.go).
+func (c *Cluster) feed(n *Node) {
+	evs := n.port.inbox
+	if len(evs) == 0 {
+		return
+	}
+	n.port.inbox = n.port.spare[:0]
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Kind != transport.Received {
+			n.Loop.Handle(c.Now, *ev)
+			continue
+		}
+		due := c.dueNamed(n, ev.Msg)
+		n.Loop.Handle(c.Now, *ev)
+		c.checkExpiry(n, ev.Conn, ev.Msg, due)
+	}
+	clear(evs)
+	n.port.spare = evs[:0]
+}
+
+// handle gives a network event to the node's port, for its next turn.
 func (c *Cluster) handle(n *Node, ev transport.Event) {
-	s := xfer.SessionID(ev.Conn)
 	switch ev.Kind {
-	case transport.Dialed:
-		addr := c.dialing[ev.Conn]
-		delete(c.dialing, ev.Conn)
+	case transport.Dialed, transport.Accepted:
 		c.conns[[2]transport.Addr{ev.Local, ev.Remote}] = ev.Conn
-		n.Core.PeerDialed(c.Now, addr, s)
-	case transport.DialFailed:
-		addr := c.dialing[ev.Conn]
-		delete(c.dialing, ev.Conn)
-		n.Core.PeerDialFailed(c.Now, addr)
-	case transport.Accepted:
-		c.conns[[2]transport.Addr{ev.Local, ev.Remote}] = ev.Conn
-		n.Core.PeerAccepted(c.Now, s)
 	case transport.Received:
 		if c.OnMessage != nil {
 			c.OnMessage(c, ev.Remote, ev.Local, ev.Msg)
 		}
-		due := c.dueNamed(n, ev.Msg) // expiry invariants (invariants.go)
-		n.Core.PeerMessage(c.Now, s, ev.Msg)
-		c.checkExpiry(n, ev.Conn, ev.Msg, due)
 	case transport.Closed:
 		if c.conns[[2]transport.Addr{ev.Local, ev.Remote}] == ev.Conn {
 			delete(c.conns, [2]transport.Addr{ev.Local, ev.Remote})
 		}
-		n.Core.PeerClosed(c.Now, s)
 	}
+	n.port.push(ev)
 }
 
 func (c *Cluster) forgetConn(id transport.ConnID) {
@@ -1009,10 +944,7 @@ func (c *Cluster) next() clock.Instant {
 		if n.Crashed || n.Hung {
 			continue
 		}
-		if n.busy {
-			t = min(t, n.busyUntil)
-		}
-		t = min(t, n.Core.NextDeadline())
+		t = min(t, n.Loop.NextWake())
 	}
 	return t
 }
@@ -1076,13 +1008,6 @@ func (c *Cluster) instant() {
 		e.fn()
 	}
 	for _, n := range c.Nodes {
-		if n.busy && n.busyUntil <= c.Now && !n.Crashed && !n.Hung {
-			n.busy = false
-			n.active = true
-			n.Core.Complete(c.Now, &n.res)
-		}
-	}
-	for _, n := range c.Nodes {
 		c.drive(n)
 	}
 	c.flushAll()
@@ -1140,7 +1065,6 @@ func (c *Cluster) crash(n *Node) {
 	n.lastFault = c.Now
 	n.pastRead, n.pastUnread = n.BlockSeconds()
 	n.Crashed = true
-	n.busy = false
 	n.Hung = false
 	for _, pc := range n.backlog {
 		if pc.req != nil {
@@ -1249,7 +1173,7 @@ func (c *Cluster) Drain(t clock.Instant, name string, grace time.Duration) {
 	c.At(t, func() {
 		c.call(n, nil, func() {
 			c.mix(traceDrain, hashString(name))
-			n.Core.DrainBy(c.Now.Add(grace))
+			n.Loop.DrainBy(c.Now.Add(grace))
 			n.draining = true
 		})
 	})
@@ -1260,6 +1184,12 @@ func (c *Cluster) Drain(t clock.Instant, name string, grace time.Duration) {
 func (c *Cluster) exit(n *Node) {
 	c.mix(traceExit, hashString(string(n.Name)))
 	c.Exits++
+	// The production node's exit: the loop's graceful shutdown closes the
+	// connections it knows after their last frames (a drained engine has
+	// no read left to stream, so none waits); the transport then goes
+	// down with whatever else it had.
+	c.outputs(n, n.Loop.Shutdown(c.Now, true))
+	n.Loop.Closed(c.Now)
 	keys := make([][2]transport.Addr, 0)
 	for k := range c.conns {
 		if k[0] == n.Name {

@@ -1,7 +1,10 @@
 // Package sim is kvlease's deterministic whole-cluster simulator.
 //
-// A Cluster wires prefill and decode engine cores (engine.Core with the
-// model/synth executor) over a simulated network (transport/memnet), with an
+// A Cluster runs prefill and decode engines — each an engine.Loop, the
+// event loop the production node runs, over an engine.Core with the
+// model/synth executor — over a simulated network (transport/memnet,
+// reached through each engine's Port, which models read bandwidth and
+// zero-copy sends), with an
 // in-simulation proxy that runs each request's prefill leg, carries the
 // lease to a decode engine and collects the tokens — all in one goroutine
 // on a virtual clock, reproducibly from a seed. The proxy picks engines

@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/offload"
 )
@@ -28,7 +29,7 @@ func (t *tierStore) slot(s offload.Slot) *tierRecord {
 	return &t.recs[s]
 }
 
-// offloadWork runs the offload copies of a node's Ready: each completes
+// copyLater runs one offload copy of node n (its copier's): it completes
 // after its modelled time (Spec.OffloadBandwidth), copying the blocks then
 // (a store reads the pool at the end, so a block freed under its store
 // hold would be stored with the wrong content and loaded back wrong: the
@@ -36,15 +37,6 @@ func (t *tierStore) slot(s offload.Slot) *tierRecord {
 // copies before the failure count, as tier.Run reports them). Work of a
 // core that crashed is dropped with it; a hung node completes nothing
 // until it resumes.
-func (c *Cluster) offloadWork(n *Node, stores []offload.StoreWork, loads []offload.LoadWork) {
-	for _, w := range stores {
-		c.copyLater(n, uint64(w.ID), true, w.Tier, w.Blocks, w.Hashes, w.Slots)
-	}
-	for _, w := range loads {
-		c.copyLater(n, uint64(w.ID), false, w.Tier, w.Blocks, w.Hashes, w.Slots)
-	}
-}
-
 func (c *Cluster) copyLater(n *Node, id uint64, store bool, tier int, blocks []kvblock.BlockID, hashes []kvblock.Hash, slots []offload.Slot) {
 	core := n.Core
 	pool := core.Pool()
@@ -94,11 +86,7 @@ func (c *Cluster) copyLater(n *Node, id uint64, store bool, tier int, blocks []k
 		}
 		c.mix(traceOffload, id, uint64(k), boolBit(store))
 		n.active = true
-		if store {
-			core.StoreDone(c.Now, offload.WorkID(id), k)
-		} else {
-			core.LoadDone(c.Now, offload.WorkID(id), k)
-		}
+		n.Loop.Copied(c.Now, engine.Copied{Store: store, ID: offload.WorkID(id), Blocks: k})
 	}
 	c.At(c.Now.Add(d), done)
 }

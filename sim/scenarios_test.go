@@ -267,7 +267,7 @@ func TestScenarioS06AbortWhileReading(t *testing.T) {
 					case "client abort at D":
 						c.Abort(c.Now.Add(2*ms), r)
 					default:
-						c.After(2*ms, func() { r.P.Core.Abort(c.Now, r.ID) })
+						c.After(2*ms, func() { r.P.Loop.Abort(c.Now, r.ID) })
 					}
 				}
 			}

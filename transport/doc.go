@@ -27,6 +27,11 @@
 //     crash, partition that outlasts the keepalive timeout) is reported to
 //     every end still alive.
 //
+// A Sent event reports a block queued by an engine's Port.SendBlock
+// (engine.Port): the transport referenced the block's memory until then. It
+// is not a wire event; the adapters that give the engine loop its Port
+// produce it (the node's over transport/tcp, the simulator's over memnet).
+//
 // Event.Reason is for humans (logs, test failures): protocol cores must not
 // branch on its text, which differs between transports.
 package transport

@@ -30,6 +30,11 @@ const (
 	// Closed: the connection is gone (Event.Reason says why). The ConnID is
 	// dead.
 	Closed
+	// Sent: a block frame queued with a Tag (an engine.Port's SendBlock)
+	// left the transport's hands: written when Reason is empty, lost
+	// otherwise. Until then the transport may still read the block's
+	// memory. It comes before its connection's Closed.
+	Sent
 	numEventKinds
 )
 
@@ -39,6 +44,7 @@ var eventKindNames = [...]string{
 	DialFailed: "dial_failed",
 	Received:   "received",
 	Closed:     "closed",
+	Sent:       "sent",
 }
 
 // Valid reports whether k is a kind this package defines.
@@ -56,7 +62,8 @@ func (k EventKind) String() string {
 //
 // Msg is set only for Received. A received message is read-only: a transport
 // may deliver the same value twice (memnet's duplication fault), and the
-// sender has given it up. Reason is set only for DialFailed and Closed.
+// sender has given it up. Reason is set only for DialFailed, Closed and a
+// failed Sent; Tag only for Sent.
 type Event struct {
 	Kind   EventKind
 	Conn   ConnID
@@ -64,6 +71,7 @@ type Event struct {
 	Remote Addr // the other end of the connection
 	Msg    wire.Message
 	Reason string
+	Tag    uint64
 }
 
 // String formats e for logs and test failures.

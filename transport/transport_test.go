@@ -13,14 +13,15 @@ func TestEventKindString(t *testing.T) {
 		DialFailed:    "dial_failed",
 		Received:      "received",
 		Closed:        "closed",
+		Sent:          "sent",
 		0:             "EventKind(0)",
-		numEventKinds: "EventKind(6)",
+		numEventKinds: "EventKind(7)",
 	}
 	for k, s := range want {
 		if got := k.String(); got != s {
 			t.Errorf("%d.String() = %q, want %q", uint8(k), got, s)
 		}
-		if k.Valid() != (k >= Dialed && k <= Closed) {
+		if k.Valid() != (k >= Dialed && k <= Sent) {
 			t.Errorf("%v.Valid() = %v", k, k.Valid())
 		}
 	}

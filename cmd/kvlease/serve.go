@@ -22,6 +22,7 @@ import (
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/metrics"
 	synth "github.com/kvlease/kvlease/model/synth"
+	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/offload/tier"
 	"github.com/kvlease/kvlease/sched"
@@ -281,7 +282,7 @@ func readSecret(file string) ([]byte, error) {
 type engineServer struct {
 	f      serveFlags
 	log    *slog.Logger
-	node   *engine.Node
+	node   *node.Node
 	api    *httpapi.Server
 	http   *http.Server
 	ln     net.Listener
@@ -293,7 +294,7 @@ type engineServer struct {
 // startEngine builds the engine of f and binds its listeners; Run serves.
 func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	es := &engineServer{f: f, log: log}
-	var ncfg engine.NodeConfig
+	var ncfg node.Config
 	ncfg.Logger = log
 	engineID := f.engineID
 	if f.transfer != nil {
@@ -345,7 +346,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	var seed [32]byte
 	rand.Read(seed[:])
 	core := engine.NewCore(cfg, mrand.New(mrand.NewChaCha8(seed)))
-	if ncfg.Offload, err = engine.OpenOffload(core); err != nil {
+	if ncfg.Offload, err = node.OpenOffload(core); err != nil {
 		es.close()
 		return nil, err
 	}
@@ -358,7 +359,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 			m.ObserveTransfer(d.Duration)
 		}
 	}
-	es.node = engine.NewNode(core, synth.New(f.prof, core.Pool(), f.seed), ncfg)
+	es.node = node.New(core, synth.New(f.prof, core.Pool(), f.seed), ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes,
 		Version: version(), Logger: log, Metrics: m})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
+	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/xfer"
@@ -43,7 +44,7 @@ type engineOpts struct {
 
 // testEngine is one engine served on loopback.
 type testEngine struct {
-	node *engine.Node
+	node *node.Node
 	url  string
 	stop func()
 }
@@ -73,7 +74,7 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 		RecentFinished: 1024,
 		Role:           o.role,
 	}
-	var ncfg engine.NodeConfig
+	var ncfg node.Config
 	if o.transfer == nil && o.role != engine.RoleBoth {
 		tc := xfer.DefaultConfig(xfer.PolicyLease)
 		o.transfer = &tc
@@ -93,7 +94,7 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 		cfg.EngineID = o.role.String() + "-" + strconv.Itoa(rand.IntN(1e6))
 	}
 	core := engine.NewCore(cfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
-	node := engine.NewNode(core, synth.New(prof, core.Pool(), modelSeed), ncfg)
+	node := node.New(core, synth.New(prof, core.Pool(), modelSeed), ncfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go node.Run(ctx)
 	api, err := httpapi.New(node, httpapi.Config{ModelName: modelName, Version: "e2e"})

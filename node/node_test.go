@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/sched"
@@ -32,11 +33,11 @@ func (e stepExec) Execute(b *model.Batch, out *model.StepResult) {
 	out.Duration = e.dur
 }
 
-func testCore(t *testing.T, maxWaiting int) *Core {
+func testCore(t *testing.T, maxWaiting int) *engine.Core {
 	t.Helper()
 	sc := sched.DefaultConfig()
 	sc.MaxWaiting = maxWaiting
-	return NewCore(Config{
+	return engine.NewCore(engine.Config{
 		Pool:           kvblock.Config{NumBlocks: 64, BlockSizeTokens: 4},
 		Sched:          sc,
 		MaxModelLen:    128,
@@ -46,9 +47,9 @@ func testCore(t *testing.T, maxWaiting int) *Core {
 	}, rand.New(rand.NewPCG(1, 2)))
 }
 
-func startNode(t *testing.T, dur time.Duration, cfg NodeConfig) (*Node, context.CancelFunc) {
+func startNode(t *testing.T, dur time.Duration, cfg Config) (*Node, context.CancelFunc) {
 	t.Helper()
-	n := NewNode(testCore(t, 64), stepExec{dur}, cfg)
+	n := New(testCore(t, 64), stepExec{dur}, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		if err := n.Run(ctx); err != nil {
@@ -59,14 +60,14 @@ func startNode(t *testing.T, dur time.Duration, cfg NodeConfig) (*Node, context.
 	return n, cancel
 }
 
-func req(id string, maxTokens int) *Request {
-	return &Request{ID: id, Prompt: []int32{1, 2, 3, 4, 5}, MaxTokens: maxTokens, IgnoreEOS: true}
+func req(id string, maxTokens int) *engine.Request {
+	return &engine.Request{ID: id, Prompt: []int32{1, 2, 3, 4, 5}, MaxTokens: maxTokens, IgnoreEOS: true}
 }
 
 // drain reads s to the end.
-func drain(t *testing.T, s *Stream) []Output {
+func drain(t *testing.T, s *Stream) []engine.Output {
 	t.Helper()
-	var all, buf []Output
+	var all, buf []engine.Output
 	for {
 		var err error
 		buf, err = s.Recv(context.Background(), buf)
@@ -86,10 +87,10 @@ func drain(t *testing.T, s *Stream) []Output {
 func TestNodeGeneratesAndHonoursStepDuration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const step = 10 * time.Millisecond
-		n, _ := startNode(t, step, NodeConfig{})
+		n, _ := startNode(t, step, Config{})
 		start := n.Now()
 		s, res := n.Submit(req("r1", 4))
-		if res != Accepted {
+		if res != engine.Accepted {
 			t.Fatalf("Submit: %v", res)
 		}
 		outs := drain(t, s)
@@ -131,15 +132,15 @@ func TestNodeGeneratesAndHonoursStepDuration(t *testing.T) {
 
 func TestNodeAcceptsWorkWhileAStepRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, _ := startNode(t, time.Second, NodeConfig{})
+		n, _ := startNode(t, time.Second, Config{})
 		s1, _ := n.Submit(req("r1", 3))
 		synctest.Wait() // the first step is executing, its timer pending
 		before := n.Now()
 		s2, res := n.Submit(req("r2", 3))
-		if res != Accepted {
+		if res != engine.Accepted {
 			t.Fatalf("Submit during a step: %v", res)
 		}
-		if got := n.Abort("r1"); got != Aborted {
+		if got := n.Abort("r1"); got != engine.Aborted {
 			t.Fatalf("Abort during a step: %v", got)
 		}
 		if n.Now() != before {
@@ -163,9 +164,9 @@ func TestNodeAcceptsWorkWhileAStepRuns(t *testing.T) {
 
 func TestNodeAbortFreesBlocksAndReportsOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, _ := startNode(t, time.Millisecond, NodeConfig{})
+		n, _ := startNode(t, time.Millisecond, Config{})
 		s, _ := n.Submit(req("r1", 100))
-		var buf []Output
+		var buf []engine.Output
 		buf, err := s.Recv(context.Background(), buf)
 		if err != nil || len(buf) == 0 {
 			t.Fatalf("first Recv: %v %v", buf, err)
@@ -173,17 +174,17 @@ func TestNodeAbortFreesBlocksAndReportsOutcomes(t *testing.T) {
 		if st := n.Stats(); st.Pool.Held == 0 || st.Running != 1 {
 			t.Fatalf("while running: %+v", st)
 		}
-		if got := n.Abort("r1"); got != Aborted {
+		if got := n.Abort("r1"); got != engine.Aborted {
 			t.Fatalf("Abort: %v", got)
 		}
 		outs := drain(t, s)
 		if last := outs[len(outs)-1]; !last.Finished || last.Status != sched.FinishedAborted {
 			t.Fatalf("last output %+v", last)
 		}
-		if got := n.Abort("r1"); got != AbortAlreadyFinished {
+		if got := n.Abort("r1"); got != engine.AbortAlreadyFinished {
 			t.Errorf("second Abort: %v", got)
 		}
-		if got := n.Abort("nope"); got != AbortUnknown {
+		if got := n.Abort("nope"); got != engine.AbortUnknown {
 			t.Errorf("Abort of an unknown id: %v", got)
 		}
 		if err := n.WaitIdle(context.Background()); err != nil {
@@ -197,22 +198,22 @@ func TestNodeAbortFreesBlocksAndReportsOutcomes(t *testing.T) {
 
 func TestNodeRejections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, _ := startNode(t, time.Millisecond, NodeConfig{})
+		n, _ := startNode(t, time.Millisecond, Config{})
 		s, _ := n.Submit(req("dup", 50))
-		if _, res := n.Submit(req("dup", 5)); res != RejectedDuplicate {
+		if _, res := n.Submit(req("dup", 5)); res != engine.RejectedDuplicate {
 			t.Errorf("duplicate id: %v", res)
 		}
-		if _, res := n.Submit(req("long", 1000)); res != RejectedTooLong {
+		if _, res := n.Submit(req("long", 1000)); res != engine.RejectedTooLong {
 			t.Errorf("too long: %v", res)
 		}
-		if _, res := n.Submit(&Request{ID: "empty", MaxTokens: 1}); res != RejectedInvalid {
+		if _, res := n.Submit(&engine.Request{ID: "empty", MaxTokens: 1}); res != engine.RejectedInvalid {
 			t.Errorf("empty prompt: %v", res)
 		}
 		n.Drain()
 		if !n.Draining() {
 			t.Error("Draining() is false after Drain")
 		}
-		if _, res := n.Submit(req("late", 5)); res != RejectedShuttingDown {
+		if _, res := n.Submit(req("late", 5)); res != engine.RejectedShuttingDown {
 			t.Errorf("after Drain: %v", res)
 		}
 		// The live request runs to completion; WaitIdle sees it end.
@@ -226,7 +227,7 @@ func TestNodeRejections(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := n.Stats()
-		if st.Rejected[RejectedDuplicate] != 1 || st.Rejected[RejectedTooLong] != 1 || !st.Draining {
+		if st.Rejected[engine.RejectedDuplicate] != 1 || st.Rejected[engine.RejectedTooLong] != 1 || !st.Draining {
 			t.Errorf("stats: %+v", st)
 		}
 	})
@@ -234,20 +235,20 @@ func TestNodeRejections(t *testing.T) {
 
 func TestNodeQueueFullAtMaxWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewNode(testCore(t, 1), stepExec{time.Second}, NodeConfig{})
+		n := New(testCore(t, 1), stepExec{time.Second}, Config{})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer func() { cancel(); <-n.Done() }()
 		// Both are queued before the loop starts, so the core sees two adds
 		// in one iteration and its waiting queue (1) overflows.
 		var wg sync.WaitGroup
-		results := make([]AddResult, 2)
+		results := make([]engine.AddResult, 2)
 		for i := range 2 {
 			wg.Go(func() { _, results[i] = n.Submit(req(string(rune('a'+i)), 2)) })
 		}
 		synctest.Wait()
 		go n.Run(ctx)
 		wg.Wait()
-		if !(results[0] == Accepted && results[1] == RejectedQueueFull) && !(results[1] == Accepted && results[0] == RejectedQueueFull) {
+		if !(results[0] == engine.Accepted && results[1] == engine.RejectedQueueFull) && !(results[1] == engine.Accepted && results[0] == engine.RejectedQueueFull) {
 			t.Errorf("results %v, want one accepted and one queue full", results)
 		}
 	})
@@ -255,16 +256,16 @@ func TestNodeQueueFullAtMaxWaiting(t *testing.T) {
 
 func TestNodeMaxPendingBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewNode(testCore(t, 64), stepExec{0}, NodeConfig{MaxPending: 1})
-		first := make(chan AddResult)
+		n := New(testCore(t, 64), stepExec{0}, Config{MaxPending: 1})
+		first := make(chan engine.AddResult)
 		go func() { _, r := n.Submit(req("a", 2)); first <- r }()
 		synctest.Wait() // the first submission is queued; Run has not started
-		if _, res := n.Submit(req("b", 2)); res != RejectedQueueFull {
+		if _, res := n.Submit(req("b", 2)); res != engine.RejectedQueueFull {
 			t.Errorf("over MaxPending: %v, want queue full", res)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go n.Run(ctx)
-		if r := <-first; r != Accepted {
+		if r := <-first; r != engine.Accepted {
 			t.Errorf("queued submission: %v", r)
 		}
 		cancel()
@@ -274,7 +275,7 @@ func TestNodeMaxPendingBound(t *testing.T) {
 
 func TestNodeFinishedOnlyWakesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, _ := startNode(t, time.Millisecond, NodeConfig{})
+		n, _ := startNode(t, time.Millisecond, Config{})
 		s, _ := n.SubmitWith(req("r", 8), SubmitOptions{FinishedOnly: true})
 		outs, err := s.Recv(context.Background(), nil)
 		if err != nil || len(outs) != 8 || !outs[7].Finished {
@@ -285,14 +286,14 @@ func TestNodeFinishedOnlyWakesOnce(t *testing.T) {
 
 func TestNodeRecvHonoursContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, _ := startNode(t, time.Hour, NodeConfig{})
+		n, _ := startNode(t, time.Hour, Config{})
 		s, _ := n.Submit(req("r", 2))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if _, err := s.Recv(ctx, nil); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Recv: %v, want deadline exceeded", err)
 		}
-		if got := s.Abort(); got != Aborted {
+		if got := s.Abort(); got != engine.Aborted {
 			t.Fatalf("Abort: %v", got)
 		}
 	})
@@ -300,7 +301,7 @@ func TestNodeRecvHonoursContext(t *testing.T) {
 
 func TestNodeShutdownAbortsLiveRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, cancel := startNode(t, time.Second, NodeConfig{})
+		n, cancel := startNode(t, time.Second, Config{})
 		s, _ := n.Submit(req("r", 100))
 		synctest.Wait()
 		cancel()
@@ -309,10 +310,10 @@ func TestNodeShutdownAbortsLiveRequests(t *testing.T) {
 			t.Fatalf("live request ended %+v, want aborted", last)
 		}
 		<-n.Done()
-		if _, res := n.Submit(req("after", 2)); res != RejectedShuttingDown {
+		if _, res := n.Submit(req("after", 2)); res != engine.RejectedShuttingDown {
 			t.Errorf("Submit after Run: %v", res)
 		}
-		if got := n.Abort("r"); got != AbortUnknown {
+		if got := n.Abort("r"); got != engine.AbortUnknown {
 			t.Errorf("Abort after Run: %v", got)
 		}
 		if err := n.WaitIdle(context.Background()); err != nil {
@@ -329,7 +330,7 @@ func TestNodeShutdownAbortsLiveRequests(t *testing.T) {
 }
 
 func TestNodeStatsBeforeRun(t *testing.T) {
-	n := NewNode(testCore(t, 4), stepExec{0}, NodeConfig{})
+	n := New(testCore(t, 4), stepExec{0}, Config{})
 	if st := n.Stats(); st.Pool.Free != 64 || st.Pool.Capacity != 64 || st.Requests != 0 {
 		t.Errorf("stats before Run: %+v", st)
 	}
@@ -337,14 +338,14 @@ func TestNodeStatsBeforeRun(t *testing.T) {
 
 // TestNodeConcurrentClients runs many clients at once (meant for -race).
 func TestNodeConcurrentClients(t *testing.T) {
-	n, _ := startNode(t, 0, NodeConfig{})
+	n, _ := startNode(t, 0, Config{})
 	var wg sync.WaitGroup
 	for c := range 16 {
 		wg.Go(func() {
 			for i := range 20 {
 				id := string(rune('A'+c)) + "-" + string(rune('a'+i))
 				s, res := n.SubmitWith(req(id, 6), SubmitOptions{FinishedOnly: i%2 == 0})
-				if res != Accepted {
+				if res != engine.Accepted {
 					t.Errorf("%s: %v", id, res)
 					return
 				}
@@ -373,12 +374,12 @@ func TestNodeConcurrentClients(t *testing.T) {
 // BenchmarkNodeRoundTrip measures Submit to finished output with the
 // zero-latency executor, 32 clients, 16-token prompts and 16 output tokens.
 func BenchmarkNodeRoundTrip(b *testing.B) {
-	core := NewCore(Config{
+	core := engine.NewCore(engine.Config{
 		Pool:        kvblock.Config{NumBlocks: 8192, BlockSizeTokens: 16},
 		Sched:       sched.DefaultConfig(),
 		MaxModelLen: 4096, VocabSize: 257, EOS: 256, RecentFinished: 1024,
 	}, rand.New(rand.NewPCG(1, 2)))
-	n := NewNode(core, stepExec{0}, NodeConfig{})
+	n := New(core, stepExec{0}, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); <-n.Done() }()
 	go n.Run(ctx)
@@ -388,14 +389,14 @@ func BenchmarkNodeRoundTrip(b *testing.B) {
 	b.SetParallelism(16) // 32 clients on 2 CPUs
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		var buf []Output
+		var buf []engine.Output
 		for pb.Next() {
 			next.Lock()
 			id++
-			r := &Request{ID: strconv.Itoa(id), Prompt: prompt, MaxTokens: 16, IgnoreEOS: true}
+			r := &engine.Request{ID: strconv.Itoa(id), Prompt: prompt, MaxTokens: 16, IgnoreEOS: true}
 			next.Unlock()
 			s, res := n.SubmitWith(r, SubmitOptions{FinishedOnly: true})
-			if res != Accepted {
+			if res != engine.Accepted {
 				b.Errorf("Submit: %v", res)
 				return
 			}

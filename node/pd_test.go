@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	synth "github.com/kvlease/kvlease/model/synth"
@@ -45,12 +46,12 @@ func zeroProfile(t *testing.T) synth.Profile {
 
 // pdConfig is a core configuration for role with transfer config xc (nil:
 // single engine).
-func pdConfig(t *testing.T, role Role, id string, xc *xfer.Config) Config {
+func pdConfig(t *testing.T, role engine.Role, id string, xc *xfer.Config) engine.Config {
 	prof := zeroProfile(t)
 	sc := sched.DefaultConfig()
 	sc.MaxNumSeqs = 8
 	sc.MaxNumBatchedTokens = 2048
-	return Config{
+	return engine.Config{
 		Pool:        kvblock.Config{NumBlocks: 512, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken()},
 		Sched:       sc,
 		MaxModelLen: prof.MaxModelLen, VocabSize: prof.VocabSize, EOS: prof.EOS,
@@ -80,19 +81,19 @@ type pdNode struct {
 
 // startPD starts a node of role. exec nil means the simulated model on the
 // node's pool; mutate, if set, adjusts the core configuration.
-func startPD(t *testing.T, role Role, id string, xc xfer.Config, exec model.Executor, mutate func(*Config)) *pdNode {
+func startPD(t *testing.T, role engine.Role, id string, xc xfer.Config, exec model.Executor, mutate func(*engine.Config)) *pdNode {
 	t.Helper()
-	return startPDWith(t, role, id, xc, exec, mutate, NodeConfig{})
+	return startPDWith(t, role, id, xc, exec, mutate, Config{})
 }
 
 // startPDWith is startPD with node options (its Transport is set here).
-func startPDWith(t *testing.T, role Role, id string, xc xfer.Config, exec model.Executor, mutate func(*Config), ncfg NodeConfig) *pdNode {
+func startPDWith(t *testing.T, role engine.Role, id string, xc xfer.Config, exec model.Executor, mutate func(*engine.Config), ncfg Config) *pdNode {
 	t.Helper()
 	cfg := pdConfig(t, role, id, &xc)
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	core := NewCore(cfg, rand.New(rand.NewPCG(uint64(len(id)), 99)))
+	core := engine.NewCore(cfg, rand.New(rand.NewPCG(uint64(len(id)), 99)))
 	if exec == nil {
 		exec = synth.New(zeroProfile(t), core.Pool(), pdModelSeed)
 	}
@@ -110,14 +111,14 @@ func startPDWith(t *testing.T, role Role, id string, xc xfer.Config, exec model.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if role != RoleDecode {
+	if role != engine.RoleDecode {
 		if err := tr.Listen("127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	pn.tr = tr
 	ncfg.Transport = tr
-	pn.Node = NewNode(core, exec, ncfg)
+	pn.Node = New(core, exec, ncfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	pn.cancel = cancel
 	go func() {
@@ -158,8 +159,8 @@ func (pn *pdNode) nextRelease(t *testing.T) release {
 // prefill runs a remote-decode prefill on P and returns the lease grant.
 func prefill(t *testing.T, p *pdNode, id string, prompt []int32) *xfer.Grant {
 	t.Helper()
-	s, res := p.Submit(&Request{ID: id, Prompt: prompt, MaxTokens: 1, RemoteDecode: true})
-	if res != Accepted {
+	s, res := p.Submit(&engine.Request{ID: id, Prompt: prompt, MaxTokens: 1, RemoteDecode: true})
+	if res != engine.Accepted {
 		t.Fatalf("P refused %s: %v", id, res)
 	}
 	outs := drain(t, s)
@@ -173,13 +174,13 @@ func prefill(t *testing.T, p *pdNode, id string, prompt []int32) *xfer.Grant {
 
 // reference runs req on a single engine, driven step by step, and returns
 // its tokens.
-func reference(t *testing.T, req *Request) []int32 {
+func reference(t *testing.T, req *engine.Request) []int32 {
 	t.Helper()
-	core := NewCore(pdConfig(t, RoleBoth, "", nil), rand.New(rand.NewPCG(5, 5)))
+	core := engine.NewCore(pdConfig(t, engine.RoleBoth, "", nil), rand.New(rand.NewPCG(5, 5)))
 	exec := synth.New(zeroProfile(t), core.Pool(), pdModelSeed)
 	r := *req
 	r.Remote = nil
-	if res := core.Add(0, &r); res != Accepted {
+	if res := core.Add(0, &r); res != engine.Accepted {
 		t.Fatalf("reference Add: %v", res)
 	}
 	var toks []int32
@@ -227,8 +228,8 @@ func pdNoLeaks(t *testing.T) {
 func TestPDTransferMatchesSingleEngine(t *testing.T) {
 	pdNoLeaks(t)
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(5 * time.Second)
-	p := startPD(t, RolePrefill, "p0", xc, nil, nil)
-	d := startPD(t, RoleDecode, "d0", xc, nil, nil)
+	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)
+	d := startPD(t, engine.RoleDecode, "d0", xc, nil, nil)
 	ep, ok := p.TransferEndpoint()
 	if !ok || ep.EngineID != "p0" || ep.Host != "127.0.0.1" || ep.Addr() != string(p.tr.Addr()) {
 		t.Fatalf("P's endpoint %+v, %v; listener %s", ep, ok, p.tr.Addr())
@@ -237,7 +238,7 @@ func TestPDTransferMatchesSingleEngine(t *testing.T) {
 		t.Error("a decode node advertises a transfer endpoint")
 	}
 
-	reqs := []*Request{
+	reqs := []*engine.Request{
 		{ID: "short", Prompt: pdPrompt(1, 20), MaxTokens: 12, IgnoreEOS: true},
 		{ID: "exact", Prompt: pdPrompt(2, 64), MaxTokens: 8, IgnoreEOS: true},
 		{ID: "long", Prompt: pdPrompt(3, 1500), MaxTokens: 16, IgnoreEOS: true},
@@ -254,7 +255,7 @@ func TestPDTransferMatchesSingleEngine(t *testing.T) {
 			in := *req
 			in.Remote = ep.Remote(g)
 			s, res := d.Submit(&in)
-			if res != Accepted {
+			if res != engine.Accepted {
 				t.Errorf("D refused %s: %v", req.ID, res)
 				return
 			}
@@ -306,17 +307,17 @@ func TestPDDecodeKilledReleasesAfterGrace(t *testing.T) {
 	xc.HeartbeatInterval = 100 * time.Millisecond
 	xc.PeerGrace = 100 * time.Millisecond
 	xc.RetryInterval = 50 * time.Millisecond
-	p := startPD(t, RolePrefill, "p0", xc, nil, nil)
-	d := startPD(t, RoleDecode, "d0", xc, stepExec{time.Hour}, func(c *Config) { c.Sched.MaxNumSeqs = 1 })
+	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)
+	d := startPD(t, engine.RoleDecode, "d0", xc, stepExec{time.Hour}, func(c *engine.Config) { c.Sched.MaxNumSeqs = 1 })
 	ep, _ := p.TransferEndpoint()
 
 	// A local request takes D's only slot for an hour.
-	if _, res := d.Submit(&Request{ID: "hog", Prompt: []int32{1, 2, 3}, MaxTokens: 5}); res != Accepted {
+	if _, res := d.Submit(&engine.Request{ID: "hog", Prompt: []int32{1, 2, 3}, MaxTokens: 5}); res != engine.Accepted {
 		t.Fatalf("hog: %v", res)
 	}
 	prompt := pdPrompt(9, 100)
 	g := prefill(t, p, "r", prompt)
-	if _, res := d.Submit(&Request{ID: "r", Prompt: prompt, MaxTokens: 4, Remote: ep.Remote(g)}); res != Accepted {
+	if _, res := d.Submit(&engine.Request{ID: "r", Prompt: prompt, MaxTokens: 4, Remote: ep.Remote(g)}); res != engine.Accepted {
 		t.Fatalf("D refused r: %v", res)
 	}
 	// Two heartbeats: the first RENEW reached P (loopback) before D dies,
@@ -346,14 +347,14 @@ func TestPDDecodeKilledReleasesAfterGrace(t *testing.T) {
 func TestPDRejectionReleasesAtOnce(t *testing.T) {
 	pdNoLeaks(t)
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(30 * time.Second)
-	p := startPD(t, RolePrefill, "p0", xc, nil, nil)
-	d := startPD(t, RoleDecode, "d0", xc, nil, nil)
+	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)
+	d := startPD(t, engine.RoleDecode, "d0", xc, nil, nil)
 	ep, _ := p.TransferEndpoint()
 
 	prompt := pdPrompt(11, 40)
 	g := prefill(t, p, "r", prompt)
 	tooLong := zeroProfile(t).MaxModelLen // prompt + max_tokens > max_model_len
-	if _, res := d.Submit(&Request{ID: "r", Prompt: prompt, MaxTokens: tooLong, Remote: ep.Remote(g)}); res != RejectedTooLong {
+	if _, res := d.Submit(&engine.Request{ID: "r", Prompt: prompt, MaxTokens: tooLong, Remote: ep.Remote(g)}); res != engine.RejectedTooLong {
 		t.Fatalf("D's answer %v, want too long", res)
 	}
 	if r := p.nextRelease(t); r.lease != g.Lease || r.reason != wire.ReasonRejected {
@@ -374,7 +375,7 @@ func TestPDRejectionReleasesAtOnce(t *testing.T) {
 func TestPDUnreachablePrefillFallsBack(t *testing.T) {
 	pdNoLeaks(t)
 	xc := shortLease()
-	d := startPD(t, RoleDecode, "d0", xc, nil, nil)
+	d := startPD(t, engine.RoleDecode, "d0", xc, nil, nil)
 	dead, err := tcp.New(tcp.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -385,12 +386,12 @@ func TestPDUnreachablePrefillFallsBack(t *testing.T) {
 	addr := dead.Addr()
 	dead.Shutdown() // nobody listens there any more
 	prompt := pdPrompt(13, 50)
-	req := &Request{ID: "r", Prompt: prompt, MaxTokens: 6, IgnoreEOS: true}
+	req := &engine.Request{ID: "r", Prompt: prompt, MaxTokens: 6, IgnoreEOS: true}
 	in := *req
 	in.Remote = &xfer.Remote{EngineID: "p0", Addr: string(addr), Lease: 1, Token: wire.Token{1},
 		NumBlocks: 4, NumTokens: 50, ExpiresIn: 600 * time.Millisecond}
 	s, res := d.Submit(&in)
-	if res != Accepted {
+	if res != engine.Accepted {
 		t.Fatalf("D refused r: %v", res)
 	}
 	outs := drain(t, s)
@@ -441,113 +442,16 @@ func TestTransferEndpoint(t *testing.T) {
 
 func TestNewNodeNeedsTransportForTransfer(t *testing.T) {
 	xc := shortLease()
-	core := NewCore(pdConfig(t, RolePrefill, "p0", &xc), rand.New(rand.NewPCG(1, 1)))
+	core := engine.NewCore(pdConfig(t, engine.RolePrefill, "p0", &xc), rand.New(rand.NewPCG(1, 1)))
 	defer func() {
 		if r := recover(); r == nil || fmt.Sprint(r) == "" {
-			t.Error("NewNode without a transport for a transfer core did not panic")
+			t.Error("New without a transport for a transfer core did not panic")
 		}
 	}()
-	NewNode(core, stepExec{}, NodeConfig{})
+	New(core, stepExec{}, Config{})
 }
 
 func transportAddr(s string) transport.Addr { return transport.Addr(s) }
-
-// TestNodeStreamsReadsWithinWindow drives the node's streaming directly
-// (the loop is not running): a read larger than the connection's window is
-// sent over several pumps, each waiting for the window to open, blocks in
-// order then READ_END; a read beyond MaxReadStreams is refused with
-// READ_END(busy) at once.
-func TestNodeStreamsReadsWithinWindow(t *testing.T) {
-	pdNoLeaks(t)
-	xc := shortLease()
-	core := NewCore(pdConfig(t, RolePrefill, "p0", &xc), rand.New(rand.NewPCG(1, 1)))
-	ptr, err := tcp.New(tcp.Config{MaxQueuedBytes: 64 << 10, WindowBytes: 8 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptr.Shutdown()
-	if err := ptr.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	n := NewNode(core, stepExec{}, NodeConfig{Transport: ptr, MaxReadStreams: 1})
-	dtr, err := tcp.New(tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dtr.Shutdown()
-	dc := dtr.Dial(context.Background(), ptr.Addr())
-	next := func(tr *tcp.Transport, pending *[]transport.Event) transport.Event {
-		t.Helper()
-		timer := time.NewTimer(pdWait)
-		defer timer.Stop()
-		for len(*pending) == 0 {
-			select {
-			case <-tr.Ready():
-				*pending = tr.Poll(*pending)
-			case <-timer.C:
-				t.Fatal("no event")
-			}
-		}
-		ev := (*pending)[0]
-		*pending = (*pending)[1:]
-		return ev
-	}
-	var pev, dev []transport.Event
-	if ev := next(dtr, &dev); ev.Kind != transport.Dialed {
-		t.Fatalf("D: %v", ev)
-	}
-	acc := next(ptr, &pev)
-	if acc.Kind != transport.Accepted {
-		t.Fatalf("P: %v", acc)
-	}
-	s := xfer.SessionID(acc.Conn)
-	const numBlocks, blockBytes = 12, 4 << 10
-	w1 := xfer.ReadWork{Session: s, ReadID: 1, Lease: 7, Blocks: make([]wire.Block, numBlocks)}
-	for i := range w1.Blocks {
-		w1.Blocks[i] = wire.Block{ReadID: 1, Lease: 7, Index: uint32(i), Data: bytesOf(byte(i), blockBytes)}
-	}
-	w2 := xfer.ReadWork{Session: s, ReadID: 2, Lease: 8, Blocks: w1.Blocks[:1]}
-	n.runCtx = context.Background()
-	n.transfer(0, Ready{Reads: []xfer.ReadWork{w1, w2}})
-	if len(n.reads) != 1 {
-		t.Fatalf("%d reads streaming, want 1 (MaxReadStreams)", len(n.reads))
-	}
-	ev := next(dtr, &dev)
-	if end, ok := ev.Msg.(*wire.ReadEnd); !ok || end.ReadID != 2 || end.Status != wire.StatusBusy {
-		t.Fatalf("D got %v, want READ_END(busy) for read 2", ev)
-	}
-	// Whether a pump stops at the window depends on how fast the writer
-	// drains; either way the read must complete, waiting on Ready (a
-	// window opened) or on the node's wake (a block's done ran: the read
-	// ends once every block is written).
-	timer := time.NewTimer(pdWait)
-	defer timer.Stop()
-	for !n.pump(0) {
-		select {
-		case <-ptr.Ready():
-		case <-n.wake:
-		case <-timer.C:
-			t.Fatal("the stream never finished")
-		}
-	}
-	if len(n.reads) != 0 {
-		t.Errorf("%d reads left after the last pump", len(n.reads))
-	}
-	for i := range numBlocks {
-		ev := next(dtr, &dev)
-		b, ok := ev.Msg.(*wire.Block)
-		if !ok || b.Index != uint32(i) || len(b.Data) != blockBytes || b.Data[0] != byte(i) {
-			t.Fatalf("D got %v, want block %d", ev, i)
-		}
-	}
-	ev = next(dtr, &dev)
-	if end, ok := ev.Msg.(*wire.ReadEnd); !ok || end.ReadID != 1 || end.Status != wire.StatusOK {
-		t.Fatalf("D got %v, want READ_END(ok) for read 1", ev)
-	}
-	if dc == 0 {
-		t.Fatal("no connection id")
-	}
-}
 
 func bytesOf(b byte, n int) []byte {
 	out := make([]byte, n)

@@ -1,4 +1,4 @@
-package engine
+package node
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/wire"
 	"github.com/kvlease/kvlease/xfer"
@@ -17,22 +18,22 @@ import (
 // not aborted, frees its blocks and leaves finished requests alone.
 func TestNodeStopFinishesAsStopped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, _ := startNode(t, time.Millisecond, NodeConfig{})
+		n, _ := startNode(t, time.Millisecond, Config{})
 		s, _ := n.Submit(req("r1", 100))
 		if buf, err := s.Recv(context.Background(), nil); err != nil || len(buf) == 0 {
 			t.Fatalf("first Recv: %v %v", buf, err)
 		}
-		if got := n.Stop("r1"); got != Aborted {
+		if got := n.Stop("r1"); got != engine.Aborted {
 			t.Fatalf("Stop: %v", got)
 		}
 		outs := drain(t, s)
 		if last := outs[len(outs)-1]; !last.Finished || last.Status != sched.FinishedStopped {
 			t.Fatalf("last output %+v, want finished stopped", last)
 		}
-		if got := n.Stop("r1"); got != AbortAlreadyFinished {
+		if got := n.Stop("r1"); got != engine.AbortAlreadyFinished {
 			t.Errorf("second Stop: %v", got)
 		}
-		if got := n.Stop("nope"); got != AbortUnknown {
+		if got := n.Stop("nope"); got != engine.AbortUnknown {
 			t.Errorf("Stop of an unknown id: %v", got)
 		}
 		if err := n.WaitIdle(context.Background()); err != nil {
@@ -50,9 +51,9 @@ func TestNodeStopFinishesAsStopped(t *testing.T) {
 func TestPDStoppedPrefillGrantsNoLease(t *testing.T) {
 	pdNoLeaks(t)
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(30 * time.Second)
-	p := startPD(t, RolePrefill, "p0", xc, stepExec{5 * time.Millisecond}, nil)
-	s, res := p.Submit(&Request{ID: "r", Prompt: pdPrompt(5, 40), MaxTokens: 50, IgnoreEOS: true, RemoteDecode: true})
-	if res != Accepted {
+	p := startPD(t, engine.RolePrefill, "p0", xc, stepExec{5 * time.Millisecond}, nil)
+	s, res := p.Submit(&engine.Request{ID: "r", Prompt: pdPrompt(5, 40), MaxTokens: 50, IgnoreEOS: true, RemoteDecode: true})
+	if res != engine.Accepted {
 		t.Fatalf("P refused: %v", res)
 	}
 	if _, err := s.Recv(context.Background(), nil); err != nil {
@@ -75,14 +76,14 @@ func TestPDStoppedPrefillGrantsNoLease(t *testing.T) {
 func TestPDDrainingDecodeRejects(t *testing.T) {
 	pdNoLeaks(t)
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(30 * time.Second)
-	p := startPD(t, RolePrefill, "p0", xc, nil, nil)
-	d := startPD(t, RoleDecode, "d0", xc, nil, nil)
+	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)
+	d := startPD(t, engine.RoleDecode, "d0", xc, nil, nil)
 	ep, _ := p.TransferEndpoint()
 	prompt := pdPrompt(12, 40)
 	g1 := prefill(t, p, "r1", prompt)
 	g2 := prefill(t, p, "r2", prompt)
 	d.Drain()
-	if _, res := d.Submit(&Request{ID: "r1", Prompt: prompt, MaxTokens: 4, Remote: ep.Remote(g1)}); res != RejectedShuttingDown {
+	if _, res := d.Submit(&engine.Request{ID: "r1", Prompt: prompt, MaxTokens: 4, Remote: ep.Remote(g1)}); res != engine.RejectedShuttingDown {
 		t.Fatalf("draining D answered %v, want shutting down", res)
 	}
 	d.Reject(ep.Remote(g2)) // what the HTTP layer does for its own refusals
@@ -102,13 +103,13 @@ func TestPDOnTransferSeesPulls(t *testing.T) {
 	pdNoLeaks(t)
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(5 * time.Second)
 	pulls := make(chan xfer.Done, 4)
-	p := startPD(t, RolePrefill, "p0", xc, nil, nil)
-	d := startPDWith(t, RoleDecode, "d0", xc, nil, nil, NodeConfig{OnTransfer: func(x xfer.Done) { pulls <- x }})
+	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)
+	d := startPDWith(t, engine.RoleDecode, "d0", xc, nil, nil, Config{OnTransfer: func(x xfer.Done) { pulls <- x }})
 	ep, _ := p.TransferEndpoint()
 	prompt := pdPrompt(13, 100)
 	g := prefill(t, p, "r", prompt)
-	s, res := d.Submit(&Request{ID: "r", Prompt: prompt, MaxTokens: 4, IgnoreEOS: true, Remote: ep.Remote(g)})
-	if res != Accepted {
+	s, res := d.Submit(&engine.Request{ID: "r", Prompt: prompt, MaxTokens: 4, IgnoreEOS: true, Remote: ep.Remote(g)})
+	if res != engine.Accepted {
 		t.Fatalf("D refused: %v", res)
 	}
 	drain(t, s)
@@ -127,14 +128,14 @@ func TestPDOnTransferSeesPulls(t *testing.T) {
 func TestPDDrainByServesOutstandingLeases(t *testing.T) {
 	pdNoLeaks(t)
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(30 * time.Second)
-	p := startPD(t, RolePrefill, "p0", xc, nil, nil)
-	d := startPD(t, RoleDecode, "d0", xc, nil, nil)
+	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)
+	d := startPD(t, engine.RoleDecode, "d0", xc, nil, nil)
 	ep, _ := p.TransferEndpoint()
 	prompt := pdPrompt(14, 70)
 	g := prefill(t, p, "r", prompt)
 
 	p.DrainBy(time.Now().Add(time.Minute))
-	if _, res := p.Submit(&Request{ID: "late", Prompt: prompt, MaxTokens: 1}); res != RejectedShuttingDown {
+	if _, res := p.Submit(&engine.Request{ID: "late", Prompt: prompt, MaxTokens: 1}); res != engine.RejectedShuttingDown {
 		t.Errorf("draining P answered %v, want shutting down", res)
 	}
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -142,8 +143,8 @@ func TestPDDrainByServesOutstandingLeases(t *testing.T) {
 	if err := p.WaitDrained(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("P drained with a lease outstanding: %v", err)
 	}
-	s, res := d.Submit(&Request{ID: "r", Prompt: prompt, MaxTokens: 4, IgnoreEOS: true, Remote: ep.Remote(g)})
-	if res != Accepted {
+	s, res := d.Submit(&engine.Request{ID: "r", Prompt: prompt, MaxTokens: 4, IgnoreEOS: true, Remote: ep.Remote(g)})
+	if res != engine.Accepted {
 		t.Fatalf("D refused: %v", res)
 	}
 	outs := drain(t, s)
@@ -168,7 +169,7 @@ func TestPDDrainByServesOutstandingLeases(t *testing.T) {
 func TestPDDrainByDeadlineEndsLeases(t *testing.T) {
 	pdNoLeaks(t)
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(30 * time.Second)
-	p := startPD(t, RolePrefill, "p0", xc, nil, nil)
+	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)
 	g := prefill(t, p, "r", pdPrompt(15, 40))
 	p.DrainBy(time.Now().Add(30 * time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), pdWait)
@@ -187,19 +188,19 @@ func TestPDDrainByDeadlineEndsLeases(t *testing.T) {
 // Start returns at once; the outcome comes with the first Recv.
 func TestNodeStartReportsOutcomeThroughRecv(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, _ := startNode(t, time.Millisecond, NodeConfig{})
+		n, _ := startNode(t, time.Millisecond, Config{})
 		s := n.Start(req("r1", 50), SubmitOptions{})
 		buf, err := s.Recv(context.Background(), nil)
-		if err != nil || len(buf) == 0 || s.Refusal() != Accepted {
+		if err != nil || len(buf) == 0 || s.Refusal() != engine.Accepted {
 			t.Fatalf("first Recv of an accepted request: %v %v %v", buf, err, s.Refusal())
 		}
 		// A duplicate id is refused through Recv, and aborting its
 		// stream leaves the live request of that id alone.
 		dup := n.Start(req("r1", 5), SubmitOptions{})
-		if got := dup.Abort(); got != AbortUnknown {
+		if got := dup.Abort(); got != engine.AbortUnknown {
 			t.Errorf("Abort of the refused duplicate: %v", got)
 		}
-		if _, err := dup.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || dup.Refusal() != RejectedDuplicate {
+		if _, err := dup.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || dup.Refusal() != engine.RejectedDuplicate {
 			t.Errorf("duplicate: %v, %v; want ErrRefused, duplicate", err, dup.Refusal())
 		}
 		if _, err := dup.Recv(context.Background(), nil); err != io.EOF {
@@ -218,11 +219,11 @@ func TestNodeStartReportsOutcomeThroughRecv(t *testing.T) {
 		}
 		n.Drain()
 		late := n.Start(req("r3", 5), SubmitOptions{})
-		if _, err := late.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || late.Refusal() != RejectedShuttingDown {
+		if _, err := late.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || late.Refusal() != engine.RejectedShuttingDown {
 			t.Errorf("Start while draining: %v %v", err, late.Refusal())
 		}
-		rs := RefusedStream("x", RejectedQueueFull)
-		if _, err := rs.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || rs.Refusal() != RejectedQueueFull || rs.Abort() != AbortUnknown {
+		rs := RefusedStream("x", engine.RejectedQueueFull)
+		if _, err := rs.Recv(context.Background(), nil); !errors.Is(err, ErrRefused) || rs.Refusal() != engine.RejectedQueueFull || rs.Abort() != engine.AbortUnknown {
 			t.Errorf("RefusedStream: %v %v", err, rs.Refusal())
 		}
 	})
