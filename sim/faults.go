@@ -1,0 +1,185 @@
+package sim
+
+import (
+	"sort"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/transport"
+	"github.com/kvlease/kvlease/wire"
+)
+
+// Faults: crashes, restarts, hangs, partitions, drains, injected messages.
+
+// Crash kills a node at instant t: its volatile state is lost and its peers
+// see their connections close.
+func (c *Cluster) Crash(t clock.Instant, name string) {
+	c.At(t, func() { c.crash(c.byName[transport.Addr(name)]) })
+}
+
+func (c *Cluster) crash(n *Node) {
+	if n.Crashed {
+		return
+	}
+	c.mix(traceCrash, hashString(string(n.Name)))
+	n.lastFault = c.Now
+	n.pastRead, n.pastUnread = n.BlockSeconds()
+	n.Crashed = true
+	n.Hung = false
+	for _, pc := range n.backlog {
+		if pc.req != nil {
+			c.fail(pc.req, string(n.Name)+" crashed", 502)
+		}
+	}
+	n.backlog = nil
+	n.draining = false
+	c.dropHeld(n.Name)
+	c.Net.Crash(c.Now, n.Name)
+	c.forgetConnsOf(n.Name)
+	for _, id := range sortedNames(c.Requests) {
+		r := c.Requests[id]
+		if r.Done {
+			continue
+		}
+		if (r.atD && r.D == n) || (!r.atD && r.P == n && !r.Local && !r.responded) {
+			c.fail(r, string(n.Name)+" crashed", 502)
+		}
+	}
+}
+
+func (c *Cluster) forgetConnsOf(a transport.Addr) {
+	for k := range c.conns {
+		if k[0] == a || k[1] == a {
+			delete(c.conns, k)
+		}
+	}
+}
+
+// Restart brings a crashed (or exited) node back at instant t with empty
+// state and the same engine id.
+func (c *Cluster) Restart(t clock.Instant, name string) {
+	c.At(t, func() {
+		n := c.byName[transport.Addr(name)]
+		if !n.Crashed {
+			return
+		}
+		c.mix(traceRestart, hashString(name))
+		n.lastFault = c.Now
+		c.Net.Restart(n.Name)
+		n.Crashed = false
+		n.Exited = false
+		n.Restarts++
+		c.boot(n)
+	})
+}
+
+// Hang stops node name from stepping over [t, t+d): its connections stay
+// open, and everything that reaches it (messages, HTTP calls, its own
+// streams) waits until it resumes, in order.
+func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
+	n := c.byName[transport.Addr(name)]
+	c.At(t, func() {
+		if n.Crashed || n.Hung {
+			return
+		}
+		c.mix(traceHang, hashString(name))
+		n.Hung = true
+		n.lastFault = c.Now
+		n.hangGen++
+		gen := n.hangGen
+		c.After(d, func() {
+			if !n.Hung || n.hangGen != gen {
+				return
+			}
+			n.Hung = false
+			n.lastFault = c.Now
+			c.mix(traceResume, hashString(name))
+			for len(n.backlog) > 0 && !n.Hung && !n.Crashed {
+				pc := n.backlog[0]
+				n.backlog = n.backlog[1:]
+				n.active = true
+				pc.fn()
+			}
+		})
+	})
+}
+
+// Partition cuts a from b over [t, t+d). Overlapping partitions of the
+// same pair nest: the pair heals when the last one ends.
+func (c *Cluster) Partition(t clock.Instant, a, b string, d time.Duration) {
+	k := pairKey(transport.Addr(a), transport.Addr(b))
+	c.At(t, func() {
+		c.mix(tracePartition, hashString(a), hashString(b))
+		c.lastFault[k] = c.Now
+		if c.parts[k]++; c.parts[k] == 1 {
+			c.Net.Partition(c.Now, k[0], k[1])
+		}
+	})
+	c.At(t.Add(d), func() {
+		c.lastFault[k] = c.Now
+		if c.parts[k]--; c.parts[k] == 0 {
+			delete(c.parts, k)
+			c.Net.Heal(c.Now, k[0], k[1])
+		}
+	})
+}
+
+// Drain starts a graceful shutdown of node name at instant t (SIGTERM):
+// it refuses new requests, serves its outstanding leases until they are
+// read, released or expired, at most until t+grace (then they end with
+// reason shutdown), and exits once it has nothing left (Node.Exited).
+func (c *Cluster) Drain(t clock.Instant, name string, grace time.Duration) {
+	n := c.byName[transport.Addr(name)]
+	c.At(t, func() {
+		c.call(n, nil, func() {
+			c.mix(traceDrain, hashString(name))
+			n.Loop.DrainBy(c.Now.Add(grace))
+			n.draining = true
+		})
+	})
+}
+
+// exit stops a drained node cleanly: it closes its connections and stops
+// listening.
+func (c *Cluster) exit(n *Node) {
+	c.mix(traceExit, hashString(string(n.Name)))
+	c.Exits++
+	// The production node's exit: the loop's graceful shutdown closes the
+	// connections it knows after their last frames (a drained engine has
+	// no read left to stream, so none waits); the transport then goes
+	// down with whatever else it had.
+	c.outputs(n, n.Loop.Shutdown(c.Now, true))
+	n.Loop.Closed(c.Now)
+	keys := make([][2]transport.Addr, 0)
+	for k := range c.conns {
+		if k[0] == n.Name {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][1] < keys[j][1] })
+	for _, k := range keys {
+		c.Net.Close(c.Now, c.conns[k], n.Name)
+		delete(c.conns, k)
+	}
+	c.Net.Unlisten(n.Name)
+	n.Crashed, n.Exited, n.draining = true, true, false
+}
+
+// Inject sends m at instant t from node from to node to on their live
+// connection (as if from's edge had sent it: a duplicate, a late replay or
+// a forged message). It reports nothing: with no live connection the
+// message is not sent.
+func (c *Cluster) Inject(t clock.Instant, from, to string, m wire.Message) {
+	c.At(t, func() {
+		if id, ok := c.conns[[2]transport.Addr{transport.Addr(from), transport.Addr(to)}]; ok {
+			c.Net.Send(c.Now, id, transport.Addr(from), m)
+		}
+	})
+}
+
+// Conn returns the live connection from node from to node to, as from
+// knows it.
+func (c *Cluster) Conn(from, to string) (transport.ConnID, bool) {
+	id, ok := c.conns[[2]transport.Addr{transport.Addr(from), transport.Addr(to)}]
+	return id, ok
+}

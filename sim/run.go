@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"time"
+
+	"github.com/kvlease/kvlease/clock"
+)
+
+// The event queue and the run loop: scheduled events, instants, checks.
+
+type event struct {
+	at  clock.Instant
+	seq uint64
+	fn  func()
+}
+
+type evHeap []event
+
+func (h evHeap) Len() int { return len(h) }
+func (h evHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *evHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *evHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// At runs fn at instant t (at once if t is not after Now, in order).
+func (c *Cluster) At(t clock.Instant, fn func()) {
+	c.evSeq++
+	heap.Push(&c.events, event{at: clock.Max(t, c.Now), seq: c.evSeq, fn: fn})
+}
+
+// After runs fn d after Now.
+func (c *Cluster) After(d time.Duration, fn func()) { c.At(c.Now.Add(d), fn) }
+
+// call runs fn on node n now, later (n is hung: fn waits in its backlog) or
+// never (n is down: it reports false). r is the client request the call
+// serves, if any: it fails if n crashes before the call runs.
+func (c *Cluster) call(n *Node, r *Req, fn func()) bool {
+	switch {
+	case n.Crashed:
+		return false
+	case n.Hung:
+		n.backlog = append(n.backlog, pendingCall{r, fn})
+	default:
+		n.active = true
+		fn()
+	}
+	return true
+}
+
+// next is the earliest instant with work.
+func (c *Cluster) next() clock.Instant {
+	t := c.Net.Next()
+	if len(c.events) > 0 {
+		t = min(t, c.events[0].at)
+	}
+	for _, n := range c.Nodes {
+		if n.Crashed || n.Hung {
+			continue
+		}
+		t = min(t, n.Loop.NextWake())
+	}
+	return t
+}
+
+// RunUntil advances the cluster to instant end, doing all work due before
+// it. It returns early, with Now at the last instant with work, when nothing
+// is left to do.
+func (c *Cluster) RunUntil(end clock.Instant) {
+	spins := 0
+	for {
+		t := c.next()
+		if t > end {
+			c.Now = clock.Max(c.Now, end)
+			return
+		}
+		if t <= c.Now {
+			spins++
+			if spins > 100000 {
+				panic(fmt.Sprintf("sim: no progress at %v", c.Now))
+			}
+		} else {
+			spins = 0
+		}
+		c.Now = clock.Max(c.Now, t)
+		c.instant()
+		if t == clock.Never || c.stopped() {
+			return
+		}
+	}
+}
+
+// Run advances the cluster by d.
+func (c *Cluster) Run(d time.Duration) { c.RunUntil(c.Now.Add(d)) }
+
+// RunIdle runs until nothing is left to do or limit passes; it reports
+// whether the cluster went idle.
+func (c *Cluster) RunIdle(limit time.Duration) bool {
+	end := c.Now.Add(limit)
+	for c.Now < end && !c.stopped() {
+		t := c.next()
+		if t == clock.Never {
+			return true
+		}
+		if t > end {
+			c.Now = end
+			return false
+		}
+		c.RunUntil(t)
+	}
+	return c.next() == clock.Never
+}
+
+// instant does all the work due at Now.
+func (c *Cluster) instant() {
+	c.deliv = c.Net.Deliver(c.Now, c.deliv[:0])
+	for _, d := range c.deliv {
+		c.deliver(d)
+	}
+	for len(c.events) > 0 && c.events[0].at <= c.Now {
+		e := heap.Pop(&c.events).(event)
+		e.fn()
+	}
+	for _, n := range c.Nodes {
+		c.drive(n)
+	}
+	c.flushAll()
+	c.check()
+	if c.OnInstant != nil {
+		c.OnInstant(c)
+	}
+}
+
+// stopped reports whether a run must stop (StopOnViolation and a
+// violation seen).
+func (c *Cluster) stopped() bool { return c.StopOnViolation && len(c.Violations) > 0 }
+
+func (c *Cluster) violate(format string, args ...any) {
+	c.Violations = append(c.Violations, fmt.Sprintf("%v: ", c.Now)+fmt.Sprintf(format, args...))
+}
+
+// check runs every engine's invariant checks (Core.Check: pool accounting,
+// request, lease, pull and offload bookkeeping) after an instant. A node
+// is checked when anything reached its core since its last check — an
+// input, a completion, a step that produced anything, a lease release —
+// or its pool changed; a quiet node's core holds what already passed (a
+// step with nothing to show changes none of what the checks look at), so
+// checking it again would only cost time. RunSeed checks every node once
+// more at the end.
+func (c *Cluster) check() {
+	for _, n := range c.Nodes {
+		if n.Crashed {
+			continue
+		}
+		v := n.Core.Pool().Version()
+		if !n.active && v == n.checkedPool {
+			continue
+		}
+		n.active, n.checkedPool = false, v
+		if err := n.Core.Check(); err != nil {
+			c.violate("%s: %v", n.Name, err)
+		}
+	}
+}
