@@ -82,7 +82,7 @@ func TestShuttingDown(t *testing.T) {
 
 // An X-Request-Id already in progress is refused; the first request goes on.
 func TestDuplicateRequestID(t *testing.T) {
-	n := newNode(t, nodeOpts{profile: "tiny"})
+	n := newNode(t, nodeOpts{profile: "slow"})
 	_, url := newServer(t, n, nil)
 	first := post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":1000,"ignore_eos":true,"stream":true}`, "X-Request-Id", "dup")
 	br := bufio.NewReader(first.Body)

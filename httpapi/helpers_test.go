@@ -27,7 +27,7 @@ const testModel = "kvlease-test"
 
 // nodeOpts shape a test engine.
 type nodeOpts struct {
-	profile    string // default "zero"
+	profile    string // default "zero"; "slow" is slowProfile
 	role       engine.Role
 	transfer   bool // configure P/D transfer (required for prefill/decode)
 	numBlocks  int
@@ -47,6 +47,9 @@ func newNode(t testing.TB, o nodeOpts) *node.Node {
 		o.maxLen = 2048
 	}
 	prof, ok := synth.LookupProfile(o.profile)
+	if o.profile == "slow" {
+		prof, ok = slowProfile(), true
+	}
 	if !ok {
 		t.Fatalf("no profile %q", o.profile)
 	}
@@ -84,6 +87,17 @@ func newNode(t testing.TB, o nodeOpts) *node.Node {
 	go n.Run(ctx)
 	t.Cleanup(func() { cancel(); <-n.Done() })
 	return n
+}
+
+// slowProfile is tiny with 25 ms decode steps. The modelled step time is a
+// lower bound of the engine's wall time, so a request of 1000 tokens runs
+// for at least 25 s: a test acting on it while it runs (a disconnect, an
+// abort, a duplicate id) finds it running however loaded the machine, and
+// ends it, so it costs the test no time.
+func slowProfile() synth.Profile {
+	p, _ := synth.LookupProfile("tiny")
+	p.Name, p.DecodePerStep = "slow", 25*time.Millisecond
+	return p
 }
 
 // newServer serves eng on a loopback httptest server.
@@ -171,7 +185,7 @@ func get(t testing.TB, url string) (int, string) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

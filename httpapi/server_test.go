@@ -263,7 +263,7 @@ func TestModelsHealthVersion(t *testing.T) {
 // A streaming client that disconnects mid-generation aborts its request:
 // its blocks go back to the pool.
 func TestStreamingDisconnectAborts(t *testing.T) {
-	n := newNode(t, nodeOpts{profile: "tiny"})
+	n := newNode(t, nodeOpts{profile: "slow"})
 	_, url := newServer(t, n, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions",
@@ -289,7 +289,7 @@ func TestStreamingDisconnectAborts(t *testing.T) {
 
 // A non-streaming client that leaves while its request runs aborts it too.
 func TestWholeDisconnectAborts(t *testing.T) {
-	n := newNode(t, nodeOpts{profile: "tiny"})
+	n := newNode(t, nodeOpts{profile: "slow"})
 	_, url := newServer(t, n, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -306,7 +306,7 @@ func TestWholeDisconnectAborts(t *testing.T) {
 }
 
 func TestAbortEndpoint(t *testing.T) {
-	n := newNode(t, nodeOpts{profile: "tiny"})
+	n := newNode(t, nodeOpts{profile: "slow"})
 	_, url := newServer(t, n, nil)
 	resp := post(t, url+"/kvlease/v1/requests/nobody/abort", "")
 	if m := readJSON(t, resp); resp.StatusCode != 404 || field(m, "error", "param") != "id" {

@@ -231,7 +231,7 @@ func TestSDKErrors(t *testing.T) {
 // A full waiting queue answers 429 with Retry-After; a draining engine
 // 503.
 func TestSDKQueueFullAndShuttingDown(t *testing.T) {
-	e := startEngine(t, engineOpts{maxNumSeqs: 1, maxWaiting: 1})
+	e := startEngine(t, engineOpts{profile: "slow", maxNumSeqs: 1, maxWaiting: 1})
 	c := e.client()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -266,7 +266,7 @@ func TestSDKQueueFullAndShuttingDown(t *testing.T) {
 // A streaming client that disconnects mid-generation frees its blocks, as
 // /metrics shows.
 func TestSDKStreamDisconnectFreesBlocks(t *testing.T) {
-	e := startEngine(t, engineOpts{})
+	e := startEngine(t, engineOpts{profile: "slow"})
 	ctx, cancel := context.WithCancel(context.Background())
 	p := completion(strings.Repeat("a long prompt ", 20), 3500)
 	c := e.client()

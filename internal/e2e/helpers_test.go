@@ -34,7 +34,7 @@ const (
 
 // engineOpts shape an in-process engine.
 type engineOpts struct {
-	profile    string // default "tiny"
+	profile    string // default "tiny"; "slow" is slowProfile
 	role       engine.Role
 	transfer   *xfer.Config // nil: none for role both, the lease defaults otherwise
 	maxNumSeqs int
@@ -60,6 +60,9 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 		o.numBlocks = 1024
 	}
 	prof, _ := synth.LookupProfile(o.profile)
+	if o.profile == "slow" {
+		prof = slowProfile()
+	}
 	sc := sched.DefaultConfig()
 	if o.maxNumSeqs > 0 {
 		sc.MaxNumSeqs = o.maxNumSeqs
@@ -117,6 +120,17 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 	return e
 }
 
+// slowProfile is tiny with 25 ms decode steps. The modelled step time is a
+// lower bound of the engine's wall time, so a request of 3000 tokens runs
+// for at least 75 s: a test acting on it while it runs (a full queue, a
+// disconnect) finds it running however loaded the machine, and ends it, so
+// it costs the test no time.
+func slowProfile() synth.Profile {
+	p, _ := synth.LookupProfile("tiny")
+	p.Name, p.DecodePerStep = "slow", 25*time.Millisecond
+	return p
+}
+
 // client is an SDK client of e without retries, so each error is seen.
 func (e *testEngine) client(opts ...option.RequestOption) openai.Client {
 	return openai.NewClient(append([]option.RequestOption{option.WithBaseURL(e.url + "/v1/"),
@@ -154,7 +168,7 @@ func (e *testEngine) held(t *testing.T) float64 {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
