@@ -140,6 +140,10 @@ func leaseOf(t *testing.T, kv json.RawMessage) (wire.LeaseID, wire.Token) {
 func TestE2ES17ForgedTokenRefused(t *testing.T) {
 	skipShort(t)
 	p := startP(t)
+	// D starts before the lease is granted: the forgeries and D's pull must
+	// fit in the 3 s lease (D runs --fallback fail), a process start need
+	// not.
+	d := startD(t, "D", "--fallback", "fail")
 	j := job{id: "s17", prompt: pdPrompt, maxTokens: 16, seed: 17}
 	kv := p.prefill(t, j)
 	leaseID, token := leaseOf(t, kv)
@@ -202,7 +206,6 @@ func TestE2ES17ForgedTokenRefused(t *testing.T) {
 		t.Errorf("P served %v bytes", got)
 	}
 
-	d := startD(t, "D", "--fallback", "fail")
 	decodeMatches(t, d, j, kv)
 	mustWait(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
 	wantReleased(t, p, map[string]float64{"read_done": 1})

@@ -78,12 +78,14 @@ func rawPrefillRequest(id, prompt string, size int) ([]byte, string) {
 // server's 4 KiB read buffer takes the request and leaves the extra byte in
 // the socket; the background read then consumes that byte, takes it for a
 // pipelined request and stops watching the connection (net/http does not
-// cancel contexts on pipelined requests). (2) It closes with SO_LINGER 0,
-// which sends a reset at once. P keeps prefilling (its context stays
-// alive; the ~4 KB prompt takes tiny's model ≥ 15 ms, while the reset
-// follows the write within microseconds), finishes, grants the lease,
-// writes the response to a reset socket, gets an error, and reports the
-// response undelivered: released{undelivered} = 1, every block free.
+// cancel contexts on pipelined requests). (2) Once P shows the request
+// waiting in its queue (P runs --max-num-seqs 1 and a long request is
+// ahead of it), the client closes with SO_LINGER 0, which sends a reset at
+// once. (3) The test aborts the long request; P prefills (its request's
+// context stays alive), finishes, grants the lease, writes the response to
+// the reset socket, gets an error, and reports the response undelivered:
+// released{undelivered} = 1, every block free. The reset precedes the
+// prefill whatever the machine's speed.
 //
 // Closing with a FIN instead (a plain close) would not do: a write to a
 // peer that only sent a FIN succeeds, so P would count the response as
@@ -96,9 +98,10 @@ func rawPrefillRequest(id, prompt string, size int) ([]byte, string) {
 // the single engine's.
 func TestE2ES04AbortAfterFinishUndelivered(t *testing.T) {
 	skipShort(t)
-	p := startP(t)
+	p := startP(t, "--max-num-seqs", "1")
 	const bufferBytes = 4096 // net/http's bufio.Reader size on a server connection
 	req, prompt := rawPrefillRequest("s04", pdPrompt+" ", bufferBytes)
+	b := startBlocker(t, p, "s04-blocker", 8000)
 
 	c, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
 	if err != nil {
@@ -107,20 +110,29 @@ func TestE2ES04AbortAfterFinishUndelivered(t *testing.T) {
 	if _, err := c.Write(append(req, 'G')); err != nil {
 		t.Fatal(err)
 	}
+	mustWait(t, "P to queue the prefill leg behind the blocker", func() bool {
+		return p.metrics(t).get("vllm:num_requests_waiting") == 1
+	})
 	c.(*net.TCPConn).SetLinger(0)
 	c.Close()
+	if got := p.abort(t, b.id); got != "aborted" {
+		t.Fatalf("abort of the blocker: %s; want aborted (it must still run)", got)
+	}
+	if err := <-b.done; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
 
-	// The request ends (finished, or aborted while prefilling if the
-	// server noticed the disconnect early), then P holds nothing (at once
-	// if undelivered; at the lease's expiry if the write had succeeded).
+	// The request ends (finished, or aborted while waiting if the server
+	// noticed the disconnect), then P holds nothing (at once if
+	// undelivered; at the lease's expiry if the write had succeeded).
 	mustWait(t, "P to end the request and free its blocks", func() bool {
 		m := p.metrics(t)
-		return m.sum("vllm:request_success_total") == 1 && m.held() == 0
+		return m.sum("vllm:request_success_total") == 2 && m.held() == 0
 	})
 	pm := p.metrics(t)
 	switch {
-	case pm.get("vllm:request_success_total", "finished_reason", "abort") == 1:
-		t.Fatalf("P aborted the request while prefilling (S3): the server saw the disconnect before the finish")
+	case pm.get("vllm:request_success_total", "finished_reason", "abort") != 1: // the blocker's
+		t.Fatalf("P aborted the request before its prefill (S3): the server saw the disconnect before the finish")
 	case pm.get("kvlease_leases_granted_total") != 1:
 		t.Fatalf("P granted %v leases, want 1", pm.get("kvlease_leases_granted_total"))
 	}
@@ -219,15 +231,18 @@ func TestE2ES07RejectionReleasesAtOnce(t *testing.T) {
 // recompute) and its tokens equal the single engine's.
 //
 // The engines run the llama-8b profile (digest-only: checksums instead of
-// 2 MiB blocks), whose decode step is ≥ 6.5 ms, so that few steps keep D
-// busy long enough: the modelled step time is a lower bound of the wall
-// time, so 1500 steps take ≥ 9.7 s.
+// 2 MiB blocks), whose decode step is ≥ 6.5 ms: the modelled step time is a
+// lower bound of the wall time, so the blocker's 8000 steps would keep D
+// busy for ≥ 52 s. The test does not wait for that: once the request has
+// waited 3 × the lease with P holding everything, it aborts the blocker,
+// and D runs the request. So the wait is as long as the scenario needs,
+// however slow or loaded the machine.
 func TestE2ES09CongestedDecodeKeepsLease(t *testing.T) {
 	skipShort(t)
 	slow := []string{"--profile", "llama-8b", "--digest-only"}
 	p := startP(t, slow...)
 	d := startD(t, "D", append([]string{"--max-num-seqs", "1", "--fallback", "fail"}, slow...)...)
-	b := startBlocker(t, d, "s09-blocker", 1500)
+	b := startBlocker(t, d, "s09-blocker", 8000)
 	j := job{id: "s09", prompt: pdPrompt, maxTokens: 16, seed: 9, modelArgs: slow}
 	kv := p.prefill(t, j)
 	leased := p.metrics(t).held()
@@ -246,8 +261,8 @@ func TestE2ES09CongestedDecodeKeepsLease(t *testing.T) {
 	})
 	queued := time.Now()
 	// While D's request waits, P must keep every leased block and release
-	// nothing — not at the lease's first deadline, nor at any later one —
-	// until D has read the blocks (read_done).
+	// nothing — not at the lease's first deadline, nor at any later one.
+	// After 3 × the lease of that, the blocker is aborted and D pulls.
 	var r result
 	var waited time.Duration
 	for done := false; !done; {
@@ -255,29 +270,32 @@ func TestE2ES09CongestedDecodeKeepsLease(t *testing.T) {
 		case r = <-res:
 			done = true
 		case <-time.After(50 * time.Millisecond):
-			m := p.metrics(t)
-			rel := m.released()
-			if waited == 0 && mapsEqual(rel, map[string]float64{"read_done": 1}) {
-				waited = time.Since(queued) // pulled
-				continue
+			if waited > 0 {
+				continue // unblocked: D runs the request
 			}
-			if waited == 0 && (m.held() != leased || len(rel) != 0) {
+			elapsed := time.Since(queued) // before the look at P, so P held all along elapsed
+			m := p.metrics(t)
+			if m.held() != leased || len(m.released()) != 0 {
 				t.Fatalf("P freed early, %v after D queued the request: %v held (leased %v), released %v",
-					time.Since(queued).Round(time.Millisecond), m.held(), leased, rel)
+					elapsed.Round(time.Millisecond), m.held(), leased, m.released())
+			}
+			if elapsed >= 3*lease {
+				waited = elapsed
+				if got := d.abort(t, b.id); got != "aborted" {
+					t.Fatalf("abort of the blocker after %v: %s; want aborted (it must still run)", elapsed, got)
+				}
 			}
 		}
 	}
 	if waited == 0 {
-		waited = time.Since(queued)
+		t.Fatalf("D answered the request after %v in its queue, while the blocker still ran: %+v, %v",
+			time.Since(queued).Round(time.Millisecond), r.c, r.err)
 	}
 	if r.err != nil {
 		t.Fatalf("decode: %v", r.err)
 	}
 	if err := <-b.done; err != nil {
 		t.Fatalf("blocker: %v", err)
-	}
-	if waited < 3*lease {
-		t.Fatalf("scenario not exercised: the request waited %v in D, less than 3 × the lease %v", waited, lease)
 	}
 	t.Logf("the request waited %v in D's queue (lease %v)", waited.Round(time.Millisecond), lease)
 	matchesReference(t, j, r.c)
