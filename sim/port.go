@@ -14,14 +14,14 @@ import (
 
 // port is a simulated engine's engine.Port: its end of memnet, with the
 // cluster's message faults on what it sends and a modelled transfer time
-// for reads. Each read's blocks leave in order, each after its modelled
-// transmission time (Spec.ReadBandwidth), then its READ_END; reads and
-// other messages do not wait for one another, as over a multiplexed
-// connection. A block's bytes are taken from the pool when it leaves, as
-// the zero-copy TCP transport writes them from the pool: a block freed
-// under its read's pin would be sent with the wrong content, and the
-// oracle sees it. A port belongs to one life of its node: what it still
-// has queued when the node crashes or restarts is dropped with the core.
+// for reads. A read's blocks leave after their modelled transmission time
+// (Spec.ReadBandwidth), together with its READ_END; reads and other
+// messages do not wait for one another, as over a multiplexed connection.
+// A block's bytes are taken from the pool when it leaves, as the zero-copy
+// TCP transport writes them from the pool: a block freed under its read's
+// pin would be sent with the wrong content, and the oracle sees it. A port
+// belongs to one life of its node: what it still has queued when the node
+// crashes or restarts is dropped with the core.
 type port struct {
 	c     *Cluster
 	n     *Node
@@ -31,13 +31,24 @@ type port struct {
 	links map[transport.ConnID]*link
 }
 
-// link is one connection's frames in flight.
+// link is one connection's reads in flight.
 type link struct {
-	queued  int                      // frames scheduled and not yet sent
-	free    map[uint64]clock.Instant // per read id: when its last frame leaves
-	tags    map[uint64]int           // queued blocks per tag
-	closing bool                     // Close was called: close after the queue
-	dead    bool                     // the connection is gone: nothing more leaves
+	queued  int              // frames not yet sent
+	lanes   map[uint64]*lane // by read id
+	tags    map[uint64]int   // queued blocks per tag
+	closing bool             // Close was called: close after the queue
+	dead    bool             // the connection is gone: nothing more leaves
+}
+
+// lane is one read's frames: they leave together at free.
+type lane struct {
+	free   clock.Instant
+	frames []frame
+}
+
+type frame struct {
+	m   wire.Message
+	tag uint64 // set for a block
 }
 
 func newPort(c *Cluster, n *Node, core *engine.Core) *port {
@@ -82,8 +93,9 @@ func (p *port) Dial(addr transport.Addr) { p.c.Net.Dial(p.c.Now, p.n.Name, addr)
 func (p *port) Send(id transport.ConnID, m wire.Message) bool {
 	if end, ok := m.(*wire.ReadEnd); ok {
 		if l := p.links[id]; l != nil {
-			if at, ok := l.free[end.ReadID]; ok {
-				p.later(id, l, at, m, 0) // after the read's blocks
+			if ln := l.lanes[end.ReadID]; ln != nil {
+				ln.frames = append(ln.frames, frame{m: m}) // after the read's blocks
+				l.queued++
 				return true
 			}
 		}
@@ -99,66 +111,63 @@ func (p *port) SendBlock(id transport.ConnID, b *wire.Block, tag uint64) bool {
 	}
 	l := p.links[id]
 	if l == nil {
-		l = &link{free: map[uint64]clock.Instant{}, tags: map[uint64]int{}}
+		l = &link{lanes: map[uint64]*lane{}, tags: map[uint64]int{}}
 		p.links[id] = l
 	}
-	at := p.c.Now
-	if f, ok := l.free[b.ReadID]; ok {
-		at = clock.Max(at, f)
+	ln := l.lanes[b.ReadID]
+	if ln == nil {
+		ln = &lane{free: p.c.Now}
+		l.lanes[b.ReadID] = ln
+		p.c.At(p.c.Now.Add(d), func() { p.fire(id, l, b.ReadID, ln) })
 	}
-	at = at.Add(d)
-	l.free[b.ReadID] = at
+	ln.free = ln.free.Add(d)
+	ln.frames = append(ln.frames, frame{m: b, tag: tag})
+	l.queued++
 	l.tags[tag]++
-	p.later(id, l, at, b, tag)
 	return true
 }
 
-// later sends m (a block when tag is set) on id at instant at.
-func (p *port) later(id transport.ConnID, l *link, at clock.Instant, m wire.Message, tag uint64) {
-	l.queued++
-	var fn func()
-	fn = func() {
-		if !p.live() || l.dead {
-			return // the frame died with its core or its connection
+// fire sends lane ln of read readID on connection id once its time has
+// come: blocks queued after it was scheduled move it later.
+func (p *port) fire(id transport.ConnID, l *link, readID uint64, ln *lane) {
+	if !p.live() || l.dead {
+		return // the frames died with the core or the connection
+	}
+	if p.n.Hung {
+		// A hung node sends nothing.
+		p.n.backlog = append(p.n.backlog, pendingCall{nil, func() { p.fire(id, l, readID, ln) }})
+		return
+	}
+	if ln.free > p.c.Now {
+		p.c.At(ln.free, func() { p.fire(id, l, readID, ln) })
+		return
+	}
+	delete(l.lanes, readID)
+	l.queued -= len(ln.frames)
+	for _, f := range ln.frames {
+		ok := p.send(id, f.m)
+		if f.tag == 0 {
+			continue
 		}
-		if p.n.Hung {
-			p.n.backlog = append(p.n.backlog, pendingCall{nil, fn}) // a hung node sends nothing
-			return
+		b := f.m.(*wire.Block)
+		if info, live := p.core.Producer().Lease(b.Lease); !live || info.Reads == 0 {
+			p.c.violate("%s sends a block of lease %d that is not live and pinned", p.n.Name, b.Lease)
 		}
-		l.queued--
-		ok := p.send(id, m)
-		if tag != 0 {
-			b := m.(*wire.Block)
-			if info, live := p.core.Producer().Lease(b.Lease); !live || info.Reads == 0 {
-				p.c.violate("%s sends a block of lease %d that is not live and pinned", p.n.Name, b.Lease)
-			}
-			if l.tags[tag]--; l.tags[tag] == 0 {
-				delete(l.tags, tag)
-			}
-			ev := transport.Event{Kind: transport.Sent, Conn: id, Local: p.n.Name, Tag: tag}
-			if !ok {
-				ev.Reason = "not sent"
-			}
-			p.push(ev)
+		if l.tags[f.tag]--; l.tags[f.tag] == 0 {
+			delete(l.tags, f.tag)
 		}
-		switch r := m.(type) {
-		case *wire.ReadEnd:
-			if l.free[r.ReadID] <= p.c.Now {
-				delete(l.free, r.ReadID)
-			}
-		case *wire.Block:
-			if l.free[r.ReadID] <= p.c.Now && l.queued == 0 {
-				delete(l.free, r.ReadID)
-			}
+		ev := transport.Event{Kind: transport.Sent, Conn: id, Local: p.n.Name, Tag: f.tag}
+		if !ok {
+			ev.Reason = "not sent"
 		}
-		if l.queued == 0 {
-			delete(p.links, id)
-			if l.closing {
-				p.close(id)
-			}
+		p.push(ev)
+	}
+	if l.queued == 0 {
+		delete(p.links, id)
+		if l.closing {
+			p.close(id)
 		}
 	}
-	p.c.At(at, fn)
 }
 
 // send puts m on the network now, through the cluster's message faults.
