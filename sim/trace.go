@@ -39,8 +39,6 @@ func sortedNames(m map[string]*Req) []string {
 	return ks
 }
 
-
-
 // TraceHash is a hash of everything that happened so far, in order:
 // deliveries, outputs, releases, faults. Two runs of the same seed must
 // give the same hash.
