@@ -219,6 +219,11 @@ func (c *Consumer) peer(addr string) *peer {
 // sends P the rejection).
 func (c *Consumer) Enqueue(now clock.Instant, r PullRequest) bool {
 	if len(c.byReq) >= c.cfg.MaxWaiting {
+		// Full: pulls whose timers fell due leave first, as if Tick had run
+		// at now (see expire), so the answer does not depend on it.
+		c.expireAll(now)
+	}
+	if len(c.byReq) >= c.cfg.MaxWaiting {
 		return false
 	}
 	if _, dup := c.byReq[r.Req]; dup {

@@ -2,7 +2,9 @@ package xfer
 
 import (
 	"testing"
+	"time"
 
+	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/wire"
 )
 
@@ -112,5 +114,29 @@ func TestS24ConsumerNoticeDueBeforeHandshake(t *testing.T) {
 	}
 	if e.c.NumNotices() != 0 {
 		t.Fatalf("%d notices", e.c.NumNotices())
+	}
+}
+
+func TestS24ConsumerEnqueueAfterDeadline(t *testing.T) {
+	// A full consumer whose oldest pull's lease D believes expired admits a
+	// new pull at that instant, as it would after Tick.
+	cfg := testConfig(PolicyLease)
+	cfg.MaxWaiting = 2
+	c := NewConsumer(cfg, testPool(), "d", testSecret, nil)
+	enqueue := func(now clock.Instant, req uint64, expiresIn time.Duration) bool {
+		return c.Enqueue(now, PullRequest{Req: req, Prompt: prompt("x", 4),
+			Remote: Remote{Addr: "p", Lease: wire.LeaseID(req), NumBlocks: 1, NumTokens: 4, ExpiresIn: expiresIn}})
+	}
+	if !enqueue(0, 1, 100*time.Millisecond) || !enqueue(0, 2, time.Second) {
+		t.Fatal("enqueue refused")
+	}
+	if enqueue(at(99), 3, time.Second) {
+		t.Fatal("enqueued beyond MaxWaiting")
+	}
+	if !enqueue(at(100), 4, time.Second) || c.Has(1) || !c.Has(2) || !c.Has(4) {
+		t.Fatalf("after the first pull's deadline: has 1 %v, 2 %v, 4 %v", c.Has(1), c.Has(2), c.Has(4))
+	}
+	if _, done := c.Take(); len(done) != 1 || done[0].Req != 1 || done[0].Why != FallbackExpired {
+		t.Fatalf("done %+v", done)
 	}
 }
