@@ -1,0 +1,152 @@
+package llamatest
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+
+	"github.com/kvlease/kvlease/model/llama"
+)
+
+// Shapes of llama2.c's published models (the weights are ours, random).
+var (
+	// Shape260K is stories260K: about 260K parameters, fast enough for CI.
+	Shape260K = llama.Config{Dim: 64, HiddenDim: 172, Layers: 5, Heads: 8, KVHeads: 4, VocabSize: 512, MaxSeqLen: 512}
+	// Shape15M is stories15M (dim 288, 6 layers, 6 heads, 32000 tokens).
+	Shape15M = llama.Config{Dim: 288, HiddenDim: 768, Layers: 6, Heads: 6, KVHeads: 6, VocabSize: 32000, MaxSeqLen: 256}
+	// Shape42M is stories42M.
+	Shape42M = llama.Config{Dim: 512, HiddenDim: 1376, Layers: 8, Heads: 8, KVHeads: 8, VocabSize: 32000, MaxSeqLen: 1024}
+)
+
+// WithDefaults fills the constants llama2.c files do not carry: RoPE theta
+// 10000, RMSNorm epsilon 1e-5, BOS 1 and EOS 2 (SentencePiece's).
+func WithDefaults(c llama.Config) llama.Config {
+	if c.RopeTheta == 0 {
+		c.RopeTheta = 10000
+	}
+	if c.NormEps == 0 {
+		c.NormEps = 1e-5
+	}
+	if c.BOS == 0 && c.EOS == 0 {
+		c.BOS, c.EOS = 1, 2
+	}
+	return c
+}
+
+// Random returns F32 weights of shape c (completed by WithDefaults) drawn
+// from seed: matrix entries uniform in ±1/√cols, so activations keep their
+// scale through the layers, and norm weights near 1. With shared the output
+// classifier is the embedding (as in llama2.c's shared checkpoints).
+func Random(c llama.Config, seed uint64, shared bool) *llama.Weights {
+	c = WithDefaults(c)
+	r := rand.New(rand.NewPCG(seed, 0x6c6c616d61))
+	mat := func(rows, cols int) llama.Matrix {
+		a := float32(1 / math.Sqrt(float64(cols)))
+		f := make([]float32, rows*cols)
+		for i := range f {
+			f[i] = (2*r.Float32() - 1) * a
+		}
+		return llama.Matrix{Rows: rows, Cols: cols, Type: llama.F32, F: f}
+	}
+	norm := func(n int) []float32 {
+		f := make([]float32, n)
+		for i := range f {
+			f[i] = 0.8 + 0.4*r.Float32()
+		}
+		return f
+	}
+	w := &llama.Weights{Config: c}
+	w.Embedding = mat(c.VocabSize, c.Dim)
+	// Embedding rows of unit scale (not 1/√dim): RMSNorm rescales them anyway.
+	for i := range w.Embedding.F {
+		w.Embedding.F[i] *= float32(math.Sqrt(float64(c.Dim)))
+	}
+	for range c.Layers {
+		w.Layers = append(w.Layers, llama.Layer{
+			AttnNorm: norm(c.Dim),
+			Wq:       mat(c.Dim, c.Dim),
+			Wk:       mat(c.KVDim(), c.Dim),
+			Wv:       mat(c.KVDim(), c.Dim),
+			Wo:       mat(c.Dim, c.Dim),
+			FFNNorm:  norm(c.Dim),
+			W1:       mat(c.HiddenDim, c.Dim),
+			W2:       mat(c.Dim, c.HiddenDim),
+			W3:       mat(c.HiddenDim, c.Dim),
+		})
+	}
+	w.FinalNorm = norm(c.Dim)
+	if shared {
+		w.Output = w.Embedding
+	} else {
+		w.Output = mat(c.VocabSize, c.Dim)
+		// Logits of a useful spread: sampling tests need more than one
+		// plausible token, greedy tests a clear winner most of the time.
+		for i := range w.Output.F {
+			w.Output.F[i] *= 4
+		}
+	}
+	return w
+}
+
+// Quantize converts every matrix of w to t (F32, F16 or Q8_0) in place,
+// except the embedding and output when t is Q8_0 and their rows are not
+// whole blocks (they stay F32). Norm vectors stay F32, as in GGUF files.
+func Quantize(w *llama.Weights, t llama.Type) {
+	shared := sameMatrix(&w.Embedding, &w.Output)
+	q := func(m *llama.Matrix) {
+		*m = QuantizeMatrix(*m, t)
+	}
+	q(&w.Embedding)
+	if shared {
+		w.Output = w.Embedding
+	} else {
+		q(&w.Output)
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		for _, m := range []*llama.Matrix{&l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.W1, &l.W2, &l.W3} {
+			q(m)
+		}
+	}
+}
+
+func sameMatrix(a, b *llama.Matrix) bool {
+	return a.Rows == b.Rows && a.Cols == b.Cols && a.Type == b.Type &&
+		((len(a.F) > 0 && len(b.F) > 0 && &a.F[0] == &b.F[0]) || (len(a.Raw) > 0 && len(b.Raw) > 0 && &a.Raw[0] == &b.Raw[0]))
+}
+
+// QuantizeMatrix returns an F32 matrix encoded as t. Q8_0 follows ggml:
+// per block of 32, d = max|x|/127 (stored as float16), q = round(x/d). A
+// matrix whose rows are not whole Q8_0 blocks is returned unchanged.
+func QuantizeMatrix(m llama.Matrix, t llama.Type) llama.Matrix {
+	if m.Type != llama.F32 || t == llama.F32 || t.RowBytes(m.Cols) < 0 {
+		return m
+	}
+	out := llama.Matrix{Rows: m.Rows, Cols: m.Cols, Type: t, Raw: make([]byte, m.Rows*t.RowBytes(m.Cols))}
+	switch t {
+	case llama.F16:
+		for i, v := range m.F {
+			binary.LittleEndian.PutUint16(out.Raw[2*i:], llama.F32ToF16(v))
+		}
+	case llama.Q8_0:
+		raw := out.Raw
+		for b := 0; b < len(m.F); b += llama.Q8Block {
+			x := m.F[b : b+llama.Q8Block]
+			amax := float32(0)
+			for _, v := range x {
+				amax = max(amax, float32(math.Abs(float64(v))))
+			}
+			d := amax / 127
+			id := float32(0)
+			if d != 0 {
+				id = 1 / d
+			}
+			binary.LittleEndian.PutUint16(raw, llama.F32ToF16(d))
+			for i, v := range x {
+				raw[2+i] = byte(int8(math.Round(float64(v * id))))
+			}
+			raw = raw[2+llama.Q8Block:]
+		}
+	}
+	return out
+}

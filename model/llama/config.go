@@ -1,0 +1,136 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Config is a llama-architecture model's shape and constants, as a model file
+// states them.
+type Config struct {
+	Dim       int // embedding width
+	HiddenDim int // feed-forward width
+	Layers    int
+	Heads     int // query heads
+	KVHeads   int // key/value heads (grouped-query attention when < Heads)
+	VocabSize int
+	// MaxSeqLen is the longest sequence the model was trained for; the engine
+	// takes it as its maximum model length.
+	MaxSeqLen int
+	// RopeTheta is RoPE's base frequency (10000 for llama 1/2).
+	RopeTheta float64
+	// NormEps is RMSNorm's epsilon.
+	NormEps float32
+	// BOS and EOS are the tokenizer's special ids (-1 when the file has none).
+	BOS, EOS int32
+}
+
+// KVBytes is the size of one KV element in the pool: float32.
+const KVBytes = 4
+
+// HeadDim is the width of one attention head.
+func (c Config) HeadDim() int { return c.Dim / c.Heads }
+
+// KVDim is the width of the key (and of the value) projection.
+func (c Config) KVDim() int { return c.KVHeads * c.HeadDim() }
+
+// BytesPerToken is the KV one token occupies in the pool: 2 (K and V) ×
+// Layers × KVHeads × HeadDim × KVBytes — kvblock.Config.BytesPerToken.
+func (c Config) BytesPerToken() int { return 2 * c.Layers * c.KVDim() * KVBytes }
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	switch {
+	case c.Dim <= 0 || c.HiddenDim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.VocabSize <= 0 || c.MaxSeqLen <= 0:
+		return fmt.Errorf("llama: every dimension must be positive: %+v", c)
+	case c.Dim%c.Heads != 0:
+		return fmt.Errorf("llama: dim %d is not a multiple of %d heads", c.Dim, c.Heads)
+	case c.HeadDim()%2 != 0:
+		return fmt.Errorf("llama: head dim %d is odd: RoPE rotates pairs", c.HeadDim())
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("llama: %d heads are not a multiple of %d kv heads", c.Heads, c.KVHeads)
+	case c.Dim > 1<<16 || c.HiddenDim > 1<<18 || c.Layers > 1024 || c.VocabSize > 1<<22 || c.MaxSeqLen > 1<<20:
+		return fmt.Errorf("llama: shape out of bounds (dim ≤ 65536, hidden ≤ 262144, layers ≤ 1024, vocab ≤ 4M, context ≤ 1M): %+v", c)
+	case !(c.RopeTheta > 0):
+		return errors.New("llama: RopeTheta must be positive")
+	case !(c.NormEps > 0):
+		return errors.New("llama: NormEps must be positive")
+	case c.EOS >= int32(c.VocabSize) || c.BOS >= int32(c.VocabSize):
+		return fmt.Errorf("llama: BOS %d or EOS %d outside the vocabulary of %d", c.BOS, c.EOS, c.VocabSize)
+	}
+	return nil
+}
+
+// Layer is one transformer block's weights.
+type Layer struct {
+	AttnNorm []float32 // Dim
+	Wq       Matrix    // Dim × Dim (rows × cols: out × in)
+	Wk, Wv   Matrix    // KVDim × Dim
+	Wo       Matrix    // Dim × Dim
+	FFNNorm  []float32 // Dim
+	W1       Matrix    // HiddenDim × Dim (gate)
+	W2       Matrix    // Dim × HiddenDim (down)
+	W3       Matrix    // HiddenDim × Dim (up)
+}
+
+// Weights is a whole model. Its slices may alias a memory-mapped file: they
+// are read-only.
+type Weights struct {
+	Config    Config
+	Embedding Matrix // VocabSize × Dim
+	Layers    []Layer
+	FinalNorm []float32 // Dim
+	Output    Matrix    // VocabSize × Dim (may be Embedding: a shared classifier)
+}
+
+// Validate checks the configuration and every tensor's shape.
+func (w *Weights) Validate() error {
+	c := w.Config
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if len(w.Layers) != c.Layers {
+		return fmt.Errorf("llama: %d layers of weights for %d in the config", len(w.Layers), c.Layers)
+	}
+	check := func(name string, m *Matrix, rows, cols int) error {
+		if m.Rows != rows || m.Cols != cols {
+			return fmt.Errorf("llama: %s is %d×%d, want %d×%d", name, m.Rows, m.Cols, rows, cols)
+		}
+		return m.validate(name)
+	}
+	vec := func(name string, v []float32, n int) error {
+		if len(v) != n {
+			return fmt.Errorf("llama: %s has %d elements, want %d", name, len(v), n)
+		}
+		return nil
+	}
+	if err := check("token embedding", &w.Embedding, c.VocabSize, c.Dim); err != nil {
+		return err
+	}
+	if err := check("output", &w.Output, c.VocabSize, c.Dim); err != nil {
+		return err
+	}
+	if err := vec("final norm", w.FinalNorm, c.Dim); err != nil {
+		return err
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		p := fmt.Sprintf("layer %d ", i)
+		for _, e := range []error{
+			vec(p+"attention norm", l.AttnNorm, c.Dim),
+			vec(p+"ffn norm", l.FFNNorm, c.Dim),
+			check(p+"wq", &l.Wq, c.Dim, c.Dim),
+			check(p+"wk", &l.Wk, c.KVDim(), c.Dim),
+			check(p+"wv", &l.Wv, c.KVDim(), c.Dim),
+			check(p+"wo", &l.Wo, c.Dim, c.Dim),
+			check(p+"w1", &l.W1, c.HiddenDim, c.Dim),
+			check(p+"w2", &l.W2, c.Dim, c.HiddenDim),
+			check(p+"w3", &l.W3, c.HiddenDim, c.Dim),
+		} {
+			if e != nil {
+				return e
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+// Package llama is a llama-architecture transformer on the CPU: a
+// model.Executor whose keys and values live in the kvblock pool's slots.
+//
+// # What it computes
+//
+// Token embedding, then per layer RMSNorm, the Q, K and V projections, RoPE
+// (adjacent pairs, the file's theta), causal grouped-query attention, the
+// output projection and a SwiGLU feed-forward, each with its residual; then
+// the final norm and the classifier, only for the positions that sample.
+// Weights are F32, F16 or Q8_0 matrices (Matrix), possibly aliasing a
+// memory-mapped file; package model/gguf and model/llama2c load them.
+//
+// # KV in the pool
+//
+// Every computed position's K and V are written into its slot of the
+// request's block table, and attention reads every position's K and V back
+// from the pool — a chunk's own positions included, after the whole chunk's
+// layer is written. One slot (kvblock's BytesPerToken = Config.BytesPerToken)
+// is laid out as
+//
+//	[layer 0: K [kv head 0: head dim floats] … [kv head H-1], V [kv heads]] … [layer L-1]
+//
+// in float32 little-endian, so a block is BlockSizeTokens such slots in
+// position order. Once a position's last layer is written its slot digest
+// (kvblock.SlotDigest) goes into the pool: a block sent to another engine is
+// checked against it, and a block freed early, overwritten or corrupted
+// changes the logits of every later position.
+//
+// # Bit-exact regardless of batching
+//
+// A request's logits depend only on its tokens and its KV: never on the
+// other requests of a batch, on chunk boundaries or on preemption and
+// recompute. Every reduction (dot products, norms, softmax sums, the
+// weighted sum of values) runs in one fixed order per position: four lanes
+// by index mod 4, each in increasing index, combined as (l0+l1)+(l2+l3), or
+// sequential in position order. Every product is rounded to float32 by an
+// explicit conversion before it is added, which forbids the compiler to
+// fuse a multiply-add (Go fuses x*y+z on some platforms otherwise).
+// Parallelism (a Runner lent by the edge) splits only independent outputs:
+// rows of a matrix product, (position, head) pairs of attention. So a
+// disaggregated prefill and decode produce exactly the tokens of a single
+// engine. exp, sin and cos come from package math: identical on one
+// platform; engines on different CPU architectures may differ in the last
+// bit.
+//
+// # Sampling
+//
+// Greedy at temperature 0 (the smallest id among the largest logits);
+// otherwise a softmax at the temperature with nucleus (top_p) truncation,
+// drawn from a PRF of (seed, position): the engine's seeded sampling
+// semantics over real logits. Stop strings, stop token ids and EOS are the
+// engine's, as for model/synth.
+//
+// The executor is pure (no I/O, no goroutines, no clock) and not safe for
+// concurrent use. Its step's Duration is 0: the work is done when Execute
+// returns, so the driver's clock measures it.
+package llama

@@ -1,0 +1,406 @@
+package llama
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/model"
+)
+
+// Executor is a llama-architecture model.Executor over a kvblock pool: the
+// keys and values of every computed position are written into the pool's
+// slots and attention reads them back from there (see the package
+// documentation for the layout). Create it with New. Not safe for concurrent
+// use; it belongs to one engine and its pool.
+type Executor struct {
+	w         *Weights
+	cfg       Config
+	pool      *kvblock.Pool
+	blockSize int
+	hd, kvDim int
+	group     int       // query heads per kv head
+	invFreq   []float64 // RoPE: theta^(-2i/hd), i < hd/2
+	attScale  float32
+	run       Runner
+
+	// Per-step scratch, grown on demand and reused: a step allocates
+	// nothing once the buffers have reached the largest batch.
+	n         int       // rows (computed positions) of the step
+	rowPos    []int     // position of each row
+	rowSeq    []int     // batch index of each row
+	x, xb, xo []float32 // n × Dim: residual, normed input, attention output
+	q         []float32 // n × Dim
+	k, v      []float32 // n × KVDim
+	h1, h3    []float32 // n × HiddenDim
+	rope      []float32 // n × hd: cos, sin interleaved per pair
+	scores    []float32 // per worker: MaxSeqLen+1 attention weights
+	sampled   []int     // row of each sampling sequence
+	logits    []float32 // len(sampled) × VocabSize
+	probs     []float64
+	order     []int32
+	batch     *model.Batch
+	layer     int
+
+	mm   matmulTask
+	attn attnTask
+}
+
+var _ model.Executor = (*Executor)(nil)
+
+// New returns an executor for w writing into pool, whose BytesPerToken must
+// be w.Config.BytesPerToken() (float32 K and V). run spreads independent
+// work over workers (nil runs everything on the caller's goroutine); results
+// never depend on it.
+func New(w *Weights, pool *kvblock.Pool, run Runner) (*Executor, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	c := w.Config
+	if bpt := pool.Config().BytesPerToken; bpt != c.BytesPerToken() {
+		return nil, fmt.Errorf("llama: the pool has %d KV bytes per token, the model needs %d (2 × %d layers × %d kv heads × %d head dim × %d bytes)",
+			bpt, c.BytesPerToken(), c.Layers, c.KVHeads, c.HeadDim(), KVBytes)
+	}
+	if run == nil {
+		run = Serial{}
+	}
+	e := &Executor{
+		w: w, cfg: c, pool: pool, blockSize: pool.BlockSizeTokens(),
+		hd: c.HeadDim(), kvDim: c.KVDim(), group: c.Heads / c.KVHeads,
+		attScale: float32(1 / math.Sqrt(float64(c.HeadDim()))),
+		run:      run,
+	}
+	e.invFreq = make([]float64, e.hd/2)
+	for i := range e.invFreq {
+		e.invFreq[i] = math.Pow(c.RopeTheta, -float64(2*i)/float64(e.hd))
+	}
+	e.mm.e = e
+	e.attn.e = e
+	return e, nil
+}
+
+// Config is the model's configuration.
+func (e *Executor) Config() Config { return e.cfg }
+
+// Execute computes the batch: the KV of positions Start..Start+Count-1 of
+// every sequence goes into its blocks (with each slot's digest), and each
+// sequence with Sample set gets the token sampled from the logits of its
+// last position. out.Duration is 0: the work is done when Execute returns.
+//
+// An inconsistent batch (positions outside Tokens, blocks that do not cover
+// them, Sample without computing the last position, a token outside the
+// vocabulary) is an engine bug and panics.
+func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
+	out.Tokens = out.Tokens[:0]
+	out.Duration = 0
+	e.batch = b
+	e.n = 0
+	e.rowPos, e.rowSeq, e.sampled = e.rowPos[:0], e.rowSeq[:0], e.sampled[:0]
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		e.check(s)
+		for p := s.Start; p < s.Start+s.Count; p++ {
+			e.rowPos = append(e.rowPos, p)
+			e.rowSeq = append(e.rowSeq, i)
+		}
+		if s.Sample {
+			e.sampled = append(e.sampled, len(e.rowPos)-1)
+		}
+	}
+	e.n = len(e.rowPos)
+	if e.n > 0 {
+		e.forward()
+	}
+	j := 0
+	for i := range b.Seqs {
+		tok := model.NoToken
+		if b.Seqs[i].Sample {
+			tok = e.sample(&b.Seqs[i], e.logits[j*e.cfg.VocabSize:(j+1)*e.cfg.VocabSize])
+			j++
+		}
+		out.Tokens = append(out.Tokens, tok)
+	}
+	e.batch = nil
+}
+
+func (e *Executor) check(s *model.Seq) {
+	end := s.Start + s.Count
+	switch {
+	case s.Start < 0 || s.Count < 0 || end > len(s.Tokens):
+		panic(fmt.Sprintf("llama: req %d computes positions [%d, %d) of %d tokens", s.Req, s.Start, end, len(s.Tokens)))
+	case len(s.Blocks)*e.blockSize < end:
+		panic(fmt.Sprintf("llama: req %d: %d blocks of %d tokens do not cover %d positions", s.Req, len(s.Blocks), e.blockSize, end))
+	case s.Sample && (end != len(s.Tokens) || s.Count == 0):
+		panic(fmt.Sprintf("llama: req %d samples after computing [%d, %d) of %d tokens: the last position must be computed", s.Req, s.Start, end, len(s.Tokens)))
+	}
+	for _, t := range s.Tokens[s.Start:end] {
+		if t < 0 || int(t) >= e.cfg.VocabSize {
+			panic(fmt.Sprintf("llama: req %d: token %d outside the vocabulary of %d", s.Req, t, e.cfg.VocabSize))
+		}
+	}
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// forward runs the transformer over the step's rows, writing K and V into
+// the pool layer by layer, and leaves the logits of the sampling rows in
+// e.logits.
+func (e *Executor) forward() {
+	c, n := e.cfg, e.n
+	e.x, e.xb, e.xo = grow(e.x, n*c.Dim), grow(e.xb, n*c.Dim), grow(e.xo, n*c.Dim)
+	e.q = grow(e.q, n*c.Dim)
+	e.k, e.v = grow(e.k, n*e.kvDim), grow(e.v, n*e.kvDim)
+	e.h1, e.h3 = grow(e.h1, n*c.HiddenDim), grow(e.h3, n*c.HiddenDim)
+	e.rope = grow(e.rope, n*e.hd)
+	for r := 0; r < n; r++ {
+		s := &e.batch.Seqs[e.rowSeq[r]]
+		e.w.Embedding.Row(int(s.Tokens[e.rowPos[r]]), e.x[r*c.Dim:(r+1)*c.Dim])
+		e.ropeTable(e.rowPos[r], e.rope[r*e.hd:(r+1)*e.hd])
+	}
+	for l := range e.w.Layers {
+		L := &e.w.Layers[l]
+		e.layer = l
+		for r := 0; r < n; r++ {
+			rmsnorm(e.xb[r*c.Dim:(r+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], L.AttnNorm, c.NormEps)
+		}
+		e.matmul(e.q, &L.Wq, e.xb, n)
+		e.matmul(e.k, &L.Wk, e.xb, n)
+		e.matmul(e.v, &L.Wv, e.xb, n)
+		for r := 0; r < n; r++ {
+			rt := e.rope[r*e.hd : (r+1)*e.hd]
+			q := e.q[r*c.Dim : (r+1)*c.Dim]
+			for h := 0; h < c.Heads; h++ {
+				rotate(q[h*e.hd:(h+1)*e.hd], rt)
+			}
+			k := e.k[r*e.kvDim : (r+1)*e.kvDim]
+			for h := 0; h < c.KVHeads; h++ {
+				rotate(k[h*e.hd:(h+1)*e.hd], rt)
+			}
+			e.storeKV(r, l, k, e.v[r*e.kvDim:(r+1)*e.kvDim])
+		}
+		// Every row's K and V of this layer is in the pool before any row
+		// attends: a chunk's positions attend to each other.
+		e.attn.run(n * c.Heads)
+		e.matmul(e.xb, &L.Wo, e.xo, n)
+		for i := range e.x[:n*c.Dim] {
+			e.x[i] += e.xb[i]
+		}
+		for r := 0; r < n; r++ {
+			rmsnorm(e.xb[r*c.Dim:(r+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], L.FFNNorm, c.NormEps)
+		}
+		e.matmul(e.h1, &L.W1, e.xb, n)
+		e.matmul(e.h3, &L.W3, e.xb, n)
+		h1 := e.h1[:n*c.HiddenDim]
+		h3 := e.h3[:len(h1)]
+		for i, g := range h1 {
+			h1[i] = float32(g/float32(1+float32(math.Exp(float64(-g))))) * h3[i]
+		}
+		e.matmul(e.xo, &L.W2, e.h1, n)
+		for i := range e.x[:n*c.Dim] {
+			e.x[i] += e.xo[i]
+		}
+	}
+	// Digests: a slot is complete once its last layer is written.
+	for r := 0; r < n; r++ {
+		blk, slot := e.slot(r)
+		e.pool.Digests(blk)[slot] = kvblock.SlotDigest(e.pool.SlotBytes(blk, slot))
+	}
+	ns := len(e.sampled)
+	if ns == 0 {
+		return
+	}
+	// Only the sampling rows get the final norm and logits.
+	for j, r := range e.sampled {
+		rmsnorm(e.xb[j*c.Dim:(j+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], e.w.FinalNorm, c.NormEps)
+	}
+	e.logits = grow(e.logits, ns*c.VocabSize)
+	e.matmul(e.logits, &e.w.Output, e.xb, ns)
+}
+
+// slot is the pool slot of row r.
+func (e *Executor) slot(r int) (kvblock.BlockID, int) {
+	s := &e.batch.Seqs[e.rowSeq[r]]
+	p := e.rowPos[r]
+	return s.Blocks[p/e.blockSize], p % e.blockSize
+}
+
+// kvOffset is the byte offset of (layer l, K or V, kv head g) in a slot:
+// the slot layout is [layer][K, V][kv head][head dim] float32 little-endian.
+func (e *Executor) kvOffset(l, kv, g int) int {
+	return ((l*2+kv)*e.cfg.KVHeads + g) * e.hd * KVBytes
+}
+
+func (e *Executor) storeKV(r, l int, k, v []float32) {
+	blk, slot := e.slot(r)
+	b := e.pool.SlotBytes(blk, slot)
+	putF32s(b[e.kvOffset(l, 0, 0):], k)
+	putF32s(b[e.kvOffset(l, 1, 0):], v)
+}
+
+func putF32s(b []byte, f []float32) {
+	b = b[:4*len(f)]
+	for i, v := range f {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+}
+
+// ropeTable fills t with (cos, sin) of position p for each pair of a head.
+// The angles are computed in float64 and rounded once.
+func (e *Executor) ropeTable(p int, t []float32) {
+	for i, f := range e.invFreq {
+		a := float64(p) * f
+		t[2*i] = float32(math.Cos(a))
+		t[2*i+1] = float32(math.Sin(a))
+	}
+}
+
+// rotate applies RoPE to one head: pairs (x[2i], x[2i+1]) rotate by the
+// angle of pair i (adjacent pairs, as llama2.c and GGUF's llama use).
+func rotate(x, t []float32) {
+	t = t[:len(x)]
+	for i := 0; i+1 < len(x); i += 2 {
+		c, s := t[i], t[i+1]
+		a, b := x[i], x[i+1]
+		x[i] = float32(a*c) - float32(b*s)
+		x[i+1] = float32(a*s) + float32(b*c)
+	}
+}
+
+// rmsnorm writes w[i] · (x[i] / rms(x)) into dst.
+func rmsnorm(dst, x, w []float32, eps float32) {
+	ss := dotF32(x, x)
+	ss = ss/float32(len(x)) + eps
+	inv := float32(1 / math.Sqrt(float64(ss)))
+	w = w[:len(x)]
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = w[i] * float32(inv*v)
+	}
+}
+
+// matmul sets out[r×Rows + o] = m row o · in[r×Cols ...] for rows r < n.
+// Work is split over output rows of m: each weight row is read once per step
+// and used for all n inputs while it is in cache.
+func (e *Executor) matmul(out []float32, m *Matrix, in []float32, n int) {
+	e.mm.out, e.mm.m, e.mm.in, e.mm.n = out, m, in, n
+	chunks := (m.Rows + matmulChunk - 1) / matmulChunk
+	e.run.Run(chunks, &e.mm)
+	e.mm.out, e.mm.m, e.mm.in = nil, nil, nil
+}
+
+// matmulChunk is the number of weight rows in one unit of parallel work.
+const matmulChunk = 64
+
+type matmulTask struct {
+	e   *Executor
+	out []float32
+	m   *Matrix
+	in  []float32
+	n   int
+}
+
+func (t *matmulTask) Do(_, i int) {
+	m, n := t.m, t.n
+	lo, hi := i*matmulChunk, min((i+1)*matmulChunk, m.Rows)
+	for o := lo; o < hi; o++ {
+		for r := 0; r < n; r++ {
+			t.out[r*m.Rows+o] = m.dotRow(o, t.in[r*m.Cols:(r+1)*m.Cols])
+		}
+	}
+}
+
+// attnTask is attention for one (row, query head): scores against every
+// earlier position's key read from the pool, softmax, and the weighted sum
+// of the values read from the pool, into e.xo.
+type attnTask struct{ e *Executor }
+
+func (t *attnTask) run(units int) {
+	e := t.e
+	need := (e.cfg.MaxSeqLen + 1)
+	for r := 0; r < e.n; r++ {
+		need = max(need, e.rowPos[r]+1)
+	}
+	w := e.run.Workers()
+	if cap(e.scores) < w*need || len(e.scores) != w*need {
+		e.scores = grow(e.scores, w*need)
+	}
+	e.run.Run(units, t)
+}
+
+func (t *attnTask) Do(worker, i int) {
+	e := t.e
+	c := e.cfg
+	r, h := i/c.Heads, i%c.Heads
+	g := h / e.group
+	s := &e.batch.Seqs[e.rowSeq[r]]
+	pos := e.rowPos[r]
+	stride := len(e.scores) / e.run.Workers()
+	sc := e.scores[worker*stride:][:pos+1]
+	q := e.q[r*c.Dim+h*e.hd : r*c.Dim+(h+1)*e.hd]
+	kOff, vOff := e.kvOffset(e.layer, 0, g), e.kvOffset(e.layer, 1, g)
+	hb := 4 * e.hd
+	mx := float32(math.Inf(-1))
+	for p := 0; p <= pos; p++ {
+		kb := e.pool.SlotBytes(s.Blocks[p/e.blockSize], p%e.blockSize)[kOff : kOff+hb]
+		v := float32(dotBytes(kb, q) * e.attScale)
+		sc[p] = v
+		mx = max(mx, v)
+	}
+	var sum float32
+	for p := range sc {
+		v := float32(math.Exp(float64(sc[p] - mx)))
+		sc[p] = v
+		sum += v
+	}
+	inv := 1 / sum
+	out := e.xo[r*c.Dim+h*e.hd : r*c.Dim+(h+1)*e.hd]
+	clear(out)
+	for p, a := range sc {
+		a = float32(a * inv)
+		vb := e.pool.SlotBytes(s.Blocks[p/e.blockSize], p%e.blockSize)[vOff : vOff+hb]
+		for d := range out {
+			out[d] += float32(a * math.Float32frombits(binary.LittleEndian.Uint32(vb[4*d:])))
+		}
+	}
+}
+
+// dotBytes is dotF32 with w read from little-endian float32 bytes.
+func dotBytes(b []byte, x []float32) float32 {
+	b = b[:4*len(x)]
+	var s0, s1, s2, s3 float32
+	n := len(x) &^ 3
+	for k := 0; k < n; k += 4 {
+		bb, xx := b[4*k:4*k+16:4*k+16], x[k:k+4:k+4]
+		s0 += float32(math.Float32frombits(binary.LittleEndian.Uint32(bb[0:])) * xx[0])
+		s1 += float32(math.Float32frombits(binary.LittleEndian.Uint32(bb[4:])) * xx[1])
+		s2 += float32(math.Float32frombits(binary.LittleEndian.Uint32(bb[8:])) * xx[2])
+		s3 += float32(math.Float32frombits(binary.LittleEndian.Uint32(bb[12:])) * xx[3])
+	}
+	for k := n; k < len(x); k++ {
+		p := float32(math.Float32frombits(binary.LittleEndian.Uint32(b[4*k:])) * x[k])
+		switch k & 3 {
+		case 0:
+			s0 += p
+		case 1:
+			s1 += p
+		default:
+			s2 += p
+		}
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// Logits are the logits of the j-th sampling sequence (in batch order) of
+// the last Execute, VocabSize of them. The slice is the executor's: valid
+// until the next Execute. Tests use it to compare the forward pass with a
+// reference.
+func (e *Executor) Logits(j int) []float32 {
+	v := e.cfg.VocabSize
+	return e.logits[j*v : (j+1)*v]
+}

@@ -1,0 +1,263 @@
+package llama
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Type is a tensor's element encoding.
+type Type uint8
+
+// The encodings a Matrix holds. Their numbers are GGUF's (ggml_type).
+const (
+	F32  Type = 0
+	F16  Type = 1
+	Q8_0 Type = 8
+)
+
+func (t Type) String() string {
+	switch t {
+	case F32:
+		return "F32"
+	case F16:
+		return "F16"
+	case Q8_0:
+		return "Q8_0"
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Q8Block is the number of weights in one Q8_0 block; a block is stored as a
+// little-endian float16 scale followed by Q8Block int8 quants (34 bytes).
+const (
+	Q8Block      = 32
+	q8BlockBytes = 2 + Q8Block
+)
+
+// RowBytes is the size in bytes of a row of cols elements of type t, or -1
+// when cols does not suit t (Q8_0 rows are whole blocks).
+func (t Type) RowBytes(cols int) int {
+	switch t {
+	case F32:
+		return 4 * cols
+	case F16:
+		return 2 * cols
+	case Q8_0:
+		if cols%Q8Block != 0 {
+			return -1
+		}
+		return cols / Q8Block * q8BlockBytes
+	}
+	return -1
+}
+
+// Matrix is a row-major Rows × Cols weight matrix. F32 matrices keep their
+// elements in F; F16 and Q8_0 matrices keep their encoded bytes in Raw
+// (little-endian). Either may alias a memory-mapped file.
+type Matrix struct {
+	Rows, Cols int
+	Type       Type
+	F          []float32
+	Raw        []byte
+}
+
+func (m *Matrix) validate(name string) error {
+	switch m.Type {
+	case F32:
+		if len(m.F) != m.Rows*m.Cols {
+			return fmt.Errorf("llama: %s: %d floats for %d×%d", name, len(m.F), m.Rows, m.Cols)
+		}
+	case F16, Q8_0:
+		rb := m.Type.RowBytes(m.Cols)
+		if rb < 0 {
+			return fmt.Errorf("llama: %s: %s rows of %d columns are not whole blocks of %d", name, m.Type, m.Cols, Q8Block)
+		}
+		if len(m.Raw) != m.Rows*rb {
+			return fmt.Errorf("llama: %s: %d bytes for %d×%d %s", name, len(m.Raw), m.Rows, m.Cols, m.Type)
+		}
+	default:
+		return fmt.Errorf("llama: %s: unsupported tensor type %s (F32, F16 and Q8_0 load)", name, m.Type)
+	}
+	return nil
+}
+
+// Row writes row r, decoded to float32, into dst (len Cols).
+func (m *Matrix) Row(r int, dst []float32) {
+	dst = dst[:m.Cols]
+	switch m.Type {
+	case F32:
+		copy(dst, m.F[r*m.Cols:(r+1)*m.Cols])
+	case F16:
+		raw := m.Raw[r*2*m.Cols:]
+		for i := range dst {
+			dst[i] = f16tab[binary.LittleEndian.Uint16(raw[2*i:])]
+		}
+	case Q8_0:
+		rb := m.Type.RowBytes(m.Cols)
+		raw := m.Raw[r*rb : (r+1)*rb]
+		for b := 0; b < m.Cols/Q8Block; b++ {
+			blk := raw[b*q8BlockBytes : (b+1)*q8BlockBytes]
+			d := f16tab[binary.LittleEndian.Uint16(blk)]
+			for i := 0; i < Q8Block; i++ {
+				dst[b*Q8Block+i] = d * float32(int8(blk[2+i]))
+			}
+		}
+	}
+}
+
+// dotRow is row r of m times x (len Cols), in the order every kernel of this
+// package uses (see dotF32): the result depends only on the row and x.
+func (m *Matrix) dotRow(r int, x []float32) float32 {
+	switch m.Type {
+	case F32:
+		return dotF32(m.F[r*m.Cols:(r+1)*m.Cols], x)
+	case F16:
+		return dotF16(m.Raw[r*2*m.Cols:(r+1)*2*m.Cols], x)
+	default:
+		rb := m.Cols / Q8Block * q8BlockBytes
+		return dotQ8(m.Raw[r*rb:(r+1)*rb], x)
+	}
+}
+
+// dotF32 is Σ w[k]·x[k] in a fixed order: four lanes (k mod 4), each summed
+// in increasing k, then (l0+l1)+(l2+l3). Every product is rounded to float32
+// before it is added (the explicit conversion forbids a fused multiply-add),
+// so the result is the same on every platform and in every kernel. Four
+// lanes break the adder's latency chain.
+func dotF32(w, x []float32) float32 {
+	w = w[:len(x)]
+	var s0, s1, s2, s3 float32
+	n := len(x) &^ 3
+	for k := 0; k < n; k += 4 {
+		ww, xx := w[k:k+4:k+4], x[k:k+4:k+4]
+		s0 += float32(ww[0] * xx[0])
+		s1 += float32(ww[1] * xx[1])
+		s2 += float32(ww[2] * xx[2])
+		s3 += float32(ww[3] * xx[3])
+	}
+	for k := n; k < len(x); k++ {
+		switch k & 3 {
+		case 0:
+			s0 += float32(w[k] * x[k])
+		case 1:
+			s1 += float32(w[k] * x[k])
+		default:
+			s2 += float32(w[k] * x[k])
+		}
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dotF16 is dotF32 over float16 weights (each converted exactly to float32).
+func dotF16(raw []byte, x []float32) float32 {
+	raw = raw[:2*len(x)]
+	var s0, s1, s2, s3 float32
+	n := len(x) &^ 3
+	for k := 0; k < n; k += 4 {
+		r, xx := raw[2*k:2*k+8:2*k+8], x[k:k+4:k+4]
+		s0 += float32(f16tab[uint16(r[0])|uint16(r[1])<<8] * xx[0])
+		s1 += float32(f16tab[uint16(r[2])|uint16(r[3])<<8] * xx[1])
+		s2 += float32(f16tab[uint16(r[4])|uint16(r[5])<<8] * xx[2])
+		s3 += float32(f16tab[uint16(r[6])|uint16(r[7])<<8] * xx[3])
+	}
+	for k := n; k < len(x); k++ {
+		p := float32(f16tab[binary.LittleEndian.Uint16(raw[2*k:])] * x[k])
+		switch k & 3 {
+		case 0:
+			s0 += p
+		case 1:
+			s1 += p
+		default:
+			s2 += p
+		}
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dotQ8 is a Q8_0 row times x: per block, the four-lane sum of q[k]·x[k]
+// (as in dotF32), scaled by the block's scale; blocks summed in order.
+func dotQ8(raw []byte, x []float32) float32 {
+	var sum float32
+	for b := 0; len(x) >= Q8Block; b++ {
+		blk := raw[b*q8BlockBytes : (b+1)*q8BlockBytes : (b+1)*q8BlockBytes]
+		d := f16tab[uint16(blk[0])|uint16(blk[1])<<8]
+		q := blk[2:34:34]
+		xx := x[:Q8Block:Q8Block]
+		var s0, s1, s2, s3 float32
+		for k := 0; k < Q8Block; k += 4 {
+			s0 += float32(float32(int8(q[k])) * xx[k])
+			s1 += float32(float32(int8(q[k+1])) * xx[k+1])
+			s2 += float32(float32(int8(q[k+2])) * xx[k+2])
+			s3 += float32(float32(int8(q[k+3])) * xx[k+3])
+		}
+		sum += float32(d * ((s0 + s1) + (s2 + s3)))
+		x = x[Q8Block:]
+	}
+	return sum
+}
+
+// f16tab maps every float16 bit pattern to its float32 value (exact).
+var f16tab = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for i := range t {
+		t[i] = F16ToF32(uint16(i))
+	}
+	return &t
+}()
+
+// F16ToF32 converts an IEEE 754 half-precision value to float32 (exactly).
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // inf, NaN
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	case exp == 0:
+		if mant == 0 {
+			return math.Float32frombits(sign)
+		}
+		// subnormal: mant × 2^-24
+		f := float32(mant) * (1.0 / (1 << 24))
+		if sign != 0 {
+			f = -f
+		}
+		return f
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
+}
+
+// F32ToF16 converts a float32 to half precision, rounding to nearest even
+// (overflow gives infinity). Writers of model files use it.
+func F32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case b&0x7fffffff > 0x7f800000: // NaN
+		return sign | 0x7e00
+	case exp >= 0x1f:
+		return sign | 0x7c00
+	case exp <= 0:
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint32(14 - exp)
+		h := mant >> shift
+		rem := mant & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || (rem == half && h&1 == 1) {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+		h++ // may carry into the exponent, up to infinity: correct
+	}
+	return sign | uint16(h)
+}

@@ -1,0 +1,185 @@
+package llama_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/kvlease/kvlease/internal/llamatest"
+	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/model/llama"
+)
+
+// reference is an independent, plain-loop float64 forward pass over the
+// whole token sequence (no pool, no chunks, no caches): the logits of the
+// last position. It follows the llama architecture as published (llama2.c's
+// run.c): RMSNorm, Q/K/V, RoPE on adjacent pairs, causal grouped-query
+// attention, output projection, SwiGLU, final norm, classifier.
+func reference(w *llama.Weights, tokens []int32) []float64 {
+	c := w.Config
+	hd := c.Dim / c.Heads
+	kvDim := c.KVHeads * hd
+	mat := func(m *llama.Matrix) [][]float64 {
+		out := make([][]float64, m.Rows)
+		row := make([]float32, m.Cols)
+		for r := range out {
+			m.Row(r, row)
+			out[r] = make([]float64, m.Cols)
+			for i, v := range row {
+				out[r][i] = float64(v)
+			}
+		}
+		return out
+	}
+	vec := func(v []float32) []float64 {
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = float64(x)
+		}
+		return out
+	}
+	mul := func(m [][]float64, x []float64) []float64 {
+		out := make([]float64, len(m))
+		for r := range m {
+			s := 0.0
+			for i := range x {
+				s += m[r][i] * x[i]
+			}
+			out[r] = s
+		}
+		return out
+	}
+	norm := func(x, g []float64) []float64 {
+		ss := 0.0
+		for _, v := range x {
+			ss += v * v
+		}
+		inv := 1 / math.Sqrt(ss/float64(len(x))+float64(c.NormEps))
+		out := make([]float64, len(x))
+		for i := range x {
+			out[i] = g[i] * x[i] * inv
+		}
+		return out
+	}
+	rope := func(x []float64, pos int) {
+		for i := 0; i < len(x); i += 2 {
+			j := i % hd
+			a := float64(pos) * math.Pow(c.RopeTheta, -float64(j)/float64(hd))
+			x0, x1 := x[i], x[i+1]
+			x[i] = x0*math.Cos(a) - x1*math.Sin(a)
+			x[i+1] = x0*math.Sin(a) + x1*math.Cos(a)
+		}
+	}
+	emb := mat(&w.Embedding)
+	n := len(tokens)
+	xs := make([][]float64, n)
+	for p, t := range tokens {
+		xs[p] = append([]float64(nil), emb[t]...)
+	}
+	for l := range w.Layers {
+		L := &w.Layers[l]
+		wq, wk, wv, wo := mat(&L.Wq), mat(&L.Wk), mat(&L.Wv), mat(&L.Wo)
+		w1, w2, w3 := mat(&L.W1), mat(&L.W2), mat(&L.W3)
+		keys, vals, qs := make([][]float64, n), make([][]float64, n), make([][]float64, n)
+		for p := range n {
+			xb := norm(xs[p], vec(L.AttnNorm))
+			qs[p], keys[p], vals[p] = mul(wq, xb), mul(wk, xb), mul(wv, xb)
+			rope(qs[p], p)
+			rope(keys[p], p)
+		}
+		for p := range n {
+			att := make([]float64, c.Dim)
+			for h := range c.Heads {
+				g := h / (c.Heads / c.KVHeads)
+				sc := make([]float64, p+1)
+				mx := math.Inf(-1)
+				for t := 0; t <= p; t++ {
+					s := 0.0
+					for d := range hd {
+						s += qs[p][h*hd+d] * keys[t][g*hd+d]
+					}
+					sc[t] = s / math.Sqrt(float64(hd))
+					mx = math.Max(mx, sc[t])
+				}
+				sum := 0.0
+				for t := range sc {
+					sc[t] = math.Exp(sc[t] - mx)
+					sum += sc[t]
+				}
+				for t := range sc {
+					for d := range hd {
+						att[h*hd+d] += sc[t] / sum * vals[t][g*hd+d]
+					}
+				}
+			}
+			_ = kvDim
+			o := mul(wo, att)
+			for i := range o {
+				xs[p][i] += o[i]
+			}
+			xb := norm(xs[p], vec(L.FFNNorm))
+			a, b := mul(w1, xb), mul(w3, xb)
+			for i := range a {
+				a[i] = a[i] / (1 + math.Exp(-a[i])) * b[i]
+			}
+			f := mul(w2, a)
+			for i := range f {
+				xs[p][i] += f[i]
+			}
+		}
+	}
+	return mul(mat(&w.Output), norm(xs[n-1], vec(w.FinalNorm)))
+}
+
+// TestForwardMatchesReference compares the executor's logits (float32
+// arithmetic, K/V through the pool's bytes, a prompt in chunks of 5 over
+// blocks of 4 tokens, then decode steps) with the float64 reference. The
+// tolerance: max |Δlogit| ≤ 1e-3 × (1 + max |logit|), about 30 float32 ulps
+// of accumulated rounding through 5 layers; a wrong layout, RoPE pair, head
+// mapping or causal mask gives errors of order 1.
+func TestForwardMatchesReference(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		typ    llama.Type
+		shape  llama.Config
+		shared bool
+	}{
+		{"f32-gqa-shared", llama.F32, llamatest.Shape260K, true},
+		{"f32-unshared", llama.F32, llamatest.Shape260K, false},
+		{"f16", llama.F16, llamatest.Shape260K, false},
+		{"q8_0", llama.Q8_0, withHidden(llamatest.Shape260K, 192), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := llamatest.Random(tc.shape, 7, tc.shared)
+			llamatest.Quantize(w, tc.typ)
+			h := newHarness(t, w, 64, 4, nil)
+			prompt := []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250, 12}
+			s := h.newSeq(1, prompt, model.Sampling{})
+			for s.computed+5 < len(s.tokens) {
+				h.step([]*seq{s}, []int{5})
+			}
+			for i := 0; i < 4; i++ {
+				h.step([]*seq{s}, []int{len(s.tokens) - s.computed})
+				got := h.exec.Logits(0)
+				want := reference(w, s.tokens[:len(s.tokens)-1])
+				compareLogits(t, got, want)
+			}
+		})
+	}
+}
+
+func withHidden(c llama.Config, h int) llama.Config { c.HiddenDim = h; return c }
+
+func compareLogits(t *testing.T, got []float32, want []float64) {
+	t.Helper()
+	scale, worst := 0.0, 0.0
+	for i := range want {
+		scale = math.Max(scale, math.Abs(want[i]))
+		worst = math.Max(worst, math.Abs(float64(got[i])-want[i]))
+	}
+	if tol := 1e-3 * (1 + scale); worst > tol {
+		t.Fatalf("max |logit - reference| = %g > %g (max |logit| %g)", worst, tol, scale)
+	}
+	if scale < 1 {
+		t.Fatalf("degenerate logits (max |logit| %g): the test would not see errors", scale)
+	}
+}

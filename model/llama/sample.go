@@ -1,0 +1,119 @@
+package llama
+
+import (
+	"math"
+	"slices"
+
+	"github.com/kvlease/kvlease/model"
+)
+
+// sample draws the next token of s from the logits of its last position.
+//
+// Greedy (Temperature ≤ 0 or NaN): the id with the largest logit, the
+// smallest id on ties (NaN logits never win). Otherwise the distribution
+// p_i ∝ exp((l_i − max)/Temperature), computed in float64; with TopP in
+// (0, 1) only the smallest set of most probable ids whose mass reaches
+// TopP is kept (ties broken by smaller id first). The draw is a uniform
+// u = PRF(Seed, position) in [0, 1): the chosen id is the first, in
+// increasing id order (nucleus order with TopP), whose cumulative mass
+// exceeds u × total. The same (logits, Seed, position, parameters) give the
+// same token on every engine.
+func (e *Executor) sample(s *model.Seq, logits []float32) int32 {
+	t, topP := s.Sampling.Temperature, s.Sampling.TopP
+	if !(t > 0) {
+		return argmax(logits)
+	}
+	if !(topP > 0 && topP < 1) {
+		topP = 1
+	}
+	mx := logits[argmax(logits)]
+	if math.IsNaN(float64(mx)) || math.IsInf(float64(mx), 0) {
+		return argmax(logits)
+	}
+	if cap(e.probs) < len(logits) {
+		e.probs = make([]float64, len(logits))
+	}
+	p := e.probs[:len(logits)]
+	total := 0.0
+	for i, l := range logits {
+		v := 0.0
+		if !math.IsNaN(float64(l)) {
+			v = math.Exp((float64(l) - float64(mx)) / t)
+		}
+		p[i] = v
+		total += v
+	}
+	u := uniform(s.Sampling.Seed, uint64(len(s.Tokens)))
+	if topP == 1 {
+		target := u * total
+		acc := 0.0
+		for i, v := range p {
+			acc += v
+			if acc > target {
+				return int32(i)
+			}
+		}
+		return argmax(logits) // rounding left u × total at the very top
+	}
+	if cap(e.order) < len(p) {
+		e.order = make([]int32, len(p))
+	}
+	ord := e.order[:len(p)]
+	for i := range ord {
+		ord[i] = int32(i)
+	}
+	slices.SortFunc(ord, func(a, b int32) int {
+		switch {
+		case p[a] > p[b]:
+			return -1
+		case p[a] < p[b]:
+			return 1
+		}
+		return int(a - b)
+	})
+	kept, acc := len(ord), 0.0
+	for i, id := range ord {
+		acc += p[id]
+		if acc >= topP*total {
+			kept = i + 1
+			break
+		}
+	}
+	mass := 0.0
+	for _, id := range ord[:kept] {
+		mass += p[id]
+	}
+	target := u * mass
+	acc = 0
+	for _, id := range ord[:kept] {
+		acc += p[id]
+		if acc > target {
+			return id
+		}
+	}
+	return ord[0]
+}
+
+// argmax is the smallest index of the largest value; NaN never wins.
+func argmax(x []float32) int32 {
+	best, bv := 0, float32(math.Inf(-1))
+	for i, v := range x {
+		if v > bv {
+			best, bv = i, v
+		}
+	}
+	return int32(best)
+}
+
+// uniform is a float64 in [0, 1) from (seed, position): splitmix64 of both,
+// its top 53 bits.
+func uniform(seed, pos uint64) float64 {
+	return float64(mix64(mix64(seed^0x6c6c616d6153616d)+pos)>>11) * 0x1p-53
+}
+
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
