@@ -359,7 +359,9 @@ func TestDeadPeerIdleTimeout(t *testing.T) {
 		}
 		close(accepted)
 	}()
-	d := newEnd(t, Config{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: 100 * time.Millisecond}, false)
+	// Keepalives are due 50 times before the timeout: the silent peer gets
+	// some however late a loaded machine runs them.
+	d := newEnd(t, Config{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: time.Second}, false)
 	dc := d.tr.Dial(context.Background(), transport.Addr(ln.Addr().String()))
 	d.expect(transport.Dialed, dc)
 	silent := <-accepted
@@ -377,14 +379,20 @@ func TestDeadPeerIdleTimeout(t *testing.T) {
 }
 
 // TestKeepaliveKeepsIdleConnectionOpen: two live ends that exchange no
-// messages for several idle timeouts stay connected.
+// messages for longer than the idle timeout stay connected.
+//
+// The idle timeout is 50 × the keepalive interval, so a keepalive delayed
+// by a loaded machine (or the race detector) by most of a second still
+// arrives in time: the test shows keepalives work, not how promptly a
+// loaded scheduler runs them.
 func TestKeepaliveKeepsIdleConnectionOpen(t *testing.T) {
 	noLeaks(t)
-	cfg := Config{KeepaliveInterval: 10 * time.Millisecond, IdleTimeout: 50 * time.Millisecond}
+	cfg := Config{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: time.Second}
 	p, d := newEnd(t, cfg, true), newEnd(t, cfg, false)
 	pc, dc := connect(t, p, d)
-	// Let 5 idle timeouts pass; a Closed would be the next event.
-	<-time.After(5 * cfg.IdleTimeout)
+	// Without keepalives, each end would close within IdleTimeout; a
+	// Closed would be the next event.
+	<-time.After(cfg.IdleTimeout * 3 / 2)
 	if !d.tr.Send(dc, &wire.AuthAck{}) {
 		t.Fatal("Send failed: the connection broke while idle")
 	}
