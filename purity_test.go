@@ -38,6 +38,7 @@ var pure = map[string][]string{
 	"sim":                nil,
 	"proxy/route":        nil,
 	"bench/stats":        nil,
+	"internal/race":      nil,
 }
 
 // edge lists the packages allowed to do I/O.

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvlease/kvlease/internal/race"
 )
 
 // model is the reference: what the pool's documentation promises, written
@@ -716,10 +718,14 @@ func fmtEvents(evs []Event) string {
 	return sb.String()
 }
 
-// TestPoolAgainstModel runs at least 100,000 random operations per seed,
-// with Check and a full comparison after each.
+// TestPoolAgainstModel runs at least 100,000 random operations per seed
+// (25,000 under the race detector, which slows this single-goroutine loop
+// twentyfold), with Check and a full comparison after each.
 func TestPoolAgainstModel(t *testing.T) {
-	const opsPerSeed = 100_000
+	opsPerSeed := 100_000
+	if race.Enabled {
+		opsPerSeed = 25_000
+	}
 	seeds := []uint64{1, 2, 3, 4}
 	if testing.Short() {
 		seeds = seeds[:1]

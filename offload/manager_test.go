@@ -474,7 +474,7 @@ func TestARCRandom(t *testing.T) {
 	for i, numBlocks := range []int{1, 3, 8, 32} {
 		seed := uint64(2000 + i)
 		t.Run(fmt.Sprintf("seed=%d/blocks=%d", seed, numBlocks), func(t *testing.T) {
-			runARCRandom(t, rand.New(rand.NewPCG(seed, 11)), numBlocks, 10_000)
+			runARCRandom(t, rand.New(rand.NewPCG(seed, 11)), numBlocks, raceScaled(10_000))
 		})
 	}
 }

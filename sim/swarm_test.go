@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/race"
 	"github.com/kvlease/kvlease/xfer"
 )
 
@@ -23,6 +24,8 @@ func swarmSeeds() int {
 		return *seedsFlag
 	case testing.Short():
 		return 40
+	case race.Enabled:
+		return 60 // the detector slows the simulation twentyfold and finds nothing in one goroutine
 	}
 	return 300
 }
