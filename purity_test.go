@@ -26,6 +26,8 @@ var pure = map[string][]string{
 	"model":              nil,
 	"model/synth":        nil,
 	"model/llama":        nil,
+	"model/gguf":         nil,
+	"model/llama2c":      nil,
 	"internal/llamatest": nil,
 	"engine":             nil,
 	"xfer":               nil,

@@ -1,0 +1,141 @@
+package gguf_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/kvlease/kvlease/internal/llamatest"
+	"github.com/kvlease/kvlease/model/gguf"
+	"github.com/kvlease/kvlease/model/llama"
+)
+
+func shape() llama.Config {
+	c := llamatest.Shape260K
+	c.HiddenDim = 192 // whole Q8_0 blocks
+	return c
+}
+
+func write(t testing.TB, w *llama.Weights, o llamatest.GGUFOptions) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := llamatest.WriteGGUF(&buf, w, o); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func sameMatrix(t *testing.T, name string, got, want llama.Matrix) {
+	t.Helper()
+	if got.Rows != want.Rows || got.Cols != want.Cols || got.Type != want.Type ||
+		!slices.Equal(got.F, want.F) || !bytes.Equal(got.Raw, want.Raw) {
+		t.Fatalf("%s: loaded %d×%d %s differs from the written %d×%d %s", name, got.Rows, got.Cols, got.Type, want.Rows, want.Cols, want.Type)
+	}
+}
+
+// TestRoundTrip writes random weights in each type, shared and unshared,
+// and checks that every tensor and the configuration load back unchanged.
+func TestRoundTrip(t *testing.T) {
+	for _, typ := range []llama.Type{llama.F32, llama.F16, llama.Q8_0} {
+		for _, shared := range []bool{true, false} {
+			w := llamatest.Random(shape(), 5, shared)
+			llamatest.Quantize(w, typ)
+			v := llamatest.SPMVocab(w.Config.VocabSize)
+			f, err := gguf.Parse(write(t, w, llamatest.GGUFOptions{Vocab: &v}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := gguf.Llama(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Config != w.Config {
+				t.Fatalf("config %+v, wrote %+v", got.Config, w.Config)
+			}
+			sameMatrix(t, "embedding", got.Embedding, w.Embedding)
+			sameMatrix(t, "output", got.Output, w.Output)
+			for i := range w.Layers {
+				g, e := got.Layers[i], w.Layers[i]
+				for j, m := range []llama.Matrix{g.Wq, g.Wk, g.Wv, g.Wo, g.W1, g.W2, g.W3} {
+					sameMatrix(t, "layer matrix", m, []llama.Matrix{e.Wq, e.Wk, e.Wv, e.Wo, e.W1, e.W2, e.W3}[j])
+				}
+				if !slices.Equal(g.AttnNorm, e.AttnNorm) || !slices.Equal(g.FFNNorm, e.FFNNorm) {
+					t.Fatal("norms differ")
+				}
+			}
+			if !slices.Equal(got.FinalNorm, w.FinalNorm) {
+				t.Fatal("final norm differs")
+			}
+			toks, _ := f.Metadata["tokenizer.ggml.tokens"].([]string)
+			if !slices.Equal(toks, v.Tokens) {
+				t.Fatal("tokenizer tokens differ")
+			}
+		}
+	}
+}
+
+// TestTruncatedFiles cuts a file at many points: each gives an error that
+// says truncated (or, where the cut falls in the header, not GGUF), never
+// a panic or a model.
+func TestTruncatedFiles(t *testing.T) {
+	w := llamatest.Random(shape(), 5, false)
+	llamatest.Quantize(w, llama.Q8_0)
+	v := llamatest.SPMVocab(w.Config.VocabSize)
+	b := write(t, w, llamatest.GGUFOptions{Vocab: &v})
+	for _, n := range []int{0, 3, 4, 10, 23, 100, 1000, 5000, len(b) / 2, len(b) - 1} {
+		f, err := gguf.Parse(b[:n])
+		if err == nil {
+			_, err = gguf.Llama(f)
+		}
+		if !errors.Is(err, gguf.ErrTruncated) && !errors.Is(err, gguf.ErrFormat) {
+			t.Errorf("cut at %d of %d: %v", n, len(b), err)
+		}
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	w := llamatest.Random(shape(), 5, false)
+	f, err := gguf.Parse(write(t, w, llamatest.GGUFOptions{Architecture: "gemma"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gguf.Llama(f); !errors.Is(err, gguf.ErrUnsupported) {
+		t.Errorf("architecture gemma: %v", err)
+	}
+
+	// A Q4_0 tensor (ggml type 2): rewrite the type of token_embd.weight.
+	b := write(t, w, llamatest.GGUFOptions{})
+	i := bytes.Index(b, []byte("token_embd.weight"))
+	typeAt := i + len("token_embd.weight") + 4 + 2*8
+	binary.LittleEndian.PutUint32(b[typeAt:], 2)
+	f, err = gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gguf.Llama(f); !errors.Is(err, gguf.ErrUnsupported) {
+		t.Errorf("Q4_0 tensor: %v", err)
+	}
+
+	b = write(t, w, llamatest.GGUFOptions{})
+	binary.LittleEndian.PutUint32(b[4:], 2)
+	if _, err := gguf.Parse(b); !errors.Is(err, gguf.ErrUnsupported) {
+		t.Errorf("version 2: %v", err)
+	}
+}
+
+// FuzzParse: no input panics Parse or Llama, or makes them allocate without
+// bound.
+func FuzzParse(f *testing.F) {
+	c := llama.Config{Dim: 32, HiddenDim: 64, Layers: 1, Heads: 2, KVHeads: 1, VocabSize: 8, MaxSeqLen: 16}
+	w := llamatest.Random(c, 1, false)
+	v := llamatest.Vocab{Model: "llama", Tokens: []string{"a", "b", "c", "d", "e", "f", "g", "h"}, BOS: 1, EOS: 2}
+	f.Add(write(f, w, llamatest.GGUFOptions{Vocab: &v}))
+	f.Add([]byte("GGUF\x03\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if file, err := gguf.Parse(b); err == nil {
+			gguf.Llama(file)
+		}
+	})
+}
