@@ -35,6 +35,7 @@ var pure = map[string][]string{
 	"offload":            nil,
 	"openai":             nil,
 	"tokenizer":          nil,
+	"tokenizer/bpe":      nil,
 	"transport":          nil,
 	"transport/memnet":   nil,
 	"sim":                nil,

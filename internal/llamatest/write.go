@@ -124,11 +124,20 @@ func SPMVocab(n int) Vocab {
 		"▁t", "he", "▁the", "▁a", "in", "er", "an", "on", "▁s", "▁w", "at", "en", "nd", "▁and", "ed", "▁o", "es", "▁h", "▁b", "or", "it",
 		"▁c", "▁f", "is", "▁to", "▁of", "ing", "▁in", "ou", "ar", "▁m", "▁d", "▁p", "as", "▁he", "▁was", "▁The", "▁T", "he", "▁Once",
 		"▁upon", "▁time", "▁there", "▁little", "▁girl", "▁named", "▁Lily", "ly", "ll"}
+	// Every prefix of a word is a piece too, as in a trained vocabulary:
+	// BPE reaches a word through them.
+	var all []string
+	for _, w := range words {
+		rs := []rune(w)
+		for k := 1; k <= len(rs); k++ {
+			all = append(all, string(rs[:k]))
+		}
+	}
 	seen := map[string]bool{}
 	for i := 0; len(v.Tokens) < n; i++ {
 		var w string
-		if i < len(words) {
-			w = words[i]
+		if i < len(all) {
+			w = all[i]
 		} else {
 			// Filler pieces: distinct, never produced by merging the above.
 			w = fmt.Sprintf("▁zz%d", i)

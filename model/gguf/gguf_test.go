@@ -139,3 +139,44 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestTokenizerFromMetadata: the SentencePiece tokenizer a file carries
+// encodes as its vocabulary says, and a gpt2 tokenizer needs its merges.
+func TestTokenizerFromMetadata(t *testing.T) {
+	w := llamatest.Random(shape(), 5, true)
+	v := llamatest.SPMVocab(w.Config.VocabSize)
+	v.ChatTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"
+	f, err := gguf.Parse(write(t, w, llamatest.GGUFOptions{Vocab: &v}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := gguf.Tokenizer(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, id := range tk.Encode("Once upon a time, there was a little girl named Lily.", true, false) {
+		got = append(got, tk.Piece(id))
+	}
+	want := []string{"<s>", "▁Once", "▁upon", "▁a", "▁time", ",", "▁there", "▁was", "▁a", "▁little", "▁girl", "▁named", "▁Lily", "."}
+	if !slices.Equal(got, want) {
+		t.Errorf("tokens %q, want %q", got, want)
+	}
+	if f.ChatTemplate() != v.ChatTemplate {
+		t.Errorf("chat template %q", f.ChatTemplate())
+	}
+
+	v.Model = "gpt2"
+	f, err = gguf.Parse(write(t, w, llamatest.GGUFOptions{Vocab: &v}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gguf.Tokenizer(f); !errors.Is(err, gguf.ErrFormat) {
+		t.Errorf("gpt2 without merges: %v", err)
+	}
+	v.Model = "bert"
+	f, _ = gguf.Parse(write(t, w, llamatest.GGUFOptions{Vocab: &v}))
+	if _, err := gguf.Tokenizer(f); !errors.Is(err, gguf.ErrUnsupported) {
+		t.Errorf("bert tokenizer: %v", err)
+	}
+}

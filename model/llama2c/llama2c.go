@@ -11,6 +11,7 @@ import (
 	"math"
 
 	"github.com/kvlease/kvlease/model/llama"
+	"github.com/kvlease/kvlease/tokenizer/bpe"
 )
 
 // Errors a caller may test with errors.Is.
@@ -160,4 +161,15 @@ func LoadTokenizer(b []byte, vocabSize int) (*Vocab, error) {
 		return nil, fmt.Errorf("%w: tokenizer has %d bytes after %d tokens (wrong vocabulary size?)", ErrFormat, len(b)-off, vocabSize)
 	}
 	return v, nil
+}
+
+// Tokenizer builds the SentencePiece tokenizer of a tokenizer.bin: its
+// pieces spell a space as " " (llama2.c's export replaced "▁"), <0xXX>
+// pieces are byte fallback, <unk>, <s> and </s> (ids 0, 1, 2) are special.
+func (v *Vocab) Tokenizer() (*bpe.Tokenizer, error) {
+	bos, eos := int32(1), int32(2)
+	if len(v.Pieces) <= 2 {
+		bos, eos = -1, -1
+	}
+	return bpe.New(bpe.Vocab{Kind: bpe.SentencePiece, Pieces: v.Pieces, Scores: v.Scores, BOS: bos, EOS: eos, Space: " "})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kvlease/kvlease/internal/llamatest"
@@ -75,5 +76,38 @@ func TestTokenizerRoundTrip(t *testing.T) {
 	}
 	if _, err := llama2c.LoadTokenizer(buf.Bytes()[:buf.Len()-2], 512); !errors.Is(err, llama2c.ErrTruncated) {
 		t.Errorf("cut: %v", err)
+	}
+}
+
+// TestTokenizer: a tokenizer.bin spells spaces as " "; encoding and decoding
+// go through SentencePiece with byte fallback.
+func TestTokenizer(t *testing.T) {
+	v := llamatest.SPMVocab(512)
+	for i, p := range v.Tokens {
+		v.Tokens[i] = strings.ReplaceAll(p, "▁", " ")
+	}
+	var buf bytes.Buffer
+	if err := llamatest.WriteTokenizerBin(&buf, v.Tokens, v.Scores); err != nil {
+		t.Fatal(err)
+	}
+	voc, err := llama2c.LoadTokenizer(buf.Bytes(), 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := voc.Tokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tk.Encode("Once upon a time é", true, false)
+	var got []string
+	for _, id := range ids {
+		got = append(got, tk.Piece(id))
+	}
+	want := []string{"<s>", " Once", " upon", " a", " time", " ", "<0xC3>", "<0xA9>"}
+	if !slices.Equal(got, want) {
+		t.Errorf("tokens %q, want %q", got, want)
+	}
+	if s := tk.Decode(ids); s != "Once upon a time é" {
+		t.Errorf("decoded %q", s)
 	}
 }

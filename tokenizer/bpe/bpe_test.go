@@ -1,0 +1,189 @@
+package bpe
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func spmVocab(pieces []string, scores []float32) Vocab {
+	v := Vocab{Kind: SentencePiece, BOS: 1, EOS: 2}
+	v.Pieces = append(v.Pieces, "<unk>", "<s>", "</s>")
+	v.Scores = append(v.Scores, 0, 0, 0)
+	for b := 0; b < 256; b++ {
+		v.Pieces = append(v.Pieces, "<0x"+strings.ToUpper(string("0123456789abcdef"[b>>4])+string("0123456789abcdef"[b&15]))+">")
+		v.Scores = append(v.Scores, 0)
+	}
+	v.Pieces = append(v.Pieces, pieces...)
+	v.Scores = append(v.Scores, scores...)
+	return v
+}
+
+func pieces(t *Tokenizer, ids []int32) []string {
+	var out []string
+	for _, id := range ids {
+		out = append(out, t.Piece(id))
+	}
+	return out
+}
+
+func TestSentencePieceMergeOrder(t *testing.T) {
+	tk, err := New(spmVocab(
+		[]string{"▁", "a", "b", "c", "ab", "bc", "abc", "▁a", "▁abc", "▁ab"},
+		[]float32{-10, -10, -10, -10, -2, -1, -0.5, -3, -0.1, -4}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		// b+c first (score -1 beats a+b's -2), then a+bc, then ▁+abc.
+		{"abc", []string{"▁abc"}},
+		// a+b (-2) before ▁+a (-3), then ▁+ab.
+		{"ab", []string{"▁ab"}},
+		{"ab c", []string{"▁ab", "▁", "c"}},
+		{"ca", []string{"▁", "c", "a"}},          // ▁+c is no piece; c+a neither
+		{"ä", []string{"▁", "<0xC3>", "<0xA4>"}}, // byte fallback
+		{"", nil},
+	} {
+		got := pieces(tk, tk.Encode(tc.in, false, false))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Encode(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if d := tk.Decode(tk.Encode(tc.in, true, false)); d != tc.in {
+			t.Errorf("Decode(Encode(%q)) = %q", tc.in, d)
+		}
+	}
+	if ids := tk.Encode("a", true, false); ids[0] != 1 {
+		t.Errorf("BOS not first: %v", ids)
+	}
+}
+
+func gpt2Vocab() Vocab {
+	v := Vocab{Kind: ByteLevel, BOS: -1}
+	for b := 0; b < 256; b++ {
+		v.Pieces = append(v.Pieces, string(byteToUnicode[b]))
+	}
+	v.Merges = []string{"Ġ t", "h e", "Ġt he", "c a", "ca t", "Ġ cat", "Ġ ca"}
+	for _, m := range v.Merges {
+		v.Pieces = append(v.Pieces, strings.ReplaceAll(m, " ", ""))
+	}
+	v.Pieces = append(v.Pieces, "<|endoftext|>")
+	v.Types = make([]int32, len(v.Pieces))
+	for i := range v.Types {
+		v.Types[i] = TypeNormal
+	}
+	v.Types[len(v.Types)-1] = TypeControl
+	v.EOS = int32(len(v.Pieces) - 1)
+	return v
+}
+
+func TestByteLevel(t *testing.T) {
+	tk, err := New(gpt2Vocab())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"the cat", []string{"t", "he", "Ġcat"}}, // "the" has no "t he" merge; " cat": "Ġ ca" (rank 6) loses to "c a" (rank 3), then "ca t", "Ġ cat"
+		{" the", []string{"Ġthe"}},
+		{"a\n\nb", []string{"a", "Ċ", "Ċ", "b"}},
+	} {
+		got := pieces(tk, tk.Encode(tc.in, false, false))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Encode(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	ids := tk.Encode("hi<|endoftext|>", false, true)
+	if ids[len(ids)-1] != tk.EOS() {
+		t.Errorf("special token not parsed: %v", pieces(tk, ids))
+	}
+	if ids := tk.Encode("<|endoftext|>", false, false); slices.Contains(ids, tk.EOS()) {
+		t.Error("special token parsed without special")
+	}
+	// Every byte string round-trips, valid UTF-8 or not.
+	r := rand.New(rand.NewPCG(1, 1))
+	for i := 0; i < 200; i++ {
+		b := make([]byte, r.IntN(40))
+		for j := range b {
+			b[j] = " ab\n'é"[r.IntN(7)]
+			if r.IntN(5) == 0 {
+				b[j] = byte(r.IntN(256))
+			}
+		}
+		if d := tk.Decode(tk.Encode(string(b), false, false)); d != string(b) {
+			t.Fatalf("round trip of %q gave %q", b, d)
+		}
+	}
+}
+
+func TestSentencePieceRoundTrip(t *testing.T) {
+	tk, err := New(spmVocab([]string{"▁", "e", "t", "▁t", "he", "▁the", "▁a"}, []float32{-1, -2, -3, -4, -5, -6, -7}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(2, 2))
+	alphabet := []rune("the a\n€😀xé")
+	for i := 0; i < 300; i++ {
+		var sb strings.Builder
+		for j := r.IntN(30); j > 0; j-- {
+			sb.WriteRune(alphabet[r.IntN(len(alphabet))])
+		}
+		s := sb.String()
+		if d := tk.Decode(tk.Encode(s, true, false)); d != s {
+			t.Fatalf("round trip of %q gave %q", s, d)
+		}
+	}
+}
+
+func TestPretokenize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"Hello world", []string{"Hello", " world"}},
+		{"it's 42!", []string{"it", "'s", " 42", "!"}},
+		{"a  b", []string{"a", " ", " b"}},
+		{"a \nb", []string{"a", " ", "\n", "b"}},
+		{"end  ", []string{"end", "  "}},
+		{"x\ty", []string{"x", "\t", "y"}},
+	} {
+		if got := pretokenize(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("pretokenize(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestBadVocab(t *testing.T) {
+	for _, v := range []Vocab{
+		{},
+		{Pieces: []string{"a"}, Scores: []float32{1, 2}},
+		{Pieces: []string{"a"}, BOS: 5},
+		{Kind: ByteLevel, Pieces: []string{"a"}, Merges: []string{"nospace"}},
+	} {
+		if _, err := New(v); err == nil {
+			t.Errorf("New(%+v) accepted", v)
+		}
+	}
+}
+
+func FuzzEncode(f *testing.F) {
+	tk, _ := New(gpt2Vocab())
+	sp, _ := New(spmVocab([]string{"▁", "a", "▁a"}, []float32{-1, -2, -3}))
+	f.Add("hello  world's 12\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		if d := tk.Decode(tk.Encode(s, false, false)); d != s {
+			t.Fatalf("byte-level round trip of %q gave %q", s, d)
+		}
+		if utf8.ValidString(s) {
+			if d := sp.Decode(sp.Encode(s, false, false)); d != s {
+				t.Fatalf("sentencepiece round trip of %q gave %q", s, d)
+			}
+		}
+	})
+}
