@@ -67,6 +67,13 @@ type Config struct {
 	Transfer *xfer.Config
 	// Secret is the cluster secret for the peers' handshake.
 	Secret []byte
+	// HashKey keys the prefix hash of every request (kvblock.HashKey):
+	// without it anyone who can send prompts could build two that collide
+	// and be served the other's KV. Zero: derived from Secret when one is
+	// set (kvblock.DeriveHashKey), so every engine of a cluster agrees;
+	// with neither, the public zero key, which only tests and simulations
+	// may use. `kvlease serve` without a secret draws a random key.
+	HashKey kvblock.HashKey
 	// Offload enables the offload tiers (--offload, --offload-policy):
 	// blocks are copied to host memory or disk by the policy, and a prefix
 	// missing from the pool but present in a tier is loaded back instead

@@ -161,6 +161,9 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
+	if cfg.HashKey == (kvblock.HashKey{}) && len(cfg.Secret) > 0 {
+		cfg.HashKey = kvblock.DeriveHashKey(cfg.Secret)
+	}
 	pool := kvblock.New(cfg.Pool)
 	c := &Core{
 		cfg:           cfg,
@@ -323,7 +326,7 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 	r.IgnoreEOS = in.IgnoreEOS
 	r.EOS = c.cfg.EOS
 	r.Priority = in.Priority
-	r.Extras = kvblock.Extras{CacheSalt: in.CacheSalt}
+	r.Extras = kvblock.Extras{Key: c.cfg.HashKey, CacheSalt: in.CacheSalt}
 	r.Sampling = in.Sampling
 	if !in.SeedSet && in.Sampling.Temperature > 0 {
 		r.Sampling.Seed = c.rng.Uint64()

@@ -39,10 +39,10 @@ func BenchmarkPoolAllocEvict(b *testing.B) {
 	p := New(Config{NumBlocks: n, BlockSizeTokens: 16})
 	h := p.NewHold(HoldRequest, 0)
 	p.Allocate(h, n)
-	next := Hash(1)
+	nextN := uint64(1)
 	for _, blk := range p.Blocks(h) {
-		p.Cache(blk, next)
-		next++
+		p.Cache(blk, h64(nextN))
+		nextN++
 	}
 	p.Release(h)
 	b.ReportAllocs()
@@ -52,8 +52,8 @@ func BenchmarkPoolAllocEvict(b *testing.B) {
 			b.Fatal("Allocate failed")
 		}
 		for _, blk := range p.Blocks(h) {
-			p.Cache(blk, next)
-			next++
+			p.Cache(blk, h64(nextN))
+			nextN++
 		}
 		p.Release(h)
 	}

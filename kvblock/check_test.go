@@ -10,7 +10,7 @@ func checkFixture(t *testing.T) (*Pool, HoldID, HoldID) {
 	p := New(Config{NumBlocks: 8, BlockSizeTokens: 1})
 	a := p.NewHold(HoldRequest, 1)
 	p.Allocate(a, 4)
-	p.CacheRun(p.Blocks(a)[1:4], []Hash{101, 102, 103}, 100, nil)
+	p.CacheRun(p.Blocks(a)[1:4], []Hash{h64(101), h64(102), h64(103)}, h64(100), nil)
 	b := p.NewHold(HoldLease, 2)
 	p.Share(b, p.Blocks(a)[:2])
 	p.Release(a)
@@ -49,11 +49,11 @@ func TestCheckDetectsCorruption(t *testing.T) {
 		{"cached flag on a free block", func(p *Pool, _, _ HoldID) { p.hashed[p.free[0]] = true }},
 		{"cached flag lost on an evictable block", func(p *Pool, _, _ HoldID) { p.hashed[2] = false }},
 		{"cached flag lost on a held block", func(p *Pool, _, _ HoldID) { p.hashed[1] = false }},
-		{"index entry lost", func(p *Pool, _, _ HoldID) { delete(p.index, 102) }},
-		{"index points at an uncached block", func(p *Pool, _, _ HoldID) { p.index[999] = p.free[0] }},
-		{"index points at a block with another hash", func(p *Pool, _, _ HoldID) { p.index[102] = 3 }},
-		{"index points out of range", func(p *Pool, _, _ HoldID) { p.index[999] = 100 }},
-		{"block carries another hash than its index entry", func(p *Pool, _, _ HoldID) { p.hashes[2] = 555 }},
+		{"index entry lost", func(p *Pool, _, _ HoldID) { delete(p.index, h64(102)) }},
+		{"index points at an uncached block", func(p *Pool, _, _ HoldID) { p.index[h64(999)] = p.free[0] }},
+		{"index points at a block with another hash", func(p *Pool, _, _ HoldID) { p.index[h64(102)] = 3 }},
+		{"index points out of range", func(p *Pool, _, _ HoldID) { p.index[h64(999)] = 100 }},
+		{"block carries another hash than its index entry", func(p *Pool, _, _ HoldID) { p.hashes[2] = h64(555) }},
 		{"live hold count off", func(p *Pool, _, _ HoldID) { p.numLive[HoldLease]++ }},
 		{"hold not counted live", func(p *Pool, live, _ HoldID) { p.holds[live.index()].live = false }},
 		{"released hold names blocks", func(p *Pool, _, gone HoldID) {
@@ -95,12 +95,12 @@ func TestCheckSkipsOnlyAnUnchangedPool(t *testing.T) {
 		{"Allocate", func() { p.Allocate(live, 1) }},
 		{"Share", func() { p.Share(live, []BlockID{0}) }},
 		{"Truncate", func() { p.Truncate(live, 1) }},
-		{"Cache", func() { p.Cache(p.Blocks(live)[0], 777) }},
+		{"Cache", func() { p.Cache(p.Blocks(live)[0], h64(777)) }},
 		{"CacheRun", func() {
 			h := p.NewHold(HoldRequest, 6)
 			p.Allocate(h, 1)
 			v := p.version
-			p.CacheRun(p.Blocks(h), []Hash{778}, 0, nil)
+			p.CacheRun(p.Blocks(h), []Hash{h64(778)}, h64(0), nil)
 			if p.version == v {
 				t.Error("CacheRun did not count a version")
 			}

@@ -40,7 +40,7 @@ func TestCacheRunEmitsBlockStored(t *testing.T) {
 	p.CacheRun(p.Blocks(a), hashes, RootHash, tokensCopy[:4*bs])
 	ev = takeOne(t, p)
 	if ev.Parent != hashes[1] || !slices.Equal(ev.Hashes, hashes[2:4]) || !slices.Equal(ev.Tokens, tokens[2*bs:4*bs]) {
-		t.Fatalf("second run: parent %#x hashes %x tokens %v", uint64(ev.Parent), ev.Hashes, ev.Tokens)
+		t.Fatalf("second run: parent %x hashes %x tokens %v", ev.Parent, ev.Hashes, ev.Tokens)
 	}
 	// The event owns its tokens.
 	tokensCopy[3*bs] = -1
@@ -59,11 +59,11 @@ func TestCacheRunEmitsBlockStored(t *testing.T) {
 	// a run with a duplicate in the middle reports only the new blocks.
 	b := p.NewHold(HoldRequest, 2)
 	p.Allocate(b, 3)
-	other := []Hash{hashes[0], 777, 778}
+	other := []Hash{hashes[0], h64(777), h64(778)}
 	p.CacheRun(p.Blocks(b), other, RootHash, tokens[:3*bs])
 	ev = takeOne(t, p)
 	if ev.Parent != hashes[0] || !slices.Equal(ev.Hashes, other[1:]) || !slices.Equal(ev.Tokens, tokens[bs:3*bs]) {
-		t.Fatalf("run behind a duplicate: parent %#x hashes %x tokens %v", uint64(ev.Parent), ev.Hashes, ev.Tokens)
+		t.Fatalf("run behind a duplicate: parent %x hashes %x tokens %v", ev.Parent, ev.Hashes, ev.Tokens)
 	}
 	if _, ok := p.Cached(p.Blocks(b)[0]); ok {
 		t.Fatal("a block whose hash another block carries got cached")
@@ -77,14 +77,14 @@ func TestEvictionAndUncacheEmitBlockRemoved(t *testing.T) {
 	p := New(Config{NumBlocks: 2, BlockSizeTokens: 1, Events: true})
 	a := p.NewHold(HoldRequest, 1)
 	p.Allocate(a, 2)
-	p.CacheRun(p.Blocks(a), []Hash{10, 11}, RootHash, []int32{1, 2})
+	p.CacheRun(p.Blocks(a), []Hash{h64(10), h64(11)}, RootHash, []int32{1, 2})
 	p.Release(a) // LRU: 1 (hash 11), 0 (hash 10)
 	p.TakeEvents()
 
 	b := p.NewHold(HoldRequest, 2)
 	p.Allocate(b, 1) // evicts block 1
 	ev := takeOne(t, p)
-	want := Event{Kind: BlockRemoved, Hashes: []Hash{11}, BlockSize: 1, Medium: "GPU"}
+	want := Event{Kind: BlockRemoved, Hashes: []Hash{h64(11)}, BlockSize: 1, Medium: "GPU"}
 	if ev.Kind != want.Kind || !slices.Equal(ev.Hashes, want.Hashes) || ev.BlockSize != 1 || ev.Medium != "GPU" {
 		t.Fatalf("eviction: %+v, want %+v", ev, want)
 	}
@@ -93,7 +93,7 @@ func TestEvictionAndUncacheEmitBlockRemoved(t *testing.T) {
 	}
 
 	p.Uncache(0) // evictable block 0 becomes free
-	if ev := takeOne(t, p); ev.Kind != BlockRemoved || !slices.Equal(ev.Hashes, []Hash{10}) {
+	if ev := takeOne(t, p); ev.Kind != BlockRemoved || !slices.Equal(ev.Hashes, []Hash{h64(10)}) {
 		t.Fatalf("Uncache: %+v", ev)
 	}
 	p.Uncache(0) // not cached any more: no event
@@ -109,7 +109,7 @@ func TestResetCacheEmitsAllBlocksCleared(t *testing.T) {
 	p := New(Config{NumBlocks: 4, BlockSizeTokens: 1, Events: true})
 	a := p.NewHold(HoldRequest, 1)
 	p.Allocate(a, 3)
-	p.CacheRun(p.Blocks(a), []Hash{1, 2, 3}, RootHash, []int32{1, 2, 3})
+	p.CacheRun(p.Blocks(a), []Hash{h64(1), h64(2), h64(3)}, RootHash, []int32{1, 2, 3})
 	p.TakeEvents()
 	if p.ResetCache() {
 		t.Fatal("ResetCache succeeded while blocks are held")
@@ -125,7 +125,7 @@ func TestResetCacheEmitsAllBlocksCleared(t *testing.T) {
 	if ev.Kind != AllBlocksCleared || ev.Medium != "GPU" || len(ev.Hashes) != 0 {
 		t.Fatalf("ResetCache: %+v", ev)
 	}
-	if p.NumFree() != 4 || p.NumEvictable() != 0 || len(p.Lookup(nil, []Hash{1})) != 0 {
+	if p.NumFree() != 4 || p.NumEvictable() != 0 || len(p.Lookup(nil, []Hash{h64(1)})) != 0 {
 		t.Fatalf("after ResetCache: free %d evictable %d", p.NumFree(), p.NumEvictable())
 	}
 	if err := p.Check(); err != nil {
@@ -139,7 +139,7 @@ func TestEventsOff(t *testing.T) {
 	for i := range 10 {
 		h := p.NewHold(HoldRequest, uint64(i))
 		p.Allocate(h, 2) // evicts the previous round's blocks
-		p.CacheRun(p.Blocks(h), []Hash{Hash(2 * i), Hash(2*i + 1)}, RootHash, nil)
+		p.CacheRun(p.Blocks(h), []Hash{h64(uint64(2 * i)), h64(uint64(2*i + 1))}, RootHash, nil)
 		p.Uncache(p.Blocks(h)[0])
 		p.Release(h)
 	}

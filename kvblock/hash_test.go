@@ -2,11 +2,10 @@ package kvblock
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 func randTokens(rng *rand.Rand, n, alphabet int) []int32 {
@@ -17,43 +16,107 @@ func randTokens(rng *rand.Rand, n, alphabet int) []int32 {
 	return t
 }
 
+// TestSipHashVectors pins sipHash128 to the reference vectors of SipHash-2-4
+// with a 128-bit output (vectors_sip128 of the reference implementation:
+// key 00 01 … 0f, message 00 01 … len-1), covering an empty message, a
+// partial last word, exactly one word and a word plus seven bytes.
+func TestSipHashVectors(t *testing.T) {
+	var key HashKey
+	for i := range key {
+		key[i] = byte(i)
+	}
+	tests := []struct {
+		len  int
+		want string
+	}{
+		{0, "a3817f04ba25a8e66df67214c7550293"},
+		{1, "da87c1d86b99af44347659119b22fc45"},
+		{2, "8177228da4a45dc7fca38bdef60affe4"},
+		{8, "3b62a9ba6258f5610f83e264f31497b4"},
+		{15, "5493e99933b0a8117e08ec0f97cfc3d9"},
+	}
+	for _, tt := range tests {
+		msg := make([]byte, tt.len)
+		for i := range msg {
+			msg[i] = byte(i)
+		}
+		if got := sipHash128(key, msg); hex.EncodeToString(got[:]) != tt.want {
+			t.Errorf("SipHash-2-4-128 of %d bytes = %x, want %s", tt.len, got, tt.want)
+		}
+	}
+}
+
 // TestHashGolden pins the hash function: every engine and offload tier must
-// compute the same hashes for the same tokens, so a change here is a wire
-// and storage format change, not a refactor.
+// compute the same hashes for the same tokens and key, so a change here is
+// a storage and event format change, not a refactor.
 func TestHashGolden(t *testing.T) {
 	tokens := make([]int32, 32)
 	for i := range tokens {
 		tokens[i] = int32(i * 7)
 	}
+	key := DeriveHashKey([]byte("kvlease golden secret, 32 bytes!"))
+	if got := hex.EncodeToString(key[:]); got != "bf82344464acc926d1550dcc1542e2c4" {
+		t.Errorf("DeriveHashKey = %s, want bf82344464acc926d1550dcc1542e2c4", got)
+	}
 	tests := []struct {
 		ex   Extras
-		want []Hash
+		want []string
 	}{
-		{Extras{}, []Hash{0x3f7b8c5e43224323, 0xd95a8c7c071c7a29}},
-		{Extras{CacheSalt: "s"}, []Hash{0xf6212ae622b05195, 0x270526ce7cd1fb6}},
-		{Extras{Adapter: "a"}, []Hash{0xc1f31ac89ea1154, 0xaaa12d196557e1aa}},
-		{Extras{CacheSalt: "s", Adapter: "a"}, []Hash{0x4bde4f69c61845c, 0xdc262fc1b20844fe}},
+		{Extras{}, []string{"a0f7d92fe73354402df0dcb9f0493e0d", "a85c0b1ce0a5ffd1b6b793e60f5eb30d"}},
+		{Extras{Key: key}, []string{"afb1653fa4de713d81fb6e7fb1409d56", "150a9d0c1adba2cb87be884cc7bea81e"}},
+		{Extras{Key: key, CacheSalt: "s"}, []string{"a0b117c197ce48e79e8e833f265052e0", "29855387d492f4bdc442ab6e1efa404c"}},
+		{Extras{Key: key, Adapter: "a"}, []string{"75c16f437a2e0cd83069cc7933190a35", "209d3ae77d9275a05d1fdc4d48781108"}},
+		{Extras{Key: key, CacheSalt: "s", Adapter: "a"}, []string{"37bf461903fb3be2679bd9bd670a6aba", "50f6e5fdcf0b4f1ec87c05585ac5fafe"}},
 	}
 	for _, tt := range tests {
-		if got := AppendHashes(nil, tokens, 16, tt.ex); !slices.Equal(got, tt.want) {
-			t.Errorf("AppendHashes(%+v) = %#x, want %#x", tt.ex, got, tt.want)
+		got := AppendHashes(nil, tokens, 16, tt.ex)
+		var gotHex []string
+		for _, h := range got {
+			gotHex = append(gotHex, hex.EncodeToString(h[:]))
+		}
+		if !slices.Equal(gotHex, tt.want) {
+			t.Errorf("AppendHashes(salt %q adapter %q key %x) = %q, want %q", tt.ex.CacheSalt, tt.ex.Adapter, tt.ex.Key, gotHex, tt.want)
 		}
 	}
-	// The layout, spelled out independently: xxhash64 of the parent and
-	// the token ids, little endian, then 0xff and the extra key if any.
+	// The layout, spelled out independently: SipHash-2-4-128 of the parent
+	// and the token ids, little endian, then 0xff and the extra key if any.
 	spell := func(parent Hash, toks []int32, extra string) Hash {
-		buf := binary.LittleEndian.AppendUint64(nil, uint64(parent))
+		buf := append([]byte(nil), parent[:]...)
 		for _, tok := range toks {
 			buf = binary.LittleEndian.AppendUint32(buf, uint32(tok))
 		}
 		if extra != "" {
 			buf = append(append(buf, 0xff), extra...)
 		}
-		return Hash(xxhash.Sum64(buf))
+		return sipHash128(key, buf)
 	}
 	for _, extra := range []string{"", "adapter:a"} {
-		if got, want := HashBlock(RootHash, tokens[:16], extra), spell(RootHash, tokens[:16], extra); got != want {
-			t.Errorf("HashBlock(extra %q) = %#x, the documented layout gives %#x", extra, got, want)
+		if got, want := HashBlock(key, RootHash, tokens[:16], extra), spell(RootHash, tokens[:16], extra); got != want {
+			t.Errorf("HashBlock(extra %q) = %x, the documented layout gives %x", extra, got, want)
+		}
+	}
+}
+
+// TestHashKeyed: the key changes every hash, so hashes (and collisions)
+// cannot be computed without it; DeriveHashKey depends on every byte of the
+// secret.
+func TestHashKeyed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	tokens := randTokens(rng, 64, 1000)
+	k1 := DeriveHashKey([]byte("secret one, long enough to pass"))
+	k2 := DeriveHashKey([]byte("secret one, long enough to pasS"))
+	if k1 == k2 || k1 == (HashKey{}) {
+		t.Fatalf("DeriveHashKey: %x and %x", k1, k2)
+	}
+	a := AppendHashes(nil, tokens, 16, Extras{Key: k1})
+	b := AppendHashes(nil, tokens, 16, Extras{Key: k2})
+	again := AppendHashes(nil, tokens, 16, Extras{Key: k1})
+	if !slices.Equal(a, again) {
+		t.Fatal("the same key and tokens gave different hashes")
+	}
+	for i := range a {
+		if a[i] == b[i] {
+			t.Fatalf("block %d hashes alike under two keys", i)
 		}
 	}
 }
@@ -90,8 +153,8 @@ func TestAppendHashesIncremental(t *testing.T) {
 			// The chain, spelled out.
 			parent := RootHash
 			for i, h := range oneShot {
-				if want := HashBlock(parent, tokens[i*bs:(i+1)*bs], ex.forBlock(i)); h != want {
-					t.Fatalf("bs %d block %d: %#x, HashBlock gives %#x", bs, i, h, want)
+				if want := HashBlock(ex.Key, parent, tokens[i*bs:(i+1)*bs], ex.forBlock(i)); h != want {
+					t.Fatalf("bs %d block %d: %x, HashBlock gives %x", bs, i, h, want)
 				}
 				parent = h
 			}
@@ -145,13 +208,13 @@ func TestExtrasScope(t *testing.T) {
 	}
 	for i := 1; i < len(plain); i++ {
 		tok := tokens[i*bs : (i+1)*bs]
-		if want := HashBlock(salted[i-1], tok, ""); salted[i] != want {
+		if want := HashBlock(HashKey{}, salted[i-1], tok, ""); salted[i] != want {
 			t.Fatalf("salted block %d mixes in more than its parent and tokens", i)
 		}
-		if want := HashBlock(adapted[i-1], tok, ""); adapted[i] == want {
+		if want := HashBlock(HashKey{}, adapted[i-1], tok, ""); adapted[i] == want {
 			t.Fatalf("adapter block %d does not mix in the adapter", i)
 		}
-		if want := HashBlock(both[i-1], tok, "adapter:lora-1"); both[i] != want {
+		if want := HashBlock(HashKey{}, both[i-1], tok, "adapter:lora-1"); both[i] != want {
 			t.Fatalf("salt+adapter block %d: salt leaks past block 0", i)
 		}
 	}
@@ -193,8 +256,8 @@ func TestHashOrderMatters(t *testing.T) {
 		t.Fatal("a repeated block hashes alike at different positions")
 	}
 	// Token ids are hashed as 32-bit values, not bytes.
-	if HashBlock(RootHash, []int32{1, 256}, "") == HashBlock(RootHash, []int32{256, 1}, "") ||
-		HashBlock(RootHash, []int32{-1}, "") == HashBlock(RootHash, []int32{1}, "") {
+	if HashBlock(HashKey{}, RootHash, []int32{1, 256}, "") == HashBlock(HashKey{}, RootHash, []int32{256, 1}, "") ||
+		HashBlock(HashKey{}, RootHash, []int32{-1}, "") == HashBlock(HashKey{}, RootHash, []int32{1}, "") {
 		t.Fatal("distinct token sequences hash alike")
 	}
 }

@@ -281,7 +281,7 @@ type driver struct {
 	last string // the last operation, for failure messages
 
 	prompts  []prompt
-	nextHash Hash
+	nextHash uint64
 	maxHolds int
 }
 
@@ -371,7 +371,7 @@ func (d *driver) pickHeldBlock() (BlockID, bool) {
 
 func (d *driver) freshHash() Hash {
 	d.nextHash++
-	return d.nextHash
+	return h64(d.nextHash)
 }
 
 // step runs one random operation on both sides and verifies.
@@ -493,7 +493,7 @@ func (d *driver) step() {
 				}
 			}
 		}
-		d.last = fmt.Sprintf("Cache(%d, %#x)", b, uint64(hash))
+		d.last = fmt.Sprintf("Cache(%d, %x)", b, hash)
 		got := p.Cache(b, hash)
 		if want := m.cache(b, hash); got != want {
 			d.fatalf("Cache = %v, model says %v", got, want)
@@ -594,7 +594,7 @@ func (d *driver) cacheRun() {
 	}
 	bs := d.cfg.BlockSizeTokens
 	tokens := pr.tokens[i*bs : (i+k)*bs]
-	d.last = fmt.Sprintf("CacheRun(%v, %x, parent %#x)", blocks, hashes, uint64(parent))
+	d.last = fmt.Sprintf("CacheRun(%v, %x, parent %x)", blocks, hashes, parent)
 	d.p.CacheRun(blocks, hashes, parent, tokens)
 	d.m.cacheRun(blocks, hashes, parent, tokens)
 }
@@ -630,7 +630,7 @@ func (d *driver) verify() {
 		gotH, gotOK := p.Cached(id)
 		wantH, wantOK := m.cached[id]
 		if gotH != wantH || gotOK != wantOK {
-			d.fatalf("Cached(%d) = %#x, %v; model %#x, %v", b, uint64(gotH), gotOK, uint64(wantH), wantOK)
+			d.fatalf("Cached(%d) = %x, %v; model %x, %v", b, gotH, gotOK, wantH, wantOK)
 		}
 	}
 	var kinds [6]int
@@ -680,7 +680,7 @@ func (d *driver) verify() {
 	// The index, entry by entry: every cached hash finds its block...
 	for h, b := range m.index {
 		if got := p.Lookup(nil, []Hash{h}); len(got) != 1 || got[0] != b {
-			d.fatalf("Lookup(%#x) = %v, model [%d]", uint64(h), got, b)
+			d.fatalf("Lookup(%x) = %v, model [%d]", h, got, b)
 		}
 	}
 	// ...and every prompt finds its longest cached prefix.
@@ -713,7 +713,7 @@ func eventsEqual(a, b []Event) bool {
 func fmtEvents(evs []Event) string {
 	var sb strings.Builder
 	for _, e := range evs {
-		fmt.Fprintf(&sb, "{%v %x parent %#x tokens %v bs %d %s} ", e.Kind, e.Hashes, uint64(e.Parent), e.Tokens, e.BlockSize, e.Medium)
+		fmt.Fprintf(&sb, "{%v %x parent %x tokens %v bs %d %s} ", e.Kind, e.Hashes, e.Parent, e.Tokens, e.BlockSize, e.Medium)
 	}
 	return sb.String()
 }

@@ -3,6 +3,7 @@ package kvblock
 import (
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 )
 
@@ -42,9 +43,12 @@ func (k HoldKind) String() string {
 	return fmt.Sprintf("HoldKind(%d)", k)
 }
 
-// HoldID names a live hold. The zero HoldID is never live. A HoldID is not
-// reused after release: releasing it twice, or using it after release,
-// panics.
+// HoldID names a live hold. The zero HoldID is never live. A HoldID is
+// never reused after release, so releasing it twice, or using it after
+// release, panics instead of touching a newer hold. (An id is a slot of the
+// hold table and the slot's 32-bit generation; a slot whose generation is
+// exhausted is retired rather than wrapped, at the cost of one table entry
+// per 2³² holds.)
 type HoldID uint64
 
 func (h HoldID) index() int             { return int(uint32(h)) - 1 }
@@ -206,6 +210,9 @@ func (p *Pool) NewHold(k HoldKind, owner uint64) HoldID {
 		idx = p.freeHolds[n-1]
 		p.freeHolds = p.freeHolds[:n-1]
 	} else {
+		if len(p.holds) >= math.MaxUint32-1 {
+			panic("kvblock: hold table full") // 2³² live holds: unreachable in memory
+		}
 		p.holds = append(p.holds, hold{})
 		idx = len(p.holds) - 1
 	}
@@ -305,6 +312,11 @@ func (p *Pool) Release(id HoldID) {
 	h.blocks = h.blocks[:0]
 	h.live = false
 	p.numLive[h.kind]--
+	if h.gen == math.MaxUint32 {
+		// Its next id would wrap to one already issued: retire the slot.
+		h.blocks = nil
+		return
+	}
 	p.freeHolds = append(p.freeHolds, id.index())
 }
 
@@ -465,7 +477,7 @@ func (p *Pool) Lookup(dst []BlockID, hashes []Hash) []BlockID {
 // is evicted or uncached; that stale value must not leak out).
 func (p *Pool) Cached(b BlockID) (Hash, bool) {
 	if !p.hashed[b] {
-		return 0, false
+		return Hash{}, false
 	}
 	return p.hashes[b], true
 }
@@ -684,7 +696,7 @@ func (p *Pool) CheckFull() error {
 		}
 		numHashed++
 		if got, ok := p.index[p.hashes[b]]; !ok || int(got) != b {
-			return fmt.Errorf("kvblock: cached block %d is not in the index under its hash %x", b, uint64(p.hashes[b]))
+			return fmt.Errorf("kvblock: cached block %d is not in the index under its hash %x", b, p.hashes[b])
 		}
 	}
 	if len(p.index) != numHashed {

@@ -1,6 +1,8 @@
 package kvblock
 
 import (
+	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -48,7 +50,7 @@ func TestPoolMisusePanics(t *testing.T) {
 		p := small()
 		h := p.NewHold(HoldRequest, 1)
 		p.Allocate(h, 1)
-		p.Cache(0, 42)
+		p.Cache(0, h64(42))
 		p.Release(h)
 		return p
 	}
@@ -92,17 +94,17 @@ func TestPoolMisusePanics(t *testing.T) {
 			p := small()
 			p.Share(p.NewHold(HoldRequest, 1), []BlockID{4})
 		}},
-		{"Cache of a free block", "Cache of unheld block", func() { small().Cache(0, 1) }},
-		{"Cache of an evictable block", "Cache of unheld block", func() { evictable().Cache(0, 43) }},
+		{"Cache of a free block", "Cache of unheld block", func() { small().Cache(0, h64(1)) }},
+		{"Cache of an evictable block", "Cache of unheld block", func() { evictable().Cache(0, h64(43)) }},
 		{"Cache under a second hash", "already cached", func() {
 			p := small()
 			p.Allocate(p.NewHold(HoldRequest, 1), 1)
-			p.Cache(0, 1)
-			p.Cache(0, 2)
+			p.Cache(0, h64(1))
+			p.Cache(0, h64(2))
 		}},
-		{"Cache out of range", "out of range", func() { small().Cache(-1, 1) }},
+		{"Cache out of range", "out of range", func() { small().Cache(-1, h64(1)) }},
 		{"CacheRun of an unheld block", "Cache of unheld block", func() {
-			small().CacheRun([]BlockID{0}, []Hash{1}, RootHash, []int32{0, 0})
+			small().CacheRun([]BlockID{0}, []Hash{h64(1)}, RootHash, []int32{0, 0})
 		}},
 		{"CacheRun with mismatched lengths", "mismatched", func() {
 			small().CacheRun([]BlockID{0}, nil, RootHash, nil)
@@ -134,7 +136,7 @@ func TestAllocateImpossibleChangesNothing(t *testing.T) {
 	p := New(Config{NumBlocks: 6, BlockSizeTokens: 1, Events: true})
 	a := p.NewHold(HoldRequest, 1)
 	p.Allocate(a, 4)
-	p.CacheRun(p.Blocks(a)[:2], []Hash{10, 11}, RootHash, []int32{5, 6})
+	p.CacheRun(p.Blocks(a)[:2], []Hash{h64(10), h64(11)}, RootHash, []int32{5, 6})
 	p.Release(a) // 0, 1 evictable; 2, 3, 4, 5 free
 	p.TakeEvents()
 	b := p.NewHold(HoldRequest, 2)
@@ -169,10 +171,10 @@ func TestShareMovesEvictableOutOfLRU(t *testing.T) {
 	p := New(Config{NumBlocks: 3, BlockSizeTokens: 1})
 	a := p.NewHold(HoldRequest, 1)
 	p.Allocate(a, 3)
-	p.CacheRun(p.Blocks(a), []Hash{1, 2, 3}, RootHash, nil)
+	p.CacheRun(p.Blocks(a), []Hash{h64(1), h64(2), h64(3)}, RootHash, nil)
 	p.Release(a) // LRU: 2, 1, 0
 	b := p.NewHold(HoldRequest, 2)
-	hit := p.Lookup(nil, []Hash{1, 2, 3})
+	hit := p.Lookup(nil, []Hash{h64(1), h64(2), h64(3)})
 	if !slices.Equal(hit, []BlockID{0, 1, 2}) {
 		t.Fatalf("Lookup = %v", hit)
 	}
@@ -186,7 +188,62 @@ func TestShareMovesEvictableOutOfLRU(t *testing.T) {
 	if got := p.Blocks(c); !slices.Equal(got, []BlockID{2, 0, 1}) {
 		t.Fatalf("eviction order = %v, want [2 0 1]", got)
 	}
-	if n := len(p.Lookup(nil, []Hash{1})); n != 0 {
+	if n := len(p.Lookup(nil, []Hash{h64(1)})); n != 0 {
 		t.Fatal("evicted hash still found")
+	}
+}
+
+// h64 is a test hash made from a number: distinct numbers, distinct hashes.
+func h64(n uint64) Hash {
+	var h Hash
+	binary.LittleEndian.PutUint64(h[:], n)
+	h[15] = 0x7e // never RootHash, even for n = 0
+	return h
+}
+
+// TestHoldIDNeverReused: hold slots are reused last-released first, each
+// with the next generation; a slot whose 32-bit generation is exhausted is
+// retired instead of wrapping, so a stale id never names a newer hold (with
+// a wrap, the slot's 2³²+1-th hold would get back its first hold's id).
+func TestHoldIDNeverReused(t *testing.T) {
+	p := New(Config{NumBlocks: 4, BlockSizeTokens: 1})
+	first := p.NewHold(HoldRequest, 1)
+	p.Allocate(first, 1)
+	p.Release(first)
+	// Fast-forward the slot as if 2³²−3 more holds had used it.
+	p.holds[first.index()].gen = math.MaxUint32 - 2
+	issued := map[HoldID]bool{first: true}
+	var last HoldID
+	for range 2 {
+		h := p.NewHold(HoldLease, 2)
+		if h.index() != first.index() || issued[h] {
+			t.Fatalf("NewHold = %#x (slot %d), first was %#x: want slot %d with a fresh generation", uint64(h), h.index(), uint64(first), first.index())
+		}
+		issued[h] = true
+		p.Allocate(h, 1)
+		p.Release(h)
+		last = h
+	}
+	if last.gen() != math.MaxUint32 {
+		t.Fatalf("last generation %#x, want the maximum", last.gen())
+	}
+	next := p.NewHold(HoldRequest, 3)
+	if next.index() == first.index() || issued[next] {
+		t.Fatalf("after the last generation NewHold = %#x: the retired slot was reused", uint64(next))
+	}
+	for id := range issued {
+		if p.Live(id) {
+			t.Fatalf("released hold %#x is live", uint64(id))
+		}
+	}
+	mustPanic(t, "not live", func() { p.Release(first) })
+	mustPanic(t, "not live", func() { p.Release(last) })
+	p.Allocate(next, 2)
+	p.Release(next)
+	if err := p.CheckFull(); err != nil {
+		t.Fatal(err)
+	}
+	if p.NumFree() != 4 {
+		t.Fatalf("%d blocks free, want 4", p.NumFree())
 	}
 }

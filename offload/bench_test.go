@@ -19,7 +19,7 @@ func BenchmarkManagerStoreLoad(b *testing.B) {
 			next := uint64(1)
 			fill := func() {
 				for i := range hashes {
-					hashes[i] = kvblock.Hash(next * 0x9e3779b97f4a7c15)
+					hashes[i] = th(uint64(next * 0x9e3779b97f4a7c15))
 					next++
 				}
 			}

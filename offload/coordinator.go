@@ -706,7 +706,7 @@ func (c *Coordinator) Check() error {
 		}
 		for _, h := range j.hashes {
 			if ready, present := c.tiers[j.tier].Contains(h); !present || ready {
-				return fmt.Errorf("offload: store %d: block %#x is not being stored in tier %d", id, uint64(h), j.tier)
+				return fmt.Errorf("offload: store %d: block %x is not being stored in tier %d", id, h, j.tier)
 			}
 		}
 		storeHolds[j.hold] = true

@@ -291,7 +291,7 @@ func runCoordinatorRandom(t *testing.T, rng *rand.Rand, ops int) {
 			if rng.IntN(2) == 0 {
 				delete(h.tiers[ti], s)
 			} else {
-				h.tiers[ti][s] = record{hash: 0} // no block has hash 0
+				h.tiers[ti][s] = record{hash: kvblock.Hash{}} // no block has the zero hash (RootHash)
 			}
 			damaged[[2]int{ti, int(s)}] = true
 		default:
@@ -340,7 +340,7 @@ func runCoordinatorRandom(t *testing.T, rng *rand.Rand, ops int) {
 				hash := m.hash[s]
 				rec, ok := h.tiers[ti][Slot(s)]
 				if !ok || rec.hash != hash || !slices.Equal(rec.digests, h.expect[hash]) {
-					t.Fatalf("op %d %s: tier %d slot %d is ready with hash %#x but its record is wrong", op, what, ti, s, uint64(hash))
+					t.Fatalf("op %d %s: tier %d slot %d is ready with hash %x but its record is wrong", op, what, ti, s, hash)
 				}
 			}
 		}

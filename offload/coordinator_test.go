@@ -89,10 +89,10 @@ func (h *harness) mustHold(what string, b kvblock.BlockID, hash kvblock.Hash) {
 	h.t.Helper()
 	want, ok := h.expect[hash]
 	if !ok {
-		h.t.Fatalf("%s: block %d carries hash %#x which no request computed", what, b, uint64(hash))
+		h.t.Fatalf("%s: block %d carries hash %x which no request computed", what, b, hash)
 	}
 	if !slices.Equal(h.pool.Digests(b), want) {
-		h.t.Fatalf("%s: block %d (hash %#x) holds wrong content", what, b, uint64(hash))
+		h.t.Fatalf("%s: block %d (hash %x) holds wrong content", what, b, hash)
 	}
 }
 
@@ -110,7 +110,7 @@ func (h *harness) runStore(i, copied int) {
 	h.stores = slices.Delete(h.stores, i, i+1)
 	for k := range copied {
 		if !slices.Equal(h.pool.Digests(w.Blocks[k]), h.expect[w.Hashes[k]]) {
-			h.t.Fatalf("store %d copy %d: block %d does not hold the content of %#x while its store reads it", w.ID, k, w.Blocks[k], uint64(w.Hashes[k]))
+			h.t.Fatalf("store %d copy %d: block %d does not hold the content of %x while its store reads it", w.ID, k, w.Blocks[k], w.Hashes[k])
 		}
 		h.tiers[w.Tier][w.Slots[k]] = record{w.Hashes[k], slices.Clone(h.pool.Digests(w.Blocks[k]))}
 	}
@@ -137,7 +137,7 @@ func (h *harness) runLoad(i int) (uint64, bool) {
 			break
 		}
 		if !slices.Equal(rec.digests, h.expect[w.Hashes[k]]) {
-			h.t.Fatalf("load %d copy %d: the record of %#x in slot %d has the wrong content", w.ID, k, uint64(w.Hashes[k]), s)
+			h.t.Fatalf("load %d copy %d: the record of %x in slot %d has the wrong content", w.ID, k, w.Hashes[k], s)
 		}
 		copy(h.pool.Digests(w.Blocks[k]), rec.digests)
 		copied++
@@ -554,7 +554,7 @@ func TestLoadFailures(t *testing.T) {
 	h.pool.ResetCache()
 	// Corrupt the record of block 2.
 	s, _ := h.c.Manager(0).slotOf(a.hashes[2])
-	h.tiers[0][Slot(s)] = record{hash: 0xbad}
+	h.tiers[0][Slot(s)] = record{hash: th(0xbad)}
 	b := h.newReq(2, slices.Clone(a.tokens))
 	if !h.c.Lookup(b.id, b.tokens, b.hashes) {
 		t.Fatal("no load")

@@ -287,10 +287,10 @@ func (m *Manager) PrepareLoad(hashes []kvblock.Hash) []Slot {
 	for i, h := range hashes {
 		s, ok := m.slotOf(h)
 		if !ok {
-			panic(fmt.Sprintf("offload: PrepareLoad of absent block %#x", uint64(h)))
+			panic(fmt.Sprintf("offload: PrepareLoad of absent block %x", h))
 		}
 		if m.pins[s] == notReady {
-			panic(fmt.Sprintf("offload: PrepareLoad of block %#x which is still being stored", uint64(h)))
+			panic(fmt.Sprintf("offload: PrepareLoad of block %x which is still being stored", h))
 		}
 		slots[i] = Slot(s)
 	}
@@ -310,13 +310,13 @@ func (m *Manager) CompleteLoad(hashes []kvblock.Hash) {
 	for _, h := range hashes {
 		s, ok := m.slotOf(h)
 		if !ok || m.pins[s] <= 0 {
-			panic(fmt.Sprintf("offload: CompleteLoad of block %#x with no load in flight", uint64(h)))
+			panic(fmt.Sprintf("offload: CompleteLoad of block %x with no load in flight", h))
 		}
 	}
 	for i := len(hashes) - 1; i >= 0; i-- {
 		s, _ := m.slotOf(hashes[i])
 		if m.pins[s] <= 0 {
-			panic(fmt.Sprintf("offload: CompleteLoad of block %#x more times than PrepareLoad", uint64(hashes[i])))
+			panic(fmt.Sprintf("offload: CompleteLoad of block %x more times than PrepareLoad", hashes[i]))
 		}
 		m.pins[s]--
 		if m.pins[s] == 0 {
@@ -491,14 +491,14 @@ func (m *Manager) CompleteStore(hashes []kvblock.Hash, ok bool) {
 	for _, h := range hashes {
 		s, present := m.slotOf(h)
 		if !present || m.pins[s] != notReady {
-			panic(fmt.Sprintf("offload: CompleteStore of block %#x which is not being stored", uint64(h)))
+			panic(fmt.Sprintf("offload: CompleteStore of block %x which is not being stored", h))
 		}
 	}
 	if !ok {
 		for _, h := range hashes {
 			s, present := m.slotOf(h)
 			if !present {
-				panic(fmt.Sprintf("offload: CompleteStore of block %#x twice in one call", uint64(h)))
+				panic(fmt.Sprintf("offload: CompleteStore of block %x twice in one call", h))
 			}
 			m.count[m.member[s]]--
 			m.member[s] = listNone
@@ -511,7 +511,7 @@ func (m *Manager) CompleteStore(hashes []kvblock.Hash, ok bool) {
 	for i := len(hashes) - 1; i >= 0; i-- {
 		s, _ := m.slotOf(hashes[i])
 		if m.pins[s] != notReady {
-			panic(fmt.Sprintf("offload: CompleteStore of block %#x twice in one call", uint64(hashes[i])))
+			panic(fmt.Sprintf("offload: CompleteStore of block %x twice in one call", hashes[i]))
 		}
 		m.pins[s] = 0
 		m.link(s)
@@ -621,7 +621,7 @@ func (m *Manager) Check() error {
 			return fmt.Errorf("offload: present slot %d is in list %s", s, listNames[l])
 		}
 		if id, ok := m.index[m.hash[s]]; !ok || id != int32(s) {
-			return fmt.Errorf("offload: index does not map %#x to its slot %d", uint64(m.hash[s]), s)
+			return fmt.Errorf("offload: index does not map %x to its slot %d", m.hash[s], s)
 		}
 		switch {
 		case m.pins[s] < notReady:
@@ -647,7 +647,7 @@ func (m *Manager) Check() error {
 			return fmt.Errorf("offload: ghost node %d is not linked", g)
 		}
 		if id, ok := m.index[m.hash[g]]; !ok || id != int32(g) {
-			return fmt.Errorf("offload: index does not map ghost %#x to node %d", uint64(m.hash[g]), g)
+			return fmt.Errorf("offload: index does not map ghost %x to node %d", m.hash[g], g)
 		}
 	}
 	members[listNone] = 0

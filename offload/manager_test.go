@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -13,16 +14,19 @@ import (
 )
 
 // Short names for hashes in scripted tests.
-const (
-	hA kvblock.Hash = 0xa0 + iota
-	hB
-	hC
-	hD
-	hE
-	hF
-	hG
-	hH
+var (
+	hA, hB, hC, hD = th(0xa0), th(0xa1), th(0xa2), th(0xa3)
+	hE, hF, hG, hH = th(0xa4), th(0xa5), th(0xa6), th(0xa7)
 )
+
+// th is a test hash made from a number: distinct numbers, distinct hashes,
+// none of them kvblock.RootHash.
+func th(n uint64) kvblock.Hash {
+	var h kvblock.Hash
+	binary.LittleEndian.PutUint64(h[:], n)
+	h[15] = 0x7e
+	return h
+}
 
 func hs(h ...kvblock.Hash) []kvblock.Hash { return h }
 
@@ -490,7 +494,7 @@ func runARCRandom(t *testing.T, rng *rand.Rand, numBlocks, ops int) {
 	randomHashes := func() []kvblock.Hash {
 		var out []kvblock.Hash
 		for range rng.IntN(numBlocks + 2) {
-			out = append(out, kvblock.Hash(1+rng.IntN(universe)))
+			out = append(out, th(uint64(1+rng.IntN(universe))))
 		}
 		return out
 	}
@@ -580,7 +584,7 @@ func runARCRandom(t *testing.T, rng *rand.Rand, numBlocks, ops int) {
 			}
 			loads = slices.Delete(loads, i, i+1)
 		case k < 88:
-			h := kvblock.Hash(1 + rng.IntN(universe))
+			h := th(uint64(1 + rng.IntN(universe)))
 			s := present[h]
 			want := s != nil && s.ready && s.pins == 0
 			if got := m.Remove(h); got != want {

@@ -260,7 +260,7 @@ func runModelComparison(t *testing.T, rng *rand.Rand, cfg ManagerConfig, ops int
 	m := NewManager(cfg)
 	ref := newRefModel(cfg)
 	universe := 3*cfg.NumBlocks + 5
-	hashOf := func(i int) kvblock.Hash { return kvblock.Hash(uint64(i+1) * 0x9e3779b97f4a7c15) }
+	hashOf := func(i int) kvblock.Hash { return th(uint64(uint64(i+1) * 0x9e3779b97f4a7c15)) }
 	// Prompts share prefixes: chains of hashes drawn from a small universe.
 	chains := make([][]kvblock.Hash, 6)
 	for c := range chains {
@@ -352,7 +352,7 @@ func runModelComparison(t *testing.T, rng *rand.Rand, cfg ManagerConfig, ops int
 			ref.completeLoad(hs)
 		case k < 90:
 			h := hashOf(rng.IntN(universe))
-			what = fmt.Sprintf("Remove(%#x)", uint64(h))
+			what = fmt.Sprintf("Remove(%x)", h)
 			if got, want := m.Remove(h), ref.remove(h); got != want {
 				t.Fatalf("op %d %s = %v; model %v", op, what, got, want)
 			}
@@ -372,7 +372,7 @@ func runModelComparison(t *testing.T, rng *rand.Rand, cfg ManagerConfig, ops int
 		gr, gp := m.Contains(h)
 		wr, wp := ref.contains(h)
 		if gr != wr || gp != wp {
-			t.Fatalf("op %d %s: Contains(%#x) = %v, %v; model %v, %v", op, what, uint64(h), gr, gp, wr, wp)
+			t.Fatalf("op %d %s: Contains(%x) = %v, %v; model %v, %v", op, what, h, gr, gp, wr, wp)
 		}
 		if got, want := m.TakeEvents(), ref.takeEvents(); !sameEvents(got, want) {
 			t.Fatalf("op %d %s: events %+v; model %+v", op, what, got, want)

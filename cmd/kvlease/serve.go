@@ -338,6 +338,12 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		Role:           f.role, EngineID: engineID, Transfer: f.transfer, Secret: f.secret,
 		Offload: f.offload,
 	}
+	if f.secret == nil {
+		// No cluster to agree with: a key of its own, so nobody can build
+		// colliding prompts offline. (With a secret the core derives the
+		// key from it.)
+		rand.Read(cfg.HashKey[:])
+	}
 	if err := cfg.Validate(); err != nil {
 		es.close()
 		return nil, fmt.Errorf("invalid engine configuration: %v", err)

@@ -3,7 +3,6 @@ package tier
 import (
 	"testing"
 
-	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/offload"
 )
 
@@ -12,10 +11,10 @@ import (
 var benchGeometry = Geometry{NumBlocks: 16, BlockBytes: 2 << 20, DigestsPerBlock: 16}
 
 func benchCopy(b *testing.B, s Store) {
-	d, data := block(Geometry{BlockBytes: benchGeometry.BlockBytes, DigestsPerBlock: benchGeometry.DigestsPerBlock}, 1)
+	d, data := block(Geometry{BlockBytes: benchGeometry.BlockBytes, DigestsPerBlock: benchGeometry.DigestsPerBlock}, th(1))
 	dst, buf := buffers(benchGeometry)
 	for slot := range benchGeometry.NumBlocks {
-		if err := s.Write(offload.Slot(slot), kvblock.Hash(slot+1), d, data); err != nil {
+		if err := s.Write(offload.Slot(slot), th(uint64(slot+1)), d, data); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -25,7 +24,7 @@ func benchCopy(b *testing.B, s Store) {
 		i := 0
 		for b.Loop() {
 			slot := i % benchGeometry.NumBlocks
-			if err := s.Write(offload.Slot(slot), kvblock.Hash(slot+1), d, data); err != nil {
+			if err := s.Write(offload.Slot(slot), th(uint64(slot+1)), d, data); err != nil {
 				b.Fatal(err)
 			}
 			i++
@@ -37,7 +36,7 @@ func benchCopy(b *testing.B, s Store) {
 		i := 0
 		for b.Loop() {
 			slot := i % benchGeometry.NumBlocks
-			if ok, err := s.Read(offload.Slot(slot), kvblock.Hash(slot+1), dst, buf); !ok || err != nil {
+			if ok, err := s.Read(offload.Slot(slot), th(uint64(slot+1)), dst, buf); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
 			i++

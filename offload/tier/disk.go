@@ -20,22 +20,27 @@ import (
 //
 //	off  size  field
 //	0    4     magic "KVLB"
-//	4    2     version (1)
+//	4    2     version (2)
 //	6    2     reserved (0)
-//	8    8     block hash
-//	16   4     number of digests
-//	20   4     data length in bytes
-//	24   8     xxhash64 of bytes 0..24, the digests and the data
-//	32   8·n   digests
+//	8    16    block hash (kvblock.Hash)
+//	24   4     number of digests
+//	28   4     data length in bytes
+//	32   8     xxhash64 of bytes 0..32, the digests and the data
+//	40   8·n   digests
 //	...  len   data
 //
 // The checksum covers the header fields too, so a flipped bit anywhere —
 // hash, lengths, digests, data — is a miss. The file must end exactly after
-// the data.
+// the data. Version 1 records (a 64-bit hash, a 32-byte header) are
+// misses: their hash is of another function, so their identity cannot be
+// trusted. (A new Manager starts with an empty slot map anyway, so records
+// of an earlier process are never looked up.) The xxhash64 is a checksum
+// against damage, not an identity: the record is found by its slot and
+// accepted only if its 128-bit hash equals the one asked for.
 const (
 	recordMagic      = "KVLB"
-	recordVersion    = 1
-	recordHeaderSize = 32
+	recordVersion    = 2
+	recordHeaderSize = 40
 	digestChunk      = 64 // digests encoded per stack buffer
 	tempSuffix       = ".tmp"
 )
@@ -112,18 +117,18 @@ func (d *Disk) header(hash kvblock.Hash, digests []uint64, data []byte) [recordH
 	var h [recordHeaderSize]byte
 	copy(h[0:4], recordMagic)
 	binary.LittleEndian.PutUint16(h[4:], recordVersion)
-	binary.LittleEndian.PutUint64(h[8:], uint64(hash))
-	binary.LittleEndian.PutUint32(h[16:], uint32(len(digests)))
-	binary.LittleEndian.PutUint32(h[20:], uint32(len(data)))
+	copy(h[8:24], hash[:])
+	binary.LittleEndian.PutUint32(h[24:], uint32(len(digests)))
+	binary.LittleEndian.PutUint32(h[28:], uint32(len(data)))
 	var x xxhash.Digest
 	x.Reset()
-	x.Write(h[:24])
+	x.Write(h[:32])
 	var buf [8 * digestChunk]byte
 	for i := 0; i < len(digests); i += digestChunk {
 		x.Write(encodeDigests(&buf, digests[i:min(i+digestChunk, len(digests))]))
 	}
 	x.Write(data)
-	binary.LittleEndian.PutUint64(h[24:], x.Sum64())
+	binary.LittleEndian.PutUint64(h[32:], x.Sum64())
 	return h
 }
 
@@ -225,14 +230,14 @@ func readRecord(r io.Reader, hash kvblock.Hash, digests []uint64, data []byte) (
 	if string(h[0:4]) != recordMagic ||
 		binary.LittleEndian.Uint16(h[4:]) != recordVersion ||
 		binary.LittleEndian.Uint16(h[6:]) != 0 ||
-		binary.LittleEndian.Uint64(h[8:]) != uint64(hash) ||
-		binary.LittleEndian.Uint32(h[16:]) != uint32(len(digests)) ||
-		binary.LittleEndian.Uint32(h[20:]) != uint32(len(data)) {
+		kvblock.Hash(h[8:24]) != hash ||
+		binary.LittleEndian.Uint32(h[24:]) != uint32(len(digests)) ||
+		binary.LittleEndian.Uint32(h[28:]) != uint32(len(data)) {
 		return false, nil
 	}
 	var x xxhash.Digest
 	x.Reset()
-	x.Write(h[:24])
+	x.Write(h[:32])
 	var buf [8 * digestChunk]byte
 	for i := 0; i < len(digests); i += digestChunk {
 		chunk := digests[i:min(i+digestChunk, len(digests))]
@@ -252,7 +257,7 @@ func readRecord(r io.Reader, hash kvblock.Hash, digests []uint64, data []byte) (
 	if n, err := r.Read(buf[:1]); n != 0 || !errors.Is(err, io.EOF) {
 		return miss(err) // trailing bytes: not a record we wrote
 	}
-	if x.Sum64() != binary.LittleEndian.Uint64(h[24:]) {
+	if x.Sum64() != binary.LittleEndian.Uint64(h[32:]) {
 		return false, nil
 	}
 	return true, nil

@@ -201,7 +201,7 @@ func Run(store Store, j Job) Completion {
 			var ok bool
 			ok, err = store.Read(cp.Slot, cp.Hash, cp.Digests, cp.Data)
 			if !ok && err == nil {
-				err = fmt.Errorf("%w: slot %d, block %#x", ErrMiss, cp.Slot, uint64(cp.Hash))
+				err = fmt.Errorf("%w: slot %d, block %x", ErrMiss, cp.Slot, cp.Hash)
 			}
 		}
 		if err != nil {

@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 	"testing"
@@ -58,14 +59,14 @@ func newGated(t *testing.T) *gated {
 }
 
 func (g *gated) Write(slot offload.Slot, h kvblock.Hash, d []uint64, b []byte) error {
-	g.started <- uint64(h)
+	g.started <- binary.LittleEndian.Uint64(h[:])
 	<-g.gate
 	return g.Store.Write(slot, h, d, b)
 }
 
 func storeJob(id uint64, slot offload.Slot) Job {
-	d, b := block(testGeometry, kvblock.Hash(id))
-	return Job{ID: id, Kind: JobStore, Copies: []Copy{{Slot: slot, Hash: kvblock.Hash(id), Digests: d, Data: b}}}
+	d, b := block(testGeometry, th(uint64(id)))
+	return Job{ID: id, Kind: JobStore, Copies: []Copy{{Slot: slot, Hash: th(uint64(id)), Digests: d, Data: b}}}
 }
 
 func TestRunnerStoreAndLoad(t *testing.T) {
@@ -79,8 +80,8 @@ func TestRunnerStoreAndLoad(t *testing.T) {
 			// One store job of three blocks.
 			job := Job{ID: 1, Kind: JobStore}
 			for slot := range offload.Slot(3) {
-				d, b := block(testGeometry, kvblock.Hash(10+slot))
-				job.Copies = append(job.Copies, Copy{Slot: slot, Hash: kvblock.Hash(10 + slot), Digests: d, Data: b})
+				d, b := block(testGeometry, th(uint64(10+slot)))
+				job.Copies = append(job.Copies, Copy{Slot: slot, Hash: th(uint64(10 + slot)), Digests: d, Data: b})
 			}
 			if err := r.Submit(job); err != nil {
 				t.Fatal(err)
@@ -93,12 +94,12 @@ func TestRunnerStoreAndLoad(t *testing.T) {
 			load := Job{ID: 2, Kind: JobLoad}
 			for slot := range offload.Slot(3) {
 				d, b := buffers(testGeometry)
-				load.Copies = append(load.Copies, Copy{Slot: slot, Hash: kvblock.Hash(10 + slot), Digests: d, Data: b})
+				load.Copies = append(load.Copies, Copy{Slot: slot, Hash: th(uint64(10 + slot)), Digests: d, Data: b})
 			}
 			miss := Job{ID: 3, Kind: JobLoad} // own buffers: jobs run concurrently
 			for slot := range offload.Slot(4) {
 				d, b := buffers(testGeometry)
-				miss.Copies = append(miss.Copies, Copy{Slot: slot, Hash: kvblock.Hash(10 + slot), Digests: d, Data: b})
+				miss.Copies = append(miss.Copies, Copy{Slot: slot, Hash: th(uint64(10 + slot)), Digests: d, Data: b})
 			}
 			for _, j := range []Job{load, miss} {
 				if err := r.Submit(j); err != nil {
@@ -212,10 +213,10 @@ func TestRunnerClose(t *testing.T) {
 		t.Fatalf("completions %+v, want %+v", got, want)
 	}
 	dst, buf := buffers(testGeometry)
-	if ok, _ := g.Read(1, 1, dst, buf); !ok {
+	if ok, _ := g.Read(1, th(1), dst, buf); !ok {
 		t.Fatal("the running job's write was lost")
 	}
-	if ok, _ := g.Read(2, 2, dst, buf); ok {
+	if ok, _ := g.Read(2, th(2), dst, buf); ok {
 		t.Fatal("a cancelled job wrote")
 	}
 	r.Close() // idempotent

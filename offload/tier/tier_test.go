@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,15 +11,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/offload"
 )
 
 var testGeometry = Geometry{NumBlocks: 4, BlockBytes: 1000, DigestsPerBlock: 70} // > one digest chunk
 
+// th is a test hash made from a number: distinct numbers, distinct hashes.
+func th(n uint64) kvblock.Hash {
+	var h kvblock.Hash
+	binary.LittleEndian.PutUint64(h[:], n)
+	h[15] = 0x7e
+	return h
+}
+
 // block returns deterministic content for hash h.
 func block(g Geometry, h kvblock.Hash) ([]uint64, []byte) {
-	rng := rand.New(rand.NewPCG(uint64(h), 1))
+	rng := rand.New(rand.NewPCG(binary.LittleEndian.Uint64(h[:]), 1))
 	d := make([]uint64, g.DigestsPerBlock)
 	for i := range d {
 		d[i] = rng.Uint64()
@@ -56,24 +67,24 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := testGeometry
 			dst, buf := buffers(g)
-			if ok, err := s.Read(1, 7, dst, buf); ok || err != nil {
+			if ok, err := s.Read(1, th(7), dst, buf); ok || err != nil {
 				t.Fatalf("never-written slot: Read = %v, %v; want a miss", ok, err)
 			}
 			for slot := range offload.Slot(g.NumBlocks) {
-				d, b := block(g, kvblock.Hash(100+slot))
-				if err := s.Write(slot, kvblock.Hash(100+slot), d, b); err != nil {
+				d, b := block(g, th(uint64(100+slot)))
+				if err := s.Write(slot, th(uint64(100+slot)), d, b); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// Overwrite slot 2 with another block: the slot was reused.
-			d2, b2 := block(g, 300)
-			if err := s.Write(2, 300, d2, b2); err != nil {
+			d2, b2 := block(g, th(300))
+			if err := s.Write(2, th(300), d2, b2); err != nil {
 				t.Fatal(err)
 			}
 			for slot := range offload.Slot(g.NumBlocks) {
-				h := kvblock.Hash(100 + slot)
+				h := th(uint64(100 + slot))
 				if slot == 2 {
-					h = 300
+					h = th(300)
 				}
 				ok, err := s.Read(slot, h, dst, buf)
 				want, wantB := block(g, h)
@@ -81,19 +92,19 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatalf("slot %d: Read = %v, %v, equal %v", slot, ok, err, slices.Equal(buf, wantB))
 				}
 			}
-			if ok, err := s.Read(2, 102, dst, buf); ok || err != nil {
+			if ok, err := s.Read(2, th(102), dst, buf); ok || err != nil {
 				t.Fatalf("reading slot 2 as its previous block: %v, %v; want a miss", ok, err)
 			}
-			if err := s.Write(offload.Slot(g.NumBlocks), 1, d2, b2); !errors.Is(err, ErrSlot) {
+			if err := s.Write(offload.Slot(g.NumBlocks), th(1), d2, b2); !errors.Is(err, ErrSlot) {
 				t.Fatalf("Write out of range: %v", err)
 			}
-			if _, err := s.Read(-1, 1, dst, buf); !errors.Is(err, ErrSlot) {
+			if _, err := s.Read(-1, th(1), dst, buf); !errors.Is(err, ErrSlot) {
 				t.Fatalf("Read out of range: %v", err)
 			}
-			if err := s.Write(0, 1, d2[1:], b2); !errors.Is(err, ErrSize) {
+			if err := s.Write(0, th(1), d2[1:], b2); !errors.Is(err, ErrSize) {
 				t.Fatalf("Write short digests: %v", err)
 			}
-			if ok, err := s.Read(0, 100, dst, buf[1:]); ok || !errors.Is(err, ErrSize) {
+			if ok, err := s.Read(0, th(100), dst, buf[1:]); ok || !errors.Is(err, ErrSize) {
 				t.Fatalf("Read short buffer: %v, %v", ok, err)
 			}
 		})
@@ -128,20 +139,20 @@ func TestDiskCorruptTruncateDeleteAreMisses(t *testing.T) {
 	d := newDisk(t, g)
 	write := func(slot offload.Slot) {
 		t.Helper()
-		dig, b := block(g, kvblock.Hash(slot+1))
-		if err := d.Write(slot, kvblock.Hash(slot+1), dig, b); err != nil {
+		dig, b := block(g, th(uint64(slot+1)))
+		if err := d.Write(slot, th(uint64(slot+1)), dig, b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	dst, buf := buffers(g)
 	read := func(slot offload.Slot) bool {
 		t.Helper()
-		ok, err := d.Read(slot, kvblock.Hash(slot+1), dst, buf)
+		ok, err := d.Read(slot, th(uint64(slot+1)), dst, buf)
 		if err != nil {
 			t.Fatalf("slot %d: %v", slot, err)
 		}
 		if ok {
-			want, wantB := block(g, kvblock.Hash(slot+1))
+			want, wantB := block(g, th(uint64(slot+1)))
 			if !slices.Equal(dst, want) || !slices.Equal(buf, wantB) {
 				t.Fatalf("slot %d served wrong content", slot)
 			}
@@ -151,7 +162,7 @@ func TestDiskCorruptTruncateDeleteAreMisses(t *testing.T) {
 	size := recordHeaderSize + 8*g.DigestsPerBlock + g.BlockBytes
 	// Every field: magic, version, reserved, hash, lengths, checksum,
 	// digests, first and last data byte.
-	offsets := []int{0, 4, 6, 8, 16, 20, 24, 31, recordHeaderSize, recordHeaderSize + 8*g.DigestsPerBlock, size - 1}
+	offsets := []int{0, 4, 6, 8, 23, 24, 28, 32, 39, recordHeaderSize, recordHeaderSize + 8*g.DigestsPerBlock, size - 1}
 	for _, off := range offsets {
 		write(0)
 		raw, err := os.ReadFile(d.Path(0))
@@ -185,6 +196,30 @@ func TestDiskCorruptTruncateDeleteAreMisses(t *testing.T) {
 	if read(1) {
 		t.Fatal("record with a trailing byte: served")
 	}
+	// A version 1 record (64-bit hash, 32-byte header), well formed and
+	// with a valid checksum, whose 64-bit hash is the first half of the
+	// one asked for: a miss, because its identity is of another function.
+	{
+		dig, b := block(g, th(1))
+		h := th(1)
+		v1 := append([]byte(recordMagic), 1, 0, 0, 0)
+		v1 = append(v1, h[:8]...)
+		v1 = binary.LittleEndian.AppendUint32(v1, uint32(len(dig)))
+		v1 = binary.LittleEndian.AppendUint32(v1, uint32(len(b)))
+		var body []byte
+		for _, v := range dig {
+			body = binary.LittleEndian.AppendUint64(body, v)
+		}
+		body = append(body, b...)
+		sum := xxhash.Sum64(append(slices.Clone(v1), body...))
+		v1 = binary.LittleEndian.AppendUint64(v1, sum)
+		if err := os.WriteFile(d.Path(1), append(v1, body...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if read(1) {
+			t.Fatal("version 1 record: served")
+		}
+	}
 	write(2)
 	if err := os.Remove(d.Path(2)); err != nil {
 		t.Fatal(err)
@@ -212,7 +247,7 @@ func TestDiskCorruptTruncateDeleteAreMisses(t *testing.T) {
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("NewDisk left the temp file: %v", err)
 	}
-	if ok, err := d2.Read(2, 3, dst, buf); !ok || err != nil {
+	if ok, err := d2.Read(2, th(3), dst, buf); !ok || err != nil {
 		t.Fatalf("reopened tier lost slot 2: %v, %v", ok, err)
 	}
 	entries, _ := os.ReadDir(d.cfg.Dir)
@@ -229,12 +264,12 @@ func TestDiskSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, b := block(g, 9)
-	if err := d.Write(0, 9, dig, b); err != nil {
+	dig, b := block(g, th(9))
+	if err := d.Write(0, th(9), dig, b); err != nil {
 		t.Fatal(err)
 	}
 	dst, buf := buffers(g)
-	if ok, err := d.Read(0, 9, dst, buf); !ok || err != nil {
+	if ok, err := d.Read(0, th(9), dst, buf); !ok || err != nil {
 		t.Fatalf("Read = %v, %v", ok, err)
 	}
 }
@@ -245,12 +280,12 @@ func TestDiskWriteErrorLeavesNoRecord(t *testing.T) {
 	if err := os.RemoveAll(d.cfg.Dir); err != nil {
 		t.Fatal(err)
 	}
-	dig, b := block(g, 9)
-	if err := d.Write(0, 9, dig, b); err == nil || !strings.HasPrefix(err.Error(), "tier: ") {
+	dig, b := block(g, th(9))
+	if err := d.Write(0, th(9), dig, b); err == nil || !strings.HasPrefix(err.Error(), "tier: ") {
 		t.Fatalf("Write into a removed directory: %v", err)
 	}
 	dst, buf := buffers(g)
-	if ok, err := d.Read(0, 9, dst, buf); ok || err != nil {
+	if ok, err := d.Read(0, th(9), dst, buf); ok || err != nil {
 		t.Fatalf("Read = %v, %v; want a miss", ok, err)
 	}
 }
@@ -259,11 +294,11 @@ func ExampleDisk() {
 	dir, _ := os.MkdirTemp("", "kvtier")
 	defer os.RemoveAll(dir)
 	d, _ := NewDisk(DiskConfig{Dir: dir, Geometry: Geometry{NumBlocks: 2, BlockBytes: 4, DigestsPerBlock: 1}})
-	_ = d.Write(1, 0xabc, []uint64{42}, []byte("kv!!"))
+	_ = d.Write(1, th(0xabc), []uint64{42}, []byte("kv!!"))
 	dig, data := make([]uint64, 1), make([]byte, 4)
-	ok, _ := d.Read(1, 0xabc, dig, data)
+	ok, _ := d.Read(1, th(0xabc), dig, data)
 	fmt.Println(ok, dig[0], string(data))
-	ok, _ = d.Read(0, 0xabc, dig, data)
+	ok, _ = d.Read(0, th(0xabc), dig, data)
 	fmt.Println(ok)
 	// Output:
 	// true 42 kv!!
