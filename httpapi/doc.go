@@ -13,6 +13,13 @@
 //	GET  /metrics                            Prometheus text (package metrics)
 //	POST /kvlease/v1/requests/{id}/abort     abort a request by X-Request-Id
 //
+// With Config.APIKeys set (kvlease serve --api-key), every path under /v1
+// and the abort endpoint require "Authorization: Bearer <key>", as vLLM's
+// --api-key: the key is compared in constant time, and a request without a
+// valid one gets 401 (OpenAI's shape, code invalid_api_key, WWW-Authenticate
+// Bearer) before anything else is looked at. /health, /version and /metrics
+// stay open for probes and scrapers.
+//
 // Request bodies are parsed and validated by package openai; this package
 // adds what needs the engine: the model name, the prompt against the
 // context, the engine's answer, and the P/D transfer fields.
@@ -71,6 +78,8 @@
 //     "prompt"/"messages" or "max_tokens"), a bad X-Request-Id or one
 //     already in progress, bad kv_transfer_params, do_remote_decode with
 //     stream true; the message names the parameter and param holds it;
+//   - 401: API keys are configured and the request carries none of them
+//     (code invalid_api_key);
 //   - 404: a model other than the served one (code model_not_found), an
 //     unknown path, an unknown id at the abort endpoint;
 //   - 405: a known path with the wrong method (Allow says which);

@@ -79,6 +79,12 @@ type Config struct {
 	// Logger receives warnings and lifecycle logs, never one line per
 	// request. Nil discards.
 	Logger *slog.Logger
+	// APIKeys, when enabled, are required as "Authorization: Bearer <key>"
+	// on every path under /v1 and on the abort endpoint, as vLLM's
+	// --api-key (OPTIONS excepted, as there); a request without one gets
+	// 401 in OpenAI's error shape. /health, /version and /metrics stay
+	// open for probes and scrapers. The zero value requires nothing.
+	APIKeys openai.APIKeys
 }
 
 // Server is the OpenAI-compatible HTTP API of one engine. It is an
@@ -170,6 +176,12 @@ const (
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.APIKeys.Enabled() && r.Method != http.MethodOptions && needsKey(r.URL.Path) &&
+		!s.cfg.APIKeys.Allow(r.Header.Get("Authorization")) {
+		w.Header()["Www-Authenticate"] = []string{"Bearer"}
+		s.writeError(w, "", openai.Unauthorized())
+		return
+	}
 	switch p := r.URL.Path; p {
 	case "/v1/completions":
 		if s.method(w, r, http.MethodPost) {
@@ -204,6 +216,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.writeError(w, "", openai.NotFound("no route %s %s", r.Method, p))
 	}
+}
+
+// needsKey reports whether path needs an API key when keys are set: what
+// vLLM guards (every path starting with /v1) and the abort endpoint, which
+// can end anyone's request.
+func needsKey(path string) bool {
+	return strings.HasPrefix(path, "/v1") || strings.HasPrefix(path, abortPrefix)
 }
 
 // method answers 405 unless r uses want (GET also admits HEAD).

@@ -219,7 +219,7 @@ func (c *call) prefillOn(e *engine, body []byte) (json.RawMessage, legResult, st
 	c.p.m.legs.WithLabelValues(legPrefill).Observe(time.Since(start).Seconds())
 	ans, err := parseObject(raw)
 	if err != nil {
-		c.p.abortAll(c.ctx, c.id, e)
+		c.p.abortAll(c.ctx, c.id, c.r.Header, e)
 		c.fail(OutcomePrefillError, gatewayError(http.StatusBadGateway,
 			"prefill engine %s answered with invalid JSON: %v", e.hostPort, err))
 		return nil, legFinal, ""
@@ -230,7 +230,7 @@ func (c *call) prefillOn(e *engine, body []byte) (json.RawMessage, legResult, st
 		kv = nil
 		c.p.log.Warn("prefill answer has no kv_transfer_params; decode prefills itself", "req", c.id, "peer", e.base)
 	case bytes.TrimSpace(kv)[0] != '{':
-		c.p.abortAll(c.ctx, c.id, e)
+		c.p.abortAll(c.ctx, c.id, c.r.Header, e)
 		c.fail(OutcomePrefillError, gatewayError(http.StatusBadGateway,
 			"prefill engine %s answered with kv_transfer_params that are not an object", e.hostPort))
 		return nil, legFinal, ""
@@ -248,7 +248,7 @@ func (c *call) decode(body []byte) {
 	var failures []string
 	for attempt := range c.p.cfg.MaxDecodeAttempts {
 		if c.ctx.Err() != nil {
-			c.p.abortAll(c.ctx, c.id, c.holder)
+			c.p.abortAll(c.ctx, c.id, c.r.Header, c.holder)
 			c.outcome = OutcomeClientCancelled
 			return
 		}
@@ -269,7 +269,7 @@ func (c *call) decode(body []byte) {
 	}
 	// Nobody will read P's blocks: release them now rather than at the
 	// lease's expiry.
-	c.p.abortAll(c.ctx, c.id, c.holder)
+	c.p.abortAll(c.ctx, c.id, c.r.Header, c.holder)
 	released := ""
 	if c.holder != nil {
 		released = "; the prefill engine's KV blocks were released"
@@ -292,7 +292,7 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 		c.p.markDown(e)
 		if !isDialError(err) {
 			// The request may have reached e: make sure it lets go.
-			c.p.abortAll(c.ctx, c.id, e)
+			c.p.abortAll(c.ctx, c.id, c.r.Header, e)
 		}
 		return legRetry, fmt.Sprintf("%s: %v", e.hostPort, err)
 	}
@@ -305,7 +305,7 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 	case resp.StatusCode/100 != 2:
 		// D rejected the request (it tells P itself; the abort makes sure
 		// even with an engine that does not).
-		c.p.abortAll(c.ctx, c.id, c.holder)
+		c.p.abortAll(c.ctx, c.id, c.r.Header, c.holder)
 		c.passError(resp, OutcomeDecodeError, e)
 		return legFinal, ""
 	}
@@ -318,7 +318,7 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
 			return legFinal, ""
 		}
-		c.p.abortAll(c.ctx, c.id, e)
+		c.p.abortAll(c.ctx, c.id, c.r.Header, e)
 		return legRetry, fmt.Sprintf("%s: reading its answer: %v", e.hostPort, err)
 	}
 	if c.hasCached {
@@ -345,7 +345,7 @@ func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start
 			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
 			return legFinal, ""
 		}
-		c.p.abortAll(c.ctx, c.id, e)
+		c.p.abortAll(c.ctx, c.id, c.r.Header, e)
 		return legRetry, fmt.Sprintf("%s: its stream ended before the first event: %v", e.hostPort, err)
 	}
 	h := c.w.Header()
@@ -364,12 +364,12 @@ func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start
 				ev = rewriteUsageEvent(ev, c.cached)
 			}
 			if _, werr := c.w.Write(ev); werr != nil {
-				c.p.abortAll(c.ctx, c.id, e, c.holder)
+				c.p.abortAll(c.ctx, c.id, c.r.Header, e, c.holder)
 				c.outcome = OutcomeClientCancelled
 				return legFinal, ""
 			}
 			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
-				c.p.abortAll(c.ctx, c.id, e, c.holder)
+				c.p.abortAll(c.ctx, c.id, c.r.Header, e, c.holder)
 				c.outcome = OutcomeClientCancelled
 				return legFinal, ""
 			}
@@ -400,7 +400,7 @@ func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", c.id)
-	copyAuth(req.Header, c.r.Header)
+	c.p.engineHeaders(req.Header, c.r.Header)
 	return c.p.client.Do(req)
 }
 
@@ -410,7 +410,7 @@ func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response
 // the client if it is still there — with an error status, or an error
 // event when the stream has started.
 func (c *call) legFailed(ctx context.Context, err error, e *engine, role string, abort ...*engine) {
-	c.p.abortAll(c.ctx, c.id, abort...)
+	c.p.abortAll(c.ctx, c.id, c.r.Header, abort...)
 	var ae *openai.Error
 	switch {
 	case c.ctx.Err() != nil:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/proxy/route"
 )
 
@@ -67,6 +68,18 @@ type Config struct {
 	// least-loaded policy and notice engines that are down; 0 disables
 	// scraping (RunScraper returns at once).
 	ScrapeInterval time.Duration
+
+	// APIKeys, when enabled, are required of the proxy's clients as
+	// "Authorization: Bearer <key>" on every path under /v1 (401 in
+	// OpenAI's shape otherwise), as an engine's. /health and /metrics stay
+	// open.
+	APIKeys openai.APIKeys
+	// EngineAPIKey, when set, is the key the proxy presents to engines
+	// (their --api-key) on both legs, /v1/models and aborts, in place of
+	// the client's Authorization header. Empty: the client's header is
+	// forwarded as it came, so a client's key reaches the engines and the
+	// proxy can still abort its requests.
+	EngineAPIKey string
 
 	// Logger receives the proxy's logs; nil discards them.
 	Logger *slog.Logger

@@ -54,6 +54,15 @@
 // An engine that could not be connected to is passed over for DownFor
 // while others are up; a scrape that succeeds puts it back at once.
 //
+// # Authentication
+//
+// With Config.APIKeys the proxy requires "Authorization: Bearer <key>" of
+// its clients on every path under /v1, as an engine with --api-key does
+// (401 in OpenAI's shape otherwise). Towards the engines it presents
+// Config.EngineAPIKey when set, or else forwards the client's
+// Authorization header as it came, on both legs, /v1/models and the abort
+// calls it makes for that client's request.
+//
 // # Bounds
 //
 // Request bodies (MaxRequestBytes, 413), P's answer

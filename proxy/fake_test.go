@@ -35,8 +35,10 @@ type fakeEngine struct {
 	mu     sync.Mutex
 	reqs   []*fakeReq
 	aborts map[string]int
-	cancel map[string]context.CancelFunc
-	seen   chan string // each generation request's id, when non-nil
+	// abortAuth is the Authorization header of each id's last abort.
+	abortAuth map[string]string
+	cancel    map[string]context.CancelFunc
+	seen      chan string // each generation request's id, when non-nil
 }
 
 type fakeReq struct {
@@ -68,7 +70,7 @@ const (
 )
 
 func newFake(t *testing.T, role string) *fakeEngine {
-	f := &fakeEngine{t: t, role: role, aborts: map[string]int{}, cancel: map[string]context.CancelFunc{}}
+	f := &fakeEngine{t: t, role: role, aborts: map[string]int{}, abortAuth: map[string]string{}, cancel: map[string]context.CancelFunc{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -92,6 +94,7 @@ func (f *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Lock()
 		f.aborts[id]++
+		f.abortAuth[id] = r.Header.Get("Authorization")
 		if c := f.cancel[id]; c != nil {
 			c()
 		}
@@ -232,6 +235,12 @@ func (f *fakeEngine) abortCount(id string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.aborts[id]
+}
+
+func (f *fakeEngine) abortAuthorization(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.abortAuth[id]
 }
 
 func (f *fakeEngine) totalAborts() int {

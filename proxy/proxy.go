@@ -166,6 +166,12 @@ func (p *Proxy) Close() {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.handlers.Add(1)
 	defer p.handlers.Done()
+	if p.cfg.APIKeys.Enabled() && r.Method != http.MethodOptions && strings.HasPrefix(r.URL.Path, "/v1") &&
+		!p.cfg.APIKeys.Allow(r.Header.Get("Authorization")) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, openai.Unauthorized())
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/completions", "/v1/chat/completions":
 		if r.Method != http.MethodPost {
@@ -278,7 +284,7 @@ func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
 		skip[e.index] = true
 		ctx, cancel := context.WithTimeout(r.Context(), p.cfg.PrefillTimeout)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
-		copyAuth(req.Header, r.Header)
+		p.engineHeaders(req.Header, r.Header)
 		resp, err := p.client.Do(req)
 		e.inflight.Add(-1)
 		if err != nil {
@@ -383,11 +389,14 @@ func (p *Proxy) scrape(ctx context.Context, e *engine) {
 }
 
 // abort tells engine e to abort request id (on a prefill engine this
-// revokes its lease). Its own deadline, so it runs after the client left.
-func (p *Proxy) abort(ctx context.Context, e *engine, id string) {
+// revokes its lease), with the credentials of the client's request
+// headers client (engineHeaders). Its own deadline, so it runs after the
+// client left.
+func (p *Proxy) abort(ctx context.Context, e *engine, id string, client http.Header) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.AbortTimeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+AbortPath(id), nil)
+	p.engineHeaders(req.Header, client)
 	req.Header.Set("X-Request-Id", id)
 	resp, err := p.client.Do(req)
 	result := "ok"
@@ -407,11 +416,11 @@ func (p *Proxy) abort(ctx context.Context, e *engine, id string) {
 }
 
 // abortAll aborts id on each non-nil engine, concurrently, and waits.
-func (p *Proxy) abortAll(ctx context.Context, id string, engines ...*engine) {
+func (p *Proxy) abortAll(ctx context.Context, id string, client http.Header, engines ...*engine) {
 	var wg sync.WaitGroup
 	for _, e := range engines {
 		if e != nil {
-			wg.Go(func() { p.abort(ctx, e, id) })
+			wg.Go(func() { p.abort(ctx, e, id, client) })
 		}
 	}
 	wg.Wait()
@@ -455,10 +464,16 @@ func writeError(w http.ResponseWriter, e *openai.Error) {
 	w.Write(append(openai.AppendError(nil, e), '\n'))
 }
 
-// copyAuth copies the headers an engine may need from the client's
-// request: credentials and trace context.
-func copyAuth(dst, src http.Header) {
-	for _, k := range []string{"Authorization", "Traceparent", "Tracestate"} {
+// engineHeaders sets the headers an engine needs from the client's
+// request src: trace context, and credentials — Config.EngineAPIKey when
+// set, the client's Authorization otherwise.
+func (p *Proxy) engineHeaders(dst, src http.Header) {
+	keys := []string{"Authorization", "Traceparent", "Tracestate"}
+	if p.cfg.EngineAPIKey != "" {
+		dst["Authorization"] = []string{"Bearer " + p.cfg.EngineAPIKey}
+		keys = keys[1:]
+	}
+	for _, k := range keys {
 		if v := src.Values(k); len(v) > 0 {
 			dst[k] = v
 		}

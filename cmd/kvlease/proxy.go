@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/proxy"
 	"github.com/kvlease/kvlease/proxy/route"
 )
@@ -43,6 +44,10 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 	fs.DurationVar(&cfg.PrefillTimeout, "prefill-timeout", cfg.PrefillTimeout, "limit on the prefill leg (504 beyond)")
 	fs.DurationVar(&cfg.DecodeTimeout, "decode-timeout", cfg.DecodeTimeout, "limit on the decode leg, streaming included")
 	fs.DurationVar(&cfg.ScrapeInterval, "scrape-interval", cfg.ScrapeInterval, "period of engine /metrics scrapes (0 disables)")
+	var keys keyList
+	fs.Var(&keys, "api-key", "require this key of clients as \"Authorization: Bearer KEY\" on /v1/* (repeat for several; "+
+		"default "+apiKeyEnv+" or "+vllmAPIKeyEnv+"); /health and /metrics stay open")
+	fs.StringVar(&cfg.EngineAPIKey, "engine-api-key", "", "key presented to the engines (their --api-key) instead of forwarding the client's Authorization header")
 	drain := fs.Duration("drain-timeout", 5*time.Second, "on SIGTERM, time given to requests in flight before they are aborted")
 	if err := parseFlags(fs, args); err != nil {
 		return proxyFlags{}, err
@@ -78,6 +83,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 			return proxyFlags{}, fmt.Errorf("%s: want %s", f.name, f.want)
 		}
 	}
+	cfg.APIKeys = openai.NewAPIKeys(apiKeys(keys)...)
 	if err := cfg.Validate(); err != nil {
 		return proxyFlags{}, err
 	}
@@ -119,6 +125,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	f.cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if f.cfg.EngineAPIKey != "" && !f.cfg.APIKeys.Enabled() {
+		f.cfg.Logger.Warn("--engine-api-key is set but --api-key is not: anyone who reaches the proxy uses the engines with its key")
+	}
 	px, err := proxy.New(f.cfg)
 	if err != nil {
 		return err

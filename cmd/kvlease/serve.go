@@ -25,6 +25,7 @@ import (
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/offload/tier"
+	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/wire"
@@ -69,6 +70,7 @@ type serveFlags struct {
 	drain               time.Duration
 	logLevel            slog.Level
 	offload             *offload.Config // nil: no offload
+	apiKeys             []string        // required on /v1 and the abort endpoint; none: open
 }
 
 // poolConfig is the primary pool of f's engine.
@@ -108,6 +110,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	offloadTiers := fs.String("offload", "", "offload tiers for KV blocks: cpu:SIZE, disk:PATH:SIZE or both comma-separated "+
 		"(SIZE such as 512MiB, 8G or 4096blocks); empty: no offload")
+	var keys keyList
+	fs.Var(&keys, "api-key", "require this key as \"Authorization: Bearer KEY\" on /v1/* and the abort endpoint (repeat for several; "+
+		"default "+apiKeyEnv+" or "+vllmAPIKeyEnv+"); /health and /metrics stay open")
 	offloadPolicy := fs.String("offload-policy", "store-on-compute", "which blocks go to the offload tiers: "+strings.Join(offload.PolicyNames, ", "))
 	if err := parseFlags(fs, args); err != nil {
 		return serveFlags{}, err
@@ -117,7 +122,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 
 	f := serveFlags{host: *host, port: *port, transferPort: *transferPort, advertiseHost: *advertise,
 		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly,
-		sched: sc, seed: *seed, maxBodyBytes: *maxBody, drain: *drain}
+		sched: sc, seed: *seed, maxBodyBytes: *maxBody, drain: *drain, apiKeys: apiKeys(keys)}
 	var err error
 	if f.role, err = engine.ParseRole(*role); err != nil {
 		return f, fmt.Errorf("--role %q: want prefill, decode or both", *role)
@@ -367,7 +372,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	}
 	es.node = node.New(core, synth.New(f.prof, core.Pool(), f.seed), ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes,
-		Version: version(), Logger: log, Metrics: m})
+		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...)})
 	if err != nil {
 		es.close()
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/node"
+	kvopenai "github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/xfer"
@@ -40,6 +41,7 @@ type engineOpts struct {
 	maxNumSeqs int
 	maxWaiting int
 	numBlocks  int
+	apiKeys    []string // required on /v1 and the abort endpoint
 }
 
 // testEngine is one engine served on loopback.
@@ -100,7 +102,8 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 	node := node.New(core, synth.New(prof, core.Pool(), modelSeed), ncfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go node.Run(ctx)
-	api, err := httpapi.New(node, httpapi.Config{ModelName: modelName, Version: "e2e"})
+	api, err := httpapi.New(node, httpapi.Config{ModelName: modelName, Version: "e2e",
+		APIKeys: kvopenai.NewAPIKeys(o.apiKeys...)})
 	if err != nil {
 		t.Fatal(err)
 	}
