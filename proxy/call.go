@@ -70,10 +70,13 @@ func (p *Proxy) generate(w http.ResponseWriter, r *http.Request) {
 	p.m.inflight.Inc()
 	c := &call{p: p, w: w, r: r, ctx: r.Context()}
 	defer func() {
-		<-p.sem
 		p.m.inflight.Dec()
 		p.m.requests.WithLabelValues(c.outcome).Inc()
 		p.m.legs.WithLabelValues(legTotal).Observe(time.Since(start).Seconds())
+		// Last: once InFlight says the request is gone, its outcome is
+		// counted (TestCancelConcurrentStreams waits on InFlight, then
+		// reads the outcomes).
+		<-p.sem
 	}()
 	c.run()
 }
