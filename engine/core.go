@@ -46,6 +46,11 @@ type Usage struct {
 // Output is one event for one request: a new token, a finish, or both.
 type Output struct {
 	ID string
+	// Req is the core's own id of the request: unique over the core's
+	// life, never reused, unlike ID (a client's X-Request-Id, free for
+	// another request once this one finished). AbortReq and StopReq take
+	// it, so a caller holding an output addresses exactly its request.
+	Req uint64
 	// Token is the generated token, or model.NoToken.
 	Token int32
 	// Finished is set on the request's last output.
@@ -389,6 +394,45 @@ func (c *Core) Stop(now clock.Instant, id string) AbortResult {
 	return Aborted
 }
 
+// AbortReq is Abort of exactly the request whose core id is req
+// (Output.Req), never of another request that has since taken its external
+// id. lease is the lease its finished output was granted (Grant.Lease), or
+// zero: when the request has finished, that lease, and only it, is revoked
+// (or released at once if undelivered) as Abort would. A request that
+// finished, or that this core never had, is reported AbortAlreadyFinished:
+// a caller holds a core id only for a request the core accepted.
+func (c *Core) AbortReq(now clock.Instant, req uint64, lease wire.LeaseID) AbortResult {
+	if r, ok := c.byID[req]; ok && c.byExt[r.ext] == r {
+		c.finish(now, r, sched.FinishedAborted, model.NoToken)
+		return Aborted
+	}
+	if lease != 0 && c.producer != nil {
+		c.producer.AbortLease(now, lease)
+	}
+	return AbortAlreadyFinished
+}
+
+// StopReq is Stop of exactly the request whose core id is req
+// (Output.Req); a finished one is reported AbortAlreadyFinished and nothing
+// changes.
+func (c *Core) StopReq(now clock.Instant, req uint64) AbortResult {
+	r, ok := c.byID[req]
+	if !ok || c.byExt[r.ext] != r {
+		return AbortAlreadyFinished
+	}
+	r.stopped = true
+	c.finish(now, r, sched.FinishedStopped, model.NoToken)
+	return Aborted
+}
+
+// DeliveredLease is Delivered for exactly the lease granted (Grant.Lease),
+// never another lease granted to a request with the same external id.
+func (c *Core) DeliveredLease(now clock.Instant, lease wire.LeaseID, ok bool) {
+	if c.producer != nil {
+		c.producer.DeliveredLease(now, lease, ok)
+	}
+}
+
 // Step schedules the next batch if none is executing, and returns it with
 // the outputs and events produced since the previous Step.
 func (c *Core) Step(now clock.Instant) Ready {
@@ -485,7 +529,7 @@ func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 			c.offload.Computed(r.ID, c.pool.Blocks(r.Hold), r.Hashes, r.NumComputed)
 		}
 		if o.Token != model.NoToken {
-			out := Output{ID: r.ext, Token: o.Token, At: now}
+			out := Output{ID: r.ext, Req: r.ID, Token: o.Token, At: now}
 			c.announce(r, &out)
 			c.outputs = append(c.outputs, out)
 		}
@@ -508,7 +552,7 @@ func (c *Core) finish(now clock.Instant, r *request, st sched.Status, tok int32)
 		r.pulling = false
 	}
 	out := Output{
-		ID: r.ext, Token: tok, Finished: true, Status: st, At: now,
+		ID: r.ext, Req: r.ID, Token: tok, Finished: true, Status: st, At: now,
 		Usage: Usage{PromptTokens: r.NumPromptTokens, CompletionTokens: r.NumOutputTokens(), CachedTokens: r.NumCachedTokens},
 	}
 	if r.pulled {

@@ -234,6 +234,21 @@ func (l *Loop) Stop(now clock.Instant, id string) AbortResult { return l.core.St
 // (Core.Delivered).
 func (l *Loop) Delivered(now clock.Instant, id string, ok bool) { l.core.Delivered(now, id, ok) }
 
+// AbortReq aborts exactly the request whose core id is req, or revokes
+// exactly its lease once it finished (Core.AbortReq).
+func (l *Loop) AbortReq(now clock.Instant, req uint64, lease wire.LeaseID) AbortResult {
+	return l.core.AbortReq(now, req, lease)
+}
+
+// StopReq stops exactly the request whose core id is req (Core.StopReq).
+func (l *Loop) StopReq(now clock.Instant, req uint64) AbortResult { return l.core.StopReq(now, req) }
+
+// DeliveredLease reports whether the token of exactly lease reached its
+// client (Core.DeliveredLease).
+func (l *Loop) DeliveredLease(now clock.Instant, lease wire.LeaseID, ok bool) {
+	l.core.DeliveredLease(now, lease, ok)
+}
+
 // Reject tells remote prefix r's prefill engine that its request was
 // refused (Core.Reject).
 func (l *Loop) Reject(now clock.Instant, r *xfer.Remote) { l.core.Reject(now, r) }

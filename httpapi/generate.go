@@ -303,7 +303,7 @@ func (s *Server) recv(w http.ResponseWriter, r *http.Request, c *call, st *node.
 		// The engine does not know stop strings: end the request there,
 		// as a stop (finished_reason stop in the engine's counters too).
 		c.stopSent = true
-		s.eng.Stop(c.id)
+		st.Stop()
 	}
 	return true
 }
@@ -425,13 +425,13 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 		if ctx.Err() != nil {
 			// The client left before its answer: nobody can ever present
 			// the token.
-			s.eng.Delivered(c.id, false)
+			st.Delivered(false)
 			return
 		}
 		if !s.hasEndpoint {
 			// No decode engine could reach the blocks: free them now and
 			// answer as a single engine would.
-			s.eng.Delivered(c.id, false)
+			st.Delivered(false)
 			grant = nil
 		} else {
 			kv = s.grantParams(c.id, grant, c.fin.At, s.eng.Now())
@@ -461,7 +461,7 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 		if err == nil {
 			err = http.NewResponseController(w).Flush()
 		}
-		s.eng.Delivered(c.id, err == nil && ctx.Err() == nil)
+		st.Delivered(err == nil && ctx.Err() == nil)
 	}
 }
 

@@ -23,17 +23,22 @@ import (
 
 // Engine is what the server needs of an engine. *node.Node implements
 // it (and Rejecter); tests wrap a Node to observe calls.
+//
+// Everything a generation handler does to its request — abort it when the
+// client leaves, stop it on a stop string, report whether the lease token
+// was delivered — goes through the request's own engine.Stream
+// (Stream.Abort, Stream.Stop, Stream.Delivered), never through the
+// request's id: the id is the client's X-Request-Id, and once the request
+// finished another client may be using it (S29).
 type Engine interface {
 	// Start submits req and returns its stream at once; the outcome of
 	// the submission comes with the stream's first Recv (outputs, or
 	// node.ErrRefused and Stream.Refusal). req stays unchanged until
 	// then. See node.Node.Start.
 	Start(req *engine.Request, opt node.SubmitOptions) *node.Stream
+	// Abort aborts by id, for the abort endpoint only (see
+	// node.Node.Abort).
 	Abort(id string) engine.AbortResult
-	// Stop finishes a live request with status stopped (a stop string
-	// matched here, on the text): counted as a success, not an abort.
-	Stop(id string) engine.AbortResult
-	Delivered(id string, ok bool)
 	Stats() engine.NodeStats
 	Config() engine.Config
 	Now() clock.Instant

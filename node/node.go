@@ -120,7 +120,7 @@ type Node struct {
 	done chan struct{} // closed when Run returns
 
 	// Run-owned state.
-	streams     map[string]*Stream
+	streams     map[uint64]*Stream // open streams, by core id (Output.Req)
 	byInternal  map[uint64]*Stream // streams not yet scheduled, by core id
 	touched     []*Stream
 	idleWaiters []chan struct{}
@@ -186,7 +186,7 @@ func New(core *engine.Core, exec model.Executor, cfg Config) *Node {
 		onTransfer: cfg.OnTransfer,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
-		streams:    make(map[string]*Stream),
+		streams:    make(map[uint64]*Stream),
 		byInternal: make(map[uint64]*Stream),
 	}
 	lc := engine.LoopConfig{MaxReadStreams: cfg.MaxReadStreams, Logger: log}
@@ -395,7 +395,7 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 			s := m.stream
 			if res == engine.Accepted {
 				s.added = true
-				n.streams[s.id] = s
+				n.streams[internal] = s
 				s.internal = internal
 				n.byInternal[internal] = s
 			}
@@ -406,6 +406,9 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 				// may be another live request's (a duplicate).
 				m.abort <- engine.AbortUnknown
 				break
+			} else if st != nil {
+				m.abort <- n.loop.AbortReq(now, st.internal, st.lease)
+				break
 			}
 			m.abort <- n.loop.Abort(now, m.id)
 		case msgStats:
@@ -415,10 +418,24 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 		case msgIdle:
 			n.idleWaiters = append(n.idleWaiters, m.idle)
 		case msgDelivered:
+			if st := m.stream; st != nil {
+				if st.lease != 0 {
+					n.loop.DeliveredLease(now, st.lease, m.ok)
+				}
+				break
+			}
 			n.loop.Delivered(now, m.id, m.ok)
 		case msgReject:
 			n.loop.Reject(now, m.remote)
 		case msgStop:
+			if st := m.stream; st != nil {
+				if !st.added {
+					m.abort <- engine.AbortUnknown
+				} else {
+					m.abort <- n.loop.StopReq(now, st.internal)
+				}
+				break
+			}
 			m.abort <- n.loop.Stop(now, m.id)
 		case msgDrainBy:
 			n.loop.DrainBy(m.at)
@@ -454,7 +471,7 @@ func (n *Node) answerAdd(s *Stream, res engine.AddResult) {
 func (n *Node) route(outs []engine.Output) {
 	for i := range outs {
 		o := &outs[i]
-		s := n.streams[o.ID]
+		s := n.streams[o.Req]
 		if s == nil {
 			continue // not submitted through this node
 		}
@@ -468,7 +485,10 @@ func (n *Node) route(outs []engine.Output) {
 		s.buf = append(s.buf, *o)
 		s.mu.Unlock()
 		if o.Finished {
-			delete(n.streams, o.ID)
+			if o.Grant != nil {
+				s.lease = o.Grant.Lease
+			}
+			delete(n.streams, o.Req)
 			delete(n.byInternal, s.internal)
 		}
 		if (!s.finishedOnly || o.Finished) && !s.touched {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/wire"
 )
 
 type Stream struct {
@@ -18,7 +19,8 @@ type Stream struct {
 	notify       chan struct{} // capacity 1
 
 	// Loop-owned.
-	internal uint64
+	internal uint64       // the core's id of the request (Output.Req)
+	lease    wire.LeaseID // granted with the finished output, or 0
 	touched  bool
 	added    bool // the core accepted the submission
 
@@ -104,9 +106,12 @@ func (s *Stream) ScheduledAt() (clock.Instant, bool) {
 }
 
 // Abort aborts the stream's request (see Node.Abort). Unlike Node.Abort
-// with the stream's id, it never touches another request: if the stream's
-// own submission was refused (say, as a duplicate of a live id) it reports
-// engine.AbortUnknown, even while the refusal is still on its way to Recv.
+// with the stream's id, it never touches another request, even one that has
+// taken the id since this one finished (engine.Core.AbortReq): if the
+// stream's own submission was refused (say, as a duplicate of a live id) it
+// reports engine.AbortUnknown, even while the refusal is still on its way
+// to Recv; once its request finished, only the lease granted with its
+// finished output (if any) is revoked.
 func (s *Stream) Abort() engine.AbortResult {
 	if s.node == nil { // RefusedStream
 		return engine.AbortUnknown
@@ -116,4 +121,30 @@ func (s *Stream) Abort() engine.AbortResult {
 		return engine.AbortUnknown
 	}
 	return <-reply
+}
+
+// Stop stops the stream's request (see Node.Stop), never another request
+// that has taken its id since (engine.Core.StopReq). A refused submission
+// reports engine.AbortUnknown.
+func (s *Stream) Stop() engine.AbortResult {
+	if s.node == nil { // RefusedStream
+		return engine.AbortUnknown
+	}
+	reply := make(chan engine.AbortResult, 1)
+	if !s.node.enqueue(nodeMsg{kind: msgStop, id: s.id, stream: s, abort: reply}) {
+		return engine.AbortUnknown
+	}
+	return <-reply
+}
+
+// Delivered reports whether the response carrying the lease token of the
+// stream's finished output (engine.Output.Grant) reached the client (see
+// Node.Delivered). It addresses that lease only, never one granted to
+// another request with the same id; it is a no-op for a stream whose
+// request was granted none. Call it after Recv returned the finished
+// output; it does not wait for the loop.
+func (s *Stream) Delivered(ok bool) {
+	if s.node != nil {
+		s.node.enqueue(nodeMsg{kind: msgDelivered, id: s.id, stream: s, ok: ok})
+	}
 }

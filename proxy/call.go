@@ -18,10 +18,13 @@ import (
 
 // call is one generation request on its way through the two legs.
 type call struct {
-	p       *Proxy
-	w       http.ResponseWriter
-	r       *http.Request
-	ctx     context.Context // the client's: done when it leaves
+	p   *Proxy
+	w   http.ResponseWriter
+	r   *http.Request
+	ctx context.Context // the client's: done when it leaves
+	// id is the request's id at the engines (both legs' X-Request-Id, the
+	// aborts): a fresh UUID, or the client's X-Request-Id with a random
+	// suffix (engineRequestID). The client gets its own id back.
 	id      string
 	outcome string
 
@@ -82,12 +85,20 @@ func (p *Proxy) generate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *call) run() {
-	id, e := requestID(c.r.Header.Get("X-Request-Id"))
+	clientID := c.r.Header.Get("X-Request-Id")
+	id, e := requestID(clientID)
 	if e != nil {
 		c.fail(OutcomeBadRequest, e)
 		return
 	}
 	c.id = id
+	if clientID != "" {
+		// Another client may send the same id, now or once this request
+		// finished: the engines must see two requests, so that nothing
+		// done for one (an abort on a client's disconnect) reaches the
+		// other (S29).
+		c.id = engineRequestID(id)
+	}
 	c.w.Header().Set("X-Request-Id", id)
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, c.p.cfg.MaxRequestBytes))
 	if err != nil {

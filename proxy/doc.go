@@ -20,8 +20,12 @@
 //     which are P's answer's, verbatim. P's answer is read whole (its
 //     token is discarded).
 //
-// Both legs carry the same X-Request-Id: the client's when it sent one,
-// otherwise a new UUID; the client gets it back in the answer's header. The
+// Both legs carry the same X-Request-Id: a new UUID, or, when the client
+// sent one, the client's with "-" and 16 random hex digits appended (cut
+// to fit 256 bytes), so that two clients reusing one id are two requests to
+// the engines and nothing the proxy does for one (an abort) reaches the
+// other. The client gets its own id back in the answer's header (the body's
+// "id" is the engine's). The
 // answer's usage.prompt_tokens_details.cached_tokens (in a streamed answer,
 // every event with a usage) is P's, since the prompt's KV came from P.
 // Members of the body keep their order; only the edited ones are decoded.

@@ -42,12 +42,15 @@ type fakeEngine struct {
 }
 
 type fakeReq struct {
-	id     string
-	path   string
-	header http.Header
-	raw    []byte
-	body   object
-	kv     map[string]any
+	// id is the client's X-Request-Id: engineID without the proxy's
+	// random suffix (clientIDOf).
+	id       string
+	engineID string
+	path     string
+	header   http.Header
+	raw      []byte
+	body     object
+	kv       map[string]any
 }
 
 func (r *fakeReq) str(key string) string {
@@ -93,8 +96,8 @@ func (f *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 			f.t.Errorf("%s: abort of %q carries X-Request-Id %q", f.role, id, h)
 		}
 		f.mu.Lock()
-		f.aborts[id]++
-		f.abortAuth[id] = r.Header.Get("Authorization")
+		f.aborts[clientIDOf(id)]++
+		f.abortAuth[clientIDOf(id)] = r.Header.Get("Authorization")
 		if c := f.cancel[id]; c != nil {
 			c()
 		}
@@ -125,7 +128,8 @@ func (f *fakeEngine) generate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
-	req := &fakeReq{id: r.Header.Get("X-Request-Id"), path: r.URL.Path, header: r.Header.Clone(), raw: raw, body: body}
+	eid := r.Header.Get("X-Request-Id")
+	req := &fakeReq{id: clientIDOf(eid), engineID: eid, path: r.URL.Path, header: r.Header.Clone(), raw: raw, body: body}
 	if kv := body.get("kv_transfer_params"); kv != nil {
 		json.Unmarshal(kv, &req.kv)
 	}
@@ -133,11 +137,11 @@ func (f *fakeEngine) generate(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
-	f.cancel[req.id] = cancel
+	f.cancel[req.engineID] = cancel
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
-		delete(f.cancel, req.id)
+		delete(f.cancel, req.engineID)
 		f.mu.Unlock()
 	}()
 	if f.seen != nil {
@@ -231,6 +235,23 @@ func (f *fakeEngine) requests() []*fakeReq {
 	return append([]*fakeReq(nil), f.reqs...)
 }
 
+// clientIDOf is the client's X-Request-Id of an engine-side id: without
+// the "-" and 16 hex digits the proxy appends (engineRequestID).
+func clientIDOf(engineID string) string {
+	n := len(engineID) - 17
+	if n < 0 || engineID[n] != '-' {
+		return engineID
+	}
+	for _, c := range engineID[n+1:] {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return engineID
+		}
+	}
+	return engineID[:n]
+}
+
+// abortCount is the number of aborts of the requests whose client id is
+// id.
 func (f *fakeEngine) abortCount(id string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -505,6 +505,18 @@ func requestID(h string) (string, *openai.Error) {
 	return h, nil
 }
 
+// engineRequestID is the id the engines see for a request whose client
+// sent X-Request-Id id: id, cut to leave room, then "-" and 16 random hex
+// digits, as vLLM makes client ids unique internally. Two clients sending
+// one id, at once or one after the other, are two requests to the engines,
+// and each abort the proxy sends names its own.
+func engineRequestID(id string) string {
+	const suffix = 1 + 16
+	var b [8]byte
+	rand.Read(b[:])
+	return id[:min(len(id), maxRequestIDBytes-suffix)] + "-" + hex.EncodeToString(b[:])
+}
+
 // escapePathSegment escapes what requestID lets through and a URL path
 // segment cannot hold verbatim.
 func escapePathSegment(s string) string {

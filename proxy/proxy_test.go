@@ -305,9 +305,22 @@ func TestRequestID(t *testing.T) {
 	r := newRig(t, 1, 1, nil)
 	resp := r.post("/v1/completions", `{"prompt":"x"}`, "X-Request-Id", "client-id-1")
 	readAll(t, resp)
-	if resp.Header.Get("X-Request-Id") != "client-id-1" || r.pre[0].requests()[0].id != "client-id-1" ||
-		r.dec[0].requests()[0].id != "client-id-1" {
-		t.Error("the client's X-Request-Id was not used on both legs and echoed")
+	pr, dr := r.pre[0].requests()[0], r.dec[0].requests()[0]
+	if resp.Header.Get("X-Request-Id") != "client-id-1" || pr.id != "client-id-1" || dr.engineID != pr.engineID ||
+		!strings.HasPrefix(pr.engineID, "client-id-1-") || len(pr.engineID) != len("client-id-1")+17 {
+		t.Errorf("echoed %q, P saw %q, D %q: want the client's id echoed, and on both legs with one random suffix",
+			resp.Header.Get("X-Request-Id"), pr.engineID, dr.engineID)
+	}
+	// The same id again (S29): another request to the engines.
+	readAll(t, r.post("/v1/completions", `{"prompt":"x"}`, "X-Request-Id", "client-id-1"))
+	if again := r.pre[0].requests()[1]; again.id != "client-id-1" || again.engineID == pr.engineID {
+		t.Errorf("a reused client id reached P as %q, the first as %q", again.engineID, pr.engineID)
+	}
+	// A client id of the maximum length is cut to leave room.
+	long := strings.Repeat("y", maxRequestIDBytes)
+	readAll(t, r.post("/v1/completions", `{"prompt":"x"}`, "X-Request-Id", long))
+	if got := r.pre[0].requests()[2].engineID; len(got) != maxRequestIDBytes || !strings.HasPrefix(got, long[:maxRequestIDBytes-17]+"-") {
+		t.Errorf("a %d-byte client id reached P as %d bytes: %.40q", maxRequestIDBytes, len(got), got)
 	}
 	for _, bad := range []string{"has space", "a/b", strings.Repeat("x", 300), "50%"} {
 		resp := r.post("/v1/completions", `{"prompt":"x"}`, "X-Request-Id", bad)

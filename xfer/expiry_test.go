@@ -257,7 +257,14 @@ func TestS24OtherEntryPointsAfterDue(t *testing.T) {
 			}
 		}},
 		{"undelivered", func(e *pEnv, s SessionID) { e.p.Delivered(e.now, "r", false) }},
-		{"request id reused", func(e *pEnv, s SessionID) { e.grant("r", 4) }},
+		// A grant under a reused request id leaves the older lease alone
+		// (S29); the handler's lease-addressed calls are entry points.
+		{"abort by lease", func(e *pEnv, s SessionID) {
+			if e.p.AbortLease(e.now, e.p.byReq["r"].id) {
+				e.t.Fatal("AbortLease found a due lease live")
+			}
+		}},
+		{"undelivered by lease", func(e *pEnv, s SessionID) { e.p.DeliveredLease(e.now, e.p.byReq["r"].id, false) }},
 		{"shutdown", func(e *pEnv, s SessionID) { e.p.ReleaseAll(e.now, wire.ReasonShutdown) }},
 		{"session lost", func(e *pEnv, s SessionID) { e.p.Disconnected(e.now, s) }},
 	} {

@@ -170,16 +170,13 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 		p.stats.Refused++
 		return Grant{}, false
 	}
-	if old, dup := p.byReq[req]; dup {
-		// A request id reused while its old lease lives: the old lease can
-		// no longer be named by this id, so it is released (after its reads,
-		// if any are in flight: releasing a pinned lease would free blocks
-		// being streamed) — as expired if it was already due.
-		delete(p.byReq, req)
-		if !p.expireDue(now, old) {
-			p.end(now, old, wire.ReasonAborted)
-		}
-	}
+	// A request id reused while an older lease of that id lives (the
+	// first request finished, a client sent another with the same
+	// X-Request-Id): both leases live on. The id names the newest for
+	// the callers that only have an id (Delivered, Abort: the abort
+	// endpoint); the first request's own handler addresses its lease by
+	// its LeaseID (DeliveredLease, AbortLease), so nothing done for one
+	// request reaches the other's lease (S29).
 	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never, hix: -1}
 	for {
 		l.id = wire.LeaseID(p.rng.Uint64())
@@ -207,10 +204,25 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 
 // Delivered reports whether the response carrying req's lease token reached
 // the client. If it did not, nobody can ever present the token, so the lease
-// is released at once (reason undelivered) under PolicyLease.
+// is released at once (reason undelivered) under PolicyLease. req names the
+// newest lease granted under that id; DeliveredLease names one exactly.
 func (p *Producer) Delivered(now clock.Instant, req string, ok bool) {
-	l, found := p.byReq[req]
-	if !found || !p.liveAfterDue(now, l) {
+	if l, found := p.byReq[req]; found {
+		p.delivered(now, l, ok)
+	}
+}
+
+// DeliveredLease is Delivered for the lease id granted (Grant.Lease): it
+// never touches another lease, whatever request ids they carry. A lease
+// already released is a no-op.
+func (p *Producer) DeliveredLease(now clock.Instant, id wire.LeaseID, ok bool) {
+	if l, found := p.leases[id]; found {
+		p.delivered(now, l, ok)
+	}
+}
+
+func (p *Producer) delivered(now clock.Instant, l *leaseState, ok bool) {
+	if !p.liveAfterDue(now, l) {
 		return
 	}
 	if ok {
@@ -228,12 +240,27 @@ func (p *Producer) Delivered(now clock.Instant, req string, ok bool) {
 // It reports whether a live lease was found (a lease already due is
 // expired instead, and reports false unless a read pins it, as it would had
 // Tick run first).
-// Under the vLLM-like policies the abort is ignored, as vLLM does.
+// Under the vLLM-like policies the abort is ignored, as vLLM does. req names
+// the newest lease granted under that id; AbortLease names one exactly.
 func (p *Producer) Abort(now clock.Instant, req string) bool {
 	l, found := p.byReq[req]
 	if !found {
 		return false
 	}
+	return p.abort(now, l)
+}
+
+// AbortLease is Abort for the lease id granted (Grant.Lease): it never
+// touches another lease. It reports what Abort reports.
+func (p *Producer) AbortLease(now clock.Instant, id wire.LeaseID) bool {
+	l, found := p.leases[id]
+	if !found {
+		return false
+	}
+	return p.abort(now, l)
+}
+
+func (p *Producer) abort(now clock.Instant, l *leaseState) bool {
 	if MutateNaiveAbort {
 		// A naive engine frees the finished request's blocks on abort:
 		// whatever the policy, pinned or bound, and tells nobody.

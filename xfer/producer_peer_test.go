@@ -226,25 +226,46 @@ func TestProducerPeerGraceAndRebind(t *testing.T) {
 	}
 }
 
-func TestProducerDuplicateRequestIDWithPinnedLease(t *testing.T) {
+// TestProducerDuplicateRequestID: a request id reused while the first
+// lease of that id lives (S29) leaves the first lease alone; the id names
+// the newest lease, and each lease is addressed exactly by its LeaseID.
+func TestProducerDuplicateRequestID(t *testing.T) {
 	e := newPEnv(t, testConfig(PolicyLease))
 	g1 := e.grant("r", 8)
 	s := e.connect()
 	e.send(s, &wire.Read{ReadID: 1, Lease: g1.Lease, Token: g1.Token, Indexes: []uint32{0, 1}})
-	g2 := e.grant("r", 8) // the same request id finishes again
-	if _, ok := released(e, g1.Lease); ok {
-		t.Fatal("old lease freed under its read")
-	}
+	g2 := e.grant("r", 8) // another request with the same id finishes
+	g3 := e.grant("r", 8) // and a third
 	e.p.ReadFinished(e.now, s, 1, true)
 	e.check()
-	if r, ok := released(e, g1.Lease); !ok || r.reason != wire.ReasonAborted {
+	if len(e.rel) != 0 || e.p.NumLeases() != 3 {
+		t.Fatalf("a reused id released a lease: %+v, %d live", e.rel, e.p.NumLeases())
+	}
+	// The first request's handler: its answer was delivered, then its
+	// client aborts; only its own lease is revoked.
+	e.p.DeliveredLease(e.now, g1.Lease, true)
+	if !e.p.AbortLease(e.now, g1.Lease) {
+		t.Fatal("AbortLease of a live lease reported none")
+	}
+	if r, ok := released(e, g1.Lease); !ok || r.reason != wire.ReasonAborted || len(e.rel) != 1 {
 		t.Fatalf("%+v", e.rel)
 	}
-	// The request id names the new lease.
+	// The second's answer was not delivered: only its lease goes.
+	e.p.DeliveredLease(e.now, g2.Lease, false)
+	if r, ok := released(e, g2.Lease); !ok || r.reason != wire.ReasonUndelivered || len(e.rel) != 2 {
+		t.Fatalf("%+v", e.rel)
+	}
+	// Addressing released leases again changes nothing.
+	e.p.DeliveredLease(e.now, g1.Lease, false)
+	if e.p.AbortLease(e.now, g2.Lease) || len(e.rel) != 2 {
+		t.Fatalf("a released lease was addressed: %+v", e.rel)
+	}
+	// The request id names the newest lease.
 	e.p.Delivered(e.now, "r", false)
-	if r, ok := released(e, g2.Lease); !ok || r.reason != wire.ReasonUndelivered {
+	if r, ok := released(e, g3.Lease); !ok || r.reason != wire.ReasonUndelivered || len(e.rel) != 3 {
 		t.Fatalf("%+v", e.rel)
 	}
+	e.check()
 }
 
 func TestProducerMaxServedReads(t *testing.T) {
