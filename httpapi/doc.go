@@ -55,7 +55,7 @@
 // says which string or id), "length" (max_tokens or the context) or "abort"
 // (the engine shut down under the request). Stop strings are applied here,
 // not in the engine: when one matches the request is stopped in the engine
-// at once (node.Node.Stop: it counts as finished_reason stop, not abort,
+// at once (node.Stream.Stop: it counts as finished_reason stop, not abort,
 // in vllm:request_success_total), its text ends before the stop string (unless
 // include_stop_str_in_output) and completion_tokens counts the tokens up
 // to the one that completed it. usage.prompt_tokens_details.cached_tokens
@@ -100,7 +100,7 @@
 // remote_num_tokens, lease_token (32 hex digits), lease_expires_in_ms and
 // lease_id (16 hex digits; see LeaseIDField). After writing that answer
 // the server reports to the engine whether the write succeeded
-// (Engine.Delivered): a token that never reached the client frees the
+// (node.Stream.Delivered): a token that never reached the client frees the
 // blocks at once. Such a request must not stream.
 //
 // On an engine with a transfer consumer (role decode, or both with a
