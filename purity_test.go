@@ -46,16 +46,17 @@ var pure = map[string][]string{
 
 // edge lists the packages allowed to do I/O.
 var edge = map[string]bool{
-	"cmd/kvlease":   true,
-	"httpapi":       true,
-	"metrics":       true,
-	"proxy":         true,
-	"transport/tcp": true,
-	"offload/tier":  true,
-	"bench":         true,
-	"cluster":       true,
-	"node":          true,
-	"internal/e2e":  true,
+	"cmd/kvlease":    true,
+	"httpapi":        true,
+	"metrics":        true,
+	"proxy":          true,
+	"transport/tcp":  true,
+	"offload/tier":   true,
+	"bench":          true,
+	"cluster":        true,
+	"node":           true,
+	"internal/e2e":   true,
+	"internal/chaos": true,
 }
 
 // forbiddenImports are the standard-library packages a pure package may not

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +26,10 @@ import (
 
 // MaxEngines bounds the engines of one role.
 const MaxEngines = 64
+
+// RoleProxy is the Engine.Role of the proxy when it runs as a process
+// (Options.ProxyProcess).
+const RoleProxy = "proxy"
 
 // Options configures Start. The zero value is one prefill and one decode
 // engine of the tiny profile behind a round-robin proxy on a free port.
@@ -73,6 +78,20 @@ type Options struct {
 	DrainTimeout time.Duration
 	// Logger receives the cluster's and the proxy's logs; nil discards.
 	Logger *slog.Logger
+
+	// Place, when set, places each process before its command line is
+	// built (the engines, then the proxy when ProxyProcess is set): it may
+	// change the Host, Port and TransferPort the cluster picked, and
+	// returns the command prefix the process runs under, such as
+	// ["ip", "netns", "exec", NAME] (nil: none). The prefix must exec the
+	// kvlease binary in place (same pid), so that signals reach it.
+	Place func(e *Engine) []string
+	// ProxyProcess runs the proxy as a child process (kvlease proxy) with
+	// the engines' URLs, instead of in-process: it can then be killed and
+	// restarted like an engine, at index ProxyIndex. Options.Proxy is
+	// not applied to it; ProxyArgs are appended to its command line.
+	ProxyProcess bool
+	ProxyArgs    []string
 }
 
 func (o *Options) fill() error {
@@ -124,10 +143,11 @@ func (o *Options) fill() error {
 // restarts.
 type Engine struct {
 	// Index is the engine's position in Cluster.Engines: prefill engines
-	// first, then decode engines.
+	// first, then decode engines (a proxy process: Cluster.ProxyIndex).
 	Index int
-	// Role is proxy.RolePrefill or proxy.RoleDecode; RoleIndex its
-	// position among the engines of its role.
+	// Role is proxy.RolePrefill or proxy.RoleDecode (RoleProxy for a
+	// proxy process); RoleIndex its position among the engines of its
+	// role.
 	Role      string
 	RoleIndex int
 	// URL is the engine's HTTP base URL; Port and TransferPort its HTTP
@@ -191,6 +211,7 @@ type Cluster struct {
 	tempLogDir string
 
 	px        *proxy.Proxy
+	proxyProc *proc // the proxy's process, with Options.ProxyProcess
 	proxyURL  string
 	stopProxy context.CancelFunc
 	served    chan error
@@ -202,9 +223,10 @@ type Cluster struct {
 
 // proc is one engine and its current process.
 type proc struct {
-	info Engine
-	env  []string
-	args []string
+	info   Engine
+	env    []string
+	prefix []string // runs the binary under this command (Options.Place)
+	args   []string
 
 	mu  sync.Mutex // serializes Kill, Stop, Restart and Close of this engine
 	cur *run       // the latest process, nil before the first launch
@@ -227,7 +249,7 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	if err := opt.fill(); err != nil {
 		return nil, err
 	}
-	c = &Cluster{opt: opt, exits: make(chan Exit, 2*(opt.Prefill+opt.Decode))}
+	c = &Cluster{opt: opt, exits: make(chan Exit, 2*(opt.Prefill+opt.Decode+1))}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -257,14 +279,31 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 		if i >= opt.Prefill {
 			e.Role, e.RoleIndex = proxy.RoleDecode, i-opt.Prefill
 		}
-		e.URL = "http://" + net.JoinHostPort(opt.Host, strconv.Itoa(e.Port))
+		prefix := c.place(&e)
 		e.LogPath = filepath.Join(logDir, e.Name()+".log")
 		build := opt.ServeArgs
 		if build == nil {
 			build = DefaultServeArgs
 		}
 		args := append(build(e, c.secretFile), opt.ExtraServeArgs...)
-		c.engines = append(c.engines, &proc{info: e, args: args, env: opt.Env})
+		c.engines = append(c.engines, &proc{info: e, prefix: prefix, args: args, env: opt.Env})
+	}
+	if opt.ProxyProcess {
+		e := Engine{Index: n, Role: RoleProxy, Host: opt.Host, Port: opt.ProxyPort}
+		if e.Port == 0 {
+			p, err := freePorts(opt.Host, 1)
+			if err != nil {
+				return c, err
+			}
+			e.Port = p[0]
+		}
+		prefix := c.place(&e)
+		e.LogPath = filepath.Join(logDir, "proxy.log")
+		args := append([]string{"proxy", "--host", e.Host, "--port", strconv.Itoa(e.Port),
+			"--prefill", strings.Join(c.URLs(proxy.RolePrefill), ","),
+			"--decode", strings.Join(c.URLs(proxy.RoleDecode), ","),
+			"--policy", opt.Policy.String(), "--drain-timeout", opt.DrainTimeout.String()}, opt.ProxyArgs...)
+		c.proxyProc = &proc{info: e, prefix: prefix, args: args, env: opt.Env}
 	}
 	for _, p := range c.engines {
 		if err := c.launch(p); err != nil {
@@ -276,7 +315,25 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
+	if p := c.proxyProc; p != nil {
+		c.proxyURL = p.info.URL
+		if err := c.launch(p); err != nil {
+			return c, err
+		}
+		return c, c.waitHealthy(ctx, p)
+	}
 	return c, c.startProxy()
+}
+
+// place applies Options.Place to e and sets its URL; it returns the
+// command prefix.
+func (c *Cluster) place(e *Engine) []string {
+	var prefix []string
+	if c.opt.Place != nil {
+		prefix = c.opt.Place(e)
+	}
+	e.URL = "http://" + net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
+	return prefix
 }
 
 func (c *Cluster) startProxy() error {
@@ -314,7 +371,8 @@ func (c *Cluster) launch(p *proc) error {
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	cmd := exec.Command(c.opt.Binary, p.args...)
+	argv := append(append(append([]string(nil), p.prefix...), c.opt.Binary), p.args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.SysProcAttr = sysProcAttr()
@@ -382,8 +440,17 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *proc) error {
 // URL returns the proxy's base URL.
 func (c *Cluster) URL() string { return c.proxyURL }
 
-// Proxy returns the in-process proxy.
+// Proxy returns the in-process proxy; nil with Options.ProxyProcess.
 func (c *Cluster) Proxy() *proxy.Proxy { return c.px }
+
+// ProxyIndex is the index that Kill, Stop, Restart, Running and PID take
+// for the proxy's process (Options.ProxyProcess), and -1 without one.
+func (c *Cluster) ProxyIndex() int {
+	if c.proxyProc == nil {
+		return -1
+	}
+	return len(c.engines)
+}
 
 // SecretFile returns the path of the cluster secret (0600).
 func (c *Cluster) SecretFile() string { return c.secretFile }
@@ -442,6 +509,9 @@ func (c *Cluster) PID(i int) int {
 }
 
 func (c *Cluster) engine(i int) *proc {
+	if i == len(c.engines) && c.proxyProc != nil {
+		return c.proxyProc
+	}
 	if i < 0 || i >= len(c.engines) {
 		panic(fmt.Sprintf("cluster: engine index %d out of range [0, %d)", i, len(c.engines)))
 	}
@@ -464,6 +534,33 @@ func (c *Cluster) Stop(i int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.signalAndWait(syscall.SIGTERM, c.opt.StopTimeout)
+}
+
+// Pause sends SIGSTOP to engine i: it stays alive but runs no code (its
+// sockets stay open, its clock goes on) until Resume. Kill, Stop, Restart
+// and Close resume a paused engine as they stop it.
+func (c *Cluster) Pause(i int) error { return c.signal(i, syscall.SIGSTOP) }
+
+// Resume sends SIGCONT to engine i.
+func (c *Cluster) Resume(i int) error { return c.signal(i, syscall.SIGCONT) }
+
+func (c *Cluster) signal(i int, sig syscall.Signal) error {
+	p := c.engine(i)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.cur
+	if r == nil {
+		return ErrNotRunning
+	}
+	select {
+	case <-r.done:
+		return ErrNotRunning
+	default:
+	}
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("cluster: signalling %s: %w", p.info.Name(), err)
+	}
+	return nil
 }
 
 // Restart stops engine i if it runs, starts it again on the same ports and
@@ -503,6 +600,9 @@ func (p *proc) signalAndWait(sig syscall.Signal, grace time.Duration) error {
 		}
 		return fmt.Errorf("cluster: signalling %s: %w", p.info.Name(), err)
 	}
+	if sig != syscall.SIGKILL {
+		r.cmd.Process.Signal(syscall.SIGCONT) // a paused process acts on sig only once resumed
+	}
 	if grace <= 0 {
 		<-r.done
 		return nil
@@ -527,6 +627,11 @@ func (c *Cluster) Close() error {
 		if c.stopProxy != nil {
 			c.stopProxy()
 			c.closeErr = <-c.served
+		}
+		if p := c.proxyProc; p != nil {
+			p.mu.Lock()
+			p.signalAndWait(syscall.SIGTERM, c.opt.StopTimeout)
+			p.mu.Unlock()
 		}
 		var wg sync.WaitGroup
 		for _, p := range c.engines {

@@ -1,0 +1,399 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/proxy"
+)
+
+// Ports every process uses inside its own namespace.
+const (
+	enginePort   = 8000
+	transferPort = 9000
+	proxyPort    = 8080
+)
+
+// Options configures Start.
+type Options struct {
+	// Binary is the kvlease executable; "" is this process's own.
+	Binary string
+	// Prefill and Decode are the engine counts; 0 means 1.
+	Prefill, Decode int
+	// Lease is every engine's --kv-lease (heartbeat, extension and peer
+	// grace scale with it); 0 is 3 s.
+	Lease time.Duration
+	// ExtraServeArgs are appended to every engine's command line.
+	ExtraServeArgs []string
+	// LogDir receives the processes' logs; "" is a temporary directory
+	// removed by Close.
+	LogDir string
+	// Logger receives the harness's and the cluster's logs; nil discards.
+	Logger *slog.Logger
+}
+
+// Harness is a P/D cluster with each engine and the proxy in its own
+// network namespace of a Net, and a single `--role both` engine on
+// loopback as the reference for every answer.
+type Harness struct {
+	Net     *Net
+	Cluster *cluster.Cluster
+	opt     Options
+	nodes   map[string]*Node // by process name: prefill0, decode0, proxy0
+
+	refURL string
+	ref    *exec.Cmd
+	refMu  sync.Mutex
+	refAns map[string]string
+}
+
+// Start creates the network, starts the engines and the proxy in it and
+// the reference engine, and waits for all of them to be healthy. On error
+// everything started is stopped and removed.
+func Start(ctx context.Context, opt Options) (h *Harness, err error) {
+	if opt.Prefill == 0 {
+		opt.Prefill = 1
+	}
+	if opt.Decode == 0 {
+		opt.Decode = 1
+	}
+	if opt.Lease == 0 {
+		opt.Lease = 3 * time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Binary == "" {
+		if opt.Binary, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	h = &Harness{opt: opt, nodes: map[string]*Node{}, refAns: map[string]string{}}
+	defer func() {
+		if err != nil {
+			h.Close()
+			h = nil
+		}
+	}()
+	if h.Net, err = NewNet(ctx); err != nil {
+		return h, err
+	}
+	var names []string
+	for i := range opt.Prefill {
+		names = append(names, proxy.RolePrefill+strconv.Itoa(i))
+	}
+	for i := range opt.Decode {
+		names = append(names, proxy.RoleDecode+strconv.Itoa(i))
+	}
+	for _, name := range append(names, cluster.RoleProxy+"0") {
+		if h.nodes[name], err = h.Net.AddNode(ctx, name); err != nil {
+			return h, err
+		}
+	}
+	h.Cluster, err = cluster.Start(ctx, cluster.Options{
+		Prefill: opt.Prefill, Decode: opt.Decode, Binary: opt.Binary, LogDir: opt.LogDir,
+		ExtraServeArgs: append([]string{"--kv-lease", opt.Lease.String()}, opt.ExtraServeArgs...),
+		ProxyProcess:   true,
+		Place: func(e *cluster.Engine) []string {
+			nd := h.nodes[e.Name()]
+			e.Host, e.Port, e.TransferPort = nd.IP, enginePort, transferPort
+			if e.Role == cluster.RoleProxy {
+				e.Port = proxyPort
+			}
+			return nd.Exec()
+		},
+		ReadyTimeout: 60 * time.Second,
+		StopTimeout:  10 * time.Second,
+		Logger:       opt.Logger,
+	})
+	if err != nil {
+		return h, err
+	}
+	return h, h.startReference(ctx)
+}
+
+// startReference runs kvlease serve --role both on a free loopback port.
+func (h *Harness) startReference(ctx context.Context) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	h.ref = exec.Command(h.opt.Binary, "serve", "--role", "both", "--port", strconv.Itoa(port), "--profile", "tiny")
+	h.ref.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if h.opt.LogDir != "" {
+		if f, err := os.Create(filepath.Join(h.opt.LogDir, "reference.log")); err == nil {
+			h.ref.Stdout, h.ref.Stderr = f, f
+			defer f.Close()
+		}
+	}
+	if err := h.ref.Start(); err != nil {
+		return err
+	}
+	h.refURL = "http://127.0.0.1:" + strconv.Itoa(port)
+	return waitCond(ctx, time.Minute, func() error {
+		resp, err := http.Get(h.refURL + "/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("reference /health: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// Node returns the namespace of a process: "prefill0", "decode1",
+// "proxy0".
+func (h *Harness) Node(name string) *Node {
+	nd := h.nodes[name]
+	if nd == nil {
+		panic("chaos: no node " + name)
+	}
+	return nd
+}
+
+// Index returns the cluster index of a process name (the proxy's too).
+func (h *Harness) Index(name string) int {
+	if name == cluster.RoleProxy+"0" {
+		return h.Cluster.ProxyIndex()
+	}
+	for _, e := range h.Cluster.Engines() {
+		if e.Name() == name {
+			return e.Index
+		}
+	}
+	panic("chaos: no engine " + name)
+}
+
+// Lease is the lease the engines run with.
+func (h *Harness) Lease() time.Duration { return h.opt.Lease }
+
+// Close stops the processes, then removes the network. Safe to call more
+// than once.
+func (h *Harness) Close() error {
+	var errs []error
+	if h.Cluster != nil {
+		errs = append(errs, h.Cluster.Close())
+	}
+	if h.ref != nil && h.ref.Process != nil {
+		h.ref.Process.Signal(syscall.SIGTERM)
+		h.ref.Wait()
+		h.ref = nil
+	}
+	if h.Net != nil {
+		errs = append(errs, h.Net.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Exited returns the engines (or the proxy) that died unasked so far.
+func (h *Harness) Exited() []cluster.Exit {
+	var out []cluster.Exit
+	for {
+		select {
+		case x := <-h.Cluster.Exits():
+			out = append(out, x)
+		default:
+			return out
+		}
+	}
+}
+
+// Metrics is one engine's /metrics: each sample's series (name and
+// labels, as exposed) to its value.
+type Metrics map[string]float64
+
+// Scrape reads url's /metrics.
+func Scrape(ctx context.Context, url string) (Metrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s/metrics: %s", url, resp.Status)
+	}
+	m := Metrics{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s/metrics: %q: %w", url, line, err)
+		}
+		m[line[:i]] = v
+	}
+	return m, sc.Err()
+}
+
+// Sum adds the samples of metric name whose labels include every
+// key="value" of match.
+func (m Metrics) Sum(name string, match ...string) float64 {
+	total := 0.0
+	for series, v := range m {
+		base, labels, _ := strings.Cut(series, "{")
+		if base != name {
+			continue
+		}
+		ok := true
+		for _, kv := range match {
+			ok = ok && strings.Contains(labels, kv)
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// ByLabel returns the samples of metric name by the value of label key.
+func (m Metrics) ByLabel(name, key string) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range m {
+		base, labels, _ := strings.Cut(series, "{")
+		if base != name {
+			continue
+		}
+		_, after, ok := strings.Cut(labels, key+`="`)
+		if !ok {
+			continue
+		}
+		val, _, _ := strings.Cut(after, `"`)
+		out[val] += v
+	}
+	return out
+}
+
+// Released returns the leases released so far by reason, over every
+// prefill engine.
+func (h *Harness) Released(ctx context.Context) (map[string]float64, error) {
+	return h.sumByLabel(ctx, proxy.RolePrefill, "kvlease_leases_released_total", "reason")
+}
+
+// Fallbacks returns the decode engines' fallbacks to recompute by reason.
+func (h *Harness) Fallbacks(ctx context.Context) (map[string]float64, error) {
+	return h.sumByLabel(ctx, proxy.RoleDecode, "kvlease_remote_prefill_fallbacks_total", "reason")
+}
+
+func (h *Harness) sumByLabel(ctx context.Context, role, name, key string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, url := range h.Cluster.URLs(role) {
+		m, err := Scrape(ctx, url)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range m.ByLabel(name, key) {
+			out[k] += v
+		}
+	}
+	return out, nil
+}
+
+// Leftover lists what some engine still holds: active leases, held
+// blocks, running or waiting requests. Empty means settled.
+func (h *Harness) Leftover(ctx context.Context) ([]string, error) {
+	var left []string
+	for _, e := range h.Cluster.Engines() {
+		m, err := Scrape(ctx, e.URL)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		for _, s := range []struct {
+			name  string
+			match []string
+		}{
+			{"kvlease_leases_active", nil},
+			{"kvlease_kv_blocks", []string{`state="held"`}},
+			{"vllm:num_requests_running", nil},
+			{"vllm:num_requests_waiting", nil},
+		} {
+			if v := m.Sum(s.name, s.match...); v > 0 {
+				left = append(left, fmt.Sprintf("%s %s%v = %v", e.Name(), s.name, s.match, v))
+			}
+		}
+	}
+	sort.Strings(left)
+	return left, nil
+}
+
+// Settle waits, up to timeout, until no engine holds anything (Leftover
+// is empty). Without faults every lease ends by a read, an abort or its
+// expiry, so timeout should exceed the lease with room for a slow
+// machine.
+func (h *Harness) Settle(ctx context.Context, timeout time.Duration) error {
+	var last []string
+	err := waitCond(ctx, timeout, func() error {
+		left, err := h.Leftover(ctx)
+		if err != nil {
+			return err
+		}
+		last = left
+		if len(left) > 0 {
+			return errors.New("not settled")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: not settled within %v: %v; still held:\n%s", timeout, err, strings.Join(last, "\n"))
+	}
+	return nil
+}
+
+// waitCond polls cond until it returns nil, ctx ends or timeout passes;
+// the error then carries cond's last error.
+func waitCond(ctx context.Context, timeout time.Duration, cond func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+// drain reads and closes a response body.
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
