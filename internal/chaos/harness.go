@@ -397,3 +397,76 @@ func drain(resp *http.Response) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 }
+
+// ReleaseEvent is a rise of P's release counter of one reason, as seen by
+// a Watch.
+type ReleaseEvent struct {
+	At     time.Time
+	Reason string
+	N      float64 // by how much it rose since the previous scrape
+}
+
+// Watch polls the prefill engines' release counters and records each
+// rise with its time: the outside view of when P freed what. A scrape
+// that fails (a paused or partitioned engine) is skipped.
+type Watch struct {
+	mu     sync.Mutex
+	events []ReleaseEvent
+	done   chan struct{}
+	stop   context.CancelFunc
+}
+
+// WatchReleases starts a Watch that scrapes every period until Stop.
+func (h *Harness) WatchReleases(period time.Duration) *Watch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watch{done: make(chan struct{}), stop: cancel}
+	go func() {
+		defer close(w.done)
+		last := map[string]float64{}
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			if got, err := h.Released(ctx); err == nil {
+				now := time.Now()
+				w.mu.Lock()
+				for r, v := range got {
+					if v > last[r] {
+						w.events = append(w.events, ReleaseEvent{At: now, Reason: r, N: v - last[r]})
+						last[r] = v
+					}
+				}
+				w.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+// Stop ends the polling and waits for it.
+func (w *Watch) Stop() {
+	w.stop()
+	<-w.done
+}
+
+// FirstAfter returns how long after t the first release of one of reasons
+// was seen, and whether there was one.
+func (w *Watch) FirstAfter(t time.Time, reasons ...string) (time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.events {
+		if e.At.Before(t) {
+			continue
+		}
+		for _, r := range reasons {
+			if e.Reason == r {
+				return e.At.Sub(t), true
+			}
+		}
+	}
+	return 0, false
+}
