@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -206,5 +207,68 @@ func TestDefaultServeArgs(t *testing.T) {
 	want := "serve --role decode --host 127.0.0.1 --port 1 --transfer-port 2 --profile tiny --cluster-secret-file /s --drain-timeout 5s --model m"
 	if got != want {
 		t.Errorf("DefaultServeArgs = %q, want %q", got, want)
+	}
+}
+
+// TestPlaceAndPause: Place moves an engine to the port it chooses and runs
+// it under a command prefix that execs in place (here env, as ip netns exec
+// does), so the cluster's pid is the engine's and Pause, Resume and Stop
+// reach it.
+func TestPlaceAndPause(t *testing.T) {
+	opt := fakeOptions(t, "")
+	ports, err := freePorts("127.0.0.1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Place = func(e *Engine) []string {
+		if e.Role == proxy.RoleDecode {
+			e.Port = ports[0]
+		}
+		return []string{"env", "KVLEASE_PLACED=1"}
+	}
+	c := start(t, opt)
+	d := c.Engines()[1]
+	if d.Port != ports[0] || !strings.HasSuffix(d.URL, ":"+strconv.Itoa(ports[0])) {
+		t.Fatalf("placed decode engine %+v, want port %d", d, ports[0])
+	}
+	if code, body := complete(t, c); code != 200 || !strings.Contains(body, "decoded by "+strconv.Itoa(ports[0])) {
+		t.Fatalf("through the proxy: %d %s", code, body)
+	}
+	if env, _ := os.ReadFile("/proc/" + strconv.Itoa(c.PID(1)) + "/environ"); !strings.Contains(string(env), "KVLEASE_PLACED=1") {
+		t.Fatal("the engine did not run under the prefix, or under another pid")
+	}
+	state := func() byte {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(c.PID(1)) + "/stat")
+		_, after, _ := strings.Cut(string(b), ") ")
+		return after[0]
+	}
+	if err := c.Pause(1); err != nil {
+		t.Fatal(err)
+	}
+	waitState := func(want func(byte) bool, what string) {
+		deadline := time.Now().Add(20 * time.Second)
+		for !want(state()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("decode0 not %s: state %c", what, state())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitState(func(s byte) bool { return s == 'T' }, "stopped after Pause")
+	if err := c.Resume(1); err != nil {
+		t.Fatal(err)
+	}
+	waitState(func(s byte) bool { return s != 'T' }, "running after Resume")
+	if err := c.Pause(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(1); err != nil { // resumed by Stop, so SIGTERM acts
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(d.LogPath); !strings.Contains(string(b), "fake engine: stopping") {
+		t.Errorf("a paused engine did not shut down on Stop's SIGTERM; log %q", b)
+	}
+	if err := c.Pause(1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Pause of a stopped engine = %v, want ErrNotRunning", err)
 	}
 }
