@@ -112,6 +112,9 @@ func (r *runner) do(ctx context.Context, rec *Record, body []byte, plan abortPla
 		panic("bench: request does not build: " + err.Error()) // the endpoint was validated
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if r.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
+	}
 	if r.cfg.Stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}

@@ -80,6 +80,9 @@ type Config struct {
 	URL   string `json:"url"`
 	API   API    `json:"api"`
 	Model string `json:"model"` // "" means the first of GET /v1/models
+	// APIKey, when set, is sent as "Authorization: Bearer <key>" (a server
+	// started with --api-key). Never written to the results.
+	APIKey string `json:"-"`
 	// Stream asks for server-sent events; without it there is no TTFT.
 	Stream bool `json:"stream"`
 

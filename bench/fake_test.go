@@ -32,6 +32,8 @@ type fakeServer struct {
 	release chan struct{}
 	// metrics is served at /metrics.
 	metrics string
+	// apiKey, when set, is required as a Bearer token on /v1 (401 without).
+	apiKey string
 
 	requests    atomic.Int64
 	planned     atomic.Int64 // requests received that the client plans to abandon
@@ -76,6 +78,11 @@ func (f *fakeServer) waitDisconnect(r *http.Request, what string) {
 }
 
 func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
+	if f.apiKey != "" && strings.HasPrefix(r.URL.Path, "/v1") && r.Header.Get("Authorization") != "Bearer "+f.apiKey {
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":{"message":"no key","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/models":
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"},{"id":"other"}]}`, f.model)

@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		client = newClient(cfg)
 	}
 	if cfg.Model == "" {
-		m, err := firstModel(ctx, client, base)
+		m, err := firstModel(ctx, client, base, cfg.APIKey)
 		if err != nil {
 			return nil, err
 		}
@@ -366,12 +366,15 @@ func newClient(cfg Config) *http.Client {
 var ErrNoModel = errors.New("bench: the server lists no model")
 
 // firstModel returns the first model of GET base/v1/models.
-func firstModel(ctx context.Context, client *http.Client, base string) (string, error) {
+func firstModel(ctx context.Context, client *http.Client, base, apiKey string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
 	if err != nil {
 		return "", fmt.Errorf("bench: %w", err)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -113,6 +113,36 @@ func TestRunErrorsByKind(t *testing.T) {
 	}
 }
 
+// TestRunAPIKey: against a server that requires a key, --api-key makes
+// every request (and the model lookup) carry it; without it the lookup
+// fails with the server's 401 and requests are HTTP 4xx errors. The key is
+// never written to the results.
+func TestRunAPIKey(t *testing.T) {
+	f := newFakeServer(t)
+	f.apiKey = "sk-bench-secret"
+	cfg := testConfig(f)
+	cfg.APIKey = f.apiKey
+	res := run(t, cfg)
+	if s := res.Summary; s.Completed != 20 || s.Errors != 0 || s.Model != "fake-model" {
+		t.Fatalf("with the key: %+v", s)
+	}
+	var js bytes.Buffer
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(js.String(), f.apiKey) {
+		t.Fatal("the results hold the API key")
+	}
+	cfg.APIKey = ""
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("model lookup without the key: %v", err)
+	}
+	cfg.Model = "fake-model"
+	if s := run(t, cfg).Summary; s.Completed != 0 || s.ErrorsByKind[ErrHTTP4xx] != 20 {
+		t.Fatalf("without the key: %+v", s)
+	}
+}
+
 func TestRunAbortsAreNotErrors(t *testing.T) {
 	for _, stream := range []bool{true, false} {
 		t.Run(map[bool]string{true: "stream", false: "nostream"}[stream], func(t *testing.T) {

@@ -41,3 +41,15 @@ func apiKeys(flagKeys keyList) []string {
 	}
 	return nil
 }
+
+// clientAPIKey is the key a client command (bench) sends when --api-key is
+// not given: KVLEASE_API_KEY, else VLLM_API_KEY, else OPENAI_API_KEY (what
+// OpenAI's clients read); "" when none is set.
+func clientAPIKey() string {
+	for _, env := range []string{apiKeyEnv, vllmAPIKeyEnv, "OPENAI_API_KEY"} {
+		if v := os.Getenv(env); v != "" {
+			return v
+		}
+	}
+	return ""
+}

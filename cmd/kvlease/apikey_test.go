@@ -78,4 +78,20 @@ func TestServeAPIKey(t *testing.T) {
 	if got := get("/health", ""); got != 200 {
 		t.Errorf("/health without the key: %d", got)
 	}
+	// kvlease bench against it: with --api-key, or the environment.
+	t.Setenv(apiKeyEnv, "")
+	t.Setenv(vllmAPIKeyEnv, "")
+	t.Setenv("OPENAI_API_KEY", "")
+	args := []string{"bench", "--url", url, "--requests", "3", "--output-len", "2", "--progress", "none"}
+	if code, stdout, stderr := runCmd(t, append(args, "--api-key", "sk-serve")...); code != 0 || strings.Contains(stdout+stderr, "sk-serve") {
+		t.Errorf("bench --api-key: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-serve")
+	if code, stdout, stderr := runCmd(t, args...); code != 0 {
+		t.Errorf("bench with OPENAI_API_KEY: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	t.Setenv("OPENAI_API_KEY", "")
+	if code, _, stderr := runCmd(t, args...); code == 0 || !strings.Contains(stderr, "401") {
+		t.Errorf("bench without a key: exit %d\n%s", code, stderr)
+	}
 }

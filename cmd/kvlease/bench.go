@@ -64,6 +64,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.URL, "url", "", "base URL of the OpenAI-compatible server (http://host:port); required unless --scenario")
 	api := fs.String("api", string(cfg.API), "endpoint: completions or chat")
 	fs.StringVar(&cfg.Model, "model", "", "model name (default: the first of GET /v1/models)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "send \"Authorization: Bearer KEY\" (a server started with --api-key); default "+
+		apiKeyEnv+", else "+vllmAPIKeyEnv+", else OPENAI_API_KEY; never written to the results")
 	fs.BoolVar(&cfg.Stream, "stream", cfg.Stream, "stream tokens (needed for TTFT and inter-token latency)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "closed loop: requests in flight")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: Poisson arrivals per second (0: closed loop)")
@@ -97,6 +99,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.APIKey == "" {
+		cfg.APIKey = clientAPIKey()
+	}
 	if set["duration"] && !set["requests"] {
 		cfg.Requests = 0
 	}
