@@ -39,11 +39,21 @@ type Options struct {
 	// request must be terminal, every lease ended and every pool free of
 	// holds (0: 20 minutes simulated, beyond legacy-timeout's 480 s).
 	LivenessLimit time.Duration
+	// Offload forces offload tiers on every engine of every seed: "any"
+	// with the policy drawn from the seed, or a policy name
+	// (offload.PolicyNames). "" leaves it to the seed (one seed in four).
+	// The seed's draws are the same either way: only the outcome of the
+	// on/off draw and of the policy draw is replaced.
+	Offload string
 	// Profile, when set, is used instead of a profile drawn from the seed
 	// (the policy report's StandardFaults); the workload and the instants
 	// of the faults are still drawn from the seed.
 	Profile *Profile
 }
+
+// OffloadAny is the Options.Offload value that turns offload on for every
+// seed with the policy the seed draws.
+const OffloadAny = "any"
 
 const (
 	defaultSafetyPhase   = 3 * time.Second
@@ -276,6 +286,9 @@ func ReplayCommand(seed uint64, opts Options) string {
 	if opts.NoFaults {
 		cmd += " --no-faults"
 	}
+	if opts.Offload != "" {
+		cmd += " --offload " + opts.Offload
+	}
 	if opts.SafetyPhase > 0 && opts.SafetyPhase != defaultSafetyPhase {
 		cmd += " --safety-phase " + opts.SafetyPhase.String()
 	}
@@ -309,7 +322,7 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	sub := func() *rand.Rand { return rand.New(rand.NewPCG(root.Uint64(), root.Uint64())) }
 	profRng, workRng, faultRng := sub(), sub(), sub()
 
-	prof := drawProfile(profRng, opts)
+	prof := drawProfile(profRng, rand.New(rand.NewPCG(seed, 0x0ff10ad)), opts)
 	if opts.Profile != nil {
 		prof = *opts.Profile
 		if opts.NoFaults {
@@ -434,8 +447,30 @@ func (p Profile) withoutFaults() Profile {
 	return p
 }
 
-// drawProfile draws the cluster shape and fault profile.
-func drawProfile(rng *rand.Rand, opts Options) Profile {
+// drawOffload draws the offload tiers, their policy and their copies'
+// timing and failures into p (Options.Offload may impose the policy).
+func drawOffload(rng *rand.Rand, p *Profile, opts Options) {
+	p.Offload = offload.PolicyNames[rng.IntN(len(offload.PolicyNames))]
+	if opts.Offload != "" && opts.Offload != OffloadAny {
+		p.Offload = opts.Offload
+	}
+	if k := rng.IntN(3); k != 1 {
+		p.OffloadCPUBlocks = 8 + rng.IntN(p.Blocks)
+	}
+	if k := rng.IntN(3); k != 0 || p.OffloadCPUBlocks == 0 {
+		p.OffloadDiskBlocks = 16 + rng.IntN(2*p.Blocks)
+	}
+	p.OffloadLatency = time.Duration(20+rng.IntN(2000)) * time.Microsecond
+	p.OffloadBandwidth = math.Pow(10, 7+3*rng.Float64())
+	if !opts.NoFaults && rng.IntN(2) == 0 {
+		p.OffloadFailProb = 0.3 * rng.Float64()
+	}
+}
+
+// drawProfile draws the cluster shape and fault profile. offRng draws the
+// offload parameters of a seed that does not draw offload itself when
+// Options.Offload forces it.
+func drawProfile(rng, offRng *rand.Rand, opts Options) Profile {
 	p := Profile{
 		Prefill:          1 + rng.IntN(2),
 		Decode:           1 + rng.IntN(3),
@@ -469,19 +504,14 @@ func drawProfile(rng *rand.Rand, opts Options) Profile {
 	if k := rng.IntN(3); k > 0 {
 		p.Routing = route.Policies[k-1]
 	}
-	if rng.IntN(4) == 0 {
-		p.Offload = offload.PolicyNames[rng.IntN(len(offload.PolicyNames))]
-		if k := rng.IntN(3); k != 1 {
-			p.OffloadCPUBlocks = 8 + rng.IntN(p.Blocks)
-		}
-		if k := rng.IntN(3); k != 0 || p.OffloadCPUBlocks == 0 {
-			p.OffloadDiskBlocks = 16 + rng.IntN(2*p.Blocks)
-		}
-		p.OffloadLatency = time.Duration(20+rng.IntN(2000)) * time.Microsecond
-		p.OffloadBandwidth = math.Pow(10, 7+3*rng.Float64())
-		if !opts.NoFaults && rng.IntN(2) == 0 {
-			p.OffloadFailProb = 0.3 * rng.Float64()
-		}
+	switch {
+	case rng.IntN(4) == 0:
+		drawOffload(rng, &p, opts)
+	case opts.Offload != "":
+		// Forced on a seed that does not draw offload: its parameters come
+		// from their own source, so the rest of the profile (drawn after
+		// this point from rng) is the seed's own.
+		drawOffload(offRng, &p, opts)
 	}
 	if opts.NoFaults {
 		return p

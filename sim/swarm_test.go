@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/internal/race"
+	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/xfer"
 )
 
@@ -80,6 +81,41 @@ func TestSwarmOtherPolicies(t *testing.T) {
 		for i := range n {
 			if _, err := RunSeed(*seedFlag+uint64(i), Options{Policy: pol}); err != nil {
 				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestSwarmOffloadForced: Options.Offload turns offload on for every seed,
+// with the named policy or (OffloadAny) the drawn one, and changes nothing
+// else the seed draws.
+func TestSwarmOffloadForced(t *testing.T) {
+	n := max(swarmSeeds()/20, 2)
+	for i := range n {
+		seed := *seedFlag + 2_000_000 + uint64(i)
+		drawn, err := RunSeed(seed, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range append([]string{OffloadAny}, offload.PolicyNames...) {
+			res, err := RunSeed(seed, Options{Offload: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := res.Profile
+			switch {
+			case p.Offload == "" || p.OffloadCPUBlocks+p.OffloadDiskBlocks == 0:
+				t.Fatalf("seed %d --offload %s: no offload in %s", seed, name, p)
+			case name != OffloadAny && p.Offload != name:
+				t.Fatalf("seed %d --offload %s: policy %s", seed, name, p.Offload)
+			case drawn.Profile.Offload != "" && name == OffloadAny && p.String() != drawn.Profile.String():
+				t.Fatalf("seed %d draws offload; forcing it changed the profile:\n%s\n%s", seed, drawn.Profile, p)
+			}
+			p.Offload, p.OffloadCPUBlocks, p.OffloadDiskBlocks, p.OffloadLatency, p.OffloadBandwidth, p.OffloadFailProb =
+				drawn.Profile.Offload, drawn.Profile.OffloadCPUBlocks, drawn.Profile.OffloadDiskBlocks,
+				drawn.Profile.OffloadLatency, drawn.Profile.OffloadBandwidth, drawn.Profile.OffloadFailProb
+			if drawn.Profile.Offload == "" && p.String() != drawn.Profile.String() {
+				t.Fatalf("seed %d --offload %s: the rest of the profile changed:\n%s\n%s", seed, name, drawn.Profile, p)
 			}
 		}
 	}

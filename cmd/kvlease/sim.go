@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/sim"
 	"github.com/kvlease/kvlease/xfer"
 )
@@ -42,6 +43,7 @@ type simFlags struct {
 	progress  time.Duration
 	safety    time.Duration
 	liveness  time.Duration
+	offload   string
 }
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -56,6 +58,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.requests, "requests", 0, "client requests per seed (0: drawn from the seed; the report: 400)")
 	fs.DurationVar(&f.safety, "safety-phase", 0, "how long faults are injected, simulated (0: 3s)")
 	fs.DurationVar(&f.liveness, "liveness-limit", 0, "bound of the fault-free phase: by then every request, lease and hold must have ended (0: 20m)")
+	fs.StringVar(&f.offload, "offload", "", "offload tiers on every engine of every seed: any (the policy the seed draws) or a policy ("+
+		strings.Join(offload.PolicyNames, ", ")+"); empty: drawn, one seed in four")
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "with --seeds: seeds run at once (each seed runs in one goroutine)")
 	fs.BoolVar(&f.keepGoing, "keep-going", false, "with --seeds: run every seed, whatever fails")
 	fs.DurationVar(&f.progress, "progress", 2*time.Second, "with --seeds: wall time between progress lines on stderr (0: none)")
@@ -82,11 +86,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("--safety-phase %v: want 0..1h", f.safety)
 	case f.liveness < 0 || f.liveness > 24*time.Hour:
 		return fmt.Errorf("--liveness-limit %v: want 0..24h", f.liveness)
+	case f.offload != "" && f.offload != sim.OffloadAny && !slices.Contains(offload.PolicyNames, f.offload):
+		return fmt.Errorf("--offload %q: want %s or one of %s", f.offload, sim.OffloadAny, strings.Join(offload.PolicyNames, ", "))
 	case f.progress < 0:
 		return fmt.Errorf("--progress %v: want a duration ≥ 0", f.progress)
 	case f.report && f.seeds > 0:
 		return errors.New("--report and --seeds: give one of them")
-	case f.report && (set["policy"] || set["no-faults"] || set["full-kv"] || set["safety-phase"] || set["liveness-limit"]):
+	case f.report && (set["policy"] || set["no-faults"] || set["full-kv"] || set["safety-phase"] || set["liveness-limit"] || set["offload"]):
 		return errors.New("--report runs every policy on the standard mix: give it only --seed, --requests and --json")
 	case f.jsonOut != "" && !f.report:
 		return errors.New("--json needs --report")
@@ -110,7 +116,7 @@ func policyNames() string {
 
 func (f simFlags) options() sim.Options {
 	return sim.Options{Policy: f.policy, FullKV: f.fullKV, Requests: f.requests, NoFaults: f.noFaults,
-		SafetyPhase: f.safety, LivenessLimit: f.liveness}
+		SafetyPhase: f.safety, LivenessLimit: f.liveness, Offload: f.offload}
 }
 
 // simReplay runs one seed and prints what it did.

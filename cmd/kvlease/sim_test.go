@@ -24,6 +24,8 @@ func TestSimFlagsAreValidated(t *testing.T) {
 		{[]string{"sim", "--report", "--seeds", "3"}, "--report"},
 		{[]string{"sim", "--report", "--policy", "lease"}, "--report"},
 		{[]string{"sim", "--liveness-limit", "-1s"}, "--liveness-limit"},
+		{[]string{"sim", "--offload", "sometimes"}, "--offload"},
+		{[]string{"sim", "--report", "--offload", "any"}, "--report"},
 	} {
 		code, _, stderr := runCmd(t, tc.args...)
 		if code != 1 || !strings.Contains(stderr, tc.want) {
