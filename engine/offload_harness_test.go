@@ -52,6 +52,10 @@ type offloadCore struct {
 	tierFree  []clock.Instant    // when each tier's previous copy ends
 	arrival   map[string]clock.Instant
 	ttft      []time.Duration
+
+	// storing are the primary blocks of each store handed out and not yet
+	// completed (S20: each must stay held until its completion).
+	storing map[uint64][]kvblock.BlockID
 }
 
 type delayedJob struct {
@@ -116,6 +120,7 @@ func (h *offloadCore) setTimed(copyBytes int64, bandwidth map[string]float64) {
 // apply feeds one completion back into the core.
 func (h *offloadCore) apply(c tier.Completion) {
 	if c.Kind == tier.JobStore {
+		delete(h.storing, c.JobID)
 		h.core.StoreDone(h.now, offload.WorkID(c.JobID), c.Copied)
 	} else {
 		h.core.LoadDone(h.now, offload.WorkID(c.JobID), c.Copied)
@@ -147,6 +152,10 @@ func (h *offloadCore) queue(rd Ready) {
 		h.enqueue(w.Tier, tier.LoadJob(h.core.Pool(), w))
 	}
 	for _, w := range rd.Stores {
+		if h.storing == nil {
+			h.storing = map[uint64][]kvblock.BlockID{}
+		}
+		h.storing[uint64(w.ID)] = slices.Clone(w.Blocks)
 		h.enqueue(w.Tier, tier.StoreJob(h.core.Pool(), w))
 	}
 }
@@ -194,6 +203,13 @@ func (h *offloadCore) step() bool {
 	h.queue(rd)
 	if err := h.core.Check(); err != nil {
 		h.t.Fatalf("step %d: %v", h.steps, err)
+	}
+	for id, blocks := range h.storing {
+		for _, b := range blocks {
+			if h.core.Pool().Refs(b) == 0 {
+				h.t.Fatalf("step %d: block %d of store %d in flight is not held (S20)", h.steps, b, id)
+			}
+		}
 	}
 	if rd.Batch == nil {
 		if h.timed && len(h.jobs) > 0 {

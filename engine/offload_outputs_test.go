@@ -64,6 +64,8 @@ func TestOffloadOutputsEqualOffloadOff(t *testing.T) {
 			{"store-on-compute", cpu(offload.StoreOnCompute), true, false},
 			{"preemption-only", cpu(offload.PreemptionOnly), false, false},
 			{"spillover", cpu(offload.Spillover), true, false},
+			{"store-on-finish", cpu(offload.StoreOnFinish), true, false},
+			{"request-level", cpu(offload.RequestLevel), true, false},
 			{"cpu+disk", cpuDisk, true, false},
 			{"cpu+disk damaged", cpuDisk, false, true},
 		} {

@@ -78,19 +78,20 @@ func TestRegistryIsConsistent(t *testing.T) {
 }
 
 func TestScrapeExportsOffloadTiers(t *testing.T) {
-	st := engine.NodeStats{Offload: &offload.Stats{Tiers: []offload.TierStats{
-		{Medium: offload.MediumCPU, StoredBlocks: 10, LoadedBlocks: 4, EvictedBlocks: 2, HitBlocks: 5},
+	st := engine.NodeStats{Offload: &offload.Stats{Policy: "spillover", Tiers: []offload.TierStats{
+		{Medium: offload.MediumCPU, StoredBlocks: 10, LoadedBlocks: 4, EvictedBlocks: 2, HitBlocks: 5, RefusedBlocks: 3},
 		{Medium: offload.MediumDisk, StoredBlocks: 9, LoadedBlocks: 1, EvictedBlocks: 0, HitBlocks: 1},
 	}}}
 	text := scrape(t, New("m", fixed(st)))
 	for _, want := range []string{
-		`kvlease_offload_stored_blocks_total{medium="CPU",model_name="m"} 10`,
-		`kvlease_offload_stored_blocks_total{medium="DISK",model_name="m"} 9`,
-		`kvlease_offload_loaded_blocks_total{medium="CPU",model_name="m"} 4`,
-		`kvlease_offload_evicted_blocks_total{medium="CPU",model_name="m"} 2`,
-		`kvlease_offload_evicted_blocks_total{medium="DISK",model_name="m"} 0`,
-		`kvlease_offload_hits_total{medium="CPU",model_name="m"} 5`,
-		`kvlease_offload_hits_total{medium="DISK",model_name="m"} 1`,
+		`kvlease_offload_stored_blocks_total{medium="CPU",model_name="m",policy="spillover"} 10`,
+		`kvlease_offload_stored_blocks_total{medium="DISK",model_name="m",policy="spillover"} 9`,
+		`kvlease_offload_loaded_blocks_total{medium="CPU",model_name="m",policy="spillover"} 4`,
+		`kvlease_offload_evicted_blocks_total{medium="CPU",model_name="m",policy="spillover"} 2`,
+		`kvlease_offload_evicted_blocks_total{medium="DISK",model_name="m",policy="spillover"} 0`,
+		`kvlease_offload_hits_total{medium="CPU",model_name="m",policy="spillover"} 5`,
+		`kvlease_offload_refused_blocks_total{medium="CPU",model_name="m",policy="spillover"} 3`,
+		`kvlease_offload_hits_total{medium="DISK",model_name="m",policy="spillover"} 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("scrape lacks %q", want)

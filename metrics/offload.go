@@ -11,31 +11,39 @@ type tierStats = offload.TierStats
 // tier. The medium label is the tier's medium as the KV events name it
 // (vLLM's LoadStoreSpec.medium(): "CPU"; kvlease adds "DISK"), so a
 // dashboard can join these counters with the BlockStored/BlockRemoved
-// events of the same tier. An engine without offload exports no series
+// events of the same tier. The policy label is the engine's store policy
+// (--offload-policy, or a custom policy's name), so engines running
+// different policies can be compared. An engine without offload exports no series
 // (its metric families are described, with no samples).
 var offloadMetrics = []snapshotMetric{
 	{
 		name: "kvlease_offload_stored_blocks_total", kind: counter,
-		help:   "KV blocks copied from the primary pool to an offload tier, by medium (CPU, DISK).",
-		labels: []string{"medium"},
+		help:   "KV blocks copied from the primary pool to an offload tier, by medium (CPU, DISK) and store policy.",
+		labels: []string{"medium", "policy"},
 		read:   offloadTiers(func(t *tierStats) uint64 { return t.StoredBlocks }),
 	},
 	{
 		name: "kvlease_offload_loaded_blocks_total", kind: counter,
 		help:   "KV blocks loaded back from an offload tier into the primary pool instead of being recomputed, by medium.",
-		labels: []string{"medium"},
+		labels: []string{"medium", "policy"},
 		read:   offloadTiers(func(t *tierStats) uint64 { return t.LoadedBlocks }),
 	},
 	{
 		name: "kvlease_offload_evicted_blocks_total", kind: counter,
 		help:   "KV blocks evicted from an offload tier to make room, by medium.",
-		labels: []string{"medium"},
+		labels: []string{"medium", "policy"},
 		read:   offloadTiers(func(t *tierStats) uint64 { return t.EvictedBlocks }),
+	},
+	{
+		name: "kvlease_offload_refused_blocks_total", kind: counter,
+		help:   "KV blocks offered to an offload tier and refused (reuse filter, tier full of blocks in flight, in-flight bound); offered again later, by medium and store policy.",
+		labels: []string{"medium", "policy"},
+		read:   offloadTiers(func(t *tierStats) uint64 { return t.RefusedBlocks }),
 	},
 	{
 		name: "kvlease_offload_hits_total", kind: counter,
 		help:   "KV blocks a prefix lookup found in an offload tier (missing from the primary pool) and planned to load, by medium.",
-		labels: []string{"medium"},
+		labels: []string{"medium", "policy"},
 		read:   offloadTiers(func(t *tierStats) uint64 { return t.HitBlocks }),
 	},
 }
@@ -48,7 +56,7 @@ func offloadTiers(get func(*tierStats) uint64) func(s *engine.NodeStats, emit em
 		}
 		for i := range s.Offload.Tiers {
 			t := &s.Offload.Tiers[i]
-			emit(float64(get(t)), t.Medium)
+			emit(float64(get(t)), t.Medium, s.Offload.Policy)
 		}
 	}
 }

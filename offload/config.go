@@ -24,13 +24,19 @@ const (
 	// Spillover offers cached blocks with no hold that are next in line to
 	// be evicted from the primary pool.
 	Spillover
+	// StoreOnFinish offers a request's computed full blocks when it
+	// finishes.
+	StoreOnFinish
+	// RequestLevel stores a request's computed full blocks as one unit
+	// when it finishes, all or nothing, and loads only whole units.
+	RequestLevel
 )
 
 // PolicyNames lists the --offload-policy values in PolicyKind order.
-var PolicyNames = []string{"store-on-compute", "preemption-only", "spillover"}
+var PolicyNames = []string{"store-on-compute", "preemption-only", "spillover", "store-on-finish", "request-level"}
 
 func (k PolicyKind) String() string {
-	if k >= StoreOnCompute && k <= Spillover {
+	if k >= StoreOnCompute && k <= RequestLevel {
 		return PolicyNames[k-1]
 	}
 	return fmt.Sprintf("PolicyKind(%d)", k)
@@ -206,8 +212,12 @@ func ParseSize(s string) (int64, error) {
 type Config struct {
 	// Tiers are the offload tiers, in lookup preference order (ParseTiers).
 	Tiers []TierConfig
-	// Policy decides which blocks are stored when.
-	Policy PolicyKind
+	// Policy names the built-in policy that decides which blocks are
+	// stored when; NewPolicy, when set, builds the policy instead (and
+	// Policy is ignored). A Coordinator calls NewPolicy once: a Config
+	// shared by several engines gives each its own policy.
+	Policy    PolicyKind
+	NewPolicy func(PolicyEnv) Policy
 	// Eviction is the tiers' replacement policy: EvictionLRU or
 	// EvictionARC.
 	Eviction string
@@ -272,8 +282,11 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.Policy < StoreOnCompute || c.Policy > Spillover:
+	case c.NewPolicy == nil && (c.Policy < StoreOnCompute || c.Policy > RequestLevel):
 		return fmt.Errorf("--offload-policy: unknown policy %d (want %s)", c.Policy, strings.Join(PolicyNames, ", "))
+	case c.NewPolicy == nil && c.Policy == RequestLevel && c.StoreThreshold >= 2:
+		return fmt.Errorf("offload: policy %s stores whole requests and the reuse filter (StoreThreshold %d) would refuse every one (their new blocks were never looked up); use another policy or no threshold",
+			RequestLevel, c.StoreThreshold)
 	case c.Eviction != "" && c.Eviction != EvictionLRU && c.Eviction != EvictionARC:
 		return fmt.Errorf("offload: Eviction must be %q or %q, got %q", EvictionLRU, EvictionARC, c.Eviction)
 	case c.StoreThreshold < 0 || c.StoreThreshold > maxStoreThreshold:

@@ -75,7 +75,9 @@ type TierStats struct {
 
 // Stats are the Coordinator's counters.
 type Stats struct {
-	Tiers []TierStats
+	// Policy is the store policy's name.
+	Policy string
+	Tiers  []TierStats
 	// InflightStoreBlocks and InflightLoadBlocks are under store and load
 	// holds now.
 	InflightStoreBlocks, InflightLoadBlocks int
@@ -87,7 +89,8 @@ type Stats struct {
 	// request is admitted).
 	LoadedTokens uint64
 	// Requests are the requests with watermarks; SpillCandidates the
-	// length of the spillover policy's eviction-order mirror.
+	// length of the spillover policy's eviction-order mirror (of a policy
+	// with a NumSpillCandidates method).
 	Requests, SpillCandidates int
 }
 
@@ -137,7 +140,8 @@ type Coordinator struct {
 	bs     int
 	events bool
 	tiers  []*Manager
-	policy *Policy
+	policy Policy
+	marks  watermarks
 
 	nextID   WorkID
 	stores   map[WorkID]*storeJob
@@ -178,7 +182,7 @@ func NewCoordinator(cfg Config, pool *kvblock.Pool) *Coordinator {
 		pool:   pool,
 		bs:     pool.BlockSizeTokens(),
 		events: pc.Events,
-		policy: NewPolicy(cfg.Policy, len(cfg.Tiers), cfg.MaxRequests, pool.Capacity()),
+		marks:  newWatermarks(len(cfg.Tiers), cfg.MaxRequests),
 		stores: make(map[WorkID]*storeJob),
 		loads:  make(map[WorkID]*loadJob),
 		groups: make(map[uint64]*loadGroup),
@@ -191,6 +195,19 @@ func NewCoordinator(cfg Config, pool *kvblock.Pool) *Coordinator {
 		}))
 		c.stats.Tiers = append(c.stats.Tiers, TierStats{Medium: t.Medium, Capacity: n})
 	}
+	env := PolicyEnv{NumTiers: len(c.tiers), PoolBlocks: pool.Capacity(), MaxRequests: cfg.MaxRequests}
+	for _, m := range c.tiers {
+		env.TierBlocks += int(m.numBlocks)
+	}
+	if cfg.NewPolicy != nil {
+		c.policy = cfg.NewPolicy(env)
+		if c.policy == nil {
+			panic("offload: Config.NewPolicy returned nil")
+		}
+	} else {
+		c.policy = NewPolicy(cfg.Policy, env)
+	}
+	c.stats.Policy = c.policy.Name()
 	c.perTier = make([][]int, len(c.tiers))
 	c.perTierHs = make([][]kvblock.Hash, len(c.tiers))
 	return c
@@ -206,7 +223,12 @@ func (c *Coordinator) NumTiers() int { return len(c.tiers) }
 func (c *Coordinator) Manager(i int) *Manager { return c.tiers[i] }
 
 // Policy returns the store policy (read it; do not drive it).
-func (c *Coordinator) Policy() *Policy { return c.policy }
+func (c *Coordinator) Policy() Policy { return c.policy }
+
+// Watermark is request req's watermark for tier: its leading full blocks
+// [0, Watermark) are in the tier as far as the coordinator knows (0 when
+// the request is not tracked).
+func (c *Coordinator) Watermark(req uint64, tier int) int { return c.marks.get(req, tier) }
 
 // numFull is how many leading blocks of a request are full and computed.
 func (c *Coordinator) numFull(blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) int {
@@ -215,9 +237,9 @@ func (c *Coordinator) numFull(blocks []kvblock.BlockID, hashes []kvblock.Hash, n
 
 // Computed is the after-step hook: request req's block table is blocks,
 // hashes are the prefix hashes of its full blocks (sched.Request.Hashes),
-// and its first numComputed positions have KV. Under StoreOnCompute the
-// full computed blocks past the request's watermarks are offered; others
-// do nothing. blocks must be held by the caller during the call.
+// and its first numComputed positions have KV. The policy decides what to
+// offer (StoreOnCompute: the full computed blocks past the request's
+// watermarks). blocks must be held by the caller during the call.
 func (c *Coordinator) Computed(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
 	c.offerRequest(OnCompute, req, blocks, hashes, numComputed)
 }
@@ -226,27 +248,29 @@ func (c *Coordinator) Computed(req uint64, blocks []kvblock.BlockID, hashes []kv
 // before the request's hold is released. The request's watermarks are kept
 // (it will run again).
 //
-// StoreOnCompute and PreemptionOnly offer the full computed blocks past the
-// watermarks, but not now: the scheduler preempts because it needs blocks
+// What the policy offers (StoreOnCompute and PreemptionOnly: the full
+// computed blocks past the watermarks) is not offered now: the scheduler preempts because it needs blocks
 // at once, and store holds taken here would keep the victim's blocks from
 // being freed, so it would preempt more and more requests. The offer is
 // made at the next Take instead, over the blocks that are still cached
 // then (released blocks join the eviction order at its most recent end, so
-// they usually are); the watermark stops at the first one that was evicted.
-// Spillover notes the blocks as about to become evictable.
+// they usually are); the watermark stops at the first one that was evicted
+// (a Whole offer with a block evicted is dropped). Spillover notes the
+// blocks as about to become evictable.
 func (c *Coordinator) Preempted(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
 	n := c.numFull(blocks, hashes, numComputed)
-	c.policy.Evictable(blocks[:n], hashes[:n])
-	if !c.policy.Offers(OnPreempt) || n == 0 || len(c.preempted) >= c.cfg.MaxRequests {
+	off := c.ask(OnPreempt, req, blocks[:n], hashes[:n])
+	if off.To <= 0 || len(c.preempted) >= c.cfg.MaxRequests {
 		return
 	}
-	c.preempted = append(c.preempted, preemptedOffer{
-		req: req, blocks: append([]kvblock.BlockID(nil), blocks[:n]...), hashes: append([]kvblock.Hash(nil), hashes[:n]...)})
+	c.preempted = append(c.preempted, preemptedOffer{req: req, whole: off.Whole,
+		blocks: append([]kvblock.BlockID(nil), blocks[:off.To]...), hashes: append([]kvblock.Hash(nil), hashes[:off.To]...)})
 }
 
 // preemptedOffer is a preempted request's blocks, offered at the next Take.
 type preemptedOffer struct {
 	req    uint64
+	whole  bool
 	blocks []kvblock.BlockID
 	hashes []kvblock.Hash
 }
@@ -262,7 +286,10 @@ func (c *Coordinator) offerPreempted() {
 			}
 			n++
 		}
-		c.offerRequest(OnPreempt, o.req, o.blocks, o.hashes, n*c.bs)
+		if o.whole && n < len(o.blocks) {
+			continue // part of the unit is gone
+		}
+		c.offerRange(o.req, o.blocks, o.hashes, n, o.whole)
 	}
 	clear(c.preempted)
 	c.preempted = c.preempted[:0]
@@ -273,16 +300,15 @@ func (c *Coordinator) offerPreempted() {
 // whose stores are in flight are already under store holds, and
 // StoreOnCompute offers the ones not yet accepted (taking store holds), so
 // the caller may drop the request's hold at once: each block stays held
-// until its store completes (S20). Spillover notes the blocks as about to
-// become evictable. The request is forgotten; if it was still loading, its
+// until its store completes (S20). The policy hears of it (Spillover notes
+// the blocks as about to become evictable). The request is forgotten; if it was still loading, its
 // loads complete normally but LoadDone will not report it ready. Call it
 // for every request the coordinator may know (a request that never held
 // blocks passes nil, nil, 0).
 func (c *Coordinator) Finished(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
 	c.offerRequest(OnFinish, req, blocks, hashes, numComputed)
-	n := c.numFull(blocks, hashes, numComputed)
-	c.policy.Evictable(blocks[:n], hashes[:n])
 	c.policy.Forget(req)
+	c.marks.forget(req)
 	c.preempted = slices.DeleteFunc(c.preempted, func(o preemptedOffer) bool { return o.req == req })
 	if g, ok := c.groups[req]; ok {
 		g.gone = true
@@ -296,13 +322,32 @@ func (c *Coordinator) Loading(req uint64) bool {
 	return ok
 }
 
+// ask tells the policy of a request's trigger (blocks and hashes are its
+// full computed blocks) and returns its offer, cut to the blocks given.
+func (c *Coordinator) ask(tr Trigger, req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash) Offer {
+	off := c.policy.Request(RequestEvent{Trigger: tr, Req: req, Blocks: blocks, Hashes: hashes, Marks: c.marks.m[req]})
+	off.To = max(0, min(off.To, len(hashes)))
+	return off
+}
+
 func (c *Coordinator) offerRequest(tr Trigger, req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
-	if !c.policy.Offers(tr) {
+	n := c.numFull(blocks, hashes, numComputed)
+	off := c.ask(tr, req, blocks[:n], hashes[:n])
+	c.offerRange(req, blocks, hashes, off.To, off.Whole)
+}
+
+// offerRange offers each tier request req's blocks from its watermark up
+// to to; whole makes it all or nothing per tier.
+func (c *Coordinator) offerRange(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, to int, whole bool) {
+	if to <= 0 {
 		return
 	}
-	n := c.numFull(blocks, hashes, numComputed)
+	m := c.marks.track(req)
+	if m == nil {
+		return
+	}
 	for t := range c.tiers {
-		from, to := c.policy.Range(tr, req, t, n)
+		from := m[t]
 		if from >= to {
 			continue
 		}
@@ -310,16 +355,23 @@ func (c *Coordinator) offerRequest(tr Trigger, req uint64, blocks []kvblock.Bloc
 		// we are at the in-flight bound) count as refused; the watermark
 		// stops before them and they are offered again later.
 		offered := to - from
-		to = c.fit(t, hashes, from, to)
-		c.stats.Tiers[t].RefusedBlocks += uint64(offered - (to - from))
-		if from >= to {
+		end := c.fit(t, hashes, from, to)
+		if whole && end < to {
+			end = from
+		}
+		c.stats.Tiers[t].RefusedBlocks += uint64(offered - (end - from))
+		if from >= end {
 			continue
 		}
-		plan, ok := c.tiers[t].PrepareStore(hashes[from:to])
-		c.policy.Offered(req, t, from, hashes[from:to], plan, ok)
-		c.account(t, plan, ok, to-from)
+		if whole && c.tiers[t].wouldRefuse(hashes[from:end]) {
+			c.stats.Tiers[t].RefusedBlocks += uint64(offered)
+			continue
+		}
+		plan, ok := c.tiers[t].PrepareStore(hashes[from:end])
+		c.marks.offered(req, t, from, hashes[from:end], plan, ok)
+		c.account(t, plan, ok, end-from)
 		if ok && len(plan.Hashes) > 0 {
-			c.submitStore(t, blocks[from:to], hashes[from:to], plan)
+			c.submitStore(t, blocks[from:end], hashes[from:end], plan)
 		}
 	}
 }
@@ -467,7 +519,10 @@ func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, 
 		}
 		c.tierOf = append(c.tierOf, int8(t))
 	}
-	k := len(c.tierOf)
+	k := c.policy.Loadable(hashes, first, len(c.tierOf))
+	if k < 0 || k > len(c.tierOf) {
+		panic(fmt.Sprintf("offload: policy %s lets %d of %d hits load", c.policy.Name(), k, len(c.tierOf)))
+	}
 	if canWait && c.inLoad > 0 && k > c.cfg.MaxInflightLoadBlocks-c.inLoad {
 		return false, true
 	}
@@ -485,6 +540,9 @@ func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, 
 		}
 	}
 	k = min(k, avail)
+	if k < len(c.tierOf) {
+		k = c.policy.Loadable(hashes, first, max(k, 0)) // cut to what the policy lets load
+	}
 	if k <= 0 {
 		return false, false
 	}
@@ -599,9 +657,7 @@ func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
 // previous Take. Call it once per engine step, after scheduling.
 func (c *Coordinator) Take() Work {
 	c.offerPreempted()
-	if c.cfg.Policy == Spillover {
-		c.spillPass()
-	}
+	c.spillPass()
 	var w Work
 	w.Stores, c.outStore = c.outStore, nil
 	w.Loads, c.outLoad = c.outLoad, nil
@@ -622,7 +678,13 @@ func (c *Coordinator) spillPass() {
 	if window <= 0 {
 		return
 	}
-	c.spillB, c.spillH = c.policy.SpillCandidates(c.pool, window, c.spillB[:0], c.spillH[:0])
+	c.spillB, c.spillH = c.policy.Evicting(c.pool, window, c.spillB[:0], c.spillH[:0])
+	if len(c.spillB) != len(c.spillH) || len(c.spillB) > window {
+		panic(fmt.Sprintf("offload: policy %s offered %d blocks and %d hashes for %d", c.policy.Name(), len(c.spillB), len(c.spillH), window))
+	}
+	if len(c.spillB) == 0 {
+		return
+	}
 	for t, m := range c.tiers {
 		c.offerB, c.offerH = c.offerB[:0], c.offerH[:0]
 		for i, h := range c.spillH {
@@ -658,7 +720,7 @@ func (c *Coordinator) spillPass() {
 			}
 		}
 		if all {
-			c.policy.Spilled(c.spillB[i])
+			c.policy.Placed(c.spillB[i])
 		}
 	}
 }
@@ -672,8 +734,10 @@ func (c *Coordinator) Stats() Stats {
 	}
 	s.InflightStoreBlocks = c.inStore
 	s.InflightLoadBlocks = c.inLoad
-	s.Requests = c.policy.NumRequests()
-	s.SpillCandidates = c.policy.NumSpillCandidates()
+	s.Requests = len(c.marks.m)
+	if sp, ok := c.policy.(interface{ NumSpillCandidates() int }); ok {
+		s.SpillCandidates = sp.NumSpillCandidates()
+	}
 	return s
 }
 
@@ -693,6 +757,9 @@ func (c *Coordinator) Check() error {
 		}
 	}
 	if err := c.policy.Check(); err != nil {
+		return err
+	}
+	if err := c.marks.check(); err != nil {
 		return err
 	}
 	storeHolds := map[kvblock.HoldID]bool{}

@@ -53,12 +53,12 @@ const (
 
 func runCoordinatorRandom(t *testing.T, rng *rand.Rand, ops int) {
 	poolBlocks := 6 + rng.IntN(20)
-	cfg := Config{Policy: PolicyKind(1 + rng.IntN(3)), Eviction: []string{EvictionLRU, EvictionARC}[rng.IntN(2)]}
+	cfg := Config{Policy: PolicyKind(1 + rng.IntN(len(PolicyNames))), Eviction: []string{EvictionLRU, EvictionARC}[rng.IntN(2)]}
 	cfg.Tiers = []TierConfig{{Medium: MediumCPU, Blocks: 1 + rng.IntN(2*poolBlocks)}}
 	if rng.IntN(2) == 0 {
 		cfg.Tiers = append(cfg.Tiers, TierConfig{Medium: MediumDisk, Path: "/nonexistent", Blocks: 1 + rng.IntN(3*poolBlocks)})
 	}
-	if rng.IntN(3) == 0 {
+	if rng.IntN(3) == 0 && cfg.Policy != RequestLevel {
 		cfg.StoreThreshold = 2
 	}
 	cfg.MaxInflightStoreBlocks = 1 + rng.IntN(2*poolBlocks)
@@ -121,19 +121,19 @@ func runCoordinatorRandom(t *testing.T, rng *rand.Rand, ops int) {
 	}
 	// offered runs a hook and checks the watermarks it moved.
 	offered := func(r *rreq, hook func()) {
-		tracked := h.c.Policy().marks[r.id] != nil
+		tracked := h.c.marks.m[r.id] != nil
 		type mark struct{ before, budget int }
 		marks := make([]mark, len(cfg.Tiers))
 		for ti := range marks {
-			marks[ti] = mark{h.c.Policy().Watermark(r.id, ti), cfg.MaxInflightStoreBlocks - h.c.inStore}
+			marks[ti] = mark{h.c.Watermark(r.id, ti), cfg.MaxInflightStoreBlocks - h.c.inStore}
 		}
 		hook()
-		if tracked && h.c.Policy().marks[r.id] == nil {
+		if tracked && h.c.marks.m[r.id] == nil {
 			return // finished: forgotten
 		}
 		full := min(r.computed/h.bs, len(r.hashes))
 		for ti, m := range marks {
-			after := h.c.Policy().Watermark(r.id, ti)
+			after := h.c.Watermark(r.id, ti)
 			if after < m.before {
 				t.Fatalf("request %d tier %d watermark went back from %d to %d", r.id, ti, m.before, after)
 			}
@@ -366,8 +366,8 @@ func runCoordinatorRandom(t *testing.T, rng *rand.Rand, ops int) {
 		h.take()
 	}
 	h.check("drained")
-	if h.pool.NumHeld() != 0 || !h.c.Idle() || h.c.Policy().NumRequests() != 0 {
-		t.Fatalf("after draining: %d blocks held, idle %v, %d requests tracked", h.pool.NumHeld(), h.c.Idle(), h.c.Policy().NumRequests())
+	if h.pool.NumHeld() != 0 || !h.c.Idle() || h.c.Stats().Requests != 0 {
+		t.Fatalf("after draining: %d blocks held, idle %v, %d requests tracked", h.pool.NumHeld(), h.c.Idle(), h.c.Stats().Requests)
 	}
 	st := h.c.Stats()
 	t.Logf("stats %+v", st)

@@ -344,7 +344,7 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 		h.take()
 		h.compute(b, 9) // B's 2 blocks: refused, nothing evictable
 		h.check("refused")
-		if w := h.c.Policy().Watermark(2, 0); w != 0 {
+		if w := h.c.Watermark(2, 0); w != 0 {
 			t.Fatalf("B's watermark %d after a refusal, want 0", w)
 		}
 		if st := h.c.Stats().Tiers[0]; st.RefusedBlocks != 2 {
@@ -354,7 +354,7 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 			t.Fatalf("work for refused blocks: %+v", w.Stores)
 		}
 		h.compute(b, 9) // the next step offers them again: still refused
-		if w := h.c.Policy().Watermark(2, 0); w != 0 {
+		if w := h.c.Watermark(2, 0); w != 0 {
 			t.Fatalf("B's watermark %d, want 0", w)
 		}
 		h.runStore(0, 2) // A's stores end: its blocks become evictable
@@ -363,7 +363,7 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 		if len(w.Stores) != 1 || !slices.Equal(w.Stores[0].Hashes, b.hashes[:2]) {
 			t.Fatalf("retry: %+v, want B's 2 blocks", w.Stores)
 		}
-		if wm := h.c.Policy().Watermark(2, 0); wm != 2 {
+		if wm := h.c.Watermark(2, 0); wm != 2 {
 			t.Fatalf("B's watermark %d, want 2", wm)
 		}
 		h.check("accepted")
@@ -388,7 +388,7 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 		if len(w.Stores) != 1 || !slices.Equal(w.Stores[0].Hashes, a.hashes[:1]) {
 			t.Fatalf("stores %+v, want A's block 0 only", w.Stores)
 		}
-		if wm := h.c.Policy().Watermark(1, 0); wm != 1 {
+		if wm := h.c.Watermark(1, 0); wm != 1 {
 			t.Fatalf("watermark %d, want 1 (before refused block 1)", wm)
 		}
 		// A second lookup of A's prompt: blocks 1 and 2 reach the
@@ -399,7 +399,7 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 		if len(w.Stores) != 1 || !slices.Equal(w.Stores[0].Hashes, a.hashes[1:3]) {
 			t.Fatalf("stores %+v, want A's blocks 1 and 2", w.Stores)
 		}
-		if wm := h.c.Policy().Watermark(1, 0); wm != 3 {
+		if wm := h.c.Watermark(1, 0); wm != 3 {
 			t.Fatalf("watermark %d, want 3", wm)
 		}
 		h.check("stored")
@@ -437,11 +437,11 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 		if len(w.Stores) != 1 || !slices.Equal(w.Stores[0].Hashes, a.hashes[:2]) {
 			t.Fatalf("stores %+v, want blocks 0 and 1", w.Stores)
 		}
-		if wm := h.c.Policy().Watermark(1, 0); wm != 2 {
+		if wm := h.c.Watermark(1, 0); wm != 2 {
 			t.Fatalf("watermark %d, want 2", wm)
 		}
 		h.compute(a, 21) // nothing evictable: refused, watermark kept
-		if wm := h.c.Policy().Watermark(1, 0); wm != 2 || h.c.Stats().Tiers[0].RefusedBlocks != 6 {
+		if wm := h.c.Watermark(1, 0); wm != 2 || h.c.Stats().Tiers[0].RefusedBlocks != 6 {
 			t.Fatalf("watermark %d, refused %d; want 2 and 3+3", wm, h.c.Stats().Tiers[0].RefusedBlocks)
 		}
 		h.storeAll()
@@ -450,7 +450,7 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 		if len(w.Stores) != 1 || !slices.Equal(w.Stores[0].Hashes, a.hashes[2:4]) {
 			t.Fatalf("stores %+v, want blocks 2 and 3", w.Stores)
 		}
-		if wm := h.c.Policy().Watermark(1, 0); wm != 4 {
+		if wm := h.c.Watermark(1, 0); wm != 4 {
 			t.Fatalf("watermark %d, want 4", wm)
 		}
 		h.check("end")
@@ -462,18 +462,18 @@ func TestScenarioS21WatermarkSkipsNoRefusedBlock(t *testing.T) {
 		a := h.newReq(1, tokens(1, 21)) // 5 full blocks
 		h.admit(a)
 		h.compute(a, 21)
-		if wm := h.c.Policy().Watermark(1, 0); wm != 2 {
+		if wm := h.c.Watermark(1, 0); wm != 2 {
 			t.Fatalf("watermark %d at the in-flight bound, want 2", wm)
 		}
 		h.compute(a, 21)
-		if wm := h.c.Policy().Watermark(1, 0); wm != 2 || h.c.Stats().InflightStoreBlocks != 2 {
+		if wm := h.c.Watermark(1, 0); wm != 2 || h.c.Stats().InflightStoreBlocks != 2 {
 			t.Fatalf("watermark %d with %d in flight, want 2 and 2", wm, h.c.Stats().InflightStoreBlocks)
 		}
 		h.storeAll()
 		h.compute(a, 21)
 		h.storeAll()
 		h.compute(a, 21)
-		if wm := h.c.Policy().Watermark(1, 0); wm != 5 {
+		if wm := h.c.Watermark(1, 0); wm != 5 {
 			t.Fatalf("watermark %d after two rounds, want 5", wm)
 		}
 		h.check("all stored")
@@ -726,7 +726,7 @@ func TestPreemptionOnly(t *testing.T) {
 	h.admit(a)
 	h.compute(a, 13)
 	h.finish(a)
-	if w := h.take(); len(w.Stores) != 0 || h.c.Policy().NumRequests() != 0 {
+	if w := h.take(); len(w.Stores) != 0 || h.c.Stats().Requests != 0 {
 		t.Fatalf("finish stored %+v or kept state", w.Stores)
 	}
 	h.check("end")
@@ -762,8 +762,8 @@ func TestSpillover(t *testing.T) {
 		t.Fatalf("next spill %+v, want A's block 0", w.Stores)
 	}
 	h.storeAll()
-	if h.c.Policy().NumSpillCandidates() != 0 {
-		t.Fatalf("%d candidates left", h.c.Policy().NumSpillCandidates())
+	if h.c.Stats().SpillCandidates != 0 {
+		t.Fatalf("%d candidates left", h.c.Stats().SpillCandidates)
 	}
 	h.pool.Release(f)
 	h.check("end")

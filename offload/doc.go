@@ -53,13 +53,20 @@
 //
 // # Policy and Coordinator
 //
-// A Policy decides which blocks are offered to the tiers and when:
-// StoreOnCompute (every full block once computed), PreemptionOnly (a
-// preempted request's blocks) or Spillover (cached blocks with no hold at
-// the head of the primary pool's eviction order, while the pool is short of
-// free blocks). Per request and tier it keeps a watermark that advances
-// only over blocks the Manager accepted; refused blocks are offered again
-// at the next trigger (SCENARIOS.md S21).
+// A Policy (an interface) decides which blocks are offered to the tiers and
+// when, from the triggers it is told of — a request computed more blocks,
+// was preempted, finished; the primary pool is short of free blocks; a
+// lookup found blocks in the tiers — and the tiers' answers. The built-ins,
+// each in its own file: StoreOnCompute (every full block once computed),
+// StoreOnFinish (a request's blocks when it finishes), PreemptionOnly (a
+// preempted request's blocks), Spillover (cached blocks with no hold at
+// the head of the primary pool's eviction order, while the pool is short
+// of free blocks) and RequestLevel (a request's blocks as one all-or-
+// nothing unit when it finishes; lookups load whole units only). Any other
+// policy is passed as Config.NewPolicy. The Coordinator keeps, per request
+// and tier, a watermark that advances only over blocks the Manager
+// accepted; refused blocks are offered again at the next trigger
+// (SCENARIOS.md S21), whatever the policy.
 //
 // A Coordinator owns one Manager per tier (Config.Tiers, parsed from
 // --offload by ParseTiers; stores write through to every tier, loads

@@ -426,6 +426,21 @@ func (m *Manager) PrepareStore(hashes []kvblock.Hash) (StorePlan, bool) {
 	return plan, true
 }
 
+// wouldRefuse reports whether PrepareStore(hashes) would refuse some of
+// them by the reuse filter (a hash not present, seen fewer than
+// StoreThreshold times). It changes nothing.
+func (m *Manager) wouldRefuse(hashes []kvblock.Hash) bool {
+	if m.threshold == 0 {
+		return false
+	}
+	for _, h := range hashes {
+		if _, ok := m.slotOf(h); !ok && m.tracker.count(h) < m.threshold {
+			return true
+		}
+	}
+	return false
+}
+
 // evictOne evicts the next victim and returns its hash. The caller has
 // checked that some block is evictable.
 func (m *Manager) evictOne() kvblock.Hash {

@@ -32,109 +32,171 @@ func (t Trigger) String() string {
 }
 
 // Policy decides which blocks are offered to the offload tiers, and when.
+// It is a value the Coordinator is built with (Config.Policy names a
+// built-in, Config.NewPolicy builds any other), so a new policy needs no
+// change to the Coordinator, the engine or the simulator.
 //
-// The per-request policies (StoreOnCompute, PreemptionOnly) keep, for each
-// request and tier, a watermark: the request's leading full blocks
-// [0, watermark) are in that tier (accepted by its Manager, or already
-// present). A watermark advances only over blocks the Manager accepted:
-// when the Manager refuses a block (reuse threshold not met) the watermark
-// stops before it, and when it refuses the whole batch (tier full of
-// blocks being stored or loaded) the watermark stays, so the refused
-// blocks are offered again at the next trigger (S21). Block indexes name
-// prefix positions, and a request's full blocks never change, so a
-// watermark survives preemption.
+// Its inputs are the triggers — a request computed more blocks, is
+// preempted, finished (Request), the primary pool is short of free blocks
+// (Evicting), a lookup found blocks in the tiers (Loadable) — and the
+// tiers' answers: the per-tier watermarks in each RequestEvent and Placed.
+// Its outputs are the blocks to offer. The Coordinator does the rest: it
+// fits offers to the tiers' room and the in-flight bounds, takes store
+// holds, and keeps the watermarks, which advance only over blocks a tier
+// accepted, so blocks a tier refused are offered again at the next trigger
+// (SCENARIOS.md S21) whatever the policy.
 //
-// Spillover keeps instead an approximate copy of the primary pool's
-// eviction order: the blocks of finished and preempted requests, appended
-// in the order the pool appends them to its LRU when their holds drop.
-// SpillCandidates walks it from the head.
-//
-// Not safe for concurrent use.
-type Policy struct {
-	kind        PolicyKind
+// A Policy is called by one Coordinator only, never concurrently. Embed
+// PolicyBase to leave out the methods a policy does not need.
+type Policy interface {
+	// Name names the policy in logs and metrics.
+	Name() string
+	// Request is called at each trigger of a request and returns the
+	// leading blocks of it to offer now (Offer.To of ev.Hashes; the
+	// Coordinator offers each tier the blocks from its watermark up to To).
+	// ev's slices belong to the caller and are valid during the call only.
+	Request(ev RequestEvent) Offer
+	// Evicting is called at each Coordinator.Take while the primary pool
+	// has fewer free blocks than Config.SpillAheadBlocks: it appends to
+	// blocks and hashes up to n cached blocks of pool with no hold to offer
+	// now (as pool.Cached reports them), and returns them. A candidate
+	// stays the policy's to offer again until Placed names it.
+	Evicting(pool *kvblock.Pool, n int, blocks []kvblock.BlockID, hashes []kvblock.Hash) ([]kvblock.BlockID, []kvblock.Hash)
+	// Placed tells the policy that block b, offered by Evicting, is now in
+	// every tier (stored or being stored).
+	Placed(b kvblock.BlockID)
+	// Loadable is called by a lookup: hashes[first:first+hits] are ready in
+	// the tiers, right after the first blocks cached in the primary pool.
+	// It returns how many of those hits may be loaded (≤ hits).
+	Loadable(hashes []kvblock.Hash, first, hits int) int
+	// Forget tells the policy that request req ended.
+	Forget(req uint64)
+	// Check verifies the policy's own bookkeeping.
+	Check() error
+}
+
+// RequestEvent is a trigger of one request.
+type RequestEvent struct {
+	Trigger Trigger
+	Req     uint64
+	// Blocks and Hashes are the request's leading full computed blocks
+	// and their prefix hashes (equal lengths).
+	Blocks []kvblock.BlockID
+	Hashes []kvblock.Hash
+	// Marks are the request's watermark per tier: its blocks [0, Marks[t])
+	// are in tier t (accepted by it, or present before). nil when the
+	// Coordinator does not track the request yet (all zero).
+	Marks []int
+}
+
+// Offer is a policy's answer to a RequestEvent.
+type Offer struct {
+	// To: offer each tier the request's blocks from its watermark up to
+	// To (0: nothing).
+	To int
+	// Whole makes the offer all or nothing per tier: a tier that cannot
+	// take every block of it up to To (room, in-flight bound, reuse
+	// filter) takes none, and its watermark stays.
+	Whole bool
+}
+
+// PolicyEnv is what a policy is built for.
+type PolicyEnv struct {
+	// NumTiers is the number of tiers; TierBlocks their total capacity.
+	NumTiers, TierBlocks int
+	// PoolBlocks is the primary pool's capacity (block ids are below it).
+	PoolBlocks int
+	// MaxRequests bounds the requests a policy needs to track.
+	MaxRequests int
+}
+
+// PolicyBase is a Policy's defaults, to embed: it offers nothing on
+// eviction, lets every hit load, and keeps no state.
+type PolicyBase struct{}
+
+// Evicting offers nothing.
+func (PolicyBase) Evicting(_ *kvblock.Pool, _ int, b []kvblock.BlockID, h []kvblock.Hash) ([]kvblock.BlockID, []kvblock.Hash) {
+	return b, h
+}
+
+// Placed does nothing.
+func (PolicyBase) Placed(kvblock.BlockID) {}
+
+// Loadable lets every hit load.
+func (PolicyBase) Loadable(_ []kvblock.Hash, _, hits int) int { return hits }
+
+// Forget does nothing.
+func (PolicyBase) Forget(uint64) {}
+
+// Check has nothing to check.
+func (PolicyBase) Check() error { return nil }
+
+// NewPolicy returns the built-in policy kind for env. It panics on bad
+// arguments: configuration is validated at the edges.
+func NewPolicy(kind PolicyKind, env PolicyEnv) Policy {
+	if env.NumTiers < 1 || env.PoolBlocks < 1 || env.MaxRequests < 1 {
+		panic(fmt.Sprintf("offload: NewPolicy(%v, %+v)", kind, env))
+	}
+	switch kind {
+	case StoreOnCompute:
+		return storeOnCompute{}
+	case PreemptionOnly:
+		return preemptionOnly{}
+	case Spillover:
+		return newSpillover(env.PoolBlocks)
+	case StoreOnFinish:
+		return storeOnFinish{}
+	case RequestLevel:
+		return newRequestLevel(env)
+	}
+	panic(fmt.Sprintf("offload: NewPolicy(%v)", kind))
+}
+
+// watermarks are the Coordinator's record of the tiers' answers: for each
+// request and tier, the request's leading full blocks [0, watermark) are in
+// that tier (accepted by its Manager, or already present). A watermark
+// advances only over blocks the Manager accepted: when the Manager refuses
+// a block (reuse threshold not met) the watermark stops before it, and
+// when it refuses the whole batch (tier full of blocks being stored or
+// loaded) the watermark stays, so the refused blocks are offered again at
+// the next trigger (S21). Block indexes name prefix positions, and a
+// request's full blocks never change, so a watermark survives preemption.
+type watermarks struct {
 	numTiers    int
 	maxRequests int
-	marks       map[uint64][]int // per request: watermark per tier
-
-	// Spillover's mirror of the pool's LRU: an intrusive list over block
-	// ids with the hash each block carried when it was appended.
-	spill      list
-	spillLinks links
-	spillIn    []bool
-	spillHash  []kvblock.Hash
+	m           map[uint64][]int // per request: watermark per tier
 }
 
-// NewPolicy returns a policy of kind for numTiers tiers, tracking at most
-// maxRequests requests, over a primary pool of poolBlocks blocks. It panics
-// on bad arguments: configuration is validated at the edges.
-func NewPolicy(kind PolicyKind, numTiers, maxRequests, poolBlocks int) *Policy {
-	if kind < StoreOnCompute || kind > Spillover || numTiers < 1 || maxRequests < 1 || poolBlocks < 1 {
-		panic(fmt.Sprintf("offload: NewPolicy(%v, %d tiers, %d requests, %d blocks)", kind, numTiers, maxRequests, poolBlocks))
-	}
-	p := &Policy{kind: kind, numTiers: numTiers, maxRequests: maxRequests, marks: make(map[uint64][]int)}
-	if kind == Spillover {
-		p.spill = emptyList
-		p.spillLinks = newLinks(poolBlocks)
-		p.spillIn = make([]bool, poolBlocks)
-		p.spillHash = make([]kvblock.Hash, poolBlocks)
-	}
-	return p
+func newWatermarks(numTiers, maxRequests int) watermarks {
+	return watermarks{numTiers: numTiers, maxRequests: maxRequests, m: make(map[uint64][]int)}
 }
 
-// Kind is the policy's kind.
-func (p *Policy) Kind() PolicyKind { return p.kind }
-
-// NumRequests is the number of requests with watermarks.
-func (p *Policy) NumRequests() int { return len(p.marks) }
-
-// Offers reports whether trigger tr offers a request's blocks under this
-// policy.
-func (p *Policy) Offers(tr Trigger) bool {
-	switch p.kind {
-	case StoreOnCompute:
-		return true
-	case PreemptionOnly:
-		return tr == OnPreempt
-	}
-	return false
-}
-
-// Range returns the blocks [from, to) of request req that trigger tr
-// offers to tier: from is the tier's watermark and to is numFull, the
-// request's computed full blocks; from == to means nothing to offer. It
-// starts tracking req if needed; at the MaxRequests bound an untracked
-// request is offered nothing.
-func (p *Policy) Range(tr Trigger, req uint64, tier, numFull int) (from, to int) {
-	p.checkTier(tier)
-	if !p.Offers(tr) {
-		return 0, 0
-	}
-	m, ok := p.marks[req]
+// track returns req's watermarks, tracking it if needed; nil at the
+// MaxRequests bound for an untracked request (it is offered nothing).
+func (w *watermarks) track(req uint64) []int {
+	m, ok := w.m[req]
 	if !ok {
-		if len(p.marks) >= p.maxRequests {
-			return 0, 0
+		if len(w.m) >= w.maxRequests {
+			return nil
 		}
-		m = make([]int, p.numTiers)
-		p.marks[req] = m
+		m = make([]int, w.numTiers)
+		w.m[req] = m
 	}
-	if m[tier] >= numFull {
-		return m[tier], m[tier]
-	}
-	return m[tier], numFull
+	return m
 }
 
-// Offered records the Manager's answer to an offer of hashes (request
+// offered records the Manager's answer to an offer of hashes (request
 // req's blocks [from, from+len(hashes)) ) to tier: ok and plan are
 // PrepareStore's results. The watermark advances to just before the first
 // block the tier does not hold after the call — refused, or evicted by the
 // call itself to make room — or past all of them; without ok it stays. It
 // returns the new watermark. It costs O(len(hashes) × (refused + evicted)),
 // and the refused and evicted lists are short unless the tier thrashes.
-func (p *Policy) Offered(req uint64, tier, from int, hashes []kvblock.Hash, plan StorePlan, ok bool) int {
-	p.checkTier(tier)
-	m, tracked := p.marks[req]
+func (w *watermarks) offered(req uint64, tier, from int, hashes []kvblock.Hash, plan StorePlan, ok bool) int {
+	w.checkTier(tier)
+	m, tracked := w.m[req]
 	if !tracked {
-		panic(fmt.Sprintf("offload: Offered for untracked request %d", req))
+		panic(fmt.Sprintf("offload: offered for untracked request %d", req))
 	}
 	if m[tier] != from {
 		panic(fmt.Sprintf("offload: request %d offered from block %d but its tier %d watermark is %d", req, from, tier, m[tier]))
@@ -158,122 +220,26 @@ func (p *Policy) Offered(req uint64, tier, from int, hashes []kvblock.Hash, plan
 	return to
 }
 
-// Watermark is request req's watermark for tier (0 when untracked).
-func (p *Policy) Watermark(req uint64, tier int) int {
-	p.checkTier(tier)
-	if m, ok := p.marks[req]; ok {
+// get is request req's watermark for tier (0 when untracked).
+func (w *watermarks) get(req uint64, tier int) int {
+	w.checkTier(tier)
+	if m, ok := w.m[req]; ok {
 		return m[tier]
 	}
 	return 0
 }
 
-// Forget drops request req's watermarks (it finished).
-func (p *Policy) Forget(req uint64) { delete(p.marks, req) }
+func (w *watermarks) forget(req uint64) { delete(w.m, req) }
 
-func (p *Policy) checkTier(tier int) {
-	if tier < 0 || tier >= p.numTiers {
-		panic(fmt.Sprintf("offload: tier %d of %d", tier, p.numTiers))
+func (w *watermarks) checkTier(tier int) {
+	if tier < 0 || tier >= w.numTiers {
+		panic(fmt.Sprintf("offload: tier %d of %d", tier, w.numTiers))
 	}
 }
 
-// Evictable tells the spillover policy that blocks (a request's block table
-// prefix, blocks[i] carrying hashes[i]) become evictable when their holds
-// drop. They are appended to the mirror of the eviction order last block
-// first, as the pool does; a block already in it moves to the end. Other
-// policies ignore it.
-func (p *Policy) Evictable(blocks []kvblock.BlockID, hashes []kvblock.Hash) {
-	if p.kind != Spillover {
-		return
-	}
-	n := min(len(blocks), len(hashes))
-	for i := n - 1; i >= 0; i-- {
-		b := blocks[i]
-		if p.spillIn[b] {
-			p.spillLinks.remove(&p.spill, int32(b))
-		}
-		p.spillIn[b] = true
-		p.spillHash[b] = hashes[i]
-		p.spillLinks.pushBack(&p.spill, int32(b))
-	}
-}
-
-// SpillCandidates appends to blocks and hashes up to n blocks from the head
-// of the eviction-order mirror that are evictable in pool right now (cached
-// with the hash they were appended with, and no hold), and returns them.
-// On the way it drops blocks that were evicted or re-cached since, and
-// moves blocks that are held again to the end (when their holds drop they
-// rejoin the pool's LRU at its end). Each entry is visited at most once per
-// call, so a call costs O(mirror length) at worst.
-func (p *Policy) SpillCandidates(pool *kvblock.Pool, n int, blocks []kvblock.BlockID, hashes []kvblock.Hash) ([]kvblock.BlockID, []kvblock.Hash) {
-	if p.kind != Spillover {
-		return blocks, hashes
-	}
-	found := 0
-	i := p.spill.head
-	for visits := p.spill.n; visits > 0 && found < n && i != nilNode; visits-- {
-		next := p.spillLinks.next[i]
-		b := kvblock.BlockID(i)
-		h, cached := pool.Cached(b)
-		switch {
-		case !cached || h != p.spillHash[b]:
-			p.Spilled(b) // gone from the pool: too late
-		case pool.Refs(b) > 0:
-			p.spillLinks.remove(&p.spill, i)
-			p.spillLinks.pushBack(&p.spill, i)
-		default:
-			// A candidate stays where it is: if a tier refuses it, it is
-			// still next in line and is offered again by the next call,
-			// until it is stored or evicted.
-			blocks = append(blocks, b)
-			hashes = append(hashes, h)
-			found++
-		}
-		i = next
-	}
-	return blocks, hashes
-}
-
-// Spilled removes block b from the eviction-order mirror (it is stored in
-// every tier, or gone). Removing a block that is not in it is a no-op.
-func (p *Policy) Spilled(b kvblock.BlockID) {
-	if p.kind != Spillover || !p.spillIn[b] {
-		return
-	}
-	p.spillLinks.remove(&p.spill, int32(b))
-	p.spillIn[b] = false
-}
-
-// NumSpillCandidates is the length of the eviction-order mirror.
-func (p *Policy) NumSpillCandidates() int { return p.spill.n }
-
-// Check verifies the mirror's links and membership flags.
-func (p *Policy) Check() error {
-	if len(p.marks) > p.maxRequests {
-		return fmt.Errorf("offload: policy tracks %d requests, bound %d", len(p.marks), p.maxRequests)
-	}
-	if p.kind != Spillover {
-		return nil
-	}
-	seen := 0
-	for i, prev := p.spill.head, nilNode; i != nilNode; prev, i = i, p.spillLinks.next[i] {
-		if p.spillLinks.prev[i] != prev {
-			return fmt.Errorf("offload: spill list link broken at block %d", i)
-		}
-		if !p.spillIn[i] {
-			return fmt.Errorf("offload: block %d in the spill list but not flagged", i)
-		}
-		if seen++; seen > len(p.spillIn) {
-			return fmt.Errorf("offload: spill list has a cycle")
-		}
-	}
-	flagged := 0
-	for _, in := range p.spillIn {
-		if in {
-			flagged++
-		}
-	}
-	if seen != p.spill.n || flagged != seen {
-		return fmt.Errorf("offload: spill list has %d blocks, counted %d, flagged %d", seen, p.spill.n, flagged)
+func (w *watermarks) check() error {
+	if len(w.m) > w.maxRequests {
+		return fmt.Errorf("offload: %d requests with watermarks, bound %d", len(w.m), w.maxRequests)
 	}
 	return nil
 }

@@ -101,6 +101,12 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		f.offload.Tiers[0].Medium != offload.MediumCPU || f.offload.Tiers[1].Path != dir2 {
 		t.Errorf("--offload: %v, %+v", err, f.offload)
 	}
+	for i, name := range offload.PolicyNames {
+		f, err := parseServeFlags([]string{"--offload", "cpu:64MiB", "--offload-policy", name}, io.Discard)
+		if err != nil || f.offload == nil || f.offload.Policy != offload.PolicyKind(i+1) {
+			t.Errorf("--offload-policy %s: %v, %+v", name, err, f.offload)
+		}
+	}
 	if f, _ = parseServeFlags(nil, io.Discard); f.offload != nil {
 		t.Errorf("offload on by default: %+v", f.offload)
 	}
@@ -219,7 +225,7 @@ func TestServeOffloadMultiTurn(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"kvlease_offload_hits_total", "kvlease_offload_loaded_blocks_total", "kvlease_offload_stored_blocks_total"} {
-		m := regexp.MustCompile(name + `\{medium="CPU",model_name="m"\} (\d+)`).FindStringSubmatch(onMetrics)
+		m := regexp.MustCompile(name + `\{medium="CPU",model_name="m",policy="store-on-compute"\} (\d+)`).FindStringSubmatch(onMetrics)
 		if m == nil || m[1] == "0" {
 			t.Errorf("%s: %v in\n%s", name, m, onMetrics)
 		}
