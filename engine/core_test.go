@@ -18,6 +18,7 @@ func transferCore(t *testing.T, role Role) (*Core, *synth.Executor) {
 	t.Helper()
 	prof, _ := synth.LookupProfile("tiny")
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(3 * time.Second)
+	xc.ClaimTimeout = 0 // no decode engine claims these leases (S25 is xfer's and sim's)
 	core := NewCore(Config{
 		Pool:        kvblock.Config{NumBlocks: 64, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken()},
 		Sched:       sched.DefaultConfig(),

@@ -7,14 +7,8 @@ import (
 )
 
 // releaseReasons are the label values of kvlease_leases_released_total,
-// always exported. Reasons are wire's, in wire order.
-var releaseReasons = func() []wire.Reason {
-	var rs []wire.Reason
-	for r := wire.ReasonReadDone; r.Valid(); r++ {
-		rs = append(rs, r)
-	}
-	return rs
-}()
+// always exported: exactly wire's reasons, in wire order.
+var releaseReasons = wire.Reasons()
 
 // The label values of the decode side's counters: every value the consumer
 // can report, exported from the start (zero until it happens), and no other.
@@ -70,7 +64,7 @@ var transferMetrics = []snapshotMetric{
 	},
 	{
 		name: "kvlease_leases_released_total", kind: counter,
-		help:   "Leases released, by reason: read_done, rejected, aborted, undelivered, peer_lost, expired, fallback, shutdown.",
+		help:   "Leases released, by reason: read_done, rejected, aborted, undelivered, peer_lost, expired, fallback, shutdown, unclaimed (no decode engine claimed the lease within --kv-claim-timeout).",
 		labels: []string{"reason"},
 		read: func(s *engine.NodeStats, emit emitFunc) {
 			emitEach(producer(s).Released, releaseReasons, emit)

@@ -117,8 +117,10 @@ func TestTransferMetricsExportExactlyTheReasons(t *testing.T) {
 		return out
 	}
 	var released, sent, fallbacks, failures []fmt.Stringer
-	for r := wire.ReasonReadDone; r.Valid(); r++ {
-		released = append(released, r)
+	for r := range wire.Reason(255) { // every defined reason, gaps skipped
+		if r.Valid() {
+			released = append(released, r)
+		}
 	}
 	for _, r := range xfer.ReleaseReasonsSent() {
 		sent = append(sent, r)

@@ -169,6 +169,10 @@ type Req struct {
 	// LostAfterPrefill makes the proxy lose the request after P answered:
 	// nobody ever presents the lease token.
 	LostAfterPrefill bool
+	// DecodeLegDelay holds the decode leg at the proxy this long after P
+	// answered (a slow or stalled proxy): a leg later than the claim
+	// timeout finds the lease released unclaimed (S25).
+	DecodeLegDelay time.Duration
 
 	// P and D are the request's engines; nil ones are chosen by the
 	// proxy's routing policy (Spec.Routing) when it sends the leg.
@@ -263,9 +267,9 @@ type Cluster struct {
 	cands        []*Node
 
 	byLease map[leaseKey]*Req
-	// EarlyFrees counts leases that expired while their request waited
-	// for them at a decoder that was up and could reach P: memory freed
-	// under a reader that still wanted it.
+	// EarlyFrees counts leases that expired (or went unclaimed) while their
+	// request waited for them at a decoder that was up and could reach P:
+	// memory freed under a reader that still wanted it.
 	EarlyFrees int
 	// Exits counts nodes that drained and exited.
 	Exits int
@@ -374,7 +378,7 @@ func (c *Cluster) boot(n *Node) {
 			n.Released[r]++
 			n.ReleasedAt[l] = Release{At: now, Reason: r}
 			c.mix(traceRelease, uint64(l), uint64(r))
-			if r == wire.ReasonExpired && c.waitedFor(n, l) {
+			if (r == wire.ReasonExpired || r == wire.ReasonUnclaimed) && c.waitedFor(n, l) {
 				c.EarlyFrees++
 			}
 		})

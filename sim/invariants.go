@@ -21,7 +21,8 @@ import (
 //   - A READ of such a lease pins nothing and streams no block; its
 //     READ_END is not OK.
 //   - Any message naming such a lease ends it (now, or when its reads end)
-//     as expired or peer_lost, never for another reason.
+//     as expired, peer_lost or unclaimed, never for another reason (a
+//     claim that arrives at or after the claim deadline is too late).
 //   - No RENEW_ACK carries an ExpiresInMs beyond the policy's maximum
 //     (xfer.Config.MaxExpiresIn): a negative remainder wrapped to ~49 days
 //     would be one.
@@ -142,9 +143,9 @@ func (c *Cluster) checkDueHandled(n *Node, conn transport.ConnID, m wire.Message
 			// Untouched is allowed (an unauthenticated session's message
 			// reaches no lease; the sweep ends it): extended, rebound or
 			// pinned is not.
-			if after.Deadline != d.info.Deadline || after.LostAt != d.info.LostAt || after.Session != d.info.Session {
-				c.violate("%s: %T of lease %d, due at %v, renewed it at %v (deadline %v → %v, lost at %v → %v)",
-					n.Name, m, d.id, was, c.Now, d.info.Deadline, after.Deadline, d.info.LostAt, after.LostAt)
+			if after.Deadline != d.info.Deadline || after.LostAt != d.info.LostAt || after.ClaimBy != d.info.ClaimBy || after.Session != d.info.Session {
+				c.violate("%s: %T of lease %d, due at %v, renewed it at %v (or claimed it; deadline %v → %v, lost at %v → %v, claim by %v → %v)",
+					n.Name, m, d.id, was, c.Now, d.info.Deadline, after.Deadline, d.info.LostAt, after.LostAt, d.info.ClaimBy, after.ClaimBy)
 			}
 			if after.Reads > d.info.Reads {
 				c.violate("%s: READ of lease %d, due at %v, served at %v", n.Name, d.id, was, c.Now)
@@ -154,7 +155,7 @@ func (c *Cluster) checkDueHandled(n *Node, conn transport.ConnID, m wire.Message
 				reason = rel.Reason
 			}
 		}
-		if reason != 0 && reason != wire.ReasonExpired && reason != wire.ReasonPeerLost {
+		if reason != 0 && reason != wire.ReasonExpired && reason != wire.ReasonPeerLost && reason != wire.ReasonUnclaimed {
 			c.violate("%s: %T of lease %d, due at %v, ended it as %s at %v", n.Name, m, d.id, was, reason, c.Now)
 		}
 	}
@@ -176,6 +177,7 @@ func (c *Cluster) checkDueHandled(n *Node, conn transport.ConnID, m wire.Message
 	}
 }
 
-// dueAt is when the lease info describes falls due: its deadline, or the
-// end of the peer grace after its session was lost, whichever is first.
-func dueAt(info xfer.LeaseInfo) clock.Instant { return min(info.Deadline, info.LostAt) }
+// dueAt is when the lease info describes falls due: its deadline, the end
+// of the peer grace after its session was lost, or its claim deadline while
+// no D session has claimed it, whichever is first.
+func dueAt(info xfer.LeaseInfo) clock.Instant { return min(info.Deadline, info.LostAt, info.ClaimBy) }

@@ -234,7 +234,7 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			if r.LostAfterPrefill {
 				continue
 			}
-			c.After(c.Spec.HTTPDelay, func() {
+			c.After(c.Spec.HTTPDelay+r.DecodeLegDelay, func() {
 				if g == nil {
 					c.sendToD(r, nil) // no lease: D computes the prompt
 					return

@@ -306,7 +306,7 @@ func TestScenarioS19MixedDeadlinesNoHeadOfLine(t *testing.T) {
 	for i := range 8 {
 		r := newReq(c, fmt.Sprintf("r%d", i), 40+9*i, 4)
 		if i%2 == 1 {
-			r.LostAfterPrefill = true // never reaches D: its lease is unbound
+			r.LostAfterPrefill = true // never reaches D: its lease is unclaimed
 			lost = append(lost, r)
 		} else {
 			kept = append(kept, r)
@@ -317,8 +317,8 @@ func TestScenarioS19MixedDeadlinesNoHeadOfLine(t *testing.T) {
 	verify(t, c)
 	for _, r := range lost {
 		rel := releaseOf(t, c, "p0", r)
-		if want := r.GrantedAt.Add(spec.Transfer.LeaseDuration); rel.Reason != wire.ReasonExpired || rel.At != want {
-			t.Errorf("%s: release %+v, want expired at %v", r.ID, rel, want)
+		if want := r.GrantedAt.Add(spec.Transfer.ClaimTimeout); rel.Reason != wire.ReasonUnclaimed || rel.At != want {
+			t.Errorf("%s: release %+v, want unclaimed at %v", r.ID, rel, want)
 		}
 	}
 	for _, r := range kept {
@@ -381,10 +381,11 @@ func TestScenarioS23DrainWithLeases(t *testing.T) {
 		r := newReq(c, "r", 100, 8)
 		r.LostAfterPrefill = true
 		c.Submit(0, r)
-		c.Drain(inst(100*ms), "p0", time.Second)
+		// The drain deadline comes before the claim deadline (500 ms).
+		c.Drain(inst(100*ms), "p0", 300*ms)
 		settle(t, c, 30*time.Second)
 		rel := releaseOf(t, c, "p0", r)
-		if rel.Reason != wire.ReasonShutdown || rel.At != inst(1100*ms) || !c.Node("p0").Exited {
+		if rel.Reason != wire.ReasonShutdown || rel.At != inst(400*ms) || !c.Node("p0").Exited {
 			t.Fatalf("release %+v exited %v", rel, c.Node("p0").Exited)
 		}
 	})

@@ -154,6 +154,7 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 		{"status 255", []byte{byte(MsgAuthAck), 255}, ErrBadValue},
 		{"reason zero", append([]byte{byte(MsgRevoked)}, 0, 0, 0, 0, 0, 0, 0, 1, 0), ErrBadValue},
 		{"reason past last", append([]byte{byte(MsgRevoked)}, 0, 0, 0, 0, 0, 0, 0, 1, byte(numReasons)), ErrBadValue},
+		{"retired reason 9", append([]byte{byte(MsgRevoked)}, 0, 0, 0, 0, 0, 0, 0, 1, 9), ErrBadValue},
 		{"renew count lies", []byte{byte(MsgRenew), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}, ErrTruncated},
 		{"renew count huge", []byte{byte(MsgRenew), 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, ErrTooMany},
 		{"renew_ack bad status in list", func() []byte {

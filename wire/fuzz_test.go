@@ -148,7 +148,8 @@ func buildMessage(kind uint8, a, b uint64, c uint32, s string, raw []byte) Messa
 	var m32 [32]byte
 	copy(m32[:], raw)
 	status := Status(c % uint32(numStatuses))
-	reason := Reason(1 + c%uint32(numReasons-1))
+	rs := Reasons()
+	reason := rs[c%uint32(len(rs))]
 	switch MsgType(1 + kind%uint8(numMsgTypes-1)) {
 	case MsgHello:
 		return &Hello{Version: uint16(c), EngineID: s, Nonce: n16}

@@ -169,6 +169,13 @@ const (
 	// answer to its next RENEW or READ ("unknown lease") and falls back.
 	// Value 9 was ReasonRestart, which nothing sent; it is not reused.
 	ReasonShutdown
+	reasonRetired9 // was ReasonRestart: not a reason (Valid is false)
+	// ReasonUnclaimed: no decode engine claimed the lease (renewed, read or
+	// released it with its token on an authenticated session) within the
+	// claim timeout, so its request never reached a decoder: a proxy
+	// dropped the decode leg (P-side only; an unclaimed lease has no
+	// session to send REVOKED to).
+	ReasonUnclaimed
 	numReasons
 )
 
@@ -181,10 +188,25 @@ var reasonNames = [...]string{
 	ReasonExpired:     "expired",
 	ReasonFallback:    "fallback",
 	ReasonShutdown:    "shutdown",
+	ReasonUnclaimed:   "unclaimed",
 }
 
 // Valid reports whether r is a reason this version defines (not zero).
-func (r Reason) Valid() bool { return r >= ReasonReadDone && r < numReasons }
+func (r Reason) Valid() bool {
+	return r >= ReasonReadDone && r < numReasons && r != reasonRetired9
+}
+
+// Reasons returns every defined Reason, in wire order: the label values of
+// kvlease_leases_released_total. The caller owns the slice.
+func Reasons() []Reason {
+	rs := make([]Reason, 0, numReasons)
+	for r := ReasonReadDone; r < numReasons; r++ {
+		if r.Valid() {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
 
 func (r Reason) String() string {
 	if r.Valid() {

@@ -43,8 +43,8 @@ func TestNames(t *testing.T) {
 	reasons := map[Reason]string{
 		ReasonReadDone: "read_done", ReasonRejected: "rejected", ReasonAborted: "aborted",
 		ReasonUndelivered: "undelivered", ReasonPeerLost: "peer_lost", ReasonExpired: "expired",
-		ReasonFallback: "fallback", ReasonShutdown: "shutdown",
-		0: "Reason(0)", numReasons: "Reason(9)",
+		ReasonFallback: "fallback", ReasonShutdown: "shutdown", ReasonUnclaimed: "unclaimed",
+		0: "Reason(0)", 9: "Reason(9)", numReasons: "Reason(11)",
 	}
 	for r, want := range reasons {
 		if got := r.String(); got != want {
@@ -53,6 +53,9 @@ func TestNames(t *testing.T) {
 		if r.Valid() != (want[0] != 'R') {
 			t.Errorf("Reason %d: Valid = %v", r, r.Valid())
 		}
+	}
+	if got := Reasons(); len(got) != len(reasons)-3 || got[0] != ReasonReadDone || got[len(got)-1] != ReasonUnclaimed {
+		t.Errorf("Reasons() = %v", got)
 	}
 	statuses := map[Status]string{
 		StatusOK: "ok", StatusUnknownLease: "unknown_lease", StatusExpired: "expired",

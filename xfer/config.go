@@ -94,6 +94,14 @@ type Config struct {
 	// PeerGrace is how long P keeps a lease after the D session bound to it
 	// is lost, for a reconnect.
 	PeerGrace time.Duration
+	// ClaimTimeout (PolicyLease only; 0 disables it) is how long P keeps a
+	// lease that no D session has claimed — renewed, read or released with
+	// its token on an authenticated session — before releasing it as
+	// unclaimed: the request never reached a decoder (a proxy dropped the
+	// decode leg). D claims at once when it admits the request (Enqueue),
+	// and its regular heartbeat claims within HeartbeatInterval anyway, so
+	// it must be at least that, and under LeaseDuration.
+	ClaimTimeout time.Duration
 
 	// MaxLeases bounds live leases on P; a finished prefill beyond it gets
 	// no lease (its blocks are freed, D recomputes).
@@ -127,6 +135,7 @@ func DefaultConfig(p Policy) Config {
 		HeartbeatInterval: 5 * time.Second,
 		LeaseExtension:    20 * time.Second,
 		PeerGrace:         2 * time.Second,
+		ClaimTimeout:      5 * time.Second,
 		MaxLeases:         1 << 16,
 		Tombstones:        1 << 14,
 		MaxServedReads:    1024,
@@ -139,17 +148,24 @@ func DefaultConfig(p Policy) Config {
 	if p == PolicyLegacyTimeout {
 		c.LeaseDuration = 480 * time.Second
 	}
+	if p != PolicyLease {
+		c.ClaimTimeout = 0 // no claim deadline outside kvlease's policy
+	}
 	return c
 }
 
 // WithLease scales a config to a lease duration d the way vLLM derives its
 // knobs from kv_lease_duration: heartbeat d/6, extension 2d/3, peer grace
-// d/15 (at least one heartbeat's worth of slack stays).
+// d/15 (at least one heartbeat's worth of slack stays), and a claim
+// timeout (when one is set) of d/6, one heartbeat.
 func (c Config) WithLease(d time.Duration) Config {
 	c.LeaseDuration = d
 	c.HeartbeatInterval = d / 6
 	c.LeaseExtension = d * 2 / 3
 	c.PeerGrace = d / 15
+	if c.ClaimTimeout > 0 {
+		c.ClaimTimeout = d / 6
+	}
 	if c.RetryInterval > c.HeartbeatInterval/2 {
 		c.RetryInterval = c.HeartbeatInterval / 2
 	}
@@ -171,6 +187,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("xfer: lease extension %v must be at least 2 × the heartbeat interval %v", c.LeaseExtension, c.HeartbeatInterval)
 	case c.PeerGrace < 0:
 		return fmt.Errorf("xfer: peer grace must not be negative, got %v", c.PeerGrace)
+	case c.ClaimTimeout < 0:
+		return fmt.Errorf("xfer: claim timeout must not be negative, got %v", c.ClaimTimeout)
+	case c.ClaimTimeout > 0 && c.Policy != PolicyLease:
+		return fmt.Errorf("xfer: a claim timeout is part of the lease policy only, not %v", c.Policy)
+	case c.ClaimTimeout > 0 && c.ClaimTimeout < c.HeartbeatInterval:
+		return fmt.Errorf("xfer: claim timeout %v must be at least the heartbeat interval %v (a decoder's regular heartbeat claims within one interval)", c.ClaimTimeout, c.HeartbeatInterval)
+	case c.ClaimTimeout > 0 && c.ClaimTimeout >= c.LeaseDuration:
+		return fmt.Errorf("xfer: claim timeout %v must be shorter than the lease duration %v", c.ClaimTimeout, c.LeaseDuration)
 	case c.MaxLeases <= 0:
 		return fmt.Errorf("xfer: MaxLeases must be positive, got %d", c.MaxLeases)
 	case c.Tombstones < 0:
@@ -199,6 +223,10 @@ func (c Config) BindsSessions() bool { return c.Policy == PolicyLease }
 // HonoursAbort reports whether P acts on an abort after finish (revocation,
 // or release when the response was never delivered).
 func (c Config) HonoursAbort() bool { return c.Policy == PolicyLease }
+
+// ClaimsLeases reports whether P releases a lease that no D session
+// claimed within ClaimTimeout (PolicyLease with a claim timeout).
+func (c Config) ClaimsLeases() bool { return c.Policy == PolicyLease && c.ClaimTimeout > 0 }
 
 // NotifiesRejection reports whether D tells P it rejected a request.
 func (c Config) NotifiesRejection() bool { return c.Policy != PolicyLegacyTimeout }

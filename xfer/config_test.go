@@ -16,6 +16,12 @@ func TestDefaultConfig(t *testing.T) {
 		t.Fatal("legacy timeout")
 	}
 	for _, p := range Policies {
+		want := p == PolicyLease
+		if c := DefaultConfig(p); c.ClaimsLeases() != want || (want && c.ClaimTimeout != 5*time.Second) {
+			t.Errorf("%v: claim timeout %v, ClaimsLeases %v", p, c.ClaimTimeout, c.ClaimsLeases())
+		}
+	}
+	for _, p := range Policies {
 		if err := DefaultConfig(p).Validate(); err != nil {
 			t.Errorf("%v: %v", p, err)
 		}
@@ -31,7 +37,13 @@ func TestWithLease(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 	c = DefaultConfig(PolicyLease).WithLease(600 * time.Millisecond)
-	if c.HeartbeatInterval != 100*time.Millisecond || c.RetryInterval != 50*time.Millisecond {
+	if c.HeartbeatInterval != 100*time.Millisecond || c.RetryInterval != 50*time.Millisecond || c.ClaimTimeout != 100*time.Millisecond {
+		t.Fatalf("%+v", c)
+	}
+	// No claim deadline stays none.
+	c = DefaultConfig(PolicyLease)
+	c.ClaimTimeout = 0
+	if c = c.WithLease(3 * time.Second); c.ClaimTimeout != 0 || c.ClaimsLeases() {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -88,7 +100,13 @@ func TestConfigValidate(t *testing.T) {
 		{"zero lease", func(c *Config) { c.LeaseDuration = 0 }, "lease duration"},
 		{"zero heartbeat", func(c *Config) { c.HeartbeatInterval = 0 }, "heartbeat interval"},
 		{"lease under 3 heartbeats", func(c *Config) { c.HeartbeatInterval = 11 * time.Second }, "3 × the heartbeat"},
-		{"lease exactly 3 heartbeats", func(c *Config) { c.HeartbeatInterval = 10 * time.Second }, ""},
+		{"lease exactly 3 heartbeats", func(c *Config) { c.HeartbeatInterval, c.ClaimTimeout = 10*time.Second, 10*time.Second }, ""},
+		{"negative claim timeout", func(c *Config) { c.ClaimTimeout = -1 }, "claim timeout must not be negative"},
+		{"no claim timeout", func(c *Config) { c.ClaimTimeout = 0 }, ""},
+		{"claim timeout under a heartbeat", func(c *Config) { c.ClaimTimeout = 4 * time.Second }, "at least the heartbeat interval"},
+		{"claim timeout exactly a heartbeat", func(c *Config) { c.ClaimTimeout = 5 * time.Second }, ""},
+		{"claim timeout as long as the lease", func(c *Config) { c.ClaimTimeout = 30 * time.Second }, "shorter than the lease duration"},
+		{"claim timeout under another policy", func(c *Config) { c.Policy = PolicyVLLMLease }, "lease policy only"},
 		{"extension under 2 heartbeats", func(c *Config) { c.LeaseExtension = 9 * time.Second }, "extension"},
 		{"negative grace", func(c *Config) { c.PeerGrace = -1 }, "peer grace"},
 		{"zero grace", func(c *Config) { c.PeerGrace = 0 }, ""},

@@ -36,12 +36,29 @@
 // ends. A released lease is remembered (a bounded ring of tombstones) so
 // late messages get "released", "expired" or "revoked", never data.
 //
+// # Claim deadline
+//
+// Under PolicyLease with a ClaimTimeout, a lease must be claimed — renewed,
+// read or released with its token on an authenticated session — within
+// ClaimTimeout of its grant, or it is released as unclaimed
+// (wire.ReasonUnclaimed): its request never reached a decoder, typically
+// because a proxy dropped the decode leg after P answered, and without the
+// deadline its blocks would stay stranded for the whole lease. The
+// Consumer claims at once when a pull is enqueued (Enqueue makes the
+// peer's heartbeat due at that instant; with no connection it dials, and
+// the handshake's end renews at once too), so only leases nobody holds
+// are affected. A claim after the deadline gets StatusExpired, and D
+// falls back (FallbackLeaseGone). Config.Validate requires ClaimTimeout ≥
+// HeartbeatInterval (a connected D's regular heartbeat claims within one
+// interval even without the immediate claim) and < LeaseDuration.
+//
 // # Expiry
 //
 // Expiry is a function of (due instant, now), whatever the order in which
-// inputs arrive. A lease's due instant is its deadline, or the end of the
-// peer grace after its session was lost, whichever is earlier; at any now at
-// or after it the lease is expired. Tick sweeps such leases, but the edge
+// inputs arrive. A lease's due instant is the earliest of its deadline, the
+// end of the peer grace after its session was lost, and its claim deadline
+// while no session has claimed it; at any now at or after it the lease is
+// expired. Tick sweeps such leases, but the edge
 // may hand P a message, an abort or a read's end before it calls Tick at
 // that instant (the node handles transport input before it steps), so
 // every Producer entry point that takes now and acts on a lease first ends
@@ -56,7 +73,7 @@
 //     peer-lost later, or shut down.
 //
 // The lease is released with reason expired (peer_lost when the grace ran
-// out first), counted once: an ended lease leaves the due heap, so the
+// out first, unclaimed when the claim deadline did), counted once: an ended lease leaves the due heap, so the
 // sweep never sees it again. The check comes before the token's, so every
 // message naming a due lease gets the answer it would get after the sweep.
 // Pins are kept exactly: a lease due while a read is in flight is only

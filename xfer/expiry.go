@@ -39,7 +39,7 @@ func (p *Producer) liveAfterDue(now clock.Instant, l *leaseState) bool {
 // after the reads end.
 func goneStatus(r wire.Reason) wire.Status {
 	switch r {
-	case wire.ReasonExpired, wire.ReasonPeerLost:
+	case wire.ReasonExpired, wire.ReasonPeerLost, wire.ReasonUnclaimed:
 		return wire.StatusExpired
 	case wire.ReasonAborted, wire.ReasonUndelivered, wire.ReasonShutdown:
 		return wire.StatusRevoked

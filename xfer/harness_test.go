@@ -24,12 +24,21 @@ func testPool() *kvblock.Pool {
 }
 
 // testConfig is a short lease: 600 ms, heartbeat 100 ms, extension 400 ms,
-// grace 40 ms, retry 50 ms.
+// grace 40 ms, retry 50 ms, and no claim deadline: the tests of other rules
+// grant leases that nobody claims. claimConfig adds one.
 func testConfig(p Policy) Config {
 	c := DefaultConfig(p)
+	c.ClaimTimeout = 0
 	if p != PolicyLegacyTimeout {
 		c = c.WithLease(600 * time.Millisecond)
 	}
+	return c
+}
+
+// claimConfig is testConfig(PolicyLease) with a claim deadline of 150 ms.
+func claimConfig() Config {
+	c := testConfig(PolicyLease)
+	c.ClaimTimeout = 150 * time.Millisecond
 	return c
 }
 

@@ -63,8 +63,12 @@ type leaseState struct {
 	deadline  clock.Instant
 	// session is the bound D session (0 = unbound); lostAt is when a lost
 	// binding releases the lease (clock.Never while the session lives).
-	session   SessionID
-	lostAt    clock.Instant
+	session SessionID
+	lostAt  clock.Instant
+	// claimBy is when an unclaimed lease is released as unclaimed
+	// (Config.ClaimTimeout after the grant); clock.Never once a D session
+	// claimed it, or when the policy has no claim deadline.
+	claimBy   clock.Instant
 	delivered bool
 	reads     int         // reads in flight: they pin the lease
 	pending   wire.Reason // a release decided while pinned
@@ -75,11 +79,11 @@ type leaseState struct {
 	hix int
 }
 
+// due is when l ends unless something moves it: the earliest of its
+// deadline, the end of the peer grace after its session was lost, and its
+// claim deadline while unclaimed (xfer/doc.go, "Expiry").
 func (l *leaseState) due() clock.Instant {
-	if l.lostAt < l.deadline {
-		return l.lostAt
-	}
-	return l.deadline
+	return min(l.deadline, l.lostAt, l.claimBy)
 }
 
 // ProducerStats are P's lease counters.
@@ -177,7 +181,10 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 	// endpoint); the first request's own handler addresses its lease by
 	// its LeaseID (DeliveredLease, AbortLease), so nothing done for one
 	// request reaches the other's lease (S29).
-	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never, hix: -1}
+	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never, claimBy: clock.Never, hix: -1}
+	if p.cfg.ClaimsLeases() {
+		l.claimBy = now.Add(p.cfg.ClaimTimeout)
+	}
 	for {
 		l.id = wire.LeaseID(p.rng.Uint64())
 		if _, taken := p.leases[l.id]; !taken && l.id != 0 && !p.tomb.has(l.id) {
@@ -309,9 +316,15 @@ func (p *Producer) Tick(now clock.Instant) {
 	}
 }
 
-// dueReason is why due lease l ends at now: its session was lost, or its
-// deadline passed.
+// dueReason is why due lease l ends at now: nobody claimed it in time,
+// its session was lost, or its deadline passed. (A lease with a lost
+// session was claimed, so the first two never compete; the claim timeout
+// is shorter than the lease, and leases only extend, so an unclaimed
+// lease's claim deadline comes first.)
 func (p *Producer) dueReason(now clock.Instant, l *leaseState) wire.Reason {
+	if l.claimBy <= now && l.claimBy <= l.deadline {
+		return wire.ReasonUnclaimed
+	}
 	if l.lostAt <= now && l.lostAt <= l.deadline {
 		return wire.ReasonPeerLost
 	}
@@ -441,7 +454,10 @@ type LeaseInfo struct {
 	Deadline clock.Instant
 	// LostAt is when the lease goes because its session was lost
 	// (clock.Never while bound to a live session or unbound).
-	LostAt    clock.Instant
+	LostAt clock.Instant
+	// ClaimBy is when the lease goes as unclaimed (clock.Never once a D
+	// session claimed it, or without a claim deadline).
+	ClaimBy   clock.Instant
 	Session   SessionID
 	Reads     int         // reads in flight (pins)
 	Pending   wire.Reason // a release decided while pinned, or 0
@@ -455,7 +471,7 @@ func (p *Producer) Lease(id wire.LeaseID) (LeaseInfo, bool) {
 	if !ok {
 		return LeaseInfo{}, false
 	}
-	return LeaseInfo{Req: l.req, Deadline: l.deadline, LostAt: l.lostAt, Session: l.session, Reads: l.reads,
+	return LeaseInfo{Req: l.req, Deadline: l.deadline, LostAt: l.lostAt, ClaimBy: l.claimBy, Session: l.session, Reads: l.reads,
 		Pending: l.pending, Delivered: l.delivered, Blocks: p.pool.Len(l.hold)}, true
 }
 
@@ -531,8 +547,8 @@ func (p *Producer) CheckDue(now clock.Instant) error {
 		}
 	}
 	if worst != nil {
-		return fmt.Errorf("xfer: lease %d was due at %v and is still live at %v (deadline %v, lost at %v)",
-			worst.id, worst.due(), now, worst.deadline, worst.lostAt)
+		return fmt.Errorf("xfer: lease %d was due at %v and is still live at %v (deadline %v, lost at %v, claim by %v)",
+			worst.id, worst.due(), now, worst.deadline, worst.lostAt, worst.claimBy)
 	}
 	return nil
 }

@@ -207,9 +207,13 @@ func (p *Producer) find(id wire.LeaseID, tok wire.Token) (*leaseState, wire.Stat
 	return l, wire.StatusOK
 }
 
-// bind records that session s (of peer) uses l: l's fate follows s.
+// bind records that session s (of peer) uses l: l is claimed (its claim
+// deadline no longer applies) and its fate follows s.
 func (p *Producer) bind(s SessionID, l *leaseState) {
 	l.delivered = true // only a holder of the token can renew or read
+	// Claimed: the due instant moves later, which the due heap re-keys
+	// lazily (see schedule).
+	l.claimBy = clock.Never
 	if !p.cfg.BindsSessions() {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/offload"
@@ -61,6 +62,11 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--offload", "cpu:100B"}, "--offload"}, // less than one block
 		{[]string{"--offload", "cpu:1G", "--offload-policy", "sometimes"}, "--offload-policy"},
 		{[]string{"--offload-policy", "spillover"}, "--offload-policy spillover: give the tiers with --offload"},
+		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "1s"}, "--kv-claim-timeout"},
+		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "1s"}, "at least the heartbeat interval 5s"},
+		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "30s"}, "shorter than the lease duration"},
+		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "-1s"}, "--kv-claim-timeout: want a duration"},
+		{[]string{"--cluster-secret-file", secret, "--release-policy", "vllm-lease", "--kv-claim-timeout", "5s"}, "--release-policy lease only"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCmd(t, append([]string{"serve"}, c.args...)...)
@@ -79,6 +85,22 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		string(f.secret) != strings.Repeat("ab", 32) || f.model != "kvlease-zero" || f.sched.MaxWaiting != 7 ||
 		f.numBlocks != 8192 || f.maxModelLen != 8192 {
 		t.Errorf("parsed %+v", f)
+	}
+	// The claim deadline: lease policy only, --kv-lease/6 unless given.
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 5 * time.Second},
+		{[]string{"--kv-lease", "3s"}, 500 * time.Millisecond},
+		{[]string{"--kv-claim-timeout", "8s"}, 8 * time.Second},
+		{[]string{"--kv-claim-timeout", "0s"}, 0},
+		{[]string{"--release-policy", "vllm-lease"}, 0},
+	} {
+		f, err := parseServeFlags(append([]string{"--cluster-secret-file", secret}, c.args...), io.Discard)
+		if err != nil || f.transfer.ClaimTimeout != c.want {
+			t.Errorf("%v: claim timeout %v (%v), want %v", c.args, f.transfer, err, c.want)
+		}
 	}
 	// legacy-timeout keeps its 480 s unless --kv-lease is given.
 	f, _ = parseServeFlags([]string{"--cluster-secret-file", secret, "--release-policy", "legacy-timeout"}, io.Discard)

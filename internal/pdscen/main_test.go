@@ -459,7 +459,7 @@ func (m metrics) sum(name string) float64 {
 func (m metrics) held() float64 { return m.get("kvlease_kv_blocks", "state", "held") }
 
 // releaseReasons are the label values of kvlease_leases_released_total.
-var releaseReasons = []string{"read_done", "rejected", "aborted", "undelivered", "peer_lost", "expired", "fallback", "shutdown"}
+var releaseReasons = []string{"read_done", "rejected", "aborted", "undelivered", "peer_lost", "expired", "fallback", "shutdown", "unclaimed"}
 
 // released returns kvlease_leases_released_total by reason, zeros left out.
 func (m metrics) released() map[string]float64 {
