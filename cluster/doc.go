@@ -14,6 +14,13 @@
 // engine, waits for them (SIGKILL after Options.StopTimeout) and removes
 // the secret and any temporary log directory.
 //
+// Options.Place may move each process (address, ports) and run it under a
+// command prefix that execs it in place, such as `ip netns exec NAME`
+// (internal/chaos puts each engine in its own network namespace so);
+// Options.ProxyProcess runs the proxy as a `kvlease proxy` child too, which
+// Kill and Restart then reach at ProxyIndex. Pause and Resume send SIGSTOP
+// and SIGCONT.
+//
 // A Cluster is safe for concurrent use. Start's context bounds only the
 // start; the cluster runs until Close.
 package cluster

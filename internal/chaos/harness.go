@@ -430,6 +430,9 @@ func (h *Harness) WatchReleases(period time.Duration) *Watch {
 				now := time.Now()
 				w.mu.Lock()
 				for r, v := range got {
+					if v < last[r] { // a prefill engine restarted: its counters began again
+						last[r] = 0
+					}
 					if v > last[r] {
 						w.events = append(w.events, ReleaseEvent{At: now, Reason: r, N: v - last[r]})
 						last[r] = v
@@ -453,6 +456,18 @@ func (w *Watch) Stop() {
 	<-w.done
 }
 
+// Totals returns the releases seen by reason. Releases by an engine in
+// the scrape period before it was killed are not seen.
+func (w *Watch) Totals() map[string]float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]float64{}
+	for _, e := range w.events {
+		out[e.Reason] += e.N
+	}
+	return out
+}
+
 // FirstAfter returns how long after t the first release of one of reasons
 // was seen, and whether there was one.
 func (w *Watch) FirstAfter(t time.Time, reasons ...string) (time.Duration, bool) {
@@ -469,4 +484,15 @@ func (w *Watch) FirstAfter(t time.Time, reasons ...string) (time.Duration, bool)
 		}
 	}
 	return 0, false
+}
+
+// nonZero drops the zero counts of m, for printing.
+func nonZero(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if v > 0 {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -136,16 +136,6 @@ func released(t *testing.T, h *Harness, allowed ...string) map[string]float64 {
 	return got
 }
 
-func nonZero(m map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range m {
-		if v > 0 {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // checkAnswers fails t on any answer that differs from the reference and
 // on any error not in allowedErrors (all errors with "*").
 func checkAnswers(t *testing.T, tally *Tally, allowedErrors ...string) {

@@ -247,6 +247,12 @@ func (h *Harness) Load(ctx context.Context, seed uint64, workers int, t *Tally) 
 					return
 				}
 				t.Add(res)
+				if res.Err != nil {
+					// A client backs off after a failure: while the proxy
+					// or P is down, failures come at once and would
+					// otherwise spin.
+					sleepCtx(ctx, 100*time.Millisecond)
+				}
 			}
 		})
 	}
@@ -263,4 +269,14 @@ func RandomRequest(rng *rand.Rand) Request {
 		r.Seed = 1 + rng.IntN(5)
 	}
 	return r
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

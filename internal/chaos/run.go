@@ -1,0 +1,313 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvlease/kvlease/proxy"
+)
+
+// RunConfig configures Run: a cluster in namespaces under load, with a
+// random fault schedule drawn from Seed, then a settle phase and checks.
+type RunConfig struct {
+	Harness  Options
+	Seed     uint64
+	Duration time.Duration // of the fault phase
+	Workers  int           // clients, each with one request in flight
+	// Log receives one line per fault as it starts and heals.
+	Log io.Writer
+}
+
+// FaultKinds are the faults Run draws from, each as likely.
+var FaultKinds = []string{
+	"partition-short", // P↔D, shorter than the peer grace
+	"partition-long",  // P↔D, longer than the lease
+	"cut-p-to-d",      // one way: what P sends D is lost
+	"cut-d-to-p",      // one way: what D sends P is lost
+	"isolate",         // one engine cut from everything
+	"loss",            // 10–30% loss and a 20 Mbit/s cap on one engine's link
+	"kill-decode",     // kill -9 of a decode engine, restarted after a while
+	"kill-prefill",    // kill -9 of the prefill engine, restarted after a while
+	"stop-prefill",    // SIGSTOP of the prefill engine, then SIGCONT
+	"stop-decode",     // SIGSTOP of a decode engine, then SIGCONT
+	"drain",           // SIGTERM of an engine mid-load (it drains), restarted
+	"kill-proxy",      // kill -9 of the proxy, restarted
+}
+
+// Fault is one injected fault.
+type Fault struct {
+	Kind   string
+	Target string
+	At     time.Duration // since the run started
+	For    time.Duration // how long it was in force
+	// Release is how long after its start P was first seen to release a
+	// lease otherwise than by a read, and whether it was (before the next
+	// fault).
+	Release   time.Duration
+	Released  bool
+	startedAt time.Time
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Seed                      uint64
+	Lease, Grace              time.Duration
+	Duration                  time.Duration
+	Faults                    []Fault
+	Sent, Answered, Equal     int
+	Errors                    map[string]int
+	Released                  map[string]float64 // seen by the watch, over restarts
+	Leftover                  []string           // after settling; must be empty
+	Unasked                   []string           // processes that died on their own
+	Different                 []Result
+	SettleErr                 error
+	ActiveAfter, HeldAfter    float64
+	FaultsByKind              map[string]int
+	ReleaseP99, ReleaseMedian map[string]time.Duration
+}
+
+// OK reports whether every check held: every answer equal, nothing left
+// held, no process died unasked.
+func (r *Report) OK() bool {
+	return len(r.Different) == 0 && len(r.Leftover) == 0 && len(r.Unasked) == 0 && r.SettleErr == nil && r.Answered > 0
+}
+
+// Run starts a harness, runs the workload with a random fault schedule for
+// cfg.Duration, heals everything, lets the cluster settle and checks it.
+// The schedule (kinds, targets, durations, gaps) comes from cfg.Seed; the
+// instants it lands on do not.
+func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Harness.Decode == 0 {
+		cfg.Harness.Decode = 2
+	}
+	h, err := Start(ctx, cfg.Harness)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	lease := h.Lease()
+	rep := &Report{Seed: cfg.Seed, Lease: lease, Grace: lease / 15, Duration: cfg.Duration}
+	w := h.WatchReleases(100 * time.Millisecond)
+	defer w.Stop()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var tally Tally
+	loadDone := make(chan error, 1)
+	go func() { loadDone <- h.Load(loadCtx, cfg.Seed, cfg.Workers, &tally) }()
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0xc4a05))
+	begin := time.Now()
+	var runErr error
+	for time.Since(begin) < cfg.Duration && ctx.Err() == nil {
+		if err := sleep(ctx, lease/2+time.Duration(rng.Int64N(int64(lease)))); err != nil {
+			break
+		}
+		f, err := inject(ctx, h, rng, begin, cfg.Log)
+		if err != nil {
+			runErr = err
+			break
+		}
+		rep.Faults = append(rep.Faults, f)
+		for _, x := range h.Exited() {
+			rep.Unasked = append(rep.Unasked, x.String())
+		}
+	}
+	// Heal whatever a cancelled run left in force, then let the load end.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if err := h.Net.HealAll(hctx); err != nil && runErr == nil {
+		runErr = err
+	}
+	stopLoad()
+	if err := <-loadDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	rep.SettleErr = h.Settle(hctx, 3*lease+time.Minute)
+	rep.Leftover, _ = h.Leftover(hctx)
+	for _, x := range h.Exited() {
+		rep.Unasked = append(rep.Unasked, x.String())
+	}
+	for _, e := range h.Cluster.Engines() {
+		if m, err := Scrape(hctx, e.URL); err == nil {
+			rep.ActiveAfter += m.Sum("kvlease_leases_active")
+			rep.HeldAfter += m.Sum("kvlease_kv_blocks", `state="held"`)
+		}
+	}
+	w.Stop()
+	rep.Released = w.Totals()
+	rep.Sent, rep.Answered, rep.Equal, rep.Errors, rep.Different = tally.Snapshot()
+	summarize(rep, w)
+	return rep, runErr
+}
+
+// inject draws one fault, applies it, holds it and heals it.
+func inject(ctx context.Context, h *Harness, rng *rand.Rand, begin time.Time, log io.Writer) (Fault, error) {
+	lease := h.Lease()
+	grace := lease / 15
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	decodes := h.Cluster.URLs(proxy.RoleDecode)
+	dName := fmt.Sprintf("decode%d", rng.IntN(len(decodes)))
+	P, D := h.Node("prefill0"), h.Node(dName)
+	f := Fault{Kind: FaultKinds[rng.IntN(len(FaultKinds))]}
+	var apply, heal func() error
+	healLinks := func() error { return errors.Join(h.Net.Heal(ctx, P), h.Net.Heal(ctx, D)) }
+	restart := func(name string) func() error {
+		return func() error { return h.Cluster.Restart(ctx, h.Index(name)) }
+	}
+	switch f.Kind {
+	case "partition-short":
+		f.Target, f.For = "prefill0<->"+dName, between(grace/4, grace/2)
+		apply, heal = func() error { return h.Net.Partition(ctx, P, D) }, healLinks
+	case "partition-long":
+		f.Target, f.For = "prefill0<->"+dName, between(lease*6/5, lease*5/2)
+		apply, heal = func() error { return h.Net.Partition(ctx, P, D) }, healLinks
+	case "cut-p-to-d":
+		f.Target, f.For = "prefill0->"+dName, between(lease/2, 2*lease)
+		apply, heal = func() error { return h.Net.Cut(ctx, P, D) }, healLinks
+	case "cut-d-to-p":
+		f.Target, f.For = dName+"->prefill0", between(lease/2, 2*lease)
+		apply, heal = func() error { return h.Net.Cut(ctx, D, P) }, healLinks
+	case "isolate":
+		nd := []*Node{P, D}[rng.IntN(2)]
+		f.Target, f.For = nd.Name, between(lease/2, 2*lease)
+		apply, heal = func() error { return h.Net.Isolate(ctx, nd) }, func() error { return h.Net.Heal(ctx, nd) }
+	case "loss":
+		nd := []*Node{P, D}[rng.IntN(2)]
+		pct := 10 + rng.IntN(21)
+		f.Target, f.For = fmt.Sprintf("%s %d%%", nd.Name, pct), between(lease, 3*lease)
+		apply = func() error { return errors.Join(h.Net.Lossy(ctx, nd, pct), h.Net.Slow(ctx, nd, "20mbit")) }
+		heal = func() error { return h.Net.Heal(ctx, nd) }
+	case "kill-decode":
+		f.Target, f.For = dName, between(lease/5, lease)
+		apply, heal = func() error { return h.Cluster.Kill(h.Index(dName)) }, restart(dName)
+	case "kill-prefill":
+		f.Target, f.For = "prefill0", between(lease/5, lease)
+		apply, heal = func() error { return h.Cluster.Kill(h.Index("prefill0")) }, restart("prefill0")
+	case "stop-prefill":
+		f.Target, f.For = "prefill0", between(lease/2, 2*lease)
+		apply = func() error { return h.Cluster.Pause(h.Index("prefill0")) }
+		heal = func() error { return h.Cluster.Resume(h.Index("prefill0")) }
+	case "stop-decode":
+		f.Target, f.For = dName, between(lease/2, 2*lease)
+		apply = func() error { return h.Cluster.Pause(h.Index(dName)) }
+		heal = func() error { return h.Cluster.Resume(h.Index(dName)) }
+	case "drain":
+		name := []string{"prefill0", dName}[rng.IntN(2)]
+		f.Target = name
+		apply, heal = func() error { return h.Cluster.Stop(h.Index(name)) }, restart(name)
+	case "kill-proxy":
+		f.Target, f.For = "proxy0", between(lease/10, lease/2)
+		idx := h.Cluster.ProxyIndex()
+		apply, heal = func() error { return h.Cluster.Kill(idx) }, func() error { return h.Cluster.Restart(ctx, idx) }
+	default:
+		panic("chaos: unknown fault " + f.Kind)
+	}
+	f.startedAt = time.Now()
+	f.At = f.startedAt.Sub(begin)
+	fmt.Fprintf(log, "+%7.1fs  %-15s %-22s for %v\n", f.At.Seconds(), f.Kind, f.Target, f.For.Round(time.Millisecond))
+	if err := apply(); err != nil {
+		return f, fmt.Errorf("chaos: %s %s: %w", f.Kind, f.Target, err)
+	}
+	if f.For > 0 {
+		sleep(ctx, f.For)
+	} else {
+		f.For = time.Since(f.startedAt) // drain: as long as the engine took to stop
+	}
+	if err := heal(); err != nil {
+		return f, fmt.Errorf("chaos: healing %s %s: %w", f.Kind, f.Target, err)
+	}
+	return f, nil
+}
+
+// nonRead are the release reasons a fault, rather than a read, causes.
+var nonRead = []string{"rejected", "aborted", "undelivered", "peer_lost", "expired", "fallback", "shutdown", "unclaimed"}
+
+// summarize counts faults by kind and the time from each fault's start to
+// P's first release not by a read, before the next fault started.
+func summarize(rep *Report, w *Watch) {
+	rep.FaultsByKind = map[string]int{}
+	byKind := map[string][]time.Duration{}
+	for i := range rep.Faults {
+		f := &rep.Faults[i]
+		rep.FaultsByKind[f.Kind]++
+		d, ok := w.FirstAfter(f.startedAt, nonRead...)
+		if ok && (i+1 == len(rep.Faults) || f.startedAt.Add(d).Before(rep.Faults[i+1].startedAt)) {
+			f.Release, f.Released = d, true
+			byKind[f.Kind] = append(byKind[f.Kind], d)
+		}
+	}
+	rep.ReleaseP99, rep.ReleaseMedian = map[string]time.Duration{}, map[string]time.Duration{}
+	for k, ds := range byKind {
+		slices.Sort(ds)
+		rep.ReleaseP99[k] = ds[min(len(ds)-1, len(ds)*99/100)]
+		rep.ReleaseMedian[k] = ds[len(ds)/2]
+	}
+}
+
+// Write prints the report as the issue asks for it.
+func (r *Report) Write(out io.Writer) {
+	fmt.Fprintf(out, "seed %d, %v of faults, lease %v (heartbeat %v, peer grace %v)\n",
+		r.Seed, r.Duration, r.Lease, r.Lease/6, r.Grace)
+	fmt.Fprintf(out, "requests: %d sent, %d completed, %d/%d answers equal to the single engine; errors %v\n",
+		r.Sent, r.Answered, r.Equal, r.Answered, r.Errors)
+	fmt.Fprintf(out, "leases released by reason: %v\n", nonZero(r.Released))
+	fmt.Fprintf(out, "after settling: %v active leases, %v held blocks; unasked exits %d\n", r.ActiveAfter, r.HeldAfter, len(r.Unasked))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fault\tinjected\tfreed a lease\tmedian to release\tp99 to release")
+	kinds := make([]string, 0, len(r.FaultsByKind))
+	for k := range r.FaultsByKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		n := 0
+		for _, f := range r.Faults {
+			if f.Kind == k && f.Released {
+				n++
+			}
+		}
+		med, p99 := "-", "-"
+		if n > 0 {
+			med, p99 = r.ReleaseMedian[k].Round(10*time.Millisecond).String(), r.ReleaseP99[k].Round(10*time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", k, r.FaultsByKind[k], n, med, p99)
+	}
+	tw.Flush()
+	for _, d := range r.Different {
+		fmt.Fprintf(out, "DIFFERENT: %+v got %q\n", d.Request, d.Got)
+	}
+	if len(r.Leftover) > 0 {
+		fmt.Fprintf(out, "LEFT HELD:\n  %s\n", strings.Join(r.Leftover, "\n  "))
+	}
+	if r.SettleErr != nil {
+		fmt.Fprintf(out, "SETTLE: %v\n", r.SettleErr)
+	}
+	for _, u := range r.Unasked {
+		fmt.Fprintf(out, "UNASKED EXIT: %s\n", u)
+	}
+	if r.OK() {
+		fmt.Fprintln(out, "OK: every answer equal, nothing held, no process died unasked")
+	} else {
+		fmt.Fprintln(out, "FAILED")
+	}
+}
+
+// sleep waits d or until ctx ends: the schedule's gaps and the time a
+// fault stays in force (what a fault is, not a wait for something).
+func sleep(ctx context.Context, d time.Duration) error {
+	sleepCtx(ctx, d)
+	return ctx.Err()
+}
