@@ -46,17 +46,18 @@ var pure = map[string][]string{
 
 // edge lists the packages allowed to do I/O.
 var edge = map[string]bool{
-	"cmd/kvlease":    true,
-	"httpapi":        true,
-	"metrics":        true,
-	"proxy":          true,
-	"transport/tcp":  true,
-	"offload/tier":   true,
-	"bench":          true,
-	"cluster":        true,
-	"node":           true,
-	"internal/e2e":   true,
-	"internal/chaos": true,
+	"cmd/kvlease":     true,
+	"httpapi":         true,
+	"metrics":         true,
+	"proxy":           true,
+	"transport/tcp":   true,
+	"offload/tier":    true,
+	"bench":           true,
+	"cluster":         true,
+	"node":            true,
+	"internal/e2e":    true,
+	"internal/chaos":  true,
+	"model/llamafile": true,
 }
 
 // forbiddenImports are the standard-library packages a pure package may not

@@ -97,8 +97,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			s.fail(w, r, s.remoteForReject(kv, c.body), pe)
 			return
 		}
-		c.tmp = openai.AppendChatPrompt(c.tmp, req.Messages, req.AddGenerationPrompt)
-		c.prompt = appendBytesAsTokens(c.prompt, c.tmp)
+		c.prompt = s.cfg.Tokenizer.AppendChat(c.prompt, req.Messages, req.AddGenerationPrompt)
 		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "messages"
 	} else {
 		req, pe := openai.ParseCompletionRequest(c.body)
@@ -110,9 +109,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			return
 		}
 		if req.Prompt.IsTokens() {
+			// Token ids go to the model verbatim (no BOS added), so a
+			// client can compare the model with another implementation.
+			for _, t := range req.Prompt.Tokens {
+				if int(t) >= s.ecfg.VocabSize {
+					s.fail(w, r, s.remoteForReject(kv, c.body),
+						openai.BadRequest("prompt", "token id %d is out of vocabulary (0..%d)", t, s.ecfg.VocabSize-1))
+					return
+				}
+			}
 			c.prompt = append(c.prompt, req.Prompt.Tokens...)
 		} else {
-			c.prompt = tokenizer.AppendEncode(c.prompt, req.Prompt.Text)
+			c.prompt = s.cfg.Tokenizer.AppendEncode(c.prompt, req.Prompt.Text)
 		}
 		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "prompt"
 	}
@@ -165,14 +173,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	} else {
 		s.serveWhole(w, r, c, st)
 	}
-}
-
-// appendBytesAsTokens is tokenizer.AppendEncode for a byte slice.
-func appendBytesAsTokens(dst []int32, b []byte) []int32 {
-	for _, c := range b {
-		dst = append(dst, int32(c))
-	}
-	return dst
 }
 
 // remoteForReject builds the remote prefix of params that failed
@@ -341,15 +341,13 @@ func (c *call) isStopToken(o *engine.Output) bool {
 
 func (c *call) addText(tok int32) {
 	if c.det == nil {
-		if tokenizer.IsByte(tok) {
-			c.text = append(c.text, byte(tok))
-		}
+		c.text = append(c.text, c.s.cfg.Tokenizer.TokenBytes(tok)...)
 		return
 	}
 	// Stop strings count from the min_tokens-th token on (vLLM's
 	// StopChecker skips them while the output is shorter).
 	c.det.Suppress(c.ntok < c.sp.MinTokens)
-	d, stopped := c.det.Add(tok)
+	d, stopped := c.det.AddBytes(c.s.cfg.Tokenizer.TokenBytes(tok))
 	c.text = append(c.text, d...)
 	c.stopped = stopped
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kvlease/kvlease/metrics"
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
+	"github.com/kvlease/kvlease/tokenizer"
 	"github.com/kvlease/kvlease/xfer"
 )
 
@@ -90,6 +91,59 @@ type Config struct {
 	// 401 in OpenAI's error shape. /health, /version and /metrics stay
 	// open for probes and scrapers. The zero value requires nothing.
 	APIKeys openai.APIKeys
+	// Tokenizer turns text prompts and chats into token ids and generated
+	// tokens into text. Nil: kvlease's byte-level tokenizer and chat
+	// template (package tokenizer, openai.AppendChatPrompt), which go with
+	// the simulated model.
+	Tokenizer Tokenizer
+}
+
+// Tokenizer is the text side of the served model. Implementations must be
+// safe for concurrent use.
+type Tokenizer interface {
+	// AppendEncode appends the tokens of a completion prompt to dst.
+	AppendEncode(dst []int32, text string) []int32
+	// AppendChat appends the tokens of a chat rendered with the model's
+	// chat template to dst.
+	AppendChat(dst []int32, msgs []openai.ChatMessage, addGenerationPrompt bool) []int32
+	// TokenBytes is the text of one generated token: nil for special
+	// tokens. The caller does not keep or modify it.
+	TokenBytes(tok int32) []byte
+}
+
+// byteTokenizer is kvlease's own tokenizer: one token per byte.
+type byteTokenizer struct{}
+
+func (byteTokenizer) AppendEncode(dst []int32, text string) []int32 {
+	return tokenizer.AppendEncode(dst, text)
+}
+
+func (byteTokenizer) AppendChat(dst []int32, msgs []openai.ChatMessage, addGenerationPrompt bool) []int32 {
+	for _, m := range msgs {
+		dst = tokenizer.AppendEncode(dst, "<|")
+		dst = tokenizer.AppendEncode(dst, m.Role)
+		dst = tokenizer.AppendEncode(dst, "|>\n")
+		dst = tokenizer.AppendEncode(dst, m.Content)
+		dst = append(dst, '\n')
+	}
+	if addGenerationPrompt {
+		dst = tokenizer.AppendEncode(dst, openai.GenerationPrompt)
+	}
+	return dst
+}
+
+var byteText = func() (t [256][1]byte) {
+	for i := range t {
+		t[i][0] = byte(i)
+	}
+	return t
+}()
+
+func (byteTokenizer) TokenBytes(tok int32) []byte {
+	if !tokenizer.IsByte(tok) {
+		return nil
+	}
+	return byteText[tok][:]
 }
 
 // Server is the OpenAI-compatible HTTP API of one engine. It is an
@@ -132,6 +186,9 @@ func New(eng Engine, cfg Config) (*Server, error) {
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
+	}
+	if cfg.Tokenizer == nil {
+		cfg.Tokenizer = byteTokenizer{}
 	}
 	s := &Server{eng: eng, cfg: cfg, ecfg: eng.Config(), log: cfg.Logger, metrics: cfg.Metrics}
 	if s.log == nil {

@@ -22,7 +22,8 @@
 // max_completion_tokens overrides max_tokens.
 //
 // A completion prompt is a string, an array of one string, an array of token
-// ids (each in 0..tokenizer.VocabSize-1) or an array of one such array. A
+// ids (each non-negative; the server checks them against the served model's
+// vocabulary) or an array of one such array. A
 // chat message's content is a string or an array of {"type":"text","text"}
 // parts, joined with "\n"; an assistant message may have null content.
 //

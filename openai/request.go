@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-
-	"github.com/kvlease/kvlease/tokenizer"
 )
 
 // Request limits. Requests over them get a 400 naming the parameter.
@@ -436,8 +434,9 @@ func parsePrompt(raw json.RawMessage) (Prompt, *Error) {
 		return Prompt{}, BadRequest("prompt", "prompt must not be empty")
 	}
 	for _, t := range p.Tokens {
-		if t < 0 || t >= tokenizer.VocabSize {
-			return Prompt{}, BadRequest("prompt", "token id %d is out of vocabulary (0..%d)", t, tokenizer.VocabSize-1)
+		if t < 0 {
+			// The upper bound is the served model's: the server checks it.
+			return Prompt{}, BadRequest("prompt", "token id %d is out of vocabulary", t)
 		}
 	}
 	return p, nil

@@ -95,18 +95,31 @@ func (st *Stream) Add(tok int32) (delta string, stopped bool) {
 	if !IsByte(tok) {
 		return "", false
 	}
-	b := byte(tok)
-	st.pending = append(st.pending, b)
+	one := [1]byte{byte(tok)}
+	return st.AddBytes(one[:])
+}
+
+// AddBytes feeds the text of one generated token of any tokenizer (one or
+// more bytes; none for a special token), as Add does for kvlease's byte
+// tokens. When a stop string ends inside b, the rest of b is dropped.
+func (st *Stream) AddBytes(b []byte) (delta string, stopped bool) {
+	if st.stopped {
+		return "", true
+	}
 	hold := 0
-	for i := range st.stops {
-		m := &st.stops[i]
-		if m.step(b) && !st.suppressed {
-			// The first stop string in list order that ends here wins;
-			// earlier bytes cannot have completed any (we check each).
-			return st.stop(m), true
-		}
-		if m.state > hold {
-			hold = m.state
+	for _, c := range b {
+		st.pending = append(st.pending, c)
+		hold = 0
+		for i := range st.stops {
+			m := &st.stops[i]
+			if m.step(c) && !st.suppressed {
+				// The first stop string in list order that ends here wins;
+				// earlier bytes cannot have completed any (we check each).
+				return st.stop(m), true
+			}
+			if m.state > hold {
+				hold = m.state
+			}
 		}
 	}
 	if st.includeStop {

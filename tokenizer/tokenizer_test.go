@@ -288,3 +288,27 @@ func TestStreamSuppress(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamAddBytes: tokens of several bytes (a real vocabulary's) stop in
+// their middle and hold back an incomplete UTF-8 tail, as byte tokens do.
+func TestStreamAddBytes(t *testing.T) {
+	st := NewStream([]string{"END"}, false)
+	var out string
+	for _, tok := range []string{"Hel", "lo \xc3", "\xa9 wE", "NDing"} {
+		d, stopped := st.AddBytes([]byte(tok))
+		out += d
+		if stopped {
+			break
+		}
+	}
+	if out != "Hello é w" || !st.Stopped() || st.StopIndex() != 0 {
+		t.Fatalf("output %q, stopped %v", out, st.Stopped())
+	}
+	st = NewStream(nil, false)
+	if d, _ := st.AddBytes([]byte("a\xe2\x82")); d != "a" {
+		t.Fatalf("incomplete UTF-8 not held back: %q", d)
+	}
+	if d, _ := st.AddBytes([]byte("\xac!")); d != "€!" {
+		t.Fatalf("completed sequence: %q", d)
+	}
+}

@@ -21,6 +21,9 @@ import (
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/metrics"
+	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/model/llama"
+	"github.com/kvlease/kvlease/model/llamafile"
 	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/offload"
@@ -71,11 +74,24 @@ type serveFlags struct {
 	logLevel            slog.Level
 	offload             *offload.Config // nil: no offload
 	apiKeys             []string        // required on /v1 and the abort endpoint; none: open
+	// llm is the model file of --model-file (nil: the simulated model of
+	// --profile). The engine built from these flags closes it.
+	llm     *llamafile.Model
+	threads int
+}
+
+// kvBytesPerToken is the KV of one token in the pool: the model file's
+// (float32 K and V) or the profile's.
+func (f *serveFlags) kvBytesPerToken() int {
+	if f.llm != nil {
+		return f.llm.Weights.Config.BytesPerToken()
+	}
+	return f.prof.BytesPerToken()
 }
 
 // poolConfig is the primary pool of f's engine.
 func (f *serveFlags) poolConfig() kvblock.Config {
-	bpt := f.prof.BytesPerToken()
+	bpt := f.kvBytesPerToken()
 	if f.digestOnly {
 		bpt = 0
 	}
@@ -83,6 +99,15 @@ func (f *serveFlags) poolConfig() kvblock.Config {
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
+	f, err := parseServeArgs(args, stderr)
+	if err != nil && f.llm != nil {
+		f.llm.Close()
+		f.llm = nil
+	}
+	return f, err
+}
+
+func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs := newFlagSet("serve", stderr)
 	sc := sched.DefaultConfig()
 	role := fs.String("role", "both", "prefill, decode or both (both serves whole requests; with a cluster secret it can also act as P and D)")
@@ -91,8 +116,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	transferPort := fs.Int("transfer-port", 9000, "P/D transfer port of a prefill engine (0 picks a free one)")
 	advertise := fs.String("advertise-host", "", "host decode engines dial for this engine's KV (remote_host); default --host, required when --host is a wildcard")
 	engineID := fs.String("engine-id", "", "this engine's id among its P/D peers (remote_engine_id); default host:transfer-port")
-	model := fs.String("model", "", "served model name; default kvlease-<profile>")
-	profile := fs.String("profile", "tiny", "simulated model: "+strings.Join(synth.ProfileNames(), ", "))
+	model := fs.String("model", "", "served model name; default kvlease-<profile>, or the --model-file's base name")
+	modelFile := fs.String("model-file", "", "a real llama-family model to run on the CPU: a GGUF v3 file (F32, F16, Q8_0) or a llama2.c checkpoint; default: the simulated model of --profile")
+	tokenizerFile := fs.String("tokenizer-file", "", "the tokenizer.bin of a llama2.c --model-file; default tokenizer.bin beside it")
+	threads := fs.Int("threads", 0, "--model-file: worker goroutines of the forward pass; 0 is GOMAXPROCS")
+	profile := fs.String("profile", "tiny", "simulated model: "+strings.Join(synth.ProfileNames(), ", ")+" (ignored with --model-file, which brings its own shape)")
 	numBlocks := fs.Int("num-blocks", 0, "KV cache blocks; 0 fits the profile's KV in 1 GiB, at most 8192 blocks")
 	blockSize := fs.Int("block-size", 16, "tokens per KV block")
 	digestOnly := fs.Bool("digest-only", false, "keep per-block checksums instead of KV bytes (large profiles); both ends of a P/D pair must agree")
@@ -132,6 +160,23 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.prof, ok = synth.LookupProfile(*profile); !ok {
 		return f, fmt.Errorf("--profile %q: want one of %s", *profile, strings.Join(synth.ProfileNames(), ", "))
 	}
+	if *tokenizerFile != "" && *modelFile == "" {
+		return f, errors.New("--tokenizer-file: goes with --model-file")
+	}
+	if *modelFile != "" {
+		switch {
+		case *digestOnly:
+			return f, errors.New("--digest-only: a --model-file computes real KV bytes; drop --digest-only")
+		case *threads < 0:
+			return f, errors.New("--threads: want 0 (GOMAXPROCS) or a positive count")
+		}
+		llm, err := llamafile.Open(*modelFile, *tokenizerFile)
+		if err != nil {
+			return f, fmt.Errorf("--model-file: %w", err)
+		}
+		f.llm, f.threads = llm, *threads
+		f.profile = string(llm.Format)
+	}
 	if err := f.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return f, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
 	}
@@ -144,14 +189,20 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f.model = *model
 	if f.model == "" {
 		f.model = "kvlease-" + *profile
+		if f.llm != nil {
+			f.model = f.llm.Name()
+		}
 	}
 	f.maxModelLen = *maxModelLen
 	if f.maxModelLen == 0 {
 		f.maxModelLen = f.prof.MaxModelLen
+		if f.llm != nil {
+			f.maxModelLen = f.llm.Weights.Config.MaxSeqLen
+		}
 	}
 	f.numBlocks = *numBlocks
 	if f.numBlocks == 0 && *blockSize > 0 {
-		per := *blockSize * f.prof.BytesPerToken()
+		per := *blockSize * f.kvBytesPerToken()
 		f.numBlocks = max(1, min(8192, defaultKVBytes/per))
 	}
 	for _, c := range []struct {
@@ -176,10 +227,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		}
 	}
 	if !f.digestOnly {
-		arena := int64(f.numBlocks) * int64(*blockSize) * int64(f.prof.BytesPerToken())
+		arena := int64(f.numBlocks) * int64(*blockSize) * int64(f.kvBytesPerToken())
 		if arena > 64<<30 {
 			return f, fmt.Errorf("--num-blocks %d: %d GiB of KV for profile %s; give fewer blocks or --digest-only",
-				f.numBlocks, arena>>30, f.prof.Name)
+				f.numBlocks, arena>>30, f.profile)
 		}
 	}
 
@@ -295,15 +346,18 @@ func readSecret(file string) ([]byte, error) {
 // engineServer is a running engine: its node, its HTTP server and their
 // listeners. kvlease serve runs one; tests may run several in a process.
 type engineServer struct {
-	f      serveFlags
-	log    *slog.Logger
-	node   *node.Node
-	api    *httpapi.Server
-	http   *http.Server
-	ln     net.Listener
-	tr     *tcp.Transport
-	set    *tier.Set // offload tiers, nil without; the node closes them when it runs
-	urlStr string
+	f    serveFlags
+	log  *slog.Logger
+	node *node.Node
+	api  *httpapi.Server
+	http *http.Server
+	ln   net.Listener
+	tr   *tcp.Transport
+	set  *tier.Set // offload tiers, nil without; the node closes them when it runs
+	// workers run a model file's forward pass; closed with the model when
+	// the engine ends.
+	workers *llamafile.Workers
+	urlStr  string
 }
 
 // startEngine builds the engine of f and binds its listeners; Run serves.
@@ -345,10 +399,14 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	if engineID == "" {
 		engineID = "kvlease-" + ln.Addr().String()
 	}
+	vocab, eos := f.prof.VocabSize, f.prof.EOS
+	if f.llm != nil {
+		vocab, eos = f.llm.Weights.Config.VocabSize, f.llm.Weights.Config.EOS
+	}
 	cfg := engine.Config{
 		Pool:        f.poolConfig(),
 		Sched:       f.sched,
-		MaxModelLen: f.maxModelLen, VocabSize: f.prof.VocabSize, EOS: f.prof.EOS,
+		MaxModelLen: f.maxModelLen, VocabSize: vocab, EOS: eos,
 		RecentFinished: 4096,
 		Role:           f.role, EngineID: engineID, Transfer: f.transfer, Secret: f.secret,
 		Offload: f.offload,
@@ -380,9 +438,21 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 			m.ObserveTransfer(d.Duration)
 		}
 	}
-	es.node = node.New(core, synth.New(f.prof, core.Pool(), f.seed), ncfg)
+	var exec model.Executor
+	var tok httpapi.Tokenizer
+	if f.llm != nil {
+		es.workers = llamafile.NewWorkers(f.threads)
+		if exec, err = llama.New(f.llm.Weights, core.Pool(), es.workers); err != nil {
+			es.close()
+			return nil, err
+		}
+		tok = f.llm
+	} else {
+		exec = synth.New(f.prof, core.Pool(), f.seed)
+	}
+	es.node = node.New(core, exec, ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes,
-		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...)})
+		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...), Tokenizer: tok})
 	if err != nil {
 		es.close()
 		return nil, err
@@ -409,6 +479,20 @@ func (es *engineServer) close() {
 	if es.set != nil {
 		es.set.Close()
 	}
+	es.closeModel()
+}
+
+// closeModel stops the forward pass's workers and unmaps the model file,
+// once the node no longer executes.
+func (es *engineServer) closeModel() {
+	if es.workers != nil {
+		es.workers.Close()
+		es.workers = nil
+	}
+	if es.f.llm != nil {
+		es.f.llm.Close()
+		es.f.llm = nil
+	}
 }
 
 // URL is the engine's HTTP base URL.
@@ -434,6 +518,7 @@ func (es *engineServer) Run(ctx context.Context) error {
 	case err := <-served:
 		stopNode()
 		<-es.node.Done()
+		es.closeModel()
 		return fmt.Errorf("serving HTTP: %v", err)
 	}
 	start := time.Now()
@@ -456,6 +541,7 @@ func (es *engineServer) Run(ctx context.Context) error {
 	}
 	stopNode()
 	<-es.node.Done()
+	es.closeModel()
 	if err := <-shut; err != nil {
 		// The handlers have their aborted outputs; give them a moment to
 		// write them, then cut what remains.

@@ -434,3 +434,6 @@ func (t *Tokenizer) bpeWord(out []int32, w string) []int32 {
 	}
 	return out
 }
+
+// Kind is the tokenizer's algorithm.
+func (t *Tokenizer) Kind() Kind { return t.kind }

@@ -1,0 +1,113 @@
+package llama_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/kvlease/kvlease/internal/llamatest"
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/model/llama"
+	"github.com/kvlease/kvlease/model/llamafile"
+)
+
+// benchDecode measures decode steps of batch sequences, each at a context
+// of ctxLen tokens: every step recomputes each sequence's last position
+// (same work as a decode step at that context, without growing it). It
+// reports tokens/s over the whole batch.
+func benchDecode(b *testing.B, shape llama.Config, typ llama.Type, batch, ctxLen, threads int) {
+	w := llamatest.Random(shape, 1, false)
+	llamatest.Quantize(w, typ)
+	var run llama.Runner
+	if threads > 1 {
+		wk := llamafile.NewWorkers(threads)
+		defer wk.Close()
+		run = wk
+	}
+	bs := 16
+	pool := kvblock.New(kvblock.Config{NumBlocks: batch * (ctxLen/bs + 1), BlockSizeTokens: bs, BytesPerToken: w.Config.BytesPerToken()})
+	e, err := llama.New(w, pool, run)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bt model.Batch
+	for i := 0; i < batch; i++ {
+		h := pool.NewHold(kvblock.HoldRequest, uint64(i))
+		pool.Allocate(h, (ctxLen+bs-1)/bs)
+		toks := make([]int32, ctxLen)
+		for j := range toks {
+			toks[j] = int32((i*7919 + j*31) % shape.VocabSize)
+		}
+		bt.Seqs = append(bt.Seqs, model.Seq{Req: uint64(i), Tokens: toks, Start: 0, Count: ctxLen, Blocks: pool.Blocks(h), Sample: true})
+	}
+	var out model.StepResult
+	e.Execute(&bt, &out) // prefill the contexts
+	for i := range bt.Seqs {
+		bt.Seqs[i].Start, bt.Seqs[i].Count = ctxLen-1, 1
+	}
+	e.Execute(&bt, &out)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e.Execute(&bt, &out)
+	}
+	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+func BenchmarkDecode(b *testing.B) {
+	for _, s := range []struct {
+		name  string
+		shape llama.Config
+		typ   llama.Type
+	}{
+		{"15M", llamatest.Shape15M, llama.F32},
+		{"15M-q8", llamatest.Shape15M, llama.Q8_0},
+		{"42M", llamatest.Shape42M, llama.F32},
+	} {
+		for _, batch := range []int{1, 16} {
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/batch=%d/threads=%d", s.name, batch, threads), func(b *testing.B) {
+					benchDecode(b, s.shape, s.typ, batch, 64, threads)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkPrefill512 measures one 512-token prompt computed in one step.
+func BenchmarkPrefill512(b *testing.B) {
+	for _, s := range []struct {
+		name  string
+		shape llama.Config
+	}{{"15M", llamatest.Shape15M}, {"42M", llamatest.Shape42M}} {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", s.name, threads), func(b *testing.B) {
+				w := llamatest.Random(s.shape, 1, false)
+				var run llama.Runner
+				if threads > 1 {
+					wk := llamafile.NewWorkers(threads)
+					defer wk.Close()
+					run = wk
+				}
+				pool := kvblock.New(kvblock.Config{NumBlocks: 33, BlockSizeTokens: 16, BytesPerToken: w.Config.BytesPerToken()})
+				e, err := llama.New(w, pool, run)
+				if err != nil {
+					b.Fatal(err)
+				}
+				h := pool.NewHold(kvblock.HoldRequest, 1)
+				pool.Allocate(h, 32)
+				toks := make([]int32, 512)
+				for j := range toks {
+					toks[j] = int32(j * 61 % s.shape.VocabSize)
+				}
+				bt := model.Batch{Seqs: []model.Seq{{Req: 1, Tokens: toks, Count: 512, Blocks: pool.Blocks(h), Sample: true}}}
+				var out model.StepResult
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					e.Execute(&bt, &out)
+				}
+				b.ReportMetric(float64(512*b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}

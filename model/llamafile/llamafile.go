@@ -1,0 +1,163 @@
+// Package llamafile opens real model files for kvlease serve: it
+// memory-maps a GGUF v3 or legacy llama2.c checkpoint, builds the
+// model/llama weights over the mapping, the tokenizer (from the GGUF
+// metadata, or a llama2.c tokenizer.bin) and the chat format, and lends the
+// executor a pool of worker goroutines (Workers). It is an edge: the file
+// formats, the math and the tokenizers are pure packages (model/gguf,
+// model/llama2c, model/llama, tokenizer/bpe); this package holds the system
+// calls and the goroutines.
+package llamafile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kvlease/kvlease/model/gguf"
+	"github.com/kvlease/kvlease/model/llama"
+	"github.com/kvlease/kvlease/model/llama2c"
+	"github.com/kvlease/kvlease/openai"
+	"github.com/kvlease/kvlease/tokenizer/bpe"
+)
+
+// Format names a model file format.
+type Format string
+
+const (
+	GGUF    Format = "gguf"
+	Llama2C Format = "llama2.c"
+)
+
+// Model is an open model file. Its weights alias the mapping: Close only
+// when nothing uses them any more.
+type Model struct {
+	Path    string
+	Format  Format
+	Weights *llama.Weights
+	Tok     *bpe.Tokenizer
+	// Chat is the chat format: the family of the file's template, or
+	// ChatPlain.
+	Chat openai.ChatFormat
+	// AddBOS: text prompts start with BOS (tokenizer.ggml.add_bos_token;
+	// by default true for SentencePiece, false for byte-level BPE).
+	AddBOS bool
+
+	data  []byte
+	unmap func() error
+}
+
+// ErrNoTokenizer is returned for a llama2.c checkpoint without a tokenizer.
+var ErrNoTokenizer = errors.New("llamafile: a llama2.c checkpoint needs its tokenizer.bin")
+
+// Open maps the model file at path and loads it. tokenizerPath is a
+// llama2.c tokenizer.bin; empty means tokenizer.bin beside the checkpoint
+// (GGUF files carry their tokenizer and take none).
+func Open(path, tokenizerPath string) (*Model, error) {
+	data, unmap, err := mapFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Path: path, data: data, unmap: unmap}
+	if err := m.load(tokenizerPath); err != nil {
+		unmap()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+func (m *Model) load(tokenizerPath string) error {
+	if bytes.HasPrefix(m.data, []byte(gguf.Magic)) {
+		m.Format = GGUF
+		if tokenizerPath != "" {
+			return errors.New("a GGUF file carries its tokenizer: drop --tokenizer-file")
+		}
+		f, err := gguf.Parse(m.data)
+		if err != nil {
+			return err
+		}
+		if m.Weights, err = gguf.Llama(f); err != nil {
+			return err
+		}
+		if m.Tok, err = gguf.Tokenizer(f); err != nil {
+			return err
+		}
+		m.Chat = openai.DetectChatFormat(f.ChatTemplate())
+		m.AddBOS = m.Tok.BOS() >= 0 && m.Tok.Kind() == bpe.SentencePiece
+		if b, ok := f.Metadata["tokenizer.ggml.add_bos_token"].(bool); ok {
+			m.AddBOS = b && m.Tok.BOS() >= 0
+		}
+	} else {
+		m.Format = Llama2C
+		var err error
+		if m.Weights, err = llama2c.Load(m.data); err != nil {
+			return err
+		}
+		if tokenizerPath == "" {
+			tokenizerPath = filepath.Join(filepath.Dir(m.Path), "tokenizer.bin")
+			if _, err := os.Stat(tokenizerPath); err != nil {
+				return fmt.Errorf("%w: none at %s; give --tokenizer-file", ErrNoTokenizer, tokenizerPath)
+			}
+		}
+		tb, err := os.ReadFile(tokenizerPath)
+		if err != nil {
+			return err
+		}
+		v, err := llama2c.LoadTokenizer(tb, m.Weights.Config.VocabSize)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tokenizerPath, err)
+		}
+		if m.Tok, err = v.Tokenizer(); err != nil {
+			return err
+		}
+		m.AddBOS = true
+	}
+	if m.Tok.VocabSize() != m.Weights.Config.VocabSize {
+		return fmt.Errorf("the tokenizer has %d tokens, the model %d", m.Tok.VocabSize(), m.Weights.Config.VocabSize)
+	}
+	if m.Weights.Config.EOS < 0 {
+		return errors.New("the model has no EOS token")
+	}
+	return nil
+}
+
+// Name is the served model name the file suggests: its base name without
+// extension.
+func (m *Model) Name() string {
+	return strings.TrimSuffix(filepath.Base(m.Path), filepath.Ext(m.Path))
+}
+
+// Close unmaps the file.
+func (m *Model) Close() error {
+	if m.unmap == nil {
+		return nil
+	}
+	err := m.unmap()
+	m.unmap, m.data, m.Weights = nil, nil, nil
+	return err
+}
+
+// AppendEncode appends the tokens of a completion prompt (BOS first when
+// AddBOS); special tokens written in the text stay text.
+func (m *Model) AppendEncode(dst []int32, text string) []int32 {
+	return append(dst, m.Tok.Encode(text, m.AddBOS, false)...)
+}
+
+// AppendChat renders msgs in the model's chat format and appends their
+// tokens, the format's markers as special tokens.
+func (m *Model) AppendChat(dst []int32, msgs []openai.ChatMessage, addGenerationPrompt bool) []int32 {
+	bos, eos := "", ""
+	if id := m.Tok.BOS(); id >= 0 {
+		bos = m.Tok.Piece(id)
+	}
+	if id := m.Tok.EOS(); id >= 0 {
+		eos = m.Tok.Piece(id)
+	}
+	text := m.Chat.Render(msgs, addGenerationPrompt, bos, eos)
+	return append(dst, m.Tok.Encode(text, m.AddBOS, true)...)
+}
+
+// TokenBytes is the text of one token (nil for special tokens).
+func (m *Model) TokenBytes(tok int32) []byte { return m.Tok.TokenBytes(tok) }

@@ -1,0 +1,109 @@
+package llamafile_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kvlease/kvlease/internal/llamatest"
+	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/model/llama"
+	"github.com/kvlease/kvlease/model/llamafile"
+	"github.com/kvlease/kvlease/openai"
+)
+
+func writeFile(t *testing.T, path string, write func(*bytes.Buffer) error) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// greedy runs prompt through a fresh executor for n greedy tokens.
+func greedy(t *testing.T, w *llama.Weights, run llama.Runner, prompt []int32, n int) []int32 {
+	t.Helper()
+	pool := kvblock.New(kvblock.Config{NumBlocks: 32, BlockSizeTokens: 16, BytesPerToken: w.Config.BytesPerToken()})
+	e, err := llama.New(w, pool, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := pool.NewHold(kvblock.HoldRequest, 1)
+	toks := slices.Clone(prompt)
+	done := 0
+	var out model.StepResult
+	for len(toks) < len(prompt)+n {
+		if need := (len(toks)+15)/16 - pool.Len(h); need > 0 {
+			pool.Allocate(h, need)
+		}
+		b := model.Batch{Seqs: []model.Seq{{Req: 1, Tokens: toks, Start: done, Count: len(toks) - done, Blocks: pool.Blocks(h), Sample: true}}}
+		e.Execute(&b, &out)
+		done = len(toks)
+		toks = append(toks, out.Tokens[0])
+	}
+	return toks[len(prompt):]
+}
+
+// TestOpenBothFormats: a GGUF file and a llama2.c checkpoint with its
+// tokenizer.bin, memory-mapped, compute the tokens of the weights they were
+// written from, with the worker pool as without it.
+func TestOpenBothFormats(t *testing.T) {
+	dir := t.TempDir()
+	w := llamatest.Random(llamatest.Shape260K, 21, false)
+	v := llamatest.SPMVocab(w.Config.VocabSize)
+	v.ChatTemplate = "<|im_start|>"
+	gg := filepath.Join(dir, "m.gguf")
+	writeFile(t, gg, func(b *bytes.Buffer) error { return llamatest.WriteGGUF(b, w, llamatest.GGUFOptions{Vocab: &v}) })
+	l2 := filepath.Join(dir, "stories.bin")
+	writeFile(t, l2, func(b *bytes.Buffer) error { return llamatest.WriteLlama2C(b, w) })
+	spaced := slices.Clone(v.Tokens)
+	for i := range spaced {
+		spaced[i] = strings.ReplaceAll(spaced[i], "▁", " ")
+	}
+	writeFile(t, filepath.Join(dir, "tokenizer.bin"), func(b *bytes.Buffer) error { return llamatest.WriteTokenizerBin(b, spaced, v.Scores) })
+
+	prompt := []int32{1, 300, 301, 302, 40, 41}
+	want := greedy(t, w, nil, prompt, 10)
+	workers := llamafile.NewWorkers(3)
+	defer workers.Close()
+	for _, path := range []string{gg, l2} {
+		m, err := llamafile.Open(path, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, run := range []llama.Runner{nil, workers} {
+			if got := greedy(t, m.Weights, run, prompt, 10); !slices.Equal(got, want) {
+				t.Errorf("%s: tokens %v, from the written weights %v", path, got, want)
+			}
+		}
+		ids := m.AppendEncode(nil, "Once upon a time")
+		if m.Tok.Decode(ids) != "Once upon a time" || ids[0] != 1 {
+			t.Errorf("%s: encode %v", path, ids)
+		}
+		m.Close()
+	}
+	m, err := llamafile.Open(gg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Chat != openai.ChatML || m.Name() != "m" || m.Format != llamafile.GGUF {
+		t.Errorf("chat %v, name %q, format %v", m.Chat, m.Name(), m.Format)
+	}
+
+	os.Remove(filepath.Join(dir, "tokenizer.bin"))
+	if _, err := llamafile.Open(l2, ""); !errors.Is(err, llamafile.ErrNoTokenizer) {
+		t.Errorf("llama2.c without tokenizer.bin: %v", err)
+	}
+	if _, err := llamafile.Open(filepath.Join(dir, "missing.gguf"), ""); err == nil {
+		t.Error("a missing file opened")
+	}
+}

@@ -1,0 +1,14 @@
+//go:build !unix
+
+package llamafile
+
+import "os"
+
+// mapFile reads the whole file where memory-mapping is not available.
+func mapFile(path string) ([]byte, func() error, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, func() error { return nil }, nil
+}
