@@ -16,6 +16,10 @@ var (
 	fallbackReasons = xfer.FallbackReasons()
 	failureKinds    = xfer.FailureKinds()
 	sentReasons     = xfer.ReleaseReasonsSent()
+	// peerFailureKinds are the reasons of kvlease_transfer_peers_failing:
+	// the failures to reach a peer.
+	peerFailureKinds = []xfer.FailureKind{xfer.FailureUnreachable, xfer.FailureHandshakeTimeout, xfer.FailureHandshakeClosed,
+		xfer.FailureUnauthenticated, xfer.FailureBadVersion, xfer.FailureHandshakeRefused}
 )
 
 // emitEach emits one sample per key of keys, in order, with m's count
@@ -121,6 +125,15 @@ var transferMetrics = []snapshotMetric{
 		labels: []string{"kind"},
 		read: func(s *engine.NodeStats, emit emitFunc) {
 			emitEach(consumer(s).Failures, failureKinds, emit)
+		},
+	},
+	{
+		name: "kvlease_transfer_peers_failing", kind: gauge,
+		help: "Prefill endpoints whose last connection attempt from this decode engine failed (no handshake succeeded since) within the last 5 minutes, by reason: " +
+			"unauthenticated (different cluster secrets), bad_version, handshake_timeout (a silent or stopped endpoint), handshake_closed (not a kvlease prefill engine), handshake_refused, unreachable.",
+		labels: []string{"reason"},
+		read: func(s *engine.NodeStats, emit emitFunc) {
+			emitEach(consumer(s).PeersFailing, peerFailureKinds, emit)
 		},
 	},
 	{

@@ -32,6 +32,13 @@ const (
 	MaxKVIDBytes = 256
 	// LeaseTokenHexLen is the length of lease_token: 128 bits in hex.
 	LeaseTokenHexLen = 32
+	// MaxLeaseExpiresInMS bounds lease_expires_in_ms, which a decode
+	// engine turns into a time.Duration (its view of the lease's expiry,
+	// and so how long a pull may wait): one day, far beyond any lease
+	// (30 s by default, 480 s under legacy-timeout), and far below a
+	// Duration's overflow (about 9.2e12 ms). kvlease serve refuses a
+	// --kv-lease above it.
+	MaxLeaseExpiresInMS = 24 * 60 * 60 * 1000
 )
 
 // KVTransferParams is vLLM's kv_transfer_params, the P/D contract carried
@@ -159,7 +166,7 @@ func (p *KVTransferParams) setField(key string, v json.RawMessage) *Error {
 		n, e = parseCount(param, v, 1<<40)
 		p.RemoteNumTokens = int(n)
 	case "lease_expires_in_ms":
-		p.LeaseExpiresInMS, e = parseCount(param, v, 1<<53)
+		p.LeaseExpiresInMS, e = parseCount(param, v, MaxLeaseExpiresInMS)
 	case "lease_token":
 		p.LeaseToken, e = parseID(param, v)
 	case "remote_block_ids":

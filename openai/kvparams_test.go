@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const testToken = "00112233445566778899aabbccddeeff"
@@ -167,6 +168,10 @@ func TestKVParamsParseErrors(t *testing.T) {
 		{`{"tp_size":-1}`, "kv_transfer_params.tp_size"},
 		{`{"remote_num_tokens":1e3}`, "kv_transfer_params.remote_num_tokens"},
 		{`{"lease_expires_in_ms":true}`, "kv_transfer_params.lease_expires_in_ms"},
+		{`{"lease_expires_in_ms":86400001}`, "kv_transfer_params.lease_expires_in_ms"},
+		{`{"lease_expires_in_ms":9007199254740992}`, "kv_transfer_params.lease_expires_in_ms"},
+		{`{"lease_expires_in_ms":9300000000000}`, "kv_transfer_params.lease_expires_in_ms"},
+		{`{"lease_expires_in_ms":-1}`, "kv_transfer_params.lease_expires_in_ms"},
 		{`{"lease_token":123}`, "kv_transfer_params.lease_token"},
 		{`{"remote_block_ids":{}}`, "kv_transfer_params.remote_block_ids"},
 		{`{"remote_block_ids":[1,"2"]}`, "kv_transfer_params.remote_block_ids"},
@@ -290,6 +295,7 @@ func FuzzKVTransferParams(f *testing.F) {
 	f.Add([]byte(`{"do_remote_decode":true,"remote_block_ids":[1,2]}`))
 	f.Add([]byte(`{"remote_block_ids":[[]],"a":{"b":[null,true]}}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"lease_expires_in_ms":9300000000000}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		p, e := ParseKVTransferParams(raw)
 		if e != nil {
@@ -300,6 +306,10 @@ func FuzzKVTransferParams(f *testing.F) {
 		}
 		if p == nil {
 			return
+		}
+		// Every number that becomes a duration does so without overflow.
+		if d := time.Duration(p.LeaseExpiresInMS) * time.Millisecond; d < 0 || d/time.Millisecond != time.Duration(p.LeaseExpiresInMS) {
+			t.Fatalf("lease_expires_in_ms %d overflows a Duration", p.LeaseExpiresInMS)
 		}
 		_ = p.Validate()
 		out := p.AppendJSON(nil)

@@ -123,6 +123,14 @@ type Config struct {
 	MaxReadAttempts int
 	// RetryInterval spaces D's retries of a pull, a dial or a RELEASE.
 	RetryInterval time.Duration
+	// HandshakeTimeout bounds D's handshake with P, from the connection's
+	// Dialed to P's AUTH_ACK. A handshake that does not complete in time,
+	// or a connection lost during it, counts as a failed dial
+	// (MaxReadAttempts of them and the peer's pulls fall back): an
+	// endpoint that accepts TCP but is not a kvlease prefill engine (an
+	// HTTP port, a silent listener, a stopped P) costs D seconds, not the
+	// lease.
+	HandshakeTimeout time.Duration
 	// Fallback is what D does when the remote prefix cannot be had.
 	Fallback Fallback
 }
@@ -143,6 +151,7 @@ func DefaultConfig(p Policy) Config {
 		MaxWaiting:        4096,
 		MaxReadAttempts:   3,
 		RetryInterval:     200 * time.Millisecond,
+		HandshakeTimeout:  time.Second,
 		Fallback:          FallbackRecompute,
 	}
 	if p == PolicyLegacyTimeout {
@@ -209,6 +218,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("xfer: MaxReadAttempts must be positive, got %d", c.MaxReadAttempts)
 	case c.RetryInterval <= 0:
 		return fmt.Errorf("xfer: retry interval must be positive, got %v", c.RetryInterval)
+	case c.HandshakeTimeout <= 0:
+		return fmt.Errorf("xfer: handshake timeout must be positive, got %v", c.HandshakeTimeout)
 	}
 	return nil
 }

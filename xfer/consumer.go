@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -77,7 +78,9 @@ type Done struct {
 	// all but the last, which the decoder recomputes to sample.
 	NumComputed int
 	// Why explains a fallback or failure (FellBack, Failed); zero otherwise.
-	Why      FallbackReason
+	Why FallbackReason
+	// Peer is P's transfer address (Remote.Addr).
+	Peer     string
 	Bytes    int
 	Duration time.Duration
 }
@@ -94,6 +97,13 @@ type ConsumerStats struct {
 	RenewsSent   uint64
 	Waiting      int
 	Reading      int
+	// PeersFailing counts, by failure kind, the prefill endpoints whose
+	// most recent connection attempt failed (a dial or handshake failure,
+	// FailureUnauthenticated for a wrong cluster secret) within
+	// FailingWindow, with no successful handshake since: an alert on
+	// kvlease_transfer_peers_failing{reason="unauthenticated"} > 0 catches a
+	// misconfigured secret however few requests fail. Nil when none.
+	PeersFailing map[FailureKind]uint64
 }
 
 const (
@@ -150,9 +160,12 @@ type peer struct {
 	heartbeat clock.Instant // next RENEW
 	renewSeq  uint64
 	releases  []relNotice
-	// dialFailures counts failed dials since the last handshake; at
-	// MaxReadAttempts the pulls of this peer fall back (unreachable).
+	// dialFailures counts failed dials and handshakes since the last
+	// completed handshake; at MaxReadAttempts the pulls of this peer fall
+	// back.
 	dialFailures int
+	// handshakeBy: a handshake not complete by then has failed.
+	handshakeBy clock.Instant
 	// mark == Consumer.markGen: the peer has pulls (NextDeadline).
 	mark uint64
 }
@@ -183,6 +196,11 @@ type Consumer struct {
 	// NextDeadline's marking of the peers that have pulls.
 	addrs   []string
 	markGen uint64
+	// failing records the peers whose last connection attempt failed
+	// (PeersFailing), warned rate-limits the warnings logged to log.
+	failing map[string]*failing
+	warned  map[warnKey]*warnMark
+	log     *slog.Logger
 }
 
 // NewConsumer returns D's transfer core.
@@ -196,6 +214,9 @@ func NewConsumer(cfg Config, pool *kvblock.Pool, engineID string, secret []byte,
 		byRead:    make(map[uint64]*pull),
 		peers:     make(map[string]*peer),
 		bySession: make(map[SessionID]*peer),
+		failing:   make(map[string]*failing),
+		warned:    make(map[warnKey]*warnMark),
+		log:       slog.New(slog.DiscardHandler),
 		stats: ConsumerStats{Fallbacks: make(map[FallbackReason]uint64), Failures: make(map[FailureKind]uint64),
 			ReleasesSent: make(map[wire.Reason]uint64)},
 	}
@@ -316,6 +337,12 @@ func (c *Consumer) Tick(now clock.Instant, admit bool) {
 	for _, addr := range c.peerAddrs() {
 		c.tickPeer(now, c.peers[addr])
 	}
+	if len(c.failing) > 0 {
+		c.pruneFailing(now)
+	}
+	if len(c.warned) > 0 {
+		c.pruneWarned(now)
+	}
 }
 
 // peerAddrs returns the peers' addresses, sorted (a map's order must not
@@ -393,6 +420,12 @@ func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
 		}
 	}
 	switch pr.state {
+	case peerHello, peerAuth:
+		if now >= pr.handshakeBy {
+			c.handshakeFailed(now, pr, FailureHandshakeTimeout,
+				fmt.Sprintf("no handshake answer within %v: not a kvlease prefill engine, or a stopped or overloaded one", c.cfg.HandshakeTimeout))
+		}
+		return
 	case peerIdle:
 		if !wants {
 			delete(c.peers, pr.addr) // nothing to do there: forget it
@@ -497,6 +530,7 @@ func (c *Consumer) Dialed(now clock.Instant, addr string, s SessionID) {
 	}
 	pr.session = s
 	pr.state = peerHello
+	pr.handshakeBy = now.Add(c.cfg.HandshakeTimeout)
 	c.bySession[s] = pr
 	a, b := c.rng.Uint64(), c.rng.Uint64()
 	for i := 0; i < 8; i++ {
@@ -512,33 +546,23 @@ func (c *Consumer) DialFailed(now clock.Instant, addr string) {
 		return
 	}
 	c.expireAll(now) // expired pulls fall back as expired, not unreachable
-	pr.state = peerIdle
-	pr.retryAt = now.Add(c.cfg.RetryInterval)
-	c.stats.Failures[FailureUnreachable]++
-	pr.dialFailures++
-	if pr.dialFailures < c.cfg.MaxReadAttempts {
-		return
-	}
-	// P is unreachable: its pulls fall back rather than wait out their
-	// leases. Release notices keep being retried until their deadlines.
-	pr.dialFailures = 0
-	for _, p := range c.pullsOf(pr) {
-		if p.aborted {
-			c.finish(now, p, Dropped, wire.ReasonAborted, 0)
-			continue
-		}
-		c.finish(now, p, c.fallbackOutcome(), wire.ReasonFallback, FallbackUnreachable)
-	}
+	c.dialFailed(now, pr, FailureUnreachable, "the dial failed")
 }
 
 // Disconnected reports that session s is gone. Reads in flight on it are
-// retried (within the lease and MaxReadAttempts) over a new connection.
+// retried (within the lease and MaxReadAttempts) over a new connection. A
+// session lost before its handshake completed is a failed dial.
 func (c *Consumer) Disconnected(now clock.Instant, s SessionID) {
 	pr, ok := c.bySession[s]
 	if !ok {
 		return
 	}
 	c.expireAll(now) // a read past its deadline timed out before the loss
+	if pr.state == peerHello || pr.state == peerAuth {
+		c.handshakeFailed(now, pr, FailureHandshakeClosed,
+			"the connection ended during the handshake: not a kvlease prefill engine (an HTTP port?)")
+		return
+	}
 	delete(c.bySession, s)
 	pr.state = peerIdle
 	pr.session = 0
@@ -604,9 +628,20 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		if pr.state == peerAuth || pr.state == peerUp {
 			return // a duplicate: the handshake moved on
 		}
-		if pr.state != peerHello || m.Status != wire.StatusOK ||
-			!wire.VerifyMAC(c.secret, wire.RoleP, pr.nonce, m.EngineID, c.engineID, m.MAC) {
-			c.authFailed(now, pr)
+		switch {
+		case pr.state != peerHello:
+			c.authFailed(now, pr, FailureUnauthenticated, "a HELLO_ACK out of turn")
+			return
+		case m.Status == wire.StatusBadVersion:
+			c.authFailed(now, pr, FailureBadVersion,
+				fmt.Sprintf("the prefill engine speaks protocol version %d, this engine %d", m.Version, wire.Version))
+			return
+		case m.Status != wire.StatusOK:
+			c.authFailed(now, pr, FailureHandshakeRefused, "the prefill engine refused the session: "+m.Status.String())
+			return
+		case !wire.VerifyMAC(c.secret, wire.RoleP, pr.nonce, m.EngineID, c.engineID, m.MAC):
+			c.authFailed(now, pr, FailureUnauthenticated,
+				"the prefill engine's proof does not verify: the two engines have different cluster secrets")
 			return
 		}
 		pr.engineID = m.EngineID
@@ -617,7 +652,8 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 			return // a duplicate
 		}
 		if pr.state != peerAuth || m.Status != wire.StatusOK {
-			c.authFailed(now, pr)
+			c.authFailed(now, pr, FailureUnauthenticated,
+				"the prefill engine refused this engine's proof ("+m.Status.String()+"): the two engines have different cluster secrets")
 			return
 		}
 		// Notices that expired while P was unreachable are dropped, as
@@ -625,11 +661,15 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		c.dropNotices(now, pr)
 		pr.state = peerUp
 		pr.dialFailures = 0
+		delete(c.failing, pr.addr)
 		// Renew at once on a new session: it rebinds the leases P keeps
 		// only for the peer grace after losing the previous one.
 		pr.heartbeat = now
 		for _, p := range c.pullsOf(pr) {
 			if p.Remote.EngineID != "" && p.Remote.EngineID != pr.engineID {
+				c.stats.Failures[FailureEngineMismatch]++
+				c.warn(now, pr.addr, FailureEngineMismatch, "remote prefill engine is not the one kv_transfer_params named",
+					"engine", pr.engineID, "want", p.Remote.EngineID)
 				c.finish(now, p, c.fallbackOutcome(), 0, FallbackEngineMismatch)
 			}
 		}
@@ -690,24 +730,6 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 	}
 }
 
-func (c *Consumer) authFailed(now clock.Instant, pr *peer) {
-	c.stats.Failures[FailureUnauthenticated]++
-	c.actions = append(c.actions, Action{Kind: ActionClose, Session: pr.session})
-	delete(c.bySession, pr.session)
-	pr.state = peerIdle
-	pr.session = 0
-	pr.retryAt = now.Add(c.cfg.RetryInterval)
-	c.notices -= len(pr.releases)
-	pr.releases = nil // cannot be delivered to an impostor
-	for _, p := range c.pullsOf(pr) {
-		if p.aborted {
-			c.finish(now, p, Dropped, 0, 0)
-			continue
-		}
-		c.finish(now, p, c.fallbackOutcome(), 0, FallbackUnauthenticated)
-	}
-}
-
 func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 	p, ok := c.byRead[m.ReadID]
 	if !ok || p.peer != pr || p.Remote.Lease != m.Lease || p.aborted {
@@ -716,7 +738,6 @@ func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 	if c.expire(now, p) || p.readID != m.ReadID {
 		return // the read timed out at its deadline: a retry replaces it
 	}
-	p.readDeadline = now.Add(c.cfg.LeaseDuration) // the stream moves
 	bs := c.pool.BlockSizeTokens()
 	ix := int(m.Index)
 	if ix < p.hits || ix >= p.Remote.NumBlocks || p.got[ix-p.hits] {
@@ -750,6 +771,10 @@ func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 	}
 	p.got[ix-p.hits] = true
 	p.bytes += len(m.Data) + 8*len(m.Digests)
+	// Only a verified new block of this read is progress: junk, duplicate
+	// or corrupt frames do not keep the read (and D's inbound blocks)
+	// alive.
+	p.readDeadline = now.Add(c.cfg.LeaseDuration)
 }
 
 func (c *Consumer) readEnd(now clock.Instant, pr *peer, m *wire.ReadEnd) {
@@ -820,7 +845,7 @@ func (c *Consumer) complete(now clock.Instant, p *pull) {
 		c.tickPeer(now, p.peer)
 	}
 	c.done = append(c.done, Done{Req: p.Req, Outcome: Pulled, Hold: hold, NumComputed: p.Remote.NumTokens - 1,
-		Bytes: p.bytes, Duration: now.Sub(p.started)})
+		Bytes: p.bytes, Duration: now.Sub(p.started), Peer: p.Remote.Addr})
 }
 
 // finish removes p with an outcome other than Pulled, frees its inbound
@@ -837,7 +862,7 @@ func (c *Consumer) finish(now clock.Instant, p *pull, o Outcome, release wire.Re
 	if o == FellBack || o == Failed {
 		c.stats.Fallbacks[why]++
 	}
-	c.done = append(c.done, Done{Req: p.Req, Outcome: o, Why: why})
+	c.done = append(c.done, Done{Req: p.Req, Outcome: o, Why: why, Peer: p.Remote.Addr})
 }
 
 func (c *Consumer) remove(p *pull) {
@@ -890,6 +915,8 @@ func (c *Consumer) NextDeadline() clock.Instant {
 			for _, r := range pr.releases {
 				t = min(t, r.deadline)
 			}
+		case peerHello, peerAuth:
+			t = min(t, pr.handshakeBy)
 		case peerUp:
 			if c.cfg.Heartbeats() && pulls(pr) {
 				t = min(t, pr.heartbeat)
@@ -907,6 +934,12 @@ func (c *Consumer) Stats() ConsumerStats {
 	s := c.stats
 	s.Waiting = len(c.queue) - c.reading
 	s.Reading = c.reading
+	if len(c.failing) > 0 {
+		s.PeersFailing = make(map[FailureKind]uint64, 2)
+		for _, f := range c.failing {
+			s.PeersFailing[f.kind]++
+		}
+	}
 	return s
 }
 

@@ -94,5 +94,7 @@
 // tombstones (Tombstones), reads P streams at once (MaxServedReads), D's
 // waiting requests (MaxWaiting), D's reads in flight (MaxInflightReads),
 // D's pending release notices (MaxWaiting over all peers), read attempts
-// and consecutive failed dials (MaxReadAttempts).
+// and consecutive failed dials or handshakes (MaxReadAttempts), a handshake
+// (HandshakeTimeout), the failing-peer records and their rate-limited
+// warnings (1024 peers).
 package xfer

@@ -43,20 +43,37 @@ const (
 	// FallbackReadInternal: P kept answering READ with an internal error,
 	// out of attempts or lease.
 	FallbackReadInternal
+	// FallbackHandshakeTimeout: MaxReadAttempts connections to P's address
+	// in a row got no handshake answer within HandshakeTimeout (a silent
+	// listener, a stopped or hung P).
+	FallbackHandshakeTimeout
+	// FallbackHandshakeClosed: MaxReadAttempts connections to P's address
+	// in a row ended during the handshake (not a kvlease prefill engine: an
+	// HTTP port closes on a HELLO).
+	FallbackHandshakeClosed
+	// FallbackBadVersion: P speaks another protocol version.
+	FallbackBadVersion
+	// FallbackHandshakeRefused: P refused the session (busy, shutting
+	// down).
+	FallbackHandshakeRefused
 	numFallbackReasons
 )
 
 var fallbackReasonNames = [...]string{
-	FallbackLeaseGone:       "lease_gone",
-	FallbackUnreachable:     "unreachable",
-	FallbackExpired:         "expired",
-	FallbackUnauthenticated: "unauthenticated",
-	FallbackEngineMismatch:  "engine_mismatch",
-	FallbackTimeout:         "timeout",
-	FallbackDisconnected:    "disconnected",
-	FallbackCorrupt:         "corrupt",
-	FallbackReadBusy:        "read_busy",
-	FallbackReadInternal:    "read_internal",
+	FallbackLeaseGone:        "lease_gone",
+	FallbackUnreachable:      "unreachable",
+	FallbackExpired:          "expired",
+	FallbackUnauthenticated:  "unauthenticated",
+	FallbackEngineMismatch:   "engine_mismatch",
+	FallbackTimeout:          "timeout",
+	FallbackDisconnected:     "disconnected",
+	FallbackCorrupt:          "corrupt",
+	FallbackReadBusy:         "read_busy",
+	FallbackReadInternal:     "read_internal",
+	FallbackHandshakeTimeout: "handshake_timeout",
+	FallbackHandshakeClosed:  "handshake_closed",
+	FallbackBadVersion:       "bad_version",
+	FallbackHandshakeRefused: "handshake_refused",
 }
 
 // Valid reports whether r is a defined reason (not zero).
@@ -110,20 +127,39 @@ const (
 	FailureReadInternal
 	// FailureUnauthenticated: P failed the cluster-secret handshake.
 	FailureUnauthenticated
+	// FailureHandshakeTimeout: a connection to P got no handshake answer
+	// within HandshakeTimeout.
+	FailureHandshakeTimeout
+	// FailureHandshakeClosed: a connection to P ended during the
+	// handshake.
+	FailureHandshakeClosed
+	// FailureBadVersion: P speaks another protocol version.
+	FailureBadVersion
+	// FailureHandshakeRefused: P refused the session for another reason
+	// (busy, shutting down).
+	FailureHandshakeRefused
+	// FailureEngineMismatch: the engine at a request's address is not the
+	// one its kv_transfer_params named.
+	FailureEngineMismatch
 	numFailureKinds
 )
 
 var failureKindNames = [...]string{
-	FailureTimeout:         "timeout",
-	FailureUnreachable:     "unreachable",
-	FailureDisconnected:    "disconnected",
-	FailureLeaseGone:       "lease_gone",
-	FailureBadBlock:        "bad_block",
-	FailureCorrupt:         "corrupt",
-	FailureReleaseDropped:  "release_dropped",
-	FailureReadBusy:        "read_busy",
-	FailureReadInternal:    "read_internal",
-	FailureUnauthenticated: "unauthenticated",
+	FailureTimeout:          "timeout",
+	FailureUnreachable:      "unreachable",
+	FailureDisconnected:     "disconnected",
+	FailureLeaseGone:        "lease_gone",
+	FailureBadBlock:         "bad_block",
+	FailureCorrupt:          "corrupt",
+	FailureReleaseDropped:   "release_dropped",
+	FailureReadBusy:         "read_busy",
+	FailureReadInternal:     "read_internal",
+	FailureUnauthenticated:  "unauthenticated",
+	FailureHandshakeTimeout: "handshake_timeout",
+	FailureHandshakeClosed:  "handshake_closed",
+	FailureBadVersion:       "bad_version",
+	FailureHandshakeRefused: "handshake_refused",
+	FailureEngineMismatch:   "engine_mismatch",
 }
 
 // Valid reports whether k is a defined kind (not zero).
@@ -161,4 +197,24 @@ func sendsReason(r wire.Reason) bool {
 		return true
 	}
 	return false
+}
+
+// fallbackOf is the fallback reason of pulls that give up on a peer after
+// failures of kind k reaching it (a dial or a handshake).
+func fallbackOf(k FailureKind) FallbackReason {
+	switch k {
+	case FailureUnreachable:
+		return FallbackUnreachable
+	case FailureHandshakeTimeout:
+		return FallbackHandshakeTimeout
+	case FailureHandshakeClosed:
+		return FallbackHandshakeClosed
+	case FailureUnauthenticated:
+		return FallbackUnauthenticated
+	case FailureBadVersion:
+		return FallbackBadVersion
+	case FailureHandshakeRefused:
+		return FallbackHandshakeRefused
+	}
+	panic(fmt.Sprintf("xfer: %v is not a failure to reach a peer", k))
 }

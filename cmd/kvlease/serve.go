@@ -217,7 +217,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		{"--max-num-seqs", sc.MaxNumSeqs >= 1, "a positive count"},
 		{"--max-num-batched-tokens", sc.MaxNumBatchedTokens >= 1, "a positive count"},
 		{"--max-waiting", sc.MaxWaiting >= 1, "a positive count"},
-		{"--kv-lease", *kvLease > 0, "a positive duration such as 30s"},
+		{"--kv-lease", *kvLease > 0 && *kvLease <= openai.MaxLeaseExpiresInMS*time.Millisecond, "a positive duration up to 24h, such as 30s"},
 		{"--max-body-bytes", *maxBody > 0, "a positive number of bytes"},
 		{"--drain-timeout", *drain >= 0, "a duration such as 30s"},
 		{"--engine-id", len(*engineID) <= wire.MaxEngineIDBytes, fmt.Sprintf("at most %d bytes", wire.MaxEngineIDBytes)},
@@ -425,6 +425,11 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	var seed [32]byte
 	rand.Read(seed[:])
 	core := engine.NewCore(cfg, mrand.New(mrand.NewChaCha8(seed)))
+	if c := core.Consumer(); c != nil {
+		// Failed dials and handshakes (a wrong secret, an endpoint that is
+		// not a prefill engine) are logged at WARN, rate-limited per peer.
+		c.SetLogger(log)
+	}
 	if ncfg.Offload, err = node.OpenOffload(core); err != nil {
 		es.close()
 		return nil, err

@@ -42,6 +42,7 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--max-num-batched-tokens", "0"}, "--max-num-batched-tokens"},
 		{[]string{"--max-waiting", "0"}, "--max-waiting"},
 		{[]string{"--kv-lease", "0s"}, "--kv-lease"},
+		{[]string{"--kv-lease", "25h"}, "--kv-lease"},
 		{[]string{"--release-policy", "yolo"}, "--release-policy"},
 		{[]string{"--fallback", "pray"}, "--fallback"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
