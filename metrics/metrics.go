@@ -27,7 +27,8 @@ var (
 // the latency histograms, and the Go runtime and process collectors. The
 // Observe methods are safe for concurrent use.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg   *prometheus.Registry
+	model string
 
 	ttft, itl, e2e, queue prometheus.Histogram
 	transfer              prometheus.Histogram
@@ -36,7 +37,7 @@ type Metrics struct {
 // New returns the metrics of the engine serving modelName, reading gauges
 // and counters from src at scrape time.
 func New(modelName string, src Source) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), model: modelName}
 	labels := prometheus.Labels{"model_name": modelName}
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/transport/tcp"
 	"github.com/kvlease/kvlease/wire"
 	"github.com/kvlease/kvlease/xfer"
 )
@@ -146,5 +147,36 @@ func TestTransferMetricsExportExactlyTheReasons(t *testing.T) {
 	}
 	if strings.Contains(text, `"restart"`) {
 		t.Error(`a release reason "restart" is exported; nothing produces it`)
+	}
+}
+
+type fixedTransport tcp.Stats
+
+func (f fixedTransport) Stats() tcp.Stats { return tcp.Stats(f) }
+
+func TestScrapeExportsTransportBounds(t *testing.T) {
+	m := New("m", fixed(engine.NodeStats{Consumer: &xfer.ConsumerStats{PeersFailing: map[xfer.FailureKind]uint64{xfer.FailureUnauthenticated: 2}}}))
+	m.AddTransport(fixedTransport{
+		Authenticated: 3, Unauthenticated: 7, ReceiveBytes: 4096, ReceiveLimit: 1 << 20, ReceiveWaits: 2,
+		Dropped:           map[string]uint64{tcp.DropSlowFrame: 5},
+		HandshakeFailures: map[tcp.HandshakeFailure]uint64{{Side: "accepted", Reason: "refused"}: 4},
+	})
+	text := scrape(t, m)
+	for _, want := range []string{
+		`kvlease_transfer_connections{model_name="m",state="authenticated"} 3`,
+		`kvlease_transfer_connections{model_name="m",state="unauthenticated"} 7`,
+		`kvlease_transfer_connections_dropped_total{model_name="m",reason="slow_frame"} 5`,
+		`kvlease_transfer_connections_dropped_total{model_name="m",reason="handshake_timeout"} 0`,
+		`kvlease_transfer_handshake_failures_total{model_name="m",reason="refused",side="accepted"} 4`,
+		`kvlease_transfer_handshake_failures_total{model_name="m",reason="timeout",side="dialed"} 0`,
+		`kvlease_transfer_receive_buffer_bytes{model_name="m"} 4096`,
+		`kvlease_transfer_receive_buffer_limit_bytes{model_name="m"} 1.048576e+06`,
+		`kvlease_transfer_receive_waits_total{model_name="m"} 2`,
+		`kvlease_transfer_peers_failing{model_name="m",reason="unauthenticated"} 2`,
+		`kvlease_transfer_peers_failing{model_name="m",reason="handshake_timeout"} 0`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("missing %s", want)
+		}
 	}
 }

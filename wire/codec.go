@@ -558,3 +558,47 @@ func (d *decoder) block() *Block {
 	}
 	return m
 }
+
+// MaxHandshakePayloadBytes is the largest payload of a handshake message
+// (HELLO, HELLO_ACK, AUTH, AUTH_ACK; HELLO_ACK with the longest engine id
+// is the largest): all an unauthenticated peer ever needs to send.
+const MaxHandshakePayloadBytes = 2 + 2 + MaxEngineIDBytes + 16 + 32 + 1
+
+// MaxPayloadBytes is the largest payload a valid message of type t can
+// have, with every list and byte string at its bound; 0 for a type this
+// version does not define. A receiver that knows which types its peer
+// may send bounds its frames by the largest of theirs.
+func MaxPayloadBytes(t MsgType) int {
+	switch t {
+	case MsgHello:
+		return 2 + 2 + MaxEngineIDBytes + 16
+	case MsgHelloAck:
+		return MaxHandshakePayloadBytes
+	case MsgAuth:
+		return 32
+	case MsgAuthAck:
+		return 1
+	case MsgRenew:
+		return 8 + 4 + leaseRefBytes*MaxLeasesPerRenew
+	case MsgRenewAck:
+		return 8 + 4 + renewResultBytes*MaxLeasesPerRenew
+	case MsgRead:
+		return 8 + 8 + 16 + 4 + 4*MaxIndexesPerRead
+	case MsgBlock:
+		return BlockPayloadBytes(MaxDigestsPerBlock, MaxBlockBytes)
+	case MsgReadEnd:
+		return 8 + 8 + 1
+	case MsgRelease:
+		return 8 + 16 + 1
+	case MsgReleaseAck, MsgRevoked:
+		return 8 + 1
+	}
+	return 0
+}
+
+// BlockPayloadBytes is the payload of a BLOCK of tokens filled slots and
+// dataBytes KV bytes: a decode engine whose blocks hold at most that
+// receives no larger BLOCK from an honest prefill engine.
+func BlockPayloadBytes(tokens, dataBytes int) int {
+	return blockFixedBytes + 8*tokens + dataBytes
+}

@@ -400,3 +400,37 @@ func TestAppendFrameAllocations(t *testing.T) {
 		t.Errorf("Decode of a RENEW allocates %v times, want 2 (message, lease list)", n)
 	}
 }
+
+// TestMaxPayloadBytes checks the bounds against messages at their limits.
+func TestMaxPayloadBytes(t *testing.T) {
+	id := strings.Repeat("e", MaxEngineIDBytes)
+	at := map[MsgType]Message{
+		MsgHello:      &Hello{EngineID: id},
+		MsgHelloAck:   &HelloAck{EngineID: id},
+		MsgAuth:       &Auth{},
+		MsgAuthAck:    &AuthAck{},
+		MsgRenew:      &Renew{Leases: make([]LeaseRef, MaxLeasesPerRenew)},
+		MsgRenewAck:   &RenewAck{Results: make([]RenewResult, MaxLeasesPerRenew)},
+		MsgRead:       &Read{Indexes: make([]uint32, MaxIndexesPerRead)},
+		MsgBlock:      &Block{Tokens: MaxDigestsPerBlock, Digests: make([]uint64, MaxDigestsPerBlock), Data: make([]byte, MaxBlockBytes)},
+		MsgReadEnd:    &ReadEnd{},
+		MsgRelease:    &Release{Reason: ReasonRejected},
+		MsgReleaseAck: &ReleaseAck{},
+		MsgRevoked:    &Revoked{Reason: ReasonExpired},
+	}
+	for mt := MsgHello; mt < numMsgTypes; mt++ {
+		m, ok := at[mt]
+		if !ok {
+			t.Fatalf("no message at the bounds for %v", mt)
+		}
+		if got, want := MaxPayloadBytes(mt), FrameBytes(m)-headerBytes; got != want {
+			t.Errorf("MaxPayloadBytes(%v) = %d, a message at the bounds has %d", mt, got, want)
+		}
+		if mt <= MsgAuthAck && MaxPayloadBytes(mt) > MaxHandshakePayloadBytes {
+			t.Errorf("%v is over MaxHandshakePayloadBytes", mt)
+		}
+	}
+	if MaxPayloadBytes(numMsgTypes) != 0 || MaxHandshakePayloadBytes > 512 {
+		t.Error("bounds")
+	}
+}

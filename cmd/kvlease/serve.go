@@ -98,6 +98,16 @@ func (f *serveFlags) poolConfig() kvblock.Config {
 	return kvblock.Config{NumBlocks: f.numBlocks, BlockSizeTokens: f.blockSize, BytesPerToken: bpt}
 }
 
+// maxPulledFrameBytes bounds the frames this engine receives from a
+// prefill engine once authenticated: a BLOCK of one of its own blocks (a P
+// whose blocks differ is misconfigured) or the largest RENEW_ACK.
+func (f *serveFlags) maxPulledFrameBytes() int {
+	pc := f.poolConfig()
+	n := max(wire.BlockPayloadBytes(pc.BlockSizeTokens, pc.BlockSizeTokens*pc.BytesPerToken),
+		wire.MaxPayloadBytes(wire.MsgRenewAck))
+	return min(n, wire.MaxFrameBytes)
+}
+
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	f, err := parseServeArgs(args, stderr)
 	if err != nil && f.llm != nil {
@@ -372,7 +382,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		// before then, so the receiver reuses its buffers instead of
 		// allocating 2 MiB per block (BenchmarkTransfer: 0.17x -> 0.8-0.9x
 		// of a plain socket).
-		tr, err := tcp.New(tcp.Config{Logger: log, LendBlockData: true})
+		tr, err := tcp.New(tcp.Config{Logger: log, LendBlockData: true, MaxFrameBytes: f.maxPulledFrameBytes()})
 		if err != nil {
 			return nil, err
 		}
@@ -438,6 +448,9 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	// The metrics read the node, which is made below and never scraped
 	// before it exists; the node feeds the pull durations to them.
 	m := metrics.New(f.model, metrics.SourceFunc(func() engine.NodeStats { return es.node.Stats() }))
+	if es.tr != nil {
+		m.AddTransport(es.tr)
+	}
 	ncfg.OnTransfer = func(d xfer.Done) {
 		if d.Outcome == xfer.Pulled {
 			m.ObserveTransfer(d.Duration)

@@ -51,8 +51,22 @@ type conn struct {
 	wantWritable bool       // Writable said no: signal Ready under the window
 	cancelDial   context.CancelFunc
 
-	lastDeadline time.Time // reader-owned
-	maxDelivered int       // reader-owned: the largest frame the peer has sent
+	refusal string // the owner refused the peer's handshake (observeSent)
+
+	accepted bool   // set before start: P's side of the connection
+	source   string // accepted: the peer's IP, for MaxUnauthenticatedPerSource
+	authed   atomic.Bool
+	hsTimer  *time.Timer // accepted: Config.HandshakeTimeout; set before start
+	// Guarded by Transport.mu: the unauthenticated set's links, and whether
+	// Stats.Authenticated counts c.
+	unauthPrev, unauthNext *conn
+	inUnauth               bool
+	countedAuthed          bool
+
+	lastDeadline time.Time // reader-owned: last idle deadline set (zero: set it again)
+	frameBytes   int       // reader-owned: the frame being read, 0 between frames
+	frameWithin  time.Duration
+	maxDelivered int // reader-owned: the largest frame the peer has sent
 }
 
 // outFrame is one queued frame: buf (from getBuf), then, for a zero-copy
@@ -287,52 +301,116 @@ func writeReason(err error, timeout time.Duration) string {
 	return ReasonWriteError + ": " + err.Error()
 }
 
-// deadlineReader moves the socket's read deadline forward as reads happen,
-// so a connection on which nothing arrives for IdleTimeout fails. It
-// refreshes at most every IdleTimeout/8, so the effective limit lies
-// between 7/8 of IdleTimeout and IdleTimeout.
-type deadlineReader struct{ c *conn }
-
-func (r deadlineReader) Read(p []byte) (int, error) {
-	c := r.c
-	if !c.lingering.Load() {
-		idle := c.t.cfg.IdleTimeout
-		if now := time.Now(); now.Sub(c.lastDeadline) >= idle/8 {
-			c.nc.SetReadDeadline(now.Add(idle))
-			c.lastDeadline = now
-		}
+// idleDeadline sets the socket's read deadline for the wait for the next
+// frame: a connection on which no frame starts for IdleTimeout fails. It
+// refreshes at most every IdleTimeout/8 (unless a frame's deadline was
+// set), so the effective limit lies between 7/8 of IdleTimeout and
+// IdleTimeout. A lingering connection keeps the deadline closeWrite set.
+func (c *conn) idleDeadline() {
+	if c.lingering.Load() {
+		return
 	}
-	return c.nc.Read(p)
+	idle := c.t.cfg.IdleTimeout
+	if now := time.Now(); now.Sub(c.lastDeadline) >= idle/8 {
+		c.nc.SetReadDeadline(now.Add(idle))
+		c.lastDeadline = now
+	}
+}
+
+// frameDeadline sets the read deadline of a frame of need bytes whose
+// length prefix has arrived but not all of its bytes: IdleTimeout plus
+// the time MinReceiveRate allows for them. A peer that trickles a frame
+// (one byte a second) loses the connection, however it paces its bytes.
+func (c *conn) frameDeadline(need int) {
+	c.frameBytes = need
+	if c.lingering.Load() {
+		return
+	}
+	cfg := &c.t.cfg
+	c.frameWithin = cfg.IdleTimeout + time.Duration(int64(need)*int64(time.Second)/int64(cfg.MinReceiveRate))
+	c.nc.SetReadDeadline(time.Now().Add(c.frameWithin))
+	c.lastDeadline = time.Time{} // the next wait sets the idle deadline again
+}
+
+// frameLimit is the largest payload the connection accepts now: a
+// handshake message's before authentication, then its role's.
+func (c *conn) frameLimit() int {
+	switch {
+	case !c.authed.Load():
+		return wire.MaxHandshakePayloadBytes
+	case c.accepted:
+		return c.t.cfg.MaxAcceptedFrameBytes
+	}
+	return c.t.cfg.MaxFrameBytes
 }
 
 // readLoop reads, decodes and reports frames until the connection fails,
-// then reports Closed (unless the owner closed it) and forgets it.
+// then reports Closed (unless the owner closed it) and forgets it. Each
+// frame is checked against the connection's cap on its length prefix
+// alone, then reserved in the transport's receive budget until it is
+// handed to the owner, and must arrive at MinReceiveRate.
 func (c *conn) readLoop() {
 	defer c.t.wg.Done()
 	t := c.t
-	br := bufio.NewReaderSize(deadlineReader{c}, readBufferBytes)
+	size := readBufferBytes
+	if !c.authed.Load() {
+		size = handshakeReadBufferBytes
+	}
+	br := bufio.NewReaderSize(c.nc, size)
 	lend := t.cfg.LendBlockData
 	var buf []byte
 	for {
-		if lend {
-			var err error
-			if buf, err = c.pooledBuffer(br, buf); err != nil {
-				c.fail(c.readReason(err))
-				break
-			}
+		if br.Size() < readBufferBytes && br.Buffered() == 0 && c.authed.Load() {
+			br = bufio.NewReaderSize(c.nc, readBufferBytes)
 		}
-		frame, err := wire.ReadFrame(br, buf[:0], t.cfg.MaxFrameBytes)
+		c.idleDeadline()
+		hdr, err := br.Peek(4)
 		if err != nil {
+			if errors.Is(err, io.EOF) && br.Buffered() > 0 {
+				err = fmt.Errorf("%w: stream ended inside a frame: %w", wire.ErrTruncated, io.ErrUnexpectedEOF)
+			}
 			c.fail(c.readReason(err))
 			break
 		}
+		n := int64(binary.BigEndian.Uint32(hdr))
+		if limit := c.frameLimit(); n > int64(limit) {
+			t.stats.drop(DropFrameTooLarge)
+			why := fmt.Sprintf("%s: payload of %d bytes, limit %d", ReasonFrameTooLarge, n, limit)
+			if !c.authed.Load() {
+				why += " before authentication" + describeLength(hdr)
+			}
+			c.fail(why)
+			break
+		}
+		need := int(n) + 1 // the type byte
+		if !t.recv.acquire(need, c.dead) {
+			break // failed while waiting: the reason is set
+		}
+		if br.Buffered() < 4+need {
+			c.frameDeadline(need)
+		}
+		if lend && c.authed.Load() {
+			// Before authentication a frame is a few hundred bytes, read
+			// into a buffer of its size, not a 4 KiB pool buffer.
+			buf = c.pooledBuffer(need, buf)
+		}
+		frame, err := wire.ReadFrame(br, buf[:0], c.frameLimit())
+		if err != nil {
+			t.recv.release(need)
+			c.fail(c.readReason(err))
+			break
+		}
+		c.frameBytes = 0
 		c.maxDelivered = max(c.maxDelivered, len(frame))
 		if isKeepalive(frame) {
+			t.recv.release(need)
 			buf = frame
 			continue
 		}
 		m, err := wire.Decode(frame)
 		if err != nil {
+			t.recv.release(need)
+			t.stats.drop(DropBadFrame)
 			c.fail(ReasonBadFrame + ": " + err.Error())
 			break
 		}
@@ -357,9 +435,12 @@ func (c *conn) readLoop() {
 			if lent != nil {
 				putBuf(lent)
 			}
+			t.recv.release(need)
 			continue // draining after the owner's Close
 		}
-		if !t.pushLent(c, transport.Event{Kind: transport.Received, Conn: c.id, Remote: c.remote, Msg: m}, lent) {
+		ok := t.pushLent(c, transport.Event{Kind: transport.Received, Conn: c.id, Remote: c.remote, Msg: m}, lent)
+		t.recv.release(need)
+		if !ok {
 			c.fail(ReasonTransportClosed)
 			break
 		}
@@ -368,6 +449,9 @@ func (c *conn) readLoop() {
 	// their memory once it sees Closed. The writer returns promptly: the
 	// socket is closed.
 	<-c.writerDone
+	if !c.authed.Load() {
+		c.handshakeEnded()
+	}
 	if !c.ownerClosed.Load() {
 		t.push(c, transport.Event{Kind: transport.Closed, Conn: c.id, Remote: c.remote, Reason: c.failReason()})
 	}
@@ -379,29 +463,20 @@ func (c *conn) readLoop() {
 // wire.ReadFrame would allocate for it anyway.
 const pooledFrameBytes = 1 << 20
 
-// pooledBuffer returns the buffer to read the next frame into, with
-// LendBlockData: buf if it is large enough; else a pool buffer of the
-// frame's size if the frame is small or the peer has already delivered a
-// frame at least as large, so a length prefix alone still buys no more
-// memory than the peer has shown it sends; else buf, and wire.ReadFrame
-// grows a buffer as the bytes arrive. It blocks until the length prefix
-// is in.
-func (c *conn) pooledBuffer(br *bufio.Reader, buf []byte) ([]byte, error) {
-	hdr, err := br.Peek(4)
-	if err != nil {
-		if errors.Is(err, io.EOF) && br.Buffered() > 0 {
-			err = fmt.Errorf("%w: stream ended inside a frame: %w", wire.ErrTruncated, io.ErrUnexpectedEOF)
-		}
-		return nil, err
-	}
-	need := int(binary.BigEndian.Uint32(hdr)) + 1 // the type byte
-	if cap(buf) >= need || need > c.t.cfg.MaxFrameBytes+1 || (need > pooledFrameBytes && need > c.maxDelivered) {
-		return buf, nil
+// pooledBuffer returns the buffer to read the next frame, of need bytes,
+// into, with LendBlockData: buf if it is large enough; else a pool buffer
+// of the frame's size if the frame is small or the peer has already
+// delivered a frame at least as large, so a length prefix alone still buys
+// no more memory than the peer has shown it sends; else buf, and
+// wire.ReadFrame grows a buffer as the bytes arrive.
+func (c *conn) pooledBuffer(need int, buf []byte) []byte {
+	if cap(buf) >= need || (need > pooledFrameBytes && need > c.maxDelivered) {
+		return buf
 	}
 	if buf != nil {
 		putBuf(buf)
 	}
-	return getBuf(need), nil
+	return getBuf(need)
 }
 
 func (c *conn) readReason(err error) string {
@@ -410,12 +485,18 @@ func (c *conn) readReason(err error) string {
 		return ReasonClosedByPeer
 	case errors.Is(err, wire.ErrTruncated):
 		return ReasonTruncated
-	case errors.Is(err, wire.ErrFrameTooLarge):
+	case errors.Is(err, wire.ErrFrameTooLarge): // unreachable: the length prefix was checked
 		return ReasonFrameTooLarge + ": " + strings.TrimPrefix(err.Error(), wire.ErrFrameTooLarge.Error()+": ")
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		if c.lingering.Load() {
 			return ReasonTransportClosed
 		}
+		if c.frameBytes > 0 {
+			c.t.stats.drop(DropSlowFrame)
+			return fmt.Sprintf("%s: a frame of %d bytes did not arrive within %v (%d bytes/s at least)",
+				ReasonSlowFrame, c.frameBytes, c.frameWithin, c.t.cfg.MinReceiveRate)
+		}
+		c.t.stats.drop(DropIdle)
 		return fmt.Sprintf("%s: nothing received for %v", ReasonIdleTimeout, c.t.cfg.IdleTimeout)
 	}
 	return ReasonReadError + ": " + err.Error()

@@ -38,8 +38,13 @@
 // Every way a connection can go wrong closes it, and both owners learn it as
 // a Closed event whose Reason starts with one of the Reason constants:
 //
-//   - a received frame over Config.MaxFrameBytes, or one that does not
-//     decode (garbage): ReasonFrameTooLarge, ReasonBadFrame;
+//   - a received frame over the connection's cap (below), or one that
+//     does not decode (garbage): ReasonFrameTooLarge, ReasonBadFrame;
+//   - a frame that does not arrive within IdleTimeout + its size /
+//     Config.MinReceiveRate of its length prefix: ReasonSlowFrame;
+//   - an accepted connection not authenticated within
+//     Config.HandshakeTimeout, or dropped as the oldest of too many
+//     unauthenticated ones: ReasonHandshakeTimeout, ReasonEvicted;
 //   - a send queue over Config.MaxQueuedBytes (the peer reads too slowly):
 //     ReasonQueueOverflow, and Send returns false;
 //   - a write that does not complete within Config.WriteTimeout:
@@ -52,6 +57,35 @@
 // Events wait for Poll in a queue of at most Config.MaxEvents; while it is
 // full, connections stop reading their sockets, and TCP flow control pushes
 // back on the peers. Live connections are bounded by Config.MaxConns.
+//
+// # Bounded before trusted
+//
+// The transport follows the protocol's handshake (package wire) in the
+// messages its owner sends, and bounds a connection by how far it got. An
+// accepted connection is authenticated once its owner sends AUTH_ACK with
+// StatusOK (the decode engine proved the cluster secret); a dialed one once
+// its owner sends AUTH, which an owner must send only after the prefill
+// engine proved the secret in its HELLO_ACK (xfer.Consumer does). Until
+// then:
+//
+//   - every received frame is capped at wire.MaxHandshakePayloadBytes
+//     (309 bytes), checked on the length prefix before anything is
+//     allocated, and read through a 512-byte buffer;
+//   - an accepted connection must authenticate within HandshakeTimeout;
+//   - accepted unauthenticated connections are bounded in all
+//     (MaxUnauthenticated) and per source IP (MaxUnauthenticatedPerSource),
+//     the oldest dropped first;
+//   - one that ends is counted (Stats.HandshakeFailures) and logged at
+//     WARN with the peer and the reason, rate-limited (one line per side
+//     and kind of failure per 10 s), as is a handshake the owner refused
+//     (a HELLO_ACK or AUTH_ACK it sent with another status than OK).
+//
+// Once authenticated, a frame is capped by the role's need: on an accepted
+// connection (P's) MaxAcceptedFrameBytes, by default the largest RENEW;
+// on a dialed one (D's) MaxFrameBytes, which the engine sets to its block
+// size. On every connection, a frame must arrive at MinReceiveRate, and the
+// bytes of frames being received over all connections stay under
+// MaxReceiveBytes (a frame beyond it waits). Stats reports all of it.
 //
 // # Ownership
 //

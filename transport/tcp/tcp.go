@@ -18,27 +18,62 @@ import (
 // alone or followed by ": " and details. They are for humans and tests:
 // protocol cores must not branch on them.
 const (
-	ReasonDialError       = "dial error"                    // DialFailed: the TCP dial failed (refused, unreachable, timeout)
-	ReasonTooManyConns    = "too many connections"          // DialFailed: Config.MaxConns connections are live
-	ReasonClosedByPeer    = "closed by peer"                // Closed: the peer closed the connection between frames
-	ReasonTruncated       = "closed by peer inside a frame" // Closed: the peer went away in the middle of a frame
-	ReasonFrameTooLarge   = "frame too large"               // Closed: a received frame is over Config.MaxFrameBytes
-	ReasonBadFrame        = "bad frame"                     // Closed: a received frame does not decode
-	ReasonIdleTimeout     = "idle timeout"                  // Closed: nothing received for Config.IdleTimeout
-	ReasonWriteTimeout    = "write timeout"                 // Closed: a write took longer than Config.WriteTimeout
-	ReasonQueueOverflow   = "send queue overflow"           // Closed: a Send exceeded Config.MaxQueuedBytes
-	ReasonReadError       = "read error"                    // Closed: the socket failed while reading (reset, ...)
-	ReasonWriteError      = "write error"                   // Closed: the socket failed while writing
-	ReasonTransportClosed = "transport closed"              // never delivered: the owner closed the whole Transport
+	ReasonDialError        = "dial error"                         // DialFailed: the TCP dial failed (refused, unreachable, timeout)
+	ReasonTooManyConns     = "too many connections"               // DialFailed: Config.MaxConns connections are live
+	ReasonClosedByPeer     = "closed by peer"                     // Closed: the peer closed the connection between frames
+	ReasonTruncated        = "closed by peer inside a frame"      // Closed: the peer went away in the middle of a frame
+	ReasonFrameTooLarge    = "frame too large"                    // Closed: a received frame is over the connection's cap (Config.MaxFrameBytes, MaxAcceptedFrameBytes, wire.MaxHandshakePayloadBytes)
+	ReasonSlowFrame        = "frame too slow"                     // Closed: a frame arrived slower than Config.MinReceiveRate
+	ReasonHandshakeTimeout = "handshake timeout"                  // Closed: an accepted connection did not authenticate within Config.HandshakeTimeout
+	ReasonEvicted          = "unauthenticated connection dropped" // Closed: too many unauthenticated connections (Config.MaxUnauthenticated, MaxUnauthenticatedPerSource)
+	ReasonBadFrame         = "bad frame"                          // Closed: a received frame does not decode
+	ReasonIdleTimeout      = "idle timeout"                       // Closed: nothing received for Config.IdleTimeout
+	ReasonWriteTimeout     = "write timeout"                      // Closed: a write took longer than Config.WriteTimeout
+	ReasonQueueOverflow    = "send queue overflow"                // Closed: a Send exceeded Config.MaxQueuedBytes
+	ReasonReadError        = "read error"                         // Closed: the socket failed while reading (reset, ...)
+	ReasonWriteError       = "write error"                        // Closed: the socket failed while writing
+	ReasonTransportClosed  = "transport closed"                   // never delivered: the owner closed the whole Transport
 )
 
 // Config configures a Transport. A zero field means its default (see
 // DefaultConfig).
 type Config struct {
-	// MaxFrameBytes bounds the payload of a received frame: a peer that
+	// MaxFrameBytes bounds the payload of a frame received on an
+	// authenticated dialed connection (a decode engine's: its peer sends
+	// BLOCKs, so set it to wire.BlockPayloadBytes of the engine's block
+	// size, or the largest RENEW_ACK if that is larger): a peer that
 	// announces more is disconnected before the payload is read
-	// (ReasonFrameTooLarge). At most wire.MaxFrameBytes.
+	// (ReasonFrameTooLarge). At most wire.MaxFrameBytes, the default.
+	// Before authentication every connection's frames are bounded by
+	// wire.MaxHandshakePayloadBytes (a few hundred bytes).
 	MaxFrameBytes int
+	// MaxAcceptedFrameBytes bounds the payload of a frame received on an
+	// authenticated accepted connection (a prefill engine's: its peer, a
+	// decode engine, sends RENEW, READ and RELEASE). The default is the
+	// largest of those, a RENEW of wire.MaxLeasesPerRenew leases (1.5 MiB).
+	MaxAcceptedFrameBytes int
+	// HandshakeTimeout: an accepted connection that has not authenticated
+	// within it is closed (ReasonHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// MinReceiveRate, in bytes per second: a frame must arrive within
+	// IdleTimeout + its size / MinReceiveRate of its length prefix, or the
+	// connection is closed (ReasonSlowFrame), so a peer that trickles a
+	// frame (slow loris) does not keep a connection and its buffer.
+	MinReceiveRate int
+	// MaxUnauthenticated bounds accepted connections that have not
+	// authenticated, MaxUnauthenticatedPerSource those from one source IP.
+	// A new connection beyond either bound drops the oldest unauthenticated
+	// one (of that source for the latter, ReasonEvicted): a decode engine
+	// authenticates within a round trip, a flood of idle connections does
+	// not.
+	MaxUnauthenticated          int
+	MaxUnauthenticatedPerSource int
+	// MaxReceiveBytes bounds the bytes of frames being received over all
+	// connections, from a frame's length prefix until it is handed to the
+	// owner. A reader whose frame would exceed it waits, and TCP flow
+	// control pushes back on its peer, until other frames are done; a
+	// frame alone is always admitted.
+	MaxReceiveBytes int64
 	// MaxQueuedBytes bounds each connection's send queue: encoded frames
 	// not yet written to the socket. A Send that would exceed it breaks the
 	// connection (ReasonQueueOverflow): a peer that does not read must not
@@ -83,21 +118,30 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults: frames up to wire.MaxFrameBytes,
-// 64 MiB send queues with a 4 MiB streaming window, a keepalive every
-// second, 5 s idle and 10 s write timeouts, 5 s dials, 4096 connections and
-// 4096 queued events.
+// DefaultConfig returns the defaults: frames up to wire.MaxFrameBytes on
+// dialed connections and up to the largest RENEW (1.5 MiB) on accepted
+// ones once authenticated, wire.MaxHandshakePayloadBytes before; 64 MiB
+// send queues with a 4 MiB streaming window, a keepalive every second, 5 s
+// idle and 10 s write timeouts, 5 s dials, a 3 s handshake, frames at
+// 64 KiB/s at least, 4096 connections of which 256 unauthenticated (16 per
+// source), 256 MiB of frames being received and 4096 queued events.
 func DefaultConfig() Config {
 	return Config{
-		MaxFrameBytes:     wire.MaxFrameBytes,
-		MaxQueuedBytes:    64 << 20,
-		WindowBytes:       4 << 20,
-		WriteTimeout:      10 * time.Second,
-		KeepaliveInterval: time.Second,
-		IdleTimeout:       5 * time.Second,
-		DialTimeout:       5 * time.Second,
-		MaxConns:          4096,
-		MaxEvents:         4096,
+		MaxFrameBytes:               wire.MaxFrameBytes,
+		MaxAcceptedFrameBytes:       MaxDecoderFrameBytes,
+		HandshakeTimeout:            3 * time.Second,
+		MinReceiveRate:              64 << 10,
+		MaxUnauthenticated:          256,
+		MaxUnauthenticatedPerSource: 16,
+		MaxReceiveBytes:             256 << 20,
+		MaxQueuedBytes:              64 << 20,
+		WindowBytes:                 4 << 20,
+		WriteTimeout:                10 * time.Second,
+		KeepaliveInterval:           time.Second,
+		IdleTimeout:                 5 * time.Second,
+		DialTimeout:                 5 * time.Second,
+		MaxConns:                    4096,
+		MaxEvents:                   4096,
 	}
 }
 
@@ -106,6 +150,24 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.MaxFrameBytes == 0 {
 		c.MaxFrameBytes = d.MaxFrameBytes
+	}
+	if c.MaxAcceptedFrameBytes == 0 {
+		c.MaxAcceptedFrameBytes = d.MaxAcceptedFrameBytes
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	if c.MinReceiveRate == 0 {
+		c.MinReceiveRate = d.MinReceiveRate
+	}
+	if c.MaxUnauthenticated == 0 {
+		c.MaxUnauthenticated = d.MaxUnauthenticated
+	}
+	if c.MaxUnauthenticatedPerSource == 0 {
+		c.MaxUnauthenticatedPerSource = min(d.MaxUnauthenticatedPerSource, c.MaxUnauthenticated)
+	}
+	if c.MaxReceiveBytes == 0 {
+		c.MaxReceiveBytes = d.MaxReceiveBytes
 	}
 	if c.MaxQueuedBytes == 0 {
 		c.MaxQueuedBytes = d.MaxQueuedBytes
@@ -141,6 +203,13 @@ func (c Config) Validate() error {
 	switch {
 	case c.MaxFrameBytes < 0 || c.MaxFrameBytes > wire.MaxFrameBytes:
 		return fmt.Errorf("tcp: MaxFrameBytes must be in 1..%d, got %d", wire.MaxFrameBytes, c.MaxFrameBytes)
+	case c.MaxAcceptedFrameBytes < 0 || c.MaxAcceptedFrameBytes > wire.MaxFrameBytes:
+		return fmt.Errorf("tcp: MaxAcceptedFrameBytes must be in 1..%d, got %d", wire.MaxFrameBytes, c.MaxAcceptedFrameBytes)
+	case c.HandshakeTimeout < 0 || c.MinReceiveRate < 0 || c.MaxReceiveBytes < 0:
+		return errors.New("tcp: HandshakeTimeout, MinReceiveRate and MaxReceiveBytes must be positive")
+	case c.MaxUnauthenticated < 0 || c.MaxUnauthenticatedPerSource < 0 || c.MaxUnauthenticatedPerSource > c.MaxUnauthenticated:
+		return fmt.Errorf("tcp: MaxUnauthenticatedPerSource (%d) must be positive and at most MaxUnauthenticated (%d)",
+			c.MaxUnauthenticatedPerSource, c.MaxUnauthenticated)
 	case c.MaxQueuedBytes < 0 || c.WindowBytes < 0 || c.WindowBytes >= c.MaxQueuedBytes:
 		return fmt.Errorf("tcp: WindowBytes (%d) must be positive and less than MaxQueuedBytes (%d)", c.WindowBytes, c.MaxQueuedBytes)
 	case c.WriteTimeout < 0 || c.KeepaliveInterval < 0 || c.DialTimeout < 0:
@@ -152,6 +221,12 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// MaxDecoderFrameBytes is the largest payload a decode engine sends once
+// authenticated: a RENEW of wire.MaxLeasesPerRenew leases (READ and RELEASE
+// are smaller). The default of Config.MaxAcceptedFrameBytes.
+var MaxDecoderFrameBytes = max(wire.MaxPayloadBytes(wire.MsgRenew), wire.MaxPayloadBytes(wire.MsgRead),
+	wire.MaxPayloadBytes(wire.MsgRelease), wire.MaxHandshakePayloadBytes)
 
 // ErrClosed is returned by Listen after Close.
 var ErrClosed = errors.New("tcp: transport closed")
@@ -179,6 +254,11 @@ type Transport struct {
 	addr   transport.Addr
 	closed bool
 	local  atomic.Pointer[transport.Addr] // addr, for events without t.mu
+	unauth unauthList                     // under mu
+
+	recv  budget // MaxReceiveBytes
+	stats counters
+	warn  limiter
 
 	evMu   sync.Mutex
 	events []queued
@@ -214,6 +294,7 @@ func New(cfg Config) (*Transport, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[transport.ConnID]*conn),
+		recv:   budget{limit: cfg.MaxReceiveBytes},
 		slots:  make(chan struct{}, cfg.MaxEvents),
 		ready:  make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -447,15 +528,25 @@ func (t *Transport) acceptLoop(ln net.Listener) {
 			t.mu.Unlock()
 			nc.Close()
 			if full {
-				t.log.Warn("transfer connection refused: too many connections", "peer", nc.RemoteAddr().String())
+				t.stats.drop(DropTooManyConns)
+				t.warn.log(t.log, DropTooManyConns, "transfer connection refused: too many connections",
+					"peer", nc.RemoteAddr().String(), "limit", t.cfg.MaxConns)
 			}
 			continue
 		}
 		t.nextID++
 		c := newConn(t, t.nextID, transport.Addr(nc.RemoteAddr().String()))
+		c.accepted = true
+		c.source = sourceOf(nc.RemoteAddr())
 		c.attach(nc)
 		t.conns[c.id] = c
+		evicted := t.admitUnauth(c)
+		c.hsTimer = time.AfterFunc(t.cfg.HandshakeTimeout, c.handshakeTimeout)
 		t.mu.Unlock()
+		for _, e := range evicted {
+			t.stats.drop(e.kind)
+			e.c.fail(e.reason)
+		}
 		// Accepted is queued before the reader starts, so it precedes
 		// every Received of the connection.
 		if !t.push(c, transport.Event{Kind: transport.Accepted, Conn: c.id, Remote: c.remote}) {
@@ -473,8 +564,16 @@ func (t *Transport) conn(id transport.ConnID) *conn {
 }
 
 func (t *Transport) forget(c *conn) {
+	if c.hsTimer != nil {
+		c.hsTimer.Stop()
+	}
 	t.mu.Lock()
 	delete(t.conns, c.id)
+	t.unauth.remove(c)
+	if c.countedAuthed {
+		c.countedAuthed = false
+		t.stats.authed.Add(-1)
+	}
 	t.mu.Unlock()
 }
 
@@ -495,6 +594,9 @@ func (t *Transport) Send(id transport.ConnID, m wire.Message) bool {
 	}
 	n := wire.FrameBytes(m)
 	frame := wire.AppendFrame(getBuf(n), m)
+	// Before the frame can reach the peer, so that the peer's answer
+	// already meets the authenticated cap.
+	c.observeSent(m)
 	return c.enqueue(outFrame{buf: frame})
 }
 

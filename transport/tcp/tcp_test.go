@@ -92,8 +92,30 @@ func (e *end) expect(kind transport.EventKind, id transport.ConnID) transport.Ev
 	return ev
 }
 
-// connect dials p from d and returns both ends' connection ids.
+// connect dials p from d, authenticates the connection as the engines'
+// handshake does (D sends AUTH, P answers AUTH_ACK OK; the transport
+// follows these two) and returns both ends' connection ids.
 func connect(t *testing.T, p, d *end) (pc, dc transport.ConnID) {
+	t.Helper()
+	pc, dc = connectRaw(t, p, d)
+	if !d.tr.Send(dc, &wire.Auth{}) {
+		t.Fatal("Send AUTH failed")
+	}
+	if ev := p.expect(transport.Received, pc); ev.Msg.Type() != wire.MsgAuth {
+		t.Fatalf("P received %v, want AUTH", ev.Msg)
+	}
+	if !p.tr.Send(pc, &wire.AuthAck{Status: wire.StatusOK}) {
+		t.Fatal("Send AUTH_ACK failed")
+	}
+	if ev := d.expect(transport.Received, dc); ev.Msg.Type() != wire.MsgAuthAck {
+		t.Fatalf("D received %v, want AUTH_ACK", ev.Msg)
+	}
+	return pc, dc
+}
+
+// connectRaw dials p from d and returns both ends' connection ids, not
+// authenticated.
+func connectRaw(t *testing.T, p, d *end) (pc, dc transport.ConnID) {
 	t.Helper()
 	dc = d.tr.Dial(context.Background(), p.tr.Addr())
 	ev := d.expect(transport.Dialed, dc)
@@ -184,7 +206,11 @@ func TestLargeBlockFrames(t *testing.T) {
 		sent = append(sent, want)
 	}
 	for _, want := range sent {
-		ev := d.expect(transport.Received, dc)
+		ev := d.next()
+		if ev.Kind != transport.Received || ev.Conn != dc {
+			pe := p.next()
+			t.Fatalf("D got %v; P got %v", ev, pe)
+		}
 		got, ok := ev.Msg.(*wire.Block)
 		if !ok || !bytes.Equal(got.Data, want.Data) || !reflect.DeepEqual(got.Digests, want.Digests) || got.Index != want.Index {
 			t.Fatalf("block %d of %d bytes came back different", want.Index, len(want.Data))
@@ -220,7 +246,7 @@ func TestReceivedBlocksAreOwned(t *testing.T) {
 
 func TestOversizeFrameClosesConnection(t *testing.T) {
 	noLeaks(t)
-	p, d := newEnd(t, Config{MaxFrameBytes: 1024}, true), newEnd(t, Config{}, false)
+	p, d := newEnd(t, Config{MaxAcceptedFrameBytes: 1024}, true), newEnd(t, Config{}, false)
 	pc, dc := connect(t, p, d)
 	if !d.tr.Send(dc, &wire.ReadEnd{ReadID: 1}) || !d.tr.Send(dc, &wire.Block{Data: make([]byte, 4096)}) {
 		t.Fatal("Send failed")
@@ -394,7 +420,7 @@ func TestKeepaliveKeepsIdleConnectionOpen(t *testing.T) {
 	// Closed would be the next event.
 	<-time.After(cfg.IdleTimeout * 3 / 2)
 	if !d.tr.Send(dc, &wire.AuthAck{}) {
-		t.Fatal("Send failed: the connection broke while idle")
+		t.Fatalf("Send failed: the connection broke while idle: %v", d.next())
 	}
 	if ev := p.next(); ev.Kind != transport.Received || ev.Conn != pc {
 		t.Fatalf("after an idle period P got %v, want the message", ev)
