@@ -47,6 +47,7 @@ type engineOpts struct {
 // testEngine is one engine served on loopback.
 type testEngine struct {
 	node *node.Node
+	tr   *tcp.Transport // nil without a transfer
 	url  string
 	stop func()
 }
@@ -80,12 +81,14 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 		Role:           o.role,
 	}
 	var ncfg node.Config
+	var tr *tcp.Transport
 	if o.transfer == nil && o.role != engine.RoleBoth {
 		tc := xfer.DefaultConfig(xfer.PolicyLease)
 		o.transfer = &tc
 	}
 	if o.transfer != nil {
-		tr, err := tcp.New(tcp.Config{})
+		var err error
+		tr, err = tcp.New(tcp.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +111,7 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(api)
-	e := &testEngine{node: node, url: ts.URL}
+	e := &testEngine{node: node, tr: tr, url: ts.URL}
 	var once bool
 	e.stop = func() {
 		if once {
