@@ -124,6 +124,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		}
 		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "prompt"
 	}
+	if len(ro.Ignored) > 0 {
+		// vLLM's behaviour for fields it does not know: proceed, warn.
+		s.log.Warn("the request has fields kvlease does not know; they are ignored", "fields", ro.Ignored, "path", r.URL.Path)
+	}
 	remote, e := s.remote(kv, len(c.prompt))
 	if e != nil {
 		s.fail(w, r, nil, e)

@@ -13,8 +13,12 @@
 // (temperature in [0, 2], top_p in (0, 1], max_tokens and
 // max_completion_tokens ≥ 1, 0 ≤ min_tokens ≤ max_tokens, at most MaxStop
 // stop strings), something kvlease does not support (n > 1, logprobs, echo,
-// top_logprobs, batched prompts, non-text content parts) or an invalid
-// kv_transfer_params. Unknown fields are ignored, as vLLM does by default.
+// top_logprobs, batched prompts, non-text content parts, and every other
+// field of OpenAI's or vLLM's request that kvlease does not implement, given
+// a value other than its no-op default: see fields.go and ClassifyField) or
+// an invalid kv_transfer_params. Fields neither OpenAI nor vLLM define are
+// ignored with a logged warning, as vLLM does, and listed in
+// RequestOptions.Ignored.
 // The model name and the prompt length are not checked here: the server
 // knows its models and their context lengths. Field names and defaults are
 // vLLM's: an absent max_tokens is 0 ("fill the context"), temperature and

@@ -76,6 +76,11 @@ type RequestOptions struct {
 	// KVTransferParams are the P/D parameters, nil when absent. Parse
 	// has already run Validate on them.
 	KVTransferParams *KVTransferParams
+	// Ignored are the request's top-level fields kvlease does not know,
+	// sorted: vLLM ignores unknown fields with a logged warning, and so
+	// does kvlease (the HTTP edge logs them). Known fields kvlease does
+	// not implement are refused instead (see fields.go).
+	Ignored []string
 }
 
 // CompletionRequest is a validated POST /v1/completions body.
@@ -152,7 +157,9 @@ type rawChat struct {
 }
 
 // ParseCompletionRequest parses and validates a /v1/completions body.
-// Unknown fields are ignored (vLLM's default). The model name and the
+// Known fields kvlease does not implement are refused with a 400 naming
+// them unless their value is a no-op; unknown fields are ignored and
+// listed in Ignored (vLLM's behaviour, see fields.go). The model name and the
 // prompt's length against the context are the server's to check.
 //
 // On error the request is nil when the body is not a JSON object; otherwise
@@ -174,6 +181,9 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 		return r, BadRequest("logprobs", "logprobs is not supported")
 	}
 	if r.Prompt, e = parsePrompt(raw.Prompt); e != nil {
+		return r, e
+	}
+	if r.Ignored, e = checkFields(body, false); e != nil {
 		return r, e
 	}
 	return r, nil
@@ -216,6 +226,9 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 		r.AddGenerationPrompt = *raw.AddGenerationPrompt
 	}
 	if r.Messages, e = parseMessages(raw.Messages); e != nil {
+		return r, e
+	}
+	if r.Ignored, e = checkFields(body, true); e != nil {
 		return r, e
 	}
 	return r, nil

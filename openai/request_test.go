@@ -46,7 +46,8 @@ func TestParseCompletionAllFields(t *testing.T) {
 		RequestOptions: RequestOptions{Stream: true,
 			StreamOptions: StreamOptions{IncludeUsage: true, ContinuousUsageStats: true},
 			Priority:      -1, CacheSalt: "s", User: "u",
-			KVTransferParams: &KVTransferParams{DoRemoteDecode: true}},
+			KVTransferParams: &KVTransferParams{DoRemoteDecode: true},
+			Ignored:          []string{"some_unknown"}},
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v\nwant %+v", r, want)
@@ -221,7 +222,7 @@ func TestParseChat(t *testing.T) {
 		{"role":"tool","content":"42","tool_call_id":"c1"},
 		{"role":"developer","content":""}],
 		"max_tokens":100,"max_completion_tokens":9,"logprobs":false,"top_logprobs":0,
-		"add_generation_prompt":false,"tools":[{"type":"function"}]}`
+		"add_generation_prompt":false,"tools":[{"type":"function"}],"tool_choice":"none"}`
 	r, e := ParseChatCompletionRequest([]byte(body))
 	if e != nil {
 		t.Fatal(e)

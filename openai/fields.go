@@ -1,0 +1,340 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// The field inventory. Every field of OpenAI's completions and chat
+// completions requests (API reference and the official SDKs) and every
+// extra parameter of vLLM's CompletionRequest and ChatCompletionRequest
+// falls in one of three classes:
+//
+//   - supported: parsed into the request (the json tags of rawCompletion
+//     and rawChat; a few of them accept only some values and say so with
+//     a 400 of their own, such as n > 1);
+//   - refused: listed in completionRefused or chatRefused with the values
+//     that change nothing (null, the default, an empty list); any other
+//     value is a 400 naming the field, so a client never believes it got
+//     a behaviour it did not get;
+//   - unknown: anything else. vLLM's OpenAIBaseModel allows extra fields
+//     and logs a warning listing them; kvlease does the same: the request
+//     proceeds, the names are returned in RequestOptions.Ignored and the
+//     HTTP edge logs them.
+
+// refusal is a known field that kvlease does not implement. noOp reports
+// whether a value asks for nothing (the field's default); why ends the
+// 400's message.
+type refusal struct {
+	noOp func(json.RawMessage) bool
+	why  string
+}
+
+// Value predicates. Each accepts null, as the field then takes its default.
+func isNullOrEmpty(v json.RawMessage) bool {
+	s := string(bytes.TrimSpace(v))
+	if s == "null" || s == `""` {
+		return true
+	}
+	if len(s) >= 2 && (s[0] == '[' || s[0] == '{') {
+		inner := strings.TrimSpace(s[1 : len(s)-1])
+		return inner == ""
+	}
+	return false
+}
+
+func nullOnly(v json.RawMessage) bool { return isNull(bytes.TrimSpace(v)) }
+
+func nullOrBool(want bool) func(json.RawMessage) bool {
+	return func(v json.RawMessage) bool {
+		if nullOnly(v) {
+			return true
+		}
+		var b bool
+		return json.Unmarshal(v, &b) == nil && b == want
+	}
+}
+
+func nullOrNumber(want ...float64) func(json.RawMessage) bool {
+	return func(v json.RawMessage) bool {
+		if nullOnly(v) {
+			return true
+		}
+		var f float64
+		if json.Unmarshal(v, &f) != nil {
+			return false
+		}
+		for _, w := range want {
+			if f == w {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func nullOrString(want ...string) func(json.RawMessage) bool {
+	return func(v json.RawMessage) bool {
+		if nullOnly(v) {
+			return true
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return false
+		}
+		for _, w := range want {
+			if s == w {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// textResponseFormat accepts null and {"type": "text"}.
+func textResponseFormat(v json.RawMessage) bool {
+	if nullOnly(v) {
+		return true
+	}
+	var rf struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(v, &rf) == nil && rf.Type == "text"
+}
+
+// textModalities accepts null, [] and ["text"].
+func textModalities(v json.RawMessage) bool {
+	if isNullOrEmpty(v) {
+		return true
+	}
+	var ms []string
+	return json.Unmarshal(v, &ms) == nil && len(ms) == 1 && ms[0] == "text"
+}
+
+const (
+	whyLogprobsVocab = "kvlease does not return token ids or offsets beyond the text"
+	whyGuided        = "structured output and guided decoding are not implemented"
+	whyNoBeam        = "beam search is not implemented"
+	whyPenalty       = "sampling penalties and logit biases are not implemented"
+	whyTokens        = "sampling restrictions by token are not implemented"
+	whyNoMM          = "kvlease serves a text-only model"
+	whyNoReasoning   = "kvlease serves no reasoning model"
+	whyNoTemplate    = "kvlease renders chat with its fixed template (see the README)"
+	whyNoExt         = "vLLM's extension hooks are not available"
+	whyNoRequestID   = "send the id as the X-Request-Id header"
+)
+
+// sharedRefused are refused on both endpoints.
+var sharedRefused = map[string]refusal{
+	// OpenAI.
+	"frequency_penalty": {nullOrNumber(0), whyPenalty},
+	"presence_penalty":  {nullOrNumber(0), whyPenalty},
+	"logit_bias":        {isNullOrEmpty, whyPenalty},
+	// vLLM sampling parameters.
+	"best_of":                       {nullOrNumber(1), "best_of > 1 is not supported"},
+	"use_beam_search":               {nullOrBool(false), whyNoBeam},
+	"length_penalty":                {nullOrNumber(1), whyNoBeam},
+	"top_k":                         {nullOrNumber(0, -1), "top_k sampling is not implemented"},
+	"min_p":                         {nullOrNumber(0), "min_p sampling is not implemented"},
+	"repetition_penalty":            {nullOrNumber(1), whyPenalty},
+	"skip_special_tokens":           {nullOrBool(true), "special tokens are always skipped"},
+	"spaces_between_special_tokens": {nullOrBool(true), "special tokens are always skipped"},
+	"truncate_prompt_tokens":        {nullOnly, "prompt truncation is not implemented"},
+	"truncation_side":               {nullOnly, "prompt truncation is not implemented"},
+	"allowed_token_ids":             {nullOnly, whyTokens},
+	"bad_words":                     {isNullOrEmpty, whyTokens},
+	"prompt_logprobs":               {nullOnly, "logprobs are not implemented"},
+	"logprob_token_ids":             {isNullOrEmpty, "logprobs are not implemented"},
+	"return_tokens_as_token_ids":    {nullOrBool(false), whyLogprobsVocab},
+	"return_token_ids":              {nullOrBool(false), whyLogprobsVocab},
+	"return_token_offsets":          {nullOrBool(false), whyLogprobsVocab},
+	"response_format":               {textResponseFormat, whyGuided},
+	"structured_outputs":            {nullOnly, whyGuided},
+	"guided_json":                   {nullOnly, whyGuided},
+	"guided_regex":                  {nullOnly, whyGuided},
+	"guided_choice":                 {isNullOrEmpty, whyGuided},
+	"guided_grammar":                {nullOnly, whyGuided},
+	"guided_decoding_backend":       {nullOnly, whyGuided},
+	"guided_whitespace_pattern":     {nullOnly, whyGuided},
+	"structural_tag":                {nullOnly, whyGuided},
+	"logits_processors":             {isNullOrEmpty, whyNoExt},
+	"vllm_xargs":                    {isNullOrEmpty, whyNoExt},
+	"repetition_detection":          {nullOnly, "repetition detection is not implemented"},
+	"thinking_token_budget":         {nullOrNumber(-1), whyNoReasoning},
+	"request_id":                    {nullOnly, whyNoRequestID},
+	"ec_transfer_params":            {isNullOrEmpty, "encoder-cache transfer is not implemented"},
+	"mm_processor_kwargs":           {isNullOrEmpty, whyNoMM},
+}
+
+// completionRefused adds the completions-only fields.
+var completionRefused = merge(sharedRefused, map[string]refusal{
+	"suffix":             {isNullOrEmpty, "suffix (insertion) is not supported"},
+	"prompt_embeds":      {isNullOrEmpty, "prompt embeddings are not supported"},
+	"add_special_tokens": {nullOrBool(true), "special tokens are always added as the tokenizer does"},
+})
+
+// chatRefused adds the chat-only fields. tools and tool_choice are checked
+// together by checkTools.
+var chatRefused = merge(sharedRefused, map[string]refusal{
+	"audio":                  {nullOnly, whyNoMM},
+	"modalities":             {textModalities, whyNoMM},
+	"web_search_options":     {nullOnly, "web search is not available"},
+	"moderation":             {isNullOrEmpty, "moderated completions are not available"},
+	"functions":              {isNullOrEmpty, "function calling is not implemented"},
+	"function_call":          {nullOrString("none"), "function calling is not implemented"},
+	"reasoning_effort":       {nullOnly, whyNoReasoning},
+	"verbosity":              {nullOrString("medium"), "verbosity is not implemented"},
+	"service_tier":           {nullOrString("auto", "default"), "kvlease has one service tier"},
+	"store":                  {nullOrBool(false), "kvlease stores no completions"},
+	"prompt_cache_retention": {nullOrString("in_memory", "in-memory"), "cached prefixes live in memory, with no retention policy"},
+	"continue_final_message": {nullOrBool(false), whyNoTemplate},
+	"add_special_tokens":     {nullOrBool(false), whyNoTemplate},
+	"documents":              {isNullOrEmpty, whyNoTemplate},
+	"chat_template":          {nullOnly, whyNoTemplate},
+	"chat_template_kwargs":   {isNullOrEmpty, whyNoTemplate},
+	"media_io_kwargs":        {isNullOrEmpty, whyNoMM},
+})
+
+// Fields accepted with any valid value that have no effect on the answer
+// by their nature: metadata and identifiers for the client's own
+// bookkeeping, and hints about cost that change no output. They are
+// documented as such in the README.
+// tools, tool_choice and parallel_tool_calls are checked by checkTools.
+var chatAccepted = []string{"metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_options",
+	"prediction", "include_reasoning", "tools", "tool_choice", "parallel_tool_calls"}
+
+func merge(a, b map[string]refusal) map[string]refusal {
+	m := make(map[string]refusal, len(a)+len(b))
+	for k, v := range a {
+		m[k] = v
+	}
+	for k, v := range b {
+		m[k] = v
+	}
+	return m
+}
+
+// jsonFields returns the json names of t's fields, embedded structs
+// flattened.
+func jsonFields(t reflect.Type, into map[string]bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous {
+			jsonFields(f.Type, into)
+			continue
+		}
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			into[name] = true
+		}
+	}
+}
+
+func supportedSet(raw any, accepted []string) map[string]bool {
+	m := map[string]bool{}
+	jsonFields(reflect.TypeOf(raw), m)
+	for _, a := range accepted {
+		m[a] = true
+	}
+	return m
+}
+
+var (
+	completionSupported = supportedSet(rawCompletion{}, nil)
+	chatSupported       = supportedSet(rawChat{}, chatAccepted)
+)
+
+// FieldClass is how kvlease treats a request field.
+type FieldClass int
+
+// Field classes.
+const (
+	FieldUnknown   FieldClass = iota // ignored with a logged warning
+	FieldSupported                   // parsed and honoured
+	FieldRefused                     // a 400 naming it unless its value is a no-op
+)
+
+// ClassifyField reports how the completions (chat false) or chat
+// completions endpoint treats the top-level field name.
+func ClassifyField(chat bool, name string) FieldClass {
+	sup, ref := completionSupported, completionRefused
+	if chat {
+		sup, ref = chatSupported, chatRefused
+	}
+	switch {
+	case sup[name]:
+		return FieldSupported
+	case ref[name].noOp != nil:
+		return FieldRefused
+	}
+	return FieldUnknown
+}
+
+// checkFields refuses the known fields kvlease does not implement when
+// their value asks for something, and returns the unknown fields, sorted.
+// Fields are checked in name order, so the 400 names the same field for
+// the same body.
+func checkFields(body []byte, chat bool) ([]string, *Error) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil { // unreachable: the body decoded
+		return nil, BadRequest("", "the request body must be a JSON object")
+	}
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	sup, ref := completionSupported, completionRefused
+	if chat {
+		sup, ref = chatSupported, chatRefused
+	}
+	var unknown []string
+	for _, k := range names {
+		if sup[k] {
+			continue
+		}
+		r, ok := ref[k]
+		if !ok {
+			unknown = append(unknown, k)
+			continue
+		}
+		if !r.noOp(fields[k]) {
+			return unknown, BadRequest(k, "%s is not supported by kvlease: %s", k, r.why)
+		}
+	}
+	if chat {
+		if e := checkTools(fields["tools"], fields["tool_choice"]); e != nil {
+			return unknown, e
+		}
+	}
+	return unknown, nil
+}
+
+// checkTools accepts tools only with tool_choice "none", where the model
+// is told not to call any and answers in text, as it does; any tool_choice
+// that could produce a call is refused, as is a tool_choice that needs
+// tools when none are given.
+func checkTools(tools, choice json.RawMessage) *Error {
+	none := nullOrString("none")
+	auto := nullOrString("auto")
+	hasTools := tools != nil && !isNullOrEmpty(tools)
+	if tools != nil && !nullOnly(tools) && (len(bytes.TrimSpace(tools)) == 0 || bytes.TrimSpace(tools)[0] != '[') {
+		return BadRequest("tools", "tools must be an array of tool objects")
+	}
+	switch {
+	case choice == nil || nullOnly(choice):
+		if hasTools { // OpenAI's default with tools is "auto"
+			return BadRequest("tools", "tools are not supported by kvlease: tool calling is not implemented (tool_choice \"none\" is accepted)")
+		}
+	case none(choice):
+	case auto(choice):
+		if hasTools {
+			return BadRequest("tool_choice", "tool_choice \"auto\" is not supported by kvlease: tool calling is not implemented (\"none\" is accepted)")
+		}
+	default:
+		return BadRequest("tool_choice", "tool_choice %s is not supported by kvlease: tool calling is not implemented (\"none\" is accepted)", bytes.TrimSpace(choice))
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package openai
+
+import (
+	"sort"
+	"strings"
+	"testing"
+)
+
+// refusedSamples holds, for every refused field, a value that asks for
+// something kvlease does not do. The test fails when a refused field has
+// no sample, so the table and the inventory cannot drift apart.
+var refusedSamples = map[string]string{
+	"frequency_penalty": `0.5`, "presence_penalty": `-1`, "logit_bias": `{"50": 10}`,
+	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "top_k": `5`,
+	"min_p": `0.1`, "repetition_penalty": `1.2`, "skip_special_tokens": `false`,
+	"spaces_between_special_tokens": `false`, "truncate_prompt_tokens": `10`,
+	"truncation_side": `"left"`, "allowed_token_ids": `[1, 2]`, "bad_words": `["x"]`,
+	"prompt_logprobs": `1`, "logprob_token_ids": `[3]`, "return_tokens_as_token_ids": `true`,
+	"return_token_ids": `true`, "return_token_offsets": `true`,
+	"response_format":    `{"type": "json_object"}`,
+	"structured_outputs": `{"json": {}}`, "guided_json": `{"type": "object"}`, "guided_regex": `"a+"`,
+	"guided_choice": `["a", "b"]`, "guided_grammar": `"root ::= \"a\""`,
+	"guided_decoding_backend": `"xgrammar"`, "guided_whitespace_pattern": `" "`,
+	"structural_tag": `"{}"`, "logits_processors": `["my.proc"]`, "vllm_xargs": `{"k": 1}`,
+	"repetition_detection": `{"max_pattern_size": 4}`, "thinking_token_budget": `100`,
+	"request_id": `"r1"`, "ec_transfer_params": `{"a": 1}`, "mm_processor_kwargs": `{"a": 1}`,
+	"suffix": `"tail"`, "prompt_embeds": `"AAAA"`, "add_special_tokens": `true`,
+	"audio": `{"voice": "alloy", "format": "mp3"}`, "modalities": `["text", "audio"]`,
+	"web_search_options": `{}`, "moderation": `{"model": "omni-moderation-latest"}`,
+	"functions": `[{"name": "f"}]`, "function_call": `"auto"`, "reasoning_effort": `"low"`,
+	"verbosity": `"high"`, "service_tier": `"flex"`, "store": `true`,
+	"prompt_cache_retention": `"24h"`, "continue_final_message": `true`,
+	"documents": `[{"title": "t"}]`, "chat_template": `"{{x}}"`, "chat_template_kwargs": `{"a": 1}`,
+	"media_io_kwargs": `{"a": 1}`,
+}
+
+// noOpOverrides are no-op values for fields whose null is not the only
+// no-op worth testing; the others are tested with null.
+var noOpOverrides = map[string][]string{
+	"frequency_penalty": {`0`}, "best_of": {`1`}, "top_k": {`0`, `-1`}, "min_p": {`0.0`},
+	"repetition_penalty": {`1`}, "length_penalty": {`1.0`}, "use_beam_search": {`false`},
+	"skip_special_tokens": {`true`}, "logit_bias": {`{}`}, "bad_words": {`[]`},
+	"response_format": {`{"type": "text"}`}, "modalities": {`["text"]`}, "suffix": {`""`},
+	"function_call": {`"none"`}, "service_tier": {`"auto"`, `"default"`}, "store": {`false`},
+	"verbosity": {`"medium"`}, "thinking_token_budget": {`-1`},
+}
+
+func parseFor(chat bool, extra string) *Error {
+	if chat {
+		_, e := ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}]` + extra + `}`))
+		return e
+	}
+	_, e := ParseCompletionRequest([]byte(`{"prompt":"x"` + extra + `}`))
+	return e
+}
+
+func TestRefusedFieldsNameThemselves(t *testing.T) {
+	for _, chat := range []bool{false, true} {
+		ref := completionRefused
+		if chat {
+			ref = chatRefused
+		}
+		names := make([]string, 0, len(ref))
+		for k := range ref {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			sample, ok := refusedSamples[k]
+			if k == "add_special_tokens" && !chat { // default true on completions, false on chat
+				sample = `false`
+			}
+			if !ok {
+				t.Errorf("refused field %q has no sample value in this test", k)
+				continue
+			}
+			if ClassifyField(chat, k) != FieldRefused {
+				t.Errorf("chat=%v: %q classified %v", chat, k, ClassifyField(chat, k))
+			}
+			e := parseFor(chat, `,"`+k+`":`+sample)
+			if e == nil || e.Status != 400 || e.Param != k || !strings.Contains(e.Message, k) || !strings.Contains(e.Message, "not supported") {
+				t.Errorf("chat=%v %s=%s: got %v, want a 400 naming %s", chat, k, sample, e, k)
+			}
+			noOps := append([]string{`null`}, noOpOverrides[k]...)
+			if k == "add_special_tokens" {
+				noOps = append(noOps, map[bool]string{false: `true`, true: `false`}[chat])
+			}
+			for _, v := range noOps {
+				if e := parseFor(chat, `,"`+k+`":`+v); e != nil {
+					t.Errorf("chat=%v %s=%s is a no-op but got %v", chat, k, v, e)
+				}
+			}
+		}
+	}
+}
+
+func TestUnknownFieldsListedNotRefused(t *testing.T) {
+	r, e := ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}],"zeta":1,"alpha":{"a":[]},"metadata":{"k":"v"},"prompt_cache_key":"c"}`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	if strings.Join(r.Ignored, ",") != "alpha,zeta" {
+		t.Fatalf("ignored %v", r.Ignored)
+	}
+	if ClassifyField(true, "zeta") != FieldUnknown || ClassifyField(true, "messages") != FieldSupported ||
+		ClassifyField(false, "prompt") != FieldSupported || ClassifyField(false, "messages") != FieldUnknown {
+		t.Fatal("classification")
+	}
+	c, e := ParseCompletionRequest([]byte(`{"prompt":"x"}`))
+	if e != nil || c.Ignored != nil {
+		t.Fatalf("%v %v", c, e)
+	}
+}
+
+// Two refused fields: the 400 names the first by name, every time.
+func TestRefusedFieldOrderIsStable(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		e := parseFor(false, `,"top_k":3,"best_of":3,"min_p":0.5`)
+		if e == nil || e.Param != "best_of" {
+			t.Fatalf("got %v", e)
+		}
+	}
+}
+
+func TestToolsAndToolChoice(t *testing.T) {
+	tools := `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]`
+	cases := []struct {
+		extra, param string
+	}{
+		{tools, "tools"},
+		{tools + `,"tool_choice":"auto"`, "tool_choice"},
+		{tools + `,"tool_choice":"required"`, "tool_choice"},
+		{tools + `,"tool_choice":{"type":"function","function":{"name":"f"}}`, "tool_choice"},
+		{`,"tool_choice":"required"`, "tool_choice"},
+		{`,"tools":{"a":1}`, "tools"},
+		{tools + `,"tool_choice":"none"`, ""},
+		{tools + `,"tool_choice":"none","parallel_tool_calls":false`, ""},
+		{`,"tool_choice":"auto"`, ""},
+		{`,"tools":[],"tool_choice":"auto"`, ""},
+		{`,"tools":null`, ""},
+	}
+	for _, tc := range cases {
+		e := parseFor(true, tc.extra)
+		if tc.param == "" {
+			if e != nil {
+				t.Errorf("%s: %v", tc.extra, e)
+			}
+			continue
+		}
+		if e == nil || e.Status != 400 || e.Param != tc.param {
+			t.Errorf("%s: got %v, want a 400 naming %s", tc.extra, e, tc.param)
+		}
+	}
+}
