@@ -133,6 +133,10 @@ type Core struct {
 	producer *xfer.Producer       // P side, nil without transfer or as decoder
 	consumer *xfer.Consumer       // D side, nil without transfer or as prefill
 	offload  *offload.Coordinator // nil without offload
+	// admitted counts the requests onAdmit decided on (admitted, parked
+	// or deferred) in the current Schedule: the head fit (the valve of
+	// held loads reads it).
+	admitted int
 
 	transfers       []xfer.Done
 	outputs         []Output
@@ -196,40 +200,6 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 		c.sched.OnAdmit = c.onAdmit
 	}
 	return c
-}
-
-// onPreempt offers a preempted request's blocks to the offload policy
-// (deferred by the coordinator to the next Take) before the scheduler
-// drops its hold. Its next admission may load its prefix again.
-func (c *Core) onPreempt(sr *sched.Request) {
-	if r := c.byID[sr.ID]; r != nil {
-		r.loaded = false
-	}
-	c.offload.Preempted(sr.ID, c.pool.Blocks(sr.Hold), sr.Hashes, sr.NumComputed)
-}
-
-// onAdmit is the scheduler's admission hook for a request without blocks:
-// if the offload tiers hold blocks of its prefix that the pool misses, it
-// is parked until they are loaded (LoadDone resumes it), and admitted then
-// with them as cached blocks. Looked up here, not at Add: a prefix still
-// in the pool at arrival is often evicted by admission.
-//
-// While other loads fill the coordinator's in-flight bound, a request whose
-// prefix the tiers hold waits at the head of the queue (Defer) rather than
-// being admitted to recompute it.
-func (c *Core) onAdmit(sr *sched.Request) sched.Admission {
-	r := c.byID[sr.ID]
-	if r == nil || r.loaded {
-		return sched.Admit
-	}
-	switch loading, wait := c.offload.LookupWait(r.ID, r.Tokens, r.Hashes); {
-	case loading:
-		r.loading = true
-		return sched.Park
-	case wait:
-		return sched.Defer
-	}
-	return sched.Admit
 }
 
 // Producer is the P-side transfer core, or nil: for inspection (its
@@ -452,8 +422,14 @@ func (c *Core) Step(now clock.Instant) Ready {
 		c.drainConsumer(now)
 	}
 	if !c.sched.InFlight() {
-		if b := c.sched.Schedule(); len(b.Seqs) > 0 {
+		c.admitted = 0
+		preemptions := c.sched.Stats().Preemptions
+		b := c.sched.Schedule()
+		if len(b.Seqs) > 0 {
 			rd.Batch = b
+		}
+		if c.offload != nil && c.offload.NumHeld() > 0 {
+			c.heldLoadValve(b, preemptions)
 		}
 	}
 	// Double-buffered: the caller reads rd.Outputs until the next Step while

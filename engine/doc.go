@@ -45,9 +45,17 @@
 // copies to run (Stores, Loads; the tiers' events join Events when pool
 // events are on), and the edge reports each one back with StoreDone or
 // LoadDone. When a request's loads end it rejoins the waiting queue in its
-// original place (sched.Scheduler.Resume) and is admitted at most once per
-// load: if its loaded blocks are evicted again before admission, it
-// recomputes them rather than loading in a loop. The Loop hands the copies
+// original place (sched.Scheduler.Resume) with its loaded prefix held
+// until its admission shares it (offload.Coordinator.Admitted), so no
+// eviction in between wastes the load. The hold is dropped after
+// offload.Config.LoadHoldSteps steps, and by a valve (DropHeld) when a
+// step preempts or leaves requests waiting with seats and budget free, so
+// holds never keep the head of the queue from blocks it needs. While
+// requests loading or holding a loaded prefix would take every free seat,
+// the head of the queue waits (sched.Defer) rather than load a prefix it
+// would then hold, or lose, until a seat frees. A request is admitted at
+// most once per load: if its loaded blocks are evicted again before
+// admission, it recomputes them rather than loading in a loop. The Loop hands the copies
 // to its Copier (the node's runs them with offload/tier, the simulator's
 // with modelled tiers) and each completion comes back through Loop.Copied:
 //

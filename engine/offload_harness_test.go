@@ -412,3 +412,13 @@ func meanDuration(ds []time.Duration) time.Duration {
 	}
 	return sum / time.Duration(len(ds))
 }
+
+// p99Duration is the 99th percentile of ds (nearest rank), 0 for none.
+func p99Duration(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)*99+99)/100-1]
+}

@@ -7,6 +7,7 @@ package engine
 // the Core with offload off and on and compare.
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -187,35 +188,50 @@ func TestOffloadMultiTurnFigures(t *testing.T) {
 			t.Fatalf("%s: outputs depend on the pool size", copies)
 		}
 		recomputedOff := offH.promptComputed - floor.promptComputed
-		t.Logf("%s: pool %d blocks; a big pool computes %d prompt tokens, mean TTFT %v", copies, poolBlocks, floor.promptComputed, meanDuration(floor.ttft))
-		t.Logf("  %-22s recomputed %7d prompt tokens, mean TTFT %v, %d cached, %d preemptions",
-			"offload off", recomputedOff, meanDuration(offH.ttft), offH.cachedTokens(), offH.core.Stats().Sched.Preemptions)
-		for _, tc := range []struct {
-			name  string
-			p     offload.PolicyKind
-			tiers []offload.TierConfig
-		}{
-			{"store-on-compute", offload.StoreOnCompute, []offload.TierConfig{cpu}},
-			{"preemption-only", offload.PreemptionOnly, []offload.TierConfig{cpu}},
-			{"spillover", offload.Spillover, []offload.TierConfig{cpu}},
+		t.Logf("%s: pool %d blocks; a big pool computes %d prompt tokens, mean TTFT %v, p99 %v", copies, poolBlocks, floor.promptComputed,
+			meanDuration(floor.ttft), p99Duration(floor.ttft))
+		t.Logf("  %-30s recomputed %7d prompt tokens, mean TTFT %v, p99 %v, %d cached, %d preemptions",
+			"offload off", recomputedOff, meanDuration(offH.ttft), p99Duration(offH.ttft), offH.cachedTokens(), offH.core.Stats().Sched.Preemptions)
+		type row struct {
+			name    string
+			p       offload.PolicyKind
+			tiers   []offload.TierConfig
+			noHolds bool // loaded prefixes not held until admission
+		}
+		var rows []row
+		for i, name := range offload.PolicyNames {
+			rows = append(rows, row{name: name, p: offload.PolicyKind(i + 1), tiers: []offload.TierConfig{cpu}})
+		}
+		rows = append(rows,
+			// Without holds, for comparison: the loads evicted before
+			// their requests' admission.
+			row{name: "store-on-compute, no holds", p: offload.StoreOnCompute, tiers: []offload.TierConfig{cpu}, noHolds: true},
 			// The disk is modelled by its bandwidth; its records live in
 			// memory (a disk store is exercised by
 			// TestOffloadOutputsEqualOffloadOff).
-			{"store-on-compute disk", offload.StoreOnCompute, []offload.TierConfig{{Medium: offload.MediumDisk, Path: modelledDisk, Blocks: 4096}}},
-		} {
+			row{name: "store-on-compute disk", p: offload.StoreOnCompute, tiers: []offload.TierConfig{{Medium: offload.MediumDisk, Path: modelledDisk, Blocks: 4096}}})
+		for _, tc := range rows {
 			cfg := offload.DefaultConfig(tc.tiers)
 			cfg.Policy = tc.p
+			if tc.noHolds {
+				cfg.LoadHoldSteps = -1
+			}
 			h, got := run(poolBlocks, &cfg)
 			if !sameTokens(got, want) {
 				t.Fatalf("%s, %s: outputs differ from offload off", copies, tc.name)
 			}
 			rec := h.promptComputed - floor.promptComputed
 			st := h.core.Offload().Stats()
-			t.Logf("  %-22s recomputed %7d prompt tokens (%.1fx fewer), mean TTFT %v, %d cached, %d preemptions, loaded %d tokens, stored %d blocks",
-				tc.name, rec, float64(recomputedOff)/float64(max(rec, 1)), meanDuration(h.ttft), h.cachedTokens(),
-				h.core.Stats().Sched.Preemptions, st.LoadedTokens, st.Tiers[0].StoredBlocks)
+			loadedBlocks := st.LoadedTokens / 16
+			t.Logf("  %-30s recomputed %7d prompt tokens (%.1fx fewer), mean TTFT %v, p99 %v, %d cached, %d preemptions, loaded %d tokens, stored %d blocks, loaded then evicted %d blocks (%.1f%%), holds dropped %s",
+				tc.name, rec, float64(recomputedOff)/float64(max(rec, 1)), meanDuration(h.ttft), p99Duration(h.ttft), h.cachedTokens(),
+				h.core.Stats().Sched.Preemptions, st.LoadedTokens, st.Tiers[0].StoredBlocks, st.LoadedEvictedBlocks,
+				100*float64(st.LoadedEvictedBlocks)/float64(max(loadedBlocks, 1)), fmt.Sprintf("%d expired, %d valve, %d bound", st.LoadHoldsExpired, st.LoadHoldsValved, st.LoadHoldsBounded))
 			if tc.name == "store-on-compute" && rec*3 > recomputedOff {
 				t.Errorf("%s: store-on-compute recomputes %d prompt tokens, offload off %d: want at least 3x fewer", copies, rec, recomputedOff)
+			}
+			if !tc.noHolds && st.LoadedEvictedBlocks != 0 {
+				t.Errorf("%s, %s: %d loaded blocks evicted before their requests' admission, with held loads", copies, tc.name, st.LoadedEvictedBlocks)
 			}
 		}
 	}

@@ -238,11 +238,27 @@ type Config struct {
 	// only while fewer than this many blocks are free. 0: a sixteenth of
 	// the pool (at least 1).
 	SpillAheadBlocks int
+	// LoadHoldSteps bounds, in engine steps (Coordinator.Take calls),
+	// how long a loaded prefix stays held waiting for its request's
+	// admission; then it is dropped (its blocks stay cached, evictable).
+	// 0: DefaultLoadHoldSteps; negative: loaded prefixes are not held.
+	LoadHoldSteps int
+	// MaxHeldLoadBlocks bounds the blocks of loaded prefixes held until
+	// admission (their primary prefix and their loaded blocks); a load
+	// ending at the bound is not held (the older holds belong to requests
+	// nearer the head of the queue). It is a backstop: the
+	// engine's valve (Coordinator.DropHeld) keeps holds from blocking the
+	// queue's head. 0: half the pool.
+	MaxHeldLoadBlocks int
 	// MaxRequests bounds the requests whose watermarks are tracked; a
 	// request beyond it is not offered by the per-request policies. 0:
 	// DefaultMaxRequests.
 	MaxRequests int
 }
+
+// DefaultLoadHoldSteps is the default bound on how many steps a loaded
+// prefix waits, held, for its request's admission.
+const DefaultLoadHoldSteps = 256
 
 // DefaultMaxRequests is the default bound on tracked requests.
 const DefaultMaxRequests = 1 << 16
@@ -291,8 +307,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("offload: Eviction must be %q or %q, got %q", EvictionLRU, EvictionARC, c.Eviction)
 	case c.StoreThreshold < 0 || c.StoreThreshold > maxStoreThreshold:
 		return fmt.Errorf("offload: StoreThreshold must be in [0, %d], got %d", maxStoreThreshold, c.StoreThreshold)
-	case c.MaxInflightStoreBlocks < 0, c.MaxInflightLoadBlocks < 0, c.SpillAheadBlocks < 0:
-		return errors.New("offload: MaxInflightStoreBlocks, MaxInflightLoadBlocks and SpillAheadBlocks must not be negative")
+	case c.MaxInflightStoreBlocks < 0, c.MaxInflightLoadBlocks < 0, c.SpillAheadBlocks < 0, c.MaxHeldLoadBlocks < 0:
+		return errors.New("offload: MaxInflightStoreBlocks, MaxInflightLoadBlocks, MaxHeldLoadBlocks and SpillAheadBlocks must not be negative")
 	case c.MaxRequests < 0 || c.MaxRequests > maxRequestsLimit:
 		return fmt.Errorf("offload: MaxRequests must be in [0, %d], got %d", maxRequestsLimit, c.MaxRequests)
 	}
@@ -324,6 +340,12 @@ func (c Config) resolved(capacity int) Config {
 	}
 	if c.SpillAheadBlocks == 0 {
 		c.SpillAheadBlocks = max(1, capacity/16)
+	}
+	if c.LoadHoldSteps == 0 {
+		c.LoadHoldSteps = DefaultLoadHoldSteps
+	}
+	if c.MaxHeldLoadBlocks == 0 {
+		c.MaxHeldLoadBlocks = max(1, capacity/2)
 	}
 	if c.MaxRequests == 0 {
 		c.MaxRequests = DefaultMaxRequests

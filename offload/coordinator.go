@@ -88,6 +88,15 @@ type Stats struct {
 	// in the primary pool (so not recomputed, if they stay until the
 	// request is admitted).
 	LoadedTokens uint64
+	// HeldLoadBlocks are loaded prefixes held until their requests'
+	// admission now. LoadHoldsExpired, LoadHoldsValved and
+	// LoadHoldsBounded count the loaded prefixes not held until admission:
+	// dropped after LoadHoldSteps steps, dropped by the valve (DropHeld),
+	// and not held at the MaxHeldLoadBlocks bound. LoadedEvictedBlocks counts blocks of loaded
+	// prefixes evicted before their request's admission (a load wasted).
+	HeldLoadBlocks                                      int
+	LoadHoldsExpired, LoadHoldsValved, LoadHoldsBounded uint64
+	LoadedEvictedBlocks                                 uint64
 	// Requests are the requests with watermarks; SpillCandidates the
 	// length of the spillover policy's eviction-order mirror (of a policy
 	// with a NumSpillCandidates method).
@@ -109,6 +118,7 @@ type loadGroup struct {
 	hashes  []kvblock.Hash // of the targets
 	parent  kvblock.Hash   // hash before hashes[0]
 	tokens  []int32        // the targets' tokens, when pool events are on
+	prefix  []kvblock.Hash // hashes of the primary prefix (first blocks)
 	ok      []bool         // per target: loaded
 	pending int            // works not yet done
 	gone    bool           // the request finished while loading
@@ -155,6 +165,13 @@ type Coordinator struct {
 	// most MaxRequests.
 	preempted []preemptedOffer
 
+	// Loaded prefixes held until admission (hold.go).
+	takes      uint64 // Take calls: the clock of LoadHoldSteps
+	held       map[uint64]*heldLoad
+	heldOrder  []uint64 // by hold start, oldest first; stale entries skipped
+	heldBlocks int
+	records    map[uint64]loadedRecord
+
 	stats Stats
 
 	// scratch
@@ -178,14 +195,16 @@ func NewCoordinator(cfg Config, pool *kvblock.Pool) *Coordinator {
 	}
 	cfg = cfg.resolved(pool.Capacity())
 	c := &Coordinator{
-		cfg:    cfg,
-		pool:   pool,
-		bs:     pool.BlockSizeTokens(),
-		events: pc.Events,
-		marks:  newWatermarks(len(cfg.Tiers), cfg.MaxRequests),
-		stores: make(map[WorkID]*storeJob),
-		loads:  make(map[WorkID]*loadJob),
-		groups: make(map[uint64]*loadGroup),
+		cfg:     cfg,
+		pool:    pool,
+		bs:      pool.BlockSizeTokens(),
+		events:  pc.Events,
+		marks:   newWatermarks(len(cfg.Tiers), cfg.MaxRequests),
+		stores:  make(map[WorkID]*storeJob),
+		loads:   make(map[WorkID]*loadJob),
+		groups:  make(map[uint64]*loadGroup),
+		held:    make(map[uint64]*heldLoad),
+		records: make(map[uint64]loadedRecord),
 	}
 	for _, t := range cfg.Tiers {
 		n, _ := t.NumBlocks(pc) // checked by ValidateFor
@@ -275,26 +294,6 @@ type preemptedOffer struct {
 	hashes []kvblock.Hash
 }
 
-// offerPreempted makes the offers Preempted deferred, over the leading
-// blocks that are still cached with their hashes.
-func (c *Coordinator) offerPreempted() {
-	for _, o := range c.preempted {
-		n := 0
-		for n < len(o.blocks) {
-			if h, ok := c.pool.Cached(o.blocks[n]); !ok || h != o.hashes[n] {
-				break
-			}
-			n++
-		}
-		if o.whole && n < len(o.blocks) {
-			continue // part of the unit is gone
-		}
-		c.offerRange(o.req, o.blocks, o.hashes, n, o.whole)
-	}
-	clear(c.preempted)
-	c.preempted = c.preempted[:0]
-}
-
 // Finished is the teardown hook, called before the request's hold is
 // released (and after the transfer module took any lease hold). Blocks
 // whose stores are in flight are already under store holds, and
@@ -310,6 +309,8 @@ func (c *Coordinator) Finished(req uint64, blocks []kvblock.BlockID, hashes []kv
 	c.policy.Forget(req)
 	c.marks.forget(req)
 	c.preempted = slices.DeleteFunc(c.preempted, func(o preemptedOffer) bool { return o.req == req })
+	c.release(req, false)
+	delete(c.records, req)
 	if g, ok := c.groups[req]; ok {
 		g.gone = true
 		delete(c.groups, req)
@@ -320,118 +321,6 @@ func (c *Coordinator) Finished(req uint64, blocks []kvblock.BlockID, hashes []kv
 func (c *Coordinator) Loading(req uint64) bool {
 	_, ok := c.groups[req]
 	return ok
-}
-
-// ask tells the policy of a request's trigger (blocks and hashes are its
-// full computed blocks) and returns its offer, cut to the blocks given.
-func (c *Coordinator) ask(tr Trigger, req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash) Offer {
-	off := c.policy.Request(RequestEvent{Trigger: tr, Req: req, Blocks: blocks, Hashes: hashes, Marks: c.marks.m[req]})
-	off.To = max(0, min(off.To, len(hashes)))
-	return off
-}
-
-func (c *Coordinator) offerRequest(tr Trigger, req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, numComputed int) {
-	n := c.numFull(blocks, hashes, numComputed)
-	off := c.ask(tr, req, blocks[:n], hashes[:n])
-	c.offerRange(req, blocks, hashes, off.To, off.Whole)
-}
-
-// offerRange offers each tier request req's blocks from its watermark up
-// to to; whole makes it all or nothing per tier.
-func (c *Coordinator) offerRange(req uint64, blocks []kvblock.BlockID, hashes []kvblock.Hash, to int, whole bool) {
-	if to <= 0 {
-		return
-	}
-	m := c.marks.track(req)
-	if m == nil {
-		return
-	}
-	for t := range c.tiers {
-		from := m[t]
-		if from >= to {
-			continue
-		}
-		// Blocks that do not fit (the tier is full of blocks in flight, or
-		// we are at the in-flight bound) count as refused; the watermark
-		// stops before them and they are offered again later.
-		offered := to - from
-		end := c.fit(t, hashes, from, to)
-		if whole && end < to {
-			end = from
-		}
-		c.stats.Tiers[t].RefusedBlocks += uint64(offered - (end - from))
-		if from >= end {
-			continue
-		}
-		if whole && c.tiers[t].wouldRefuse(hashes[from:end]) {
-			c.stats.Tiers[t].RefusedBlocks += uint64(offered)
-			continue
-		}
-		plan, ok := c.tiers[t].PrepareStore(hashes[from:end])
-		c.marks.offered(req, t, from, hashes[from:end], plan, ok)
-		c.account(t, plan, ok, end-from)
-		if ok && len(plan.Hashes) > 0 {
-			c.submitStore(t, blocks[from:end], hashes[from:end], plan)
-		}
-	}
-}
-
-// fit shortens the offer hashes[from:to] to tier t so that it can be
-// placed: its blocks not yet in the tier fit in the tier's free and
-// evictable slots and in the in-flight bound. (PrepareStore is all or
-// nothing; without this a request longer than the tier's room would never
-// store anything.) Blocks the reuse filter will refuse are counted as
-// needing room too, which only errs on the short side.
-func (c *Coordinator) fit(t int, hashes []kvblock.Hash, from, to int) int {
-	m := c.tiers[t]
-	room := min(m.NumFree()+m.NumEvictable(), c.cfg.MaxInflightStoreBlocks-c.inStore)
-	need := 0
-	for i := from; i < to; i++ {
-		if _, present := m.Contains(hashes[i]); present {
-			continue
-		}
-		if need == room {
-			return i
-		}
-		need++
-	}
-	return to
-}
-
-func (c *Coordinator) account(t int, plan StorePlan, ok bool, offered int) {
-	s := &c.stats.Tiers[t]
-	if !ok {
-		s.RefusedBlocks += uint64(offered)
-		return
-	}
-	s.RefusedBlocks += uint64(len(plan.Refused))
-	s.EvictedBlocks += uint64(len(plan.Evicted))
-}
-
-// submitStore takes a store hold on the blocks of plan.Hashes (found in
-// the offered blocks/hashes, in order) and queues the work.
-func (c *Coordinator) submitStore(t int, blocks []kvblock.BlockID, hashes []kvblock.Hash, plan StorePlan) {
-	c.nextID++
-	id := c.nextID
-	w := StoreWork{ID: id, Tier: t, Medium: c.tiers[t].cfg.Medium, Hashes: append([]kvblock.Hash(nil), plan.Hashes...), Slots: plan.Slots,
-		Blocks: make([]kvblock.BlockID, 0, len(plan.Hashes))}
-	// plan.Hashes is in input order without duplicates: one pass matches
-	// each accepted hash with the first block offered under it.
-	j := 0
-	for i, h := range hashes {
-		if j < len(plan.Hashes) && plan.Hashes[j] == h {
-			w.Blocks = append(w.Blocks, blocks[i])
-			j++
-		}
-	}
-	if j != len(plan.Hashes) {
-		panic("offload: store plan does not follow the offered order")
-	}
-	hold := c.pool.NewHold(kvblock.HoldStore, uint64(id))
-	c.pool.Share(hold, w.Blocks)
-	c.stores[id] = &storeJob{tier: t, hold: hold, hashes: plan.Hashes}
-	c.inStore += len(w.Blocks)
-	c.outStore = append(c.outStore, w)
 }
 
 // StoreDone reports the end of store work id: its first copied blocks were
@@ -554,6 +443,7 @@ func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, 
 	}
 	if first > 0 {
 		g.parent = hashes[first-1]
+		g.prefix = append([]kvblock.Hash(nil), hashes[:first]...)
 	}
 	if c.events {
 		g.tokens = append([]int32(nil), tokens[first*c.bs:(first+k)*c.bs]...)
@@ -605,7 +495,9 @@ func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, 
 // run of loaded blocks is cached in the pool (one BlockStored event with
 // medium GPU when events are on) and the load hold is released; LoadDone
 // then returns the request and ready = true, unless the request finished
-// in the meantime. A LoadDone for work that is not in flight panics.
+// in the meantime. The loaded prefix stays held, under a load hold, until
+// Admitted (or Finished, or the hold is dropped: see Config.LoadHoldSteps
+// and DropHeld). A LoadDone for work that is not in flight panics.
 func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
 	j, ok := c.loads[id]
 	if !ok {
@@ -635,17 +527,43 @@ func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
 	for n < len(g.ok) && g.ok[n] {
 		n++
 	}
+	blocks := c.pool.Blocks(g.hold)
 	if n > 0 {
-		blocks := c.pool.Blocks(g.hold)[g.first : g.first+n]
 		var toks []int32
 		if c.events {
 			toks = g.tokens[:n*c.bs]
 		}
-		c.pool.CacheRun(blocks, g.hashes[:n], g.parent, toks)
+		c.pool.CacheRun(blocks[g.first:g.first+n], g.hashes[:n], g.parent, toks)
 		c.stats.LoadedTokens += uint64(n * c.bs)
 	}
-	c.pool.Release(g.hold)
 	c.inLoad -= len(g.hashes)
+	if g.gone || n == 0 || g.first+n == 0 {
+		c.pool.Release(g.hold)
+	} else {
+		// The loaded prefix (the primary hits and the loaded blocks) stays
+		// held until the request's admission shares it: a load is not
+		// wasted by an eviction in between. Targets that failed to load are
+		// not kept.
+		// Only the leading run cached with its hashes is kept: a loaded
+		// block whose hash another block took meanwhile (CacheRun keeps
+		// the first) is not found by a lookup.
+		hashes := append(g.prefix, g.hashes[:n]...)
+		k := 0
+		for k < len(hashes) {
+			if h, ok := c.pool.Cached(blocks[k]); !ok || h != hashes[k] {
+				break
+			}
+			k++
+		}
+		hold := g.hold
+		keep := append([]kvblock.BlockID(nil), blocks[:k]...)
+		if k < len(blocks) {
+			hold = c.pool.NewHold(kvblock.HoldLoad, g.req)
+			c.pool.Share(hold, keep)
+			c.pool.Release(g.hold)
+		}
+		c.holdLoaded(g.req, hold, keep, hashes[:k])
+	}
 	if !g.gone {
 		delete(c.groups, g.req)
 	}
@@ -656,6 +574,8 @@ func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
 // (under that policy), and returns the work and events produced since the
 // previous Take. Call it once per engine step, after scheduling.
 func (c *Coordinator) Take() Work {
+	c.takes++
+	c.expireHeld()
 	c.offerPreempted()
 	c.spillPass()
 	var w Work
@@ -667,64 +587,6 @@ func (c *Coordinator) Take() Work {
 	return w
 }
 
-// spillPass offers the blocks at the head of the primary pool's eviction
-// order while the pool is short of free blocks.
-func (c *Coordinator) spillPass() {
-	window := c.cfg.SpillAheadBlocks
-	if c.pool.NumFree() >= window {
-		return
-	}
-	window = min(window, c.cfg.MaxInflightStoreBlocks-c.inStore)
-	if window <= 0 {
-		return
-	}
-	c.spillB, c.spillH = c.policy.Evicting(c.pool, window, c.spillB[:0], c.spillH[:0])
-	if len(c.spillB) != len(c.spillH) || len(c.spillB) > window {
-		panic(fmt.Sprintf("offload: policy %s offered %d blocks and %d hashes for %d", c.policy.Name(), len(c.spillB), len(c.spillH), window))
-	}
-	if len(c.spillB) == 0 {
-		return
-	}
-	for t, m := range c.tiers {
-		c.offerB, c.offerH = c.offerB[:0], c.offerH[:0]
-		for i, h := range c.spillH {
-			if _, present := m.Contains(h); !present {
-				c.offerB = append(c.offerB, c.spillB[i])
-				c.offerH = append(c.offerH, h)
-			}
-		}
-		if len(c.offerH) == 0 {
-			continue
-		}
-		// None of them is present: fit them to the room as a prefix.
-		if n := c.fit(t, c.offerH, 0, len(c.offerH)); n < len(c.offerH) {
-			c.stats.Tiers[t].RefusedBlocks += uint64(len(c.offerH) - n)
-			c.offerB, c.offerH = c.offerB[:n], c.offerH[:n]
-			if n == 0 {
-				continue
-			}
-		}
-		plan, ok := m.PrepareStore(c.offerH)
-		c.account(t, plan, ok, len(c.offerH))
-		if ok && len(plan.Hashes) > 0 {
-			c.submitStore(t, c.offerB, c.offerH, plan)
-		}
-	}
-	// A candidate present in every tier (stored or being stored) is done.
-	for i, h := range c.spillH {
-		all := true
-		for _, m := range c.tiers {
-			if _, present := m.Contains(h); !present {
-				all = false
-				break
-			}
-		}
-		if all {
-			c.policy.Placed(c.spillB[i])
-		}
-	}
-}
-
 // Stats returns the counters. The Tiers slice is a copy.
 func (c *Coordinator) Stats() Stats {
 	s := c.stats
@@ -734,6 +596,7 @@ func (c *Coordinator) Stats() Stats {
 	}
 	s.InflightStoreBlocks = c.inStore
 	s.InflightLoadBlocks = c.inLoad
+	s.HeldLoadBlocks = c.heldBlocks
 	s.Requests = len(c.marks.m)
 	if sp, ok := c.policy.(interface{ NumSpillCandidates() int }); ok {
 		s.SpillCandidates = sp.NumSpillCandidates()
@@ -742,7 +605,8 @@ func (c *Coordinator) Stats() Stats {
 }
 
 // Idle reports whether no store or load is in flight (every hold the
-// coordinator took is released).
+// coordinator took is released, but for loaded prefixes held until their
+// requests' admission: see NumHeld).
 func (c *Coordinator) Idle() bool { return len(c.stores) == 0 && len(c.loads) == 0 }
 
 // Check verifies the coordinator's bookkeeping against the pool and its
@@ -813,6 +677,9 @@ func (c *Coordinator) Check() error {
 	}
 	if c.inStore > c.cfg.MaxInflightStoreBlocks || c.inLoad > c.cfg.MaxInflightLoadBlocks {
 		return fmt.Errorf("offload: in flight store %d load %d over bounds %d %d", c.inStore, c.inLoad, c.cfg.MaxInflightStoreBlocks, c.cfg.MaxInflightLoadBlocks)
+	}
+	if err := c.checkHeld(loadHolds); err != nil {
+		return err
 	}
 	for _, h := range c.pool.LiveHolds(nil) {
 		switch {

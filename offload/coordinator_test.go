@@ -52,6 +52,11 @@ func newHarness(t *testing.T, poolBlocks int, cfg Config) *harness {
 	if cfg.MaxInflightLoadBlocks == 0 {
 		cfg.MaxInflightLoadBlocks = poolBlocks
 	}
+	// These tests (and the model of coordinator_random_test.go) release a
+	// load's blocks when it ends; held loads have their own tests.
+	if cfg.LoadHoldSteps == 0 {
+		cfg.LoadHoldSteps = -1
+	}
 	h := &harness{t: t, pool: pool, c: NewCoordinator(cfg, pool), bs: 4, expect: map[kvblock.Hash][]uint64{}}
 	h.tiers = make([]map[Slot]record, len(cfg.Tiers))
 	for i := range h.tiers {

@@ -147,8 +147,13 @@ func TestSetRoundTrip(t *testing.T) {
 			if err := coord.Check(); err != nil {
 				t.Fatal(err)
 			}
+			// The loaded prefix is held until the request's admission.
+			if pool.NumHeld() != 4 || coord.NumHeld() != 1 {
+				t.Fatalf("%d blocks held for %d requests after the loads, want the 4 of request 2", pool.NumHeld(), coord.NumHeld())
+			}
+			coord.Admitted(2)
 			if pool.NumHeld() != 0 {
-				t.Fatal("holds left after the loads")
+				t.Fatal("holds left after the admission")
 			}
 		})
 	}
