@@ -174,6 +174,15 @@ type Coordinator struct {
 
 	stats Stats
 
+	// version counts the changes of the state Check cross-checks against
+	// the pool (stores, loads, held loads); Check skips the cross-check
+	// when neither it nor the pool's version changed since the last pass.
+	version, checkedVersion, checkedPool uint64
+	checkedOK                            bool
+	scratchHolds                         []kvblock.HoldInfo
+	scratchStore, scratchLoad            map[kvblock.HoldID]bool
+	scratchPending                       map[*loadGroup]int
+
 	// scratch
 	hits      []kvblock.BlockID
 	tierOf    []int8
@@ -312,6 +321,7 @@ func (c *Coordinator) Finished(req uint64, blocks []kvblock.BlockID, hashes []kv
 	c.release(req, false)
 	delete(c.records, req)
 	if g, ok := c.groups[req]; ok {
+		c.version++
 		g.gone = true
 		delete(c.groups, req)
 	}
@@ -337,6 +347,7 @@ func (c *Coordinator) StoreDone(id WorkID, copied int) {
 		panic(fmt.Sprintf("offload: StoreDone(%d, %d) of a store of %d blocks", id, copied, len(j.hashes)))
 	}
 	delete(c.stores, id)
+	c.version++
 	m := c.tiers[j.tier]
 	m.CompleteStore(j.hashes[:copied], true)
 	if copied < len(j.hashes) {
@@ -483,6 +494,7 @@ func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, 
 		c.outLoad = append(c.outLoad, w)
 	}
 	c.groups[req] = g
+	c.version++
 	c.inLoad += k
 	c.stats.LoadingRequests++
 	return true, false
@@ -507,6 +519,7 @@ func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
 		panic(fmt.Sprintf("offload: LoadDone(%d, %d) of a load of %d blocks", id, copied, len(j.hashes)))
 	}
 	delete(c.loads, id)
+	c.version++
 	m := c.tiers[j.tier]
 	m.CompleteLoad(j.hashes)
 	s := &c.stats.Tiers[j.tier]
@@ -612,11 +625,26 @@ func (c *Coordinator) Idle() bool { return len(c.stores) == 0 && len(c.loads) ==
 // Check verifies the coordinator's bookkeeping against the pool and its
 // managers: every live store and load hold in the pool is one the
 // coordinator tracks and vice versa, with the right blocks; in-flight
-// counts match and are within their bounds; every manager and the policy
-// pass their own checks. It does not check the pool itself (Pool.Check).
-func (c *Coordinator) Check() error {
+// counts match and are within their bounds; held loads are live holds of
+// cached blocks; every manager and the policy pass their own checks. It
+// does not check the pool itself (Pool.Check). It is incremental: a
+// manager is checked only if it changed since its last passing check
+// (Manager.Check), and the holds are cross-checked only if the pool or the
+// coordinator's own state changed since the last pass. CheckFull checks
+// everything.
+func (c *Coordinator) Check() error { return c.check(false) }
+
+// CheckFull is Check without the incremental shortcuts: every manager in
+// full (Manager.CheckFull) and the holds cross-checked.
+func (c *Coordinator) CheckFull() error { return c.check(true) }
+
+func (c *Coordinator) check(full bool) error {
 	for i, m := range c.tiers {
-		if err := m.Check(); err != nil {
+		check := m.Check
+		if full {
+			check = m.CheckFull
+		}
+		if err := check(); err != nil {
 			return fmt.Errorf("tier %d: %w", i, err)
 		}
 	}
@@ -626,7 +654,18 @@ func (c *Coordinator) Check() error {
 	if err := c.marks.check(); err != nil {
 		return err
 	}
-	storeHolds := map[kvblock.HoldID]bool{}
+	pv := c.pool.Version()
+	if !full && c.checkedOK && c.checkedVersion == c.version && c.checkedPool == pv {
+		return nil
+	}
+	c.checkedOK = false
+	if c.scratchStore == nil {
+		c.scratchStore, c.scratchLoad, c.scratchPending = map[kvblock.HoldID]bool{}, map[kvblock.HoldID]bool{}, map[*loadGroup]int{}
+	}
+	clear(c.scratchStore)
+	clear(c.scratchLoad)
+	clear(c.scratchPending)
+	storeHolds := c.scratchStore
 	inStore := 0
 	for id, j := range c.stores {
 		if !c.pool.Live(j.hold) || c.pool.Kind(j.hold) != kvblock.HoldStore || c.pool.Owner(j.hold) != uint64(id) {
@@ -643,8 +682,8 @@ func (c *Coordinator) Check() error {
 		storeHolds[j.hold] = true
 		inStore += len(j.hashes)
 	}
-	loadHolds := map[kvblock.HoldID]bool{}
-	inLoad, pending := 0, map[*loadGroup]int{}
+	loadHolds := c.scratchLoad
+	inLoad, pending := 0, c.scratchPending
 	for id, j := range c.loads {
 		pending[j.group]++
 		if len(j.index) != len(j.hashes) {
@@ -681,7 +720,8 @@ func (c *Coordinator) Check() error {
 	if err := c.checkHeld(loadHolds); err != nil {
 		return err
 	}
-	for _, h := range c.pool.LiveHolds(nil) {
+	c.scratchHolds = c.pool.LiveHolds(c.scratchHolds[:0])
+	for _, h := range c.scratchHolds {
 		switch {
 		case h.Kind == kvblock.HoldStore && !storeHolds[h.ID]:
 			return fmt.Errorf("offload: orphan store hold %#x", uint64(h.ID))
@@ -689,5 +729,6 @@ func (c *Coordinator) Check() error {
 			return fmt.Errorf("offload: orphan load hold %#x", uint64(h.ID))
 		}
 	}
+	c.checkedVersion, c.checkedPool, c.checkedOK = c.version, pv, true
 	return nil
 }

@@ -40,6 +40,7 @@ func (c *Coordinator) holdLoaded(req uint64, hold kvblock.HoldID, blocks []kvblo
 		c.record(req, blocks, hashes)
 		return
 	}
+	c.version++
 	c.held[req] = &heldLoad{hold: hold, since: c.takes, blocks: blocks, hashes: hashes}
 	c.heldOrder = append(c.heldOrder, req)
 	c.heldBlocks += len(blocks)
@@ -51,6 +52,7 @@ func (c *Coordinator) record(req uint64, blocks []kvblock.BlockID, hashes []kvbl
 	if len(c.records) >= c.cfg.MaxRequests {
 		return
 	}
+	c.version++
 	c.records[req] = loadedRecord{blocks: blocks, hashes: hashes}
 }
 
@@ -61,6 +63,7 @@ func (c *Coordinator) release(req uint64, keepRecord bool) bool {
 	if !ok {
 		return false
 	}
+	c.version++
 	delete(c.held, req)
 	c.heldBlocks -= len(h.blocks)
 	c.pool.Release(h.hold)
@@ -104,6 +107,7 @@ func (c *Coordinator) Admitted(req uint64) {
 	if r, ok := c.records[req]; ok {
 		c.stats.LoadedEvictedBlocks += uint64(c.evicted(r.blocks, r.hashes))
 		delete(c.records, req)
+		c.version++
 	}
 }
 

@@ -147,7 +147,14 @@ type Manager struct {
 	cfg       ManagerConfig
 	arc       bool
 	threshold int // 0 when the reuse filter is off
-	numBlocks int32
+
+	// version counts the changes of the state; checked is the version the
+	// last passing check saw (Check skips an unchanged manager).
+	version, checked uint64
+	checkedOK        bool
+	scratchFree      []bool // CheckFull's, reused
+	scratchLinked    []bool
+	numBlocks        int32
 
 	// Nodes 0..numBlocks-1 are slots (present blocks); with ARC, nodes
 	// numBlocks..3·numBlocks-1 are ghosts of B1 and B2.
@@ -254,6 +261,7 @@ func (m *Manager) evictable(s int32) bool { return m.pins[s] == 0 }
 // once more (vLLM's FilterReusedOffloadingManager).
 func (m *Manager) Lookup(hashes []kvblock.Hash) (hits int, result LookupResult) {
 	if m.threshold > 0 {
+		m.version++ // the reuse counts change
 		for _, h := range hashes {
 			m.tracker.see(h)
 		}
@@ -283,6 +291,7 @@ func hitOrMiss(hits int) LookupResult {
 // that is absent or not ready panics: the caller must Lookup first, in the
 // same step.
 func (m *Manager) PrepareLoad(hashes []kvblock.Hash) []Slot {
+	m.version++
 	slots := make([]Slot, len(hashes))
 	for i, h := range hashes {
 		s, ok := m.slotOf(h)
@@ -307,6 +316,7 @@ func (m *Manager) PrepareLoad(hashes []kvblock.Hash) []Slot {
 // becomes evictable at the most recent end, the first block of hashes most
 // recent of all. Completing a load that is not in flight panics.
 func (m *Manager) CompleteLoad(hashes []kvblock.Hash) {
+	m.version++
 	for _, h := range hashes {
 		s, ok := m.slotOf(h)
 		if !ok || m.pins[s] <= 0 {
@@ -330,6 +340,7 @@ func (m *Manager) CompleteLoad(hashes []kvblock.Hash) {
 // adapts T1's target size. Blocks that are not evictable keep no order (they
 // become most recent when they become evictable); absent hashes are ignored.
 func (m *Manager) Touch(hashes []kvblock.Hash) {
+	m.version++
 	for i := len(hashes) - 1; i >= 0; i-- {
 		id, ok := m.index[hashes[i]]
 		if !ok {
@@ -400,6 +411,7 @@ func (m *Manager) PrepareStore(hashes []kvblock.Hash) (StorePlan, bool) {
 	if need > m.NumEvictable() {
 		return StorePlan{}, false
 	}
+	m.version++ // a refusal changes nothing
 	if need > 0 {
 		plan.Evicted = make([]kvblock.Hash, 0, need)
 		for range need {
@@ -503,6 +515,7 @@ func (m *Manager) dropGhost(g int32) {
 // ok, they are removed and their slots freed, with no event (nothing was
 // announced). Completing a block that is not being stored panics.
 func (m *Manager) CompleteStore(hashes []kvblock.Hash, ok bool) {
+	m.version++
 	for _, h := range hashes {
 		s, present := m.slotOf(h)
 		if !present || m.pins[s] != notReady {
@@ -543,6 +556,7 @@ func (m *Manager) CompleteStore(hashes []kvblock.Hash, ok bool) {
 // loaded. With ARC the hash does not become a ghost: losing a record says
 // nothing about the access pattern.
 func (m *Manager) Remove(h kvblock.Hash) bool {
+	m.version++
 	s, ok := m.slotOf(h)
 	if !ok || !m.evictable(s) {
 		return false
@@ -575,19 +589,42 @@ func (m *Manager) link(s int32) { m.links.pushBack(&m.lists[m.member[s]], s) }
 
 func (m *Manager) unlink(s int32) { m.links.remove(&m.lists[m.member[s]], s) }
 
-// Check verifies the manager's bookkeeping: the free stack and the present
+// Check verifies the manager's state, as CheckFull does, when it changed
+// since the last check that passed; on an unchanged manager it returns nil
+// at once (every method that changes the state counts a version, as
+// kvblock.Pool.Check does). A simulator can so check every tier after
+// every instant at the cost of the instants that changed it.
+func (m *Manager) Check() error {
+	if m.checkedOK && m.checked == m.version {
+		return nil
+	}
+	m.checkedOK = false
+	if err := m.CheckFull(); err != nil {
+		return err
+	}
+	m.checked, m.checkedOK = m.version, true
+	return nil
+}
+
+// CheckFull verifies the manager's bookkeeping: the free stack and the present
 // blocks partition the slots; the index names exactly the present blocks
 // and ghosts; each list is well linked and holds exactly the evictable
 // blocks (ready, no pins) of its kind, so no pinned or unready block can be
 // evicted; membership counts match; ghost lists and the ARC target are
 // within capacity; the reuse tracker is within its bound. It costs
 // O(NumBlocks + MaxTrackerSize) and returns the first violation.
-func (m *Manager) Check() error {
+func (m *Manager) CheckFull() error {
 	n := int(m.numBlocks)
 	if got := len(m.free) + m.Len(); got != n {
 		return fmt.Errorf("offload: free %d + present %d != capacity %d", len(m.free), m.Len(), n)
 	}
-	isFree := make([]bool, n)
+	if len(m.scratchFree) != n {
+		m.scratchFree = make([]bool, n)
+		m.scratchLinked = make([]bool, len(m.hash))
+	}
+	isFree, linked := m.scratchFree, m.scratchLinked
+	clear(isFree)
+	clear(linked)
 	for _, s := range m.free {
 		if s < 0 || int(s) >= n {
 			return fmt.Errorf("offload: free slot %d out of range", s)
@@ -600,7 +637,6 @@ func (m *Manager) Check() error {
 			return fmt.Errorf("offload: free slot %d is in list %s", s, listNames[m.member[s]])
 		}
 	}
-	linked := make([]bool, len(m.hash))
 	for l := listT1; l < numLists; l++ {
 		seen := 0
 		for i, prev := m.lists[l].head, nilNode; i != nilNode; prev, i = i, m.links.next[i] {

@@ -115,6 +115,7 @@ func (c *Coordinator) submitStore(t int, blocks []kvblock.BlockID, hashes []kvbl
 	if j != len(plan.Hashes) {
 		panic("offload: store plan does not follow the offered order")
 	}
+	c.version++
 	hold := c.pool.NewHold(kvblock.HoldStore, uint64(id))
 	c.pool.Share(hold, w.Blocks)
 	c.stores[id] = &storeJob{tier: t, hold: hold, hashes: plan.Hashes}

@@ -386,9 +386,15 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 		if err := n.Core.Check(); err != nil {
 			res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", n.Name, err))
 		}
-		// Once more without the unchanged-pool shortcut of Pool.Check.
+		// Once more without the shortcuts of Pool.Check and of the offload
+		// tier's incremental Check.
 		if err := n.Core.Pool().CheckFull(); err != nil {
 			res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", n.Name, err))
+		}
+		if co := n.Core.Offload(); co != nil {
+			if err := co.CheckFull(); err != nil {
+				res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", n.Name, err))
+			}
 		}
 		if h := n.Core.Pool().NumHeld(); h != 0 {
 			res.HeldAtEnd += h
