@@ -58,6 +58,10 @@ var edge = map[string]bool{
 	"internal/e2e":    true,
 	"internal/chaos":  true,
 	"model/llamafile": true,
+	// kvevents: the KV events publisher (sockets, goroutines);
+	// kveventstest: its test clients.
+	"kvevents":              true,
+	"kvevents/kveventstest": true,
 }
 
 // forbiddenImports are the standard-library packages a pure package may not

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/offload/tier"
 	"github.com/kvlease/kvlease/transport/tcp"
@@ -58,6 +59,14 @@ type Config struct {
 	// runs in the node's loop goroutine: it must return quickly and must
 	// not call the node.
 	OnTransfer func(xfer.Done)
+
+	// OnEvents, if set, is called with each turn's KV cache events
+	// (engine.Turn.Events: the pool's, and the offload tiers' when the
+	// core has pool events on), in order, for the KV events publisher
+	// (kvevents.Publisher.Publish). It runs in the node's loop goroutine:
+	// it must not block, must not call the node and must not keep the
+	// slice or the events' slices after it returns.
+	OnEvents func([]kvblock.Event)
 }
 
 // DefaultMaxPending is the default Config.MaxPending.
@@ -104,6 +113,7 @@ type Node struct {
 
 	maxPending int
 	onTransfer func(xfer.Done)
+	onEvents   func([]kvblock.Event)
 
 	// mu guards the inbox and the lifecycle flags. The goroutine of Run
 	// owns the loop while started && !closed; outside that window the
@@ -184,6 +194,7 @@ func New(core *engine.Core, exec model.Executor, cfg Config) *Node {
 		epoch:      time.Now(),
 		maxPending: maxPending,
 		onTransfer: cfg.OnTransfer,
+		onEvents:   cfg.OnEvents,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		streams:    make(map[uint64]*Stream),
@@ -293,6 +304,9 @@ func (n *Node) Run(ctx context.Context) error {
 		t := n.loop.Turn(now)
 		n.route(t.Outputs)
 		n.noteTransfers(t.Transfers)
+		if n.onEvents != nil && len(t.Events) > 0 {
+			n.onEvents(t.Events)
+		}
 		if t.Batch != nil {
 			n.noteScheduled(now, t.Batch)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/kvevents"
 	"github.com/kvlease/kvlease/metrics"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/model/llama"
@@ -76,8 +77,9 @@ type serveFlags struct {
 	apiKeys             []string        // required on /v1 and the abort endpoint; none: open
 	// llm is the model file of --model-file (nil: the simulated model of
 	// --profile). The engine built from these flags closes it.
-	llm     *llamafile.Model
-	threads int
+	llm      *llamafile.Model
+	threads  int
+	kvEvents kvEventsFlags
 }
 
 // kvBytesPerToken is the KV of one token in the pool: the model file's
@@ -95,7 +97,9 @@ func (f *serveFlags) poolConfig() kvblock.Config {
 	if f.digestOnly {
 		bpt = 0
 	}
-	return kvblock.Config{NumBlocks: f.numBlocks, BlockSizeTokens: f.blockSize, BytesPerToken: bpt}
+	// Events feed the KV events publisher; the pool's medium is vLLM's GPU.
+	return kvblock.Config{NumBlocks: f.numBlocks, BlockSizeTokens: f.blockSize, BytesPerToken: bpt,
+		Events: f.kvEvents.enabled(), Medium: "GPU"}
 }
 
 // maxPulledFrameBytes bounds the frames this engine receives from a
@@ -153,7 +157,13 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.Var(&keys, "api-key", "require this key as \"Authorization: Bearer KEY\" on /v1/* and the abort endpoint (repeat for several; "+
 		"default "+apiKeyEnv+" or "+vllmAPIKeyEnv+"); /health and /metrics stay open")
 	offloadPolicy := fs.String("offload-policy", "store-on-compute", "which blocks go to the offload tiers: "+strings.Join(offload.PolicyNames, ", "))
+	kvEvents := kvEventsFlagVars(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return serveFlags{}, err
+	}
+	// Every flag can also come from the environment (KVLEASE_PORT, ...),
+	// for containers; the command line wins.
+	if err := setFromEnv(fs); err != nil {
 		return serveFlags{}, err
 	}
 	set := map[string]bool{}
@@ -163,6 +173,9 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly,
 		sched: sc, seed: *seed, maxBodyBytes: *maxBody, drain: *drain, apiKeys: apiKeys(keys)}
 	var err error
+	if f.kvEvents, err = kvEvents(); err != nil {
+		return f, err
+	}
 	if f.role, err = engine.ParseRole(*role); err != nil {
 		return f, fmt.Errorf("--role %q: want prefill, decode or both", *role)
 	}
@@ -364,6 +377,8 @@ type engineServer struct {
 	ln   net.Listener
 	tr   *tcp.Transport
 	set  *tier.Set // offload tiers, nil without; the node closes them when it runs
+	// events publishes the KV events; nil without --kv-events-endpoint.
+	events *kvevents.Publisher
 	// workers run a model file's forward pass; closed with the model when
 	// the engine ends.
 	workers *llamafile.Workers
@@ -456,6 +471,13 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 			m.ObserveTransfer(d.Duration)
 		}
 	}
+	if f.kvEvents.enabled() {
+		es.events, ncfg.OnEvents, err = startKVEvents(f.kvEvents, m.Registry(), log)
+		if err != nil {
+			es.close()
+			return nil, err
+		}
+	}
 	var exec model.Executor
 	var tok httpapi.Tokenizer
 	if f.llm != nil {
@@ -500,9 +522,13 @@ func (es *engineServer) close() {
 	es.closeModel()
 }
 
-// closeModel stops the forward pass's workers and unmaps the model file,
-// once the node no longer executes.
+// closeModel stops the forward pass's workers, unmaps the model file and
+// closes the KV events publisher, once the node no longer executes.
 func (es *engineServer) closeModel() {
+	if es.events != nil {
+		es.events.Close()
+		es.events = nil
+	}
 	if es.workers != nil {
 		es.workers.Close()
 		es.workers = nil
@@ -616,6 +642,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if ep, ok := es.node.TransferEndpoint(); ok {
 		msg += fmt.Sprintf(", transfer on %s (engine id %s, policy %s)", ep.Addr(), ep.EngineID, f.transfer.Policy)
+	}
+	if p := es.events; p != nil {
+		msg += fmt.Sprintf(", kv events on tcp://%s (%s encoding", p.Addr(), f.kvEvents.encoding)
+		if ra := p.ReplayAddr(); ra != nil {
+			msg += fmt.Sprintf(", replay on tcp://%s", ra)
+		}
+		msg += ")"
 	}
 	fmt.Fprintln(stdout, msg)
 	log.Info("serving", "url", es.URL(), "model", f.model, "role", f.role.String())

@@ -1,0 +1,207 @@
+package kvevents
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvlease/kvlease/kvblock"
+)
+
+// Encoding is how events are laid out in msgpack.
+type Encoding uint8
+
+const (
+	// EncodingMap encodes the batch and each event as a map keyed by field
+	// name, the event's tag under "type" (newer vLLM).
+	EncodingMap Encoding = iota
+	// EncodingArray encodes them as positional arrays, the event's tag
+	// first (older vLLM, msgspec's array_like structs).
+	EncodingArray
+)
+
+func (e Encoding) String() string {
+	if e == EncodingArray {
+		return "array"
+	}
+	return "map"
+}
+
+// ParseEncoding parses "map" or "array".
+func ParseEncoding(s string) (Encoding, error) {
+	switch s {
+	case "map":
+		return EncodingMap, nil
+	case "array":
+		return EncodingArray, nil
+	}
+	return 0, fmt.Errorf("kvevents: encoding %q: want map or array", s)
+}
+
+// kvCacheSpecKind is what newer vLLM sends for the one group of a
+// full-attention model; kvlease's pool is one such group (group_idx 0).
+const kvCacheSpecKind = "full_attention"
+
+// encodeBatch returns the msgpack payload of one batch: (ts, events,
+// data_parallel_rank), with vLLM's field names and order.
+//
+// The fields follow vLLM's msgspec structs with omit_defaults: in the map
+// encoding a field equal to its default (extra_keys, the sliding window:
+// None) is left out, and fields without a default (lora_id, medium,
+// lora_name) are always present, nil when kvlease has no value. The array
+// encoding is the older vLLM layout, whose BlockStored ends at lora_name
+// and whose BlockRemoved ends at medium. Block hashes are kvlease's 128-bit
+// chained prefix hashes (kvblock.Hash), sent as 16-byte msgpack bin (vLLM's
+// default ExternalBlockHash form, bytes); the parent of a prompt's first
+// block is nil,
+// as in vLLM, and so is the parent of an offload tier's event (the tiers
+// know hashes only: no tokens, no parent, as vLLM's offloading events).
+func encodeBatch(enc Encoding, ts float64, rank int, events []kvblock.Event) []byte {
+	var buf bytes.Buffer
+	e := msgpack.NewEncoder(&buf)
+	// Writes to a bytes.Buffer do not fail, so neither does the encoder:
+	// its errors are ignored below.
+	if enc == EncodingArray {
+		e.EncodeArrayLen(3)
+		e.EncodeFloat64(ts)
+		encodeEvents(e, enc, events)
+		e.EncodeInt(int64(rank))
+		return buf.Bytes()
+	}
+	e.EncodeMapLen(3)
+	e.EncodeString("ts")
+	e.EncodeFloat64(ts)
+	e.EncodeString("events")
+	encodeEvents(e, enc, events)
+	e.EncodeString("data_parallel_rank")
+	e.EncodeInt(int64(rank))
+	return buf.Bytes()
+}
+
+func encodeEvents(e *msgpack.Encoder, enc Encoding, events []kvblock.Event) {
+	e.EncodeArrayLen(len(events))
+	for i := range events {
+		ev := &events[i]
+		switch ev.Kind {
+		case kvblock.BlockStored:
+			encodeStored(e, enc, ev)
+		case kvblock.BlockRemoved:
+			encodeRemoved(e, enc, ev)
+		case kvblock.AllBlocksCleared:
+			if enc == EncodingArray {
+				e.EncodeArrayLen(1)
+			} else {
+				e.EncodeMapLen(1)
+				e.EncodeString("type")
+			}
+			e.EncodeString("AllBlocksCleared")
+		default:
+			panic(fmt.Sprintf("kvevents: event kind %d", ev.Kind))
+		}
+	}
+}
+
+func medium(ev *kvblock.Event) string {
+	if ev.Medium == "" {
+		return "GPU"
+	}
+	return ev.Medium
+}
+
+func encodeHashes(e *msgpack.Encoder, hs []kvblock.Hash) {
+	e.EncodeArrayLen(len(hs))
+	for _, h := range hs {
+		e.EncodeBytes(h[:])
+	}
+}
+
+func encodeStored(e *msgpack.Encoder, enc Encoding, ev *kvblock.Event) {
+	parent := func() {
+		// A prompt's first block has no parent; neither does an offload
+		// tier's event, which knows hashes only (no tokens, no chain).
+		if ev.Parent == kvblock.RootHash || len(ev.Tokens) == 0 {
+			e.EncodeNil()
+		} else {
+			e.EncodeBytes(ev.Parent[:])
+		}
+	}
+	tokens := func() {
+		e.EncodeArrayLen(len(ev.Tokens))
+		for _, t := range ev.Tokens {
+			e.EncodeInt(int64(t))
+		}
+	}
+	if enc == EncodingArray {
+		e.EncodeArrayLen(8)
+		e.EncodeString("BlockStored")
+		encodeHashes(e, ev.Hashes)
+		parent()
+		tokens()
+		e.EncodeInt(int64(ev.BlockSize))
+		e.EncodeNil() // lora_id
+		e.EncodeString(medium(ev))
+		e.EncodeNil() // lora_name
+		return
+	}
+	e.EncodeMapLen(10)
+	e.EncodeString("type")
+	e.EncodeString("BlockStored")
+	e.EncodeString("block_hashes")
+	encodeHashes(e, ev.Hashes)
+	e.EncodeString("parent_block_hash")
+	parent()
+	e.EncodeString("token_ids")
+	tokens()
+	e.EncodeString("block_size")
+	e.EncodeInt(int64(ev.BlockSize))
+	e.EncodeString("lora_id")
+	e.EncodeNil()
+	e.EncodeString("medium")
+	e.EncodeString(medium(ev))
+	e.EncodeString("lora_name")
+	e.EncodeNil()
+	e.EncodeString("group_idx")
+	e.EncodeInt(0)
+	e.EncodeString("kv_cache_spec_kind")
+	e.EncodeString(kvCacheSpecKind)
+}
+
+func encodeRemoved(e *msgpack.Encoder, enc Encoding, ev *kvblock.Event) {
+	if enc == EncodingArray {
+		e.EncodeArrayLen(3)
+		e.EncodeString("BlockRemoved")
+		encodeHashes(e, ev.Hashes)
+		e.EncodeString(medium(ev))
+		return
+	}
+	e.EncodeMapLen(4)
+	e.EncodeString("type")
+	e.EncodeString("BlockRemoved")
+	e.EncodeString("block_hashes")
+	encodeHashes(e, ev.Hashes)
+	e.EncodeString("medium")
+	e.EncodeString(medium(ev))
+	e.EncodeString("group_idx")
+	e.EncodeInt(0)
+}
+
+// coalesceRemoved merges runs of consecutive BlockRemoved events of one
+// medium into one event with every hash, as vLLM sends one BlockRemoved per
+// eviction pass rather than one per block. The pool records one event per
+// evicted block; order is kept. The result shares no slice with events.
+func coalesceRemoved(events []kvblock.Event) []kvblock.Event {
+	out := make([]kvblock.Event, 0, len(events))
+	for _, ev := range events {
+		if n := len(out); n > 0 && ev.Kind == kvblock.BlockRemoved &&
+			out[n-1].Kind == kvblock.BlockRemoved && medium(&out[n-1]) == medium(&ev) {
+			out[n-1].Hashes = append(out[n-1].Hashes, ev.Hashes...)
+			continue
+		}
+		if ev.Kind == kvblock.BlockRemoved {
+			ev.Hashes = append([]kvblock.Hash(nil), ev.Hashes...)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
