@@ -422,11 +422,13 @@ func (h *Harness) WatchReleases(period time.Duration) *Watch {
 	w := &Watch{done: make(chan struct{}), stop: cancel}
 	go func() {
 		defer close(w.done)
-		last := map[string]float64{}
+		var last map[string]float64 // nil until the first scrape: the baseline is no event
 		tick := time.NewTicker(period)
 		defer tick.Stop()
 		for {
-			if got, err := h.Released(ctx); err == nil {
+			if got, err := h.Released(ctx); err == nil && last == nil {
+				last = got
+			} else if err == nil {
 				now := time.Now()
 				w.mu.Lock()
 				for r, v := range got {

@@ -217,7 +217,11 @@ func inject(ctx context.Context, h *Harness, rng *rand.Rand, begin time.Time, lo
 	}
 	f.startedAt = time.Now()
 	f.At = f.startedAt.Sub(begin)
-	fmt.Fprintf(log, "+%7.1fs  %-15s %-22s for %v\n", f.At.Seconds(), f.Kind, f.Target, f.For.Round(time.Millisecond))
+	hold := "for " + f.For.Round(time.Millisecond).String()
+	if f.For == 0 {
+		hold = "until it has drained, then restarted"
+	}
+	fmt.Fprintf(log, "+%7.1fs  %-15s %-22s %s\n", f.At.Seconds(), f.Kind, f.Target, hold)
 	if err := apply(); err != nil {
 		return f, fmt.Errorf("chaos: %s %s: %w", f.Kind, f.Target, err)
 	}

@@ -271,26 +271,46 @@ func TestS30OneWayPartition(t *testing.T) {
 }
 
 // TestS30KillDecodeUnderLoad (S10 for real): decode0 is killed with -9
-// while it runs requests; the proxy sends the rest to decode1, P frees
-// what decode0 had claimed, decode0 restarts and serves again.
+// under load while it holds leases it could not pull yet (what P sends it
+// is dropped; what it sends P arrives, so its session with P is bound).
+// P frees those leases: aborted when the proxy, seeing the decode leg die,
+// aborts the request on P first; peer_lost when the dead process's RST
+// ends a session they are bound to; expired for those whose READ decode0
+// never got out (with no ACKs from P, its TCP stops sending: a one-way
+// cut stalls both ways at the TCP level). The proxy sends the rest to
+// decode1; decode0 restarts and serves again.
 func TestS30KillDecodeUnderLoad(t *testing.T) {
 	h := start(t, Options{Lease: 3 * time.Second, Decode: 2})
+	ctx := context.Background()
+	P, D := h.Node("prefill0"), h.Node("decode0")
 	warm(t, h)
+	must(t, h.Net.Cut(ctx, P, D))
 	l := startLoad(t, h, 2, 4)
-	waitFor(t, "decode0 to run a request", time.Minute, func() bool {
-		return metricOf(h, "decode0", "vllm:num_requests_running") > 0
+	waitFor(t, "decode0 to admit a request it cannot pull", 2*time.Minute, func() bool {
+		return metricOf(h, "prefill0", "kvlease_leases_active") > 0 &&
+			metricOf(h, "decode0", "vllm:num_requests_waiting")+metricOf(h, "decode0", "vllm:num_requests_running") > 0
 	})
 	must(t, h.Cluster.Kill(h.Index("decode0")))
+	killed := time.Now()
+	w := h.WatchReleases(50 * time.Millisecond)
+	defer w.Stop()
 	l.answered(t, "answers after decode0 died", 6)
-	must(t, h.Cluster.Restart(context.Background(), h.Index("decode0")))
+	must(t, h.Net.Heal(ctx, P))
+	must(t, h.Cluster.Restart(ctx, h.Index("decode0")))
 	waitFor(t, "the restarted decode0 to serve", 5*time.Minute, func() bool {
 		return metricOf(h, "decode0", "vllm:request_success_total") > 0
 	})
 	l.finish(t)
-	// Requests decode0 was running when it died fail; nothing else may.
-	checkAnswers(t, &l.tally, "HTTP 502", "HTTP 503", "stream cut")
+	if d, ok := w.FirstAfter(killed, "peer_lost", "expired"); ok {
+		t.Logf("P freed a lease of the dead decode0 %v after the kill (grace %v, lease %v)", d, h.Lease()/15, h.Lease())
+	}
+	// Requests decode0 had when it died fail; nothing else may.
+	checkAnswers(t, &l.tally, "HTTP 502", "HTTP 503", "stream cut", "connection")
 	settle(t, h)
-	released(t, h, "read_done", "peer_lost", "expired", "unclaimed", "aborted")
+	got := released(t, h, "read_done", "peer_lost", "expired", "unclaimed", "aborted")
+	if got["peer_lost"]+got["expired"]+got["aborted"]+got["unclaimed"] < 1 {
+		t.Errorf("decode0 died holding unpulled leases, yet P freed none otherwise than read: %v", nonZero(got))
+	}
 }
 
 // TestS30PausePrefillLongerThanLease: P is stopped (SIGSTOP) with leases
