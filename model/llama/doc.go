@@ -30,12 +30,15 @@
 //
 // A request's logits depend only on its tokens and its KV: never on the
 // other requests of a batch, on chunk boundaries or on preemption and
-// recompute. Every reduction (dot products, norms, softmax sums, the
-// weighted sum of values) runs in one fixed order per position: four lanes
-// by index mod 4, each in increasing index, combined as (l0+l1)+(l2+l3), or
-// sequential in position order. Every product is rounded to float32 by an
-// explicit conversion before it is added, which forbids the compiler to
-// fuse a multiply-add (Go fuses x*y+z on some platforms otherwise).
+// recompute. Every reduction runs in one fixed order per position: F32
+// matrix rows and norms in 32 lanes by index mod 32 combined by a fixed tree
+// (dot32Generic; an AVX2 kernel computes the same bits where the CPU has
+// it), F16 and Q8_0 rows and attention scores in four lanes by index mod 4
+// combined as (l0+l1)+(l2+l3) (Q8_0 per block, blocks in order), softmax
+// sums and the weighted sum of values in position order. Every product is
+// rounded to float32 before it is added (an explicit conversion in Go,
+// VMULPS then VADDPS in the kernel), which forbids fusing a multiply-add
+// (Go fuses x*y+z on some platforms otherwise).
 // Parallelism (a Runner lent by the edge) splits only independent outputs:
 // rows of a matrix product, (position, head) pairs of attention. So a
 // disaggregated prefill and decode produce exactly the tokens of a single

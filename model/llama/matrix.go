@@ -120,35 +120,6 @@ func (m *Matrix) dotRow(r int, x []float32) float32 {
 	}
 }
 
-// dotF32 is Σ w[k]·x[k] in a fixed order: four lanes (k mod 4), each summed
-// in increasing k, then (l0+l1)+(l2+l3). Every product is rounded to float32
-// before it is added (the explicit conversion forbids a fused multiply-add),
-// so the result is the same on every platform and in every kernel. Four
-// lanes break the adder's latency chain.
-func dotF32(w, x []float32) float32 {
-	w = w[:len(x)]
-	var s0, s1, s2, s3 float32
-	n := len(x) &^ 3
-	for k := 0; k < n; k += 4 {
-		ww, xx := w[k:k+4:k+4], x[k:k+4:k+4]
-		s0 += float32(ww[0] * xx[0])
-		s1 += float32(ww[1] * xx[1])
-		s2 += float32(ww[2] * xx[2])
-		s3 += float32(ww[3] * xx[3])
-	}
-	for k := n; k < len(x); k++ {
-		switch k & 3 {
-		case 0:
-			s0 += float32(w[k] * x[k])
-		case 1:
-			s1 += float32(w[k] * x[k])
-		default:
-			s2 += float32(w[k] * x[k])
-		}
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
 // dotF16 is dotF32 over float16 weights (each converted exactly to float32).
 func dotF16(raw []byte, x []float32) float32 {
 	raw = raw[:2*len(x)]

@@ -1,0 +1,33 @@
+package llama
+
+// dot32Generic is Σ w[k]·x[k] in this package's fixed order (dotF32 picks
+// a vector kernel with the same order where the CPU has one):
+//
+//   - lane j (0..31) sums float32(w[k]·x[k]) for k ≡ j (mod 32), in
+//     increasing k; every product is rounded to float32 by an explicit
+//     conversion before it is added, which forbids a fused multiply-add;
+//   - v[j] = (lane[j] + lane[8+j]) + (lane[16+j] + lane[24+j]), j < 8;
+//   - h[j] = v[j] + v[j+4], j < 4; then (h[0] + h[2]) + (h[1] + h[3]).
+//
+// The result depends only on w and x: never on the kernel, the batch or
+// the machine's vector width.
+func dot32Generic(w, x []float32) float32 {
+	w = w[:len(x)]
+	var l [32]float32
+	k := 0
+	for ; k+32 <= len(x); k += 32 {
+		ww, xx := w[k:k+32:k+32], x[k:k+32:k+32]
+		for j := range l {
+			l[j] += float32(ww[j] * xx[j])
+		}
+	}
+	for j := 0; k+j < len(x); j++ {
+		l[j] += float32(w[k+j] * x[k+j])
+	}
+	var v [8]float32
+	for j := range v {
+		v[j] = (l[j] + l[8+j]) + (l[16+j] + l[24+j])
+	}
+	h0, h1, h2, h3 := v[0]+v[4], v[1]+v[5], v[2]+v[6], v[3]+v[7]
+	return (h0 + h2) + (h1 + h3)
+}

@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package llama
+
+const hasAVX2 = false
+
+func dotF32(w, x []float32) float32 { return dot32Generic(w, x) }

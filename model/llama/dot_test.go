@@ -1,0 +1,38 @@
+package llama
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDotKernelsAgree: the vector kernel gives exactly the bits of the
+// generic one (the order they share is the package's contract), for every
+// length it takes; and both are close to a float64 sum.
+func TestDotKernelsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := 1; n <= 1376; n += 1 + n/7 {
+		w, x := make([]float32, n), make([]float32, n)
+		ref := 0.0
+		for i := range w {
+			w[i], x[i] = float32(r.NormFloat64()), float32(r.NormFloat64()*10)
+			ref += float64(w[i]) * float64(x[i])
+		}
+		g := dot32Generic(w, x)
+		if v := dotF32(w, x); math.Float32bits(v) != math.Float32bits(g) {
+			t.Fatalf("n=%d: dotF32 %v, generic %v (AVX2 %v)", n, v, g, hasAVX2)
+		}
+		if math.Abs(float64(g)-ref) > 1e-4*(1+math.Sqrt(float64(n))*10) {
+			t.Fatalf("n=%d: %v, float64 sum %v", n, g, ref)
+		}
+	}
+	if n := 288; hasAVX2 {
+		w, x := make([]float32, n), make([]float32, n)
+		for i := range w {
+			w[i], x[i] = float32(i%7)-3, float32(i%5)*0.1
+		}
+		if dot32AVX2(&w[0], &x[0], n) != dot32Generic(w, x) {
+			t.Fatal("AVX2 kernel differs at 288")
+		}
+	}
+}
