@@ -45,3 +45,52 @@ loop:
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET
+
+// func dotQ8AVX2(raw *byte, x *float32, nblocks int) float32
+//
+// A Q8_0 row (nblocks blocks of a float16 scale and 32 int8 quants) times
+// x, in dotQ8Generic's order: per block, p_i = q·x for the four groups of 8
+// (VMULPS of exact int8→float32 conversions), v = (p0+p1)+(p2+p3),
+// acc += d·v (lane-wise), then acc reduced as dot32AVX2 reduces.
+TEXT ·dotQ8AVX2(SB), NOSPLIT, $0-28
+	MOVQ   raw+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   nblocks+16(FP), CX
+	VXORPS Y0, Y0, Y0
+
+qloop:
+	MOVWLZX      (SI), AX
+	MOVQ         AX, X7
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS X7, Y7
+	VPMOVSXBD    2(SI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       (DI), Y1, Y1
+	VPMOVSXBD    10(SI), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       32(DI), Y2, Y2
+	VPMOVSXBD    18(SI), Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       64(DI), Y3, Y3
+	VPMOVSXBD    26(SI), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       96(DI), Y4, Y4
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VMULPS       Y7, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $34, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JNZ          qloop
+
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET

@@ -146,26 +146,30 @@ func dotF16(raw []byte, x []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// dotQ8 is a Q8_0 row times x: per block, the four-lane sum of q[k]·x[k]
-// (as in dotF32), scaled by the block's scale; blocks summed in order.
-func dotQ8(raw []byte, x []float32) float32 {
-	var sum float32
+// dotQ8Generic is a Q8_0 row times x (len a multiple of Q8Block): per
+// block with scale d, p_i[j] = float32(q[8i+j]) · x[8i+j] for the four
+// groups i of 8, v[j] = (p0[j]+p1[j]) + (p2[j]+p3[j]), acc[j] += d · v[j];
+// then h[j] = acc[j] + acc[j+4] and (h[0]+h[2]) + (h[1]+h[3]). Products
+// are rounded to float32 before they are added. dotQ8 picks the AVX2 kernel
+// of the same order where the CPU has it.
+func dotQ8Generic(raw []byte, x []float32) float32 {
+	var acc [8]float32
 	for b := 0; len(x) >= Q8Block; b++ {
 		blk := raw[b*q8BlockBytes : (b+1)*q8BlockBytes : (b+1)*q8BlockBytes]
 		d := f16tab[uint16(blk[0])|uint16(blk[1])<<8]
 		q := blk[2:34:34]
 		xx := x[:Q8Block:Q8Block]
-		var s0, s1, s2, s3 float32
-		for k := 0; k < Q8Block; k += 4 {
-			s0 += float32(float32(int8(q[k])) * xx[k])
-			s1 += float32(float32(int8(q[k+1])) * xx[k+1])
-			s2 += float32(float32(int8(q[k+2])) * xx[k+2])
-			s3 += float32(float32(int8(q[k+3])) * xx[k+3])
+		for j := 0; j < 8; j++ {
+			p0 := float32(float32(int8(q[j])) * xx[j])
+			p1 := float32(float32(int8(q[8+j])) * xx[8+j])
+			p2 := float32(float32(int8(q[16+j])) * xx[16+j])
+			p3 := float32(float32(int8(q[24+j])) * xx[24+j])
+			acc[j] += float32(d * ((p0 + p1) + (p2 + p3)))
 		}
-		sum += float32(d * ((s0 + s1) + (s2 + s3)))
 		x = x[Q8Block:]
 	}
-	return sum
+	h0, h1, h2, h3 := acc[0]+acc[4], acc[1]+acc[5], acc[2]+acc[6], acc[3]+acc[7]
+	return (h0 + h2) + (h1 + h3)
 }
 
 // f16tab maps every float16 bit pattern to its float32 value (exact).
