@@ -6,5 +6,7 @@
 // and returns a StepResult with one sampled token per sequence that asked for
 // one and the step's duration. The caller feeds the result back into the
 // core at now + duration. model/synth is the default backend: a latency model
-// with deterministic KV content.
+// with deterministic KV content. model/llama is a real llama-architecture
+// transformer on the CPU over the same pool slots (kvlease serve
+// --model-file).
 package model
