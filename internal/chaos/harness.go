@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -473,19 +474,19 @@ func (w *Watch) Totals() map[string]float64 {
 // FirstAfter returns how long after t the first release of one of reasons
 // was seen, and whether there was one.
 func (w *Watch) FirstAfter(t time.Time, reasons ...string) (time.Duration, bool) {
+	e, ok := w.firstAfter(t, reasons)
+	return e.At.Sub(t), ok
+}
+
+func (w *Watch) firstAfter(t time.Time, reasons []string) (ReleaseEvent, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, e := range w.events {
-		if e.At.Before(t) {
-			continue
-		}
-		for _, r := range reasons {
-			if e.Reason == r {
-				return e.At.Sub(t), true
-			}
+		if !e.At.Before(t) && slices.Contains(reasons, e.Reason) {
+			return e, true
 		}
 	}
-	return 0, false
+	return ReleaseEvent{}, false
 }
 
 // nonZero drops the zero counts of m, for printing.

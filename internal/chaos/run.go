@@ -51,9 +51,10 @@ type Fault struct {
 	// Release is how long after its start P was first seen to release a
 	// lease otherwise than by a read, and whether it was (before the next
 	// fault).
-	Release   time.Duration
-	Released  bool
-	startedAt time.Time
+	Release       time.Duration
+	Released      bool
+	ReleaseReason string // of that first release
+	startedAt     time.Time
 }
 
 // Report is the outcome of Run.
@@ -247,9 +248,10 @@ func summarize(rep *Report, w *Watch) {
 	for i := range rep.Faults {
 		f := &rep.Faults[i]
 		rep.FaultsByKind[f.Kind]++
-		d, ok := w.FirstAfter(f.startedAt, nonRead...)
-		if ok && (i+1 == len(rep.Faults) || f.startedAt.Add(d).Before(rep.Faults[i+1].startedAt)) {
-			f.Release, f.Released = d, true
+		e, ok := w.firstAfter(f.startedAt, nonRead)
+		if ok && (i+1 == len(rep.Faults) || e.At.Before(rep.Faults[i+1].startedAt)) {
+			d := e.At.Sub(f.startedAt)
+			f.Release, f.Released, f.ReleaseReason = d, true, e.Reason
 			byKind[f.Kind] = append(byKind[f.Kind], d)
 		}
 	}
@@ -270,7 +272,7 @@ func (r *Report) Write(out io.Writer) {
 	fmt.Fprintf(out, "leases released by reason: %v\n", nonZero(r.Released))
 	fmt.Fprintf(out, "after settling: %v active leases, %v held blocks; unasked exits %d\n", r.ActiveAfter, r.HeldAfter, len(r.Unasked))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fault\tinjected\tfreed a lease\tmedian to release\tp99 to release")
+	fmt.Fprintln(tw, "fault\tinjected\tfreed a lease\tfirst release's reason\tmedian to release\tp99 to release")
 	kinds := make([]string, 0, len(r.FaultsByKind))
 	for k := range r.FaultsByKind {
 		kinds = append(kinds, k)
@@ -278,16 +280,27 @@ func (r *Report) Write(out io.Writer) {
 	sort.Strings(kinds)
 	for _, k := range kinds {
 		n := 0
+		reasons := map[string]int{}
 		for _, f := range r.Faults {
 			if f.Kind == k && f.Released {
 				n++
+				reasons[f.ReleaseReason]++
 			}
+		}
+		var rs []string
+		for reason, c := range reasons {
+			rs = append(rs, fmt.Sprintf("%s %d", reason, c))
+		}
+		sort.Strings(rs)
+		first := "-"
+		if len(rs) > 0 {
+			first = strings.Join(rs, ", ")
 		}
 		med, p99 := "-", "-"
 		if n > 0 {
 			med, p99 = r.ReleaseMedian[k].Round(10*time.Millisecond).String(), r.ReleaseP99[k].Round(10*time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", k, r.FaultsByKind[k], n, med, p99)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", k, r.FaultsByKind[k], n, first, med, p99)
 	}
 	tw.Flush()
 	for _, d := range r.Different {

@@ -1,0 +1,54 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSummarize: each fault is matched with P's first release not by a
+// read after its start and before the next fault's; the table gives the
+// count, the reasons and the times per kind. (Needs no root.)
+func TestSummarize(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	w := &Watch{events: []ReleaseEvent{
+		{At: at(500 * time.Millisecond), Reason: "read_done", N: 3},
+		{At: at(3100 * time.Millisecond), Reason: "expired", N: 2},
+		{At: at(10200 * time.Millisecond), Reason: "peer_lost", N: 1},
+		{At: at(30 * time.Second), Reason: "unclaimed", N: 1}, // after the next fault began
+	}}
+	rep := &Report{Faults: []Fault{
+		{Kind: "partition-long", startedAt: at(0)},
+		{Kind: "partition-long", startedAt: at(10 * time.Second)},
+		{Kind: "kill-decode", startedAt: at(20 * time.Second)},
+		{Kind: "kill-proxy", startedAt: at(25 * time.Second)},
+	}, Answered: 5, Equal: 5}
+	summarize(rep, w)
+	if f := rep.Faults[0]; !f.Released || f.Release != 3100*time.Millisecond || f.ReleaseReason != "expired" {
+		t.Errorf("first fault %+v", f)
+	}
+	if f := rep.Faults[2]; f.Released {
+		t.Errorf("kill-decode matched a release after the next fault began: %+v", f)
+	}
+	if rep.FaultsByKind["partition-long"] != 2 || rep.ReleaseP99["partition-long"] != 3100*time.Millisecond ||
+		rep.ReleaseMedian["partition-long"] != 3100*time.Millisecond {
+		t.Errorf("by kind %v, p99 %v, median %v", rep.FaultsByKind, rep.ReleaseP99, rep.ReleaseMedian)
+	}
+	if got := w.Totals(); got["read_done"] != 3 || got["expired"] != 2 {
+		t.Errorf("Totals = %v", got)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	for _, want := range []string{"expired 1, peer_lost 1", "kill-proxy", "OK: every answer equal"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	rep.Leftover = []string{"prefill0 kvlease_leases_active[] = 1"}
+	b.Reset()
+	rep.Write(&b)
+	if rep.OK() || !strings.Contains(b.String(), "LEFT HELD") || !strings.Contains(b.String(), "FAILED") {
+		t.Errorf("a report with a leftover:\n%s", b.String())
+	}
+}
