@@ -149,7 +149,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	c.req = engine.Request{
 		ID: id, Prompt: c.prompt, MaxTokens: maxTokens, MinTokens: sp.MinTokens,
 		StopTokenIDs: sp.StopTokenIDs, IgnoreEOS: sp.IgnoreEOS,
-		Sampling: model.Sampling{Temperature: sp.Temperature, TopP: sp.TopP},
+		Sampling: model.Sampling{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, MinP: sp.MinP},
 		Priority: ro.Priority, CacheSalt: ro.CacheSalt,
 		RemoteDecode: kv != nil && kv.DoRemoteDecode && s.producer,
 		Remote:       remote,

@@ -12,6 +12,14 @@ type Sampling struct {
 	Temperature float64
 	// TopP in (0, 1]; 1 disables nucleus sampling.
 	TopP float64
+	// TopK keeps only the TopK most probable tokens; 0 (or less) disables
+	// it. MinP in (0, 1] keeps only tokens whose probability is at least
+	// MinP times the most probable one's; 0 disables it. Both act on the
+	// temperature-shaped distribution, before TopP, and only when
+	// sampling: greedy decoding ignores them (the most probable token
+	// survives both), as vLLM's greedy path does.
+	TopK int
+	MinP float64
 	// Seed makes non-greedy sampling reproducible. The engine draws one for
 	// requests that do not set it.
 	Seed uint64

@@ -137,8 +137,6 @@ var sharedRefused = map[string]refusal{
 	"best_of":                       {nullOrNumber(1), "best_of > 1 is not supported"},
 	"use_beam_search":               {nullOrBool(false), whyNoBeam},
 	"length_penalty":                {nullOrNumber(1), whyNoBeam},
-	"top_k":                         {nullOrNumber(0, -1), "top_k sampling is not implemented"},
-	"min_p":                         {nullOrNumber(0), "min_p sampling is not implemented"},
 	"repetition_penalty":            {nullOrNumber(1), whyPenalty},
 	"skip_special_tokens":           {nullOrBool(true), "special tokens are always skipped"},
 	"spaces_between_special_tokens": {nullOrBool(true), "special tokens are always skipped"},

@@ -11,8 +11,7 @@ import (
 // no sample, so the table and the inventory cannot drift apart.
 var refusedSamples = map[string]string{
 	"frequency_penalty": `0.5`, "presence_penalty": `-1`, "logit_bias": `{"50": 10}`,
-	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "top_k": `5`,
-	"min_p": `0.1`, "repetition_penalty": `1.2`, "skip_special_tokens": `false`,
+	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "repetition_penalty": `1.2`, "skip_special_tokens": `false`,
 	"spaces_between_special_tokens": `false`, "truncate_prompt_tokens": `10`,
 	"truncation_side": `"left"`, "allowed_token_ids": `[1, 2]`, "bad_words": `["x"]`,
 	"prompt_logprobs": `1`, "logprob_token_ids": `[3]`, "return_tokens_as_token_ids": `true`,
@@ -37,8 +36,7 @@ var refusedSamples = map[string]string{
 // noOpOverrides are no-op values for fields whose null is not the only
 // no-op worth testing; the others are tested with null.
 var noOpOverrides = map[string][]string{
-	"frequency_penalty": {`0`}, "best_of": {`1`}, "top_k": {`0`, `-1`}, "min_p": {`0.0`},
-	"repetition_penalty": {`1`}, "length_penalty": {`1.0`}, "use_beam_search": {`false`},
+	"frequency_penalty": {`0`}, "best_of": {`1`}, "repetition_penalty": {`1`}, "length_penalty": {`1.0`}, "use_beam_search": {`false`},
 	"skip_special_tokens": {`true`}, "logit_bias": {`{}`}, "bad_words": {`[]`},
 	"response_format": {`{"type": "text"}`}, "modalities": {`["text"]`}, "suffix": {`""`},
 	"function_call": {`"none"`}, "service_tier": {`"auto"`, `"default"`}, "store": {`false`},
@@ -115,7 +113,7 @@ func TestUnknownFieldsListedNotRefused(t *testing.T) {
 // Two refused fields: the 400 names the first by name, every time.
 func TestRefusedFieldOrderIsStable(t *testing.T) {
 	for i := 0; i < 20; i++ {
-		e := parseFor(false, `,"top_k":3,"best_of":3,"min_p":0.5`)
+		e := parseFor(false, `,"use_beam_search":true,"best_of":3,"length_penalty":0.5`)
 		if e == nil || e.Param != "best_of" {
 			t.Fatalf("got %v", e)
 		}
@@ -149,6 +147,35 @@ func TestToolsAndToolChoice(t *testing.T) {
 		}
 		if e == nil || e.Status != 400 || e.Param != tc.param {
 			t.Errorf("%s: got %v, want a 400 naming %s", tc.extra, e, tc.param)
+		}
+	}
+}
+
+func TestTopKMinP(t *testing.T) {
+	for _, tc := range []struct {
+		extra string
+		topK  int
+		minP  float64
+		param string
+	}{
+		{``, 0, 0, ""},
+		{`,"top_k":-1,"min_p":0`, 0, 0, ""},
+		{`,"top_k":7,"min_p":0.25`, 7, 0.25, ""},
+		{`,"top_k":null,"min_p":1`, 0, 1, ""},
+		{`,"top_k":-2`, 0, 0, "top_k"},
+		{`,"top_k":1.5`, 0, 0, "top_k"},
+		{`,"min_p":1.5`, 0, 0, "min_p"},
+		{`,"min_p":-0.1`, 0, 0, "min_p"},
+	} {
+		r, e := ParseCompletionRequest([]byte(`{"prompt":"x"` + tc.extra + `}`))
+		if tc.param != "" {
+			if e == nil || e.Param != tc.param {
+				t.Errorf("%s: got %v, want a 400 naming %s", tc.extra, e, tc.param)
+			}
+			continue
+		}
+		if e != nil || r.TopK != tc.topK || r.MinP != tc.minP {
+			t.Errorf("%s: %v, top_k %d min_p %v", tc.extra, e, r.TopK, r.MinP)
 		}
 	}
 }

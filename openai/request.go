@@ -45,6 +45,12 @@ type SamplingParams struct {
 	Temperature float64
 	// TopP is in (0, 1]; default 1.
 	TopP float64
+	// TopK keeps the k most probable tokens when sampling; 0 disables it
+	// (vLLM's top_k; -1 is accepted and means 0).
+	TopK int
+	// MinP in [0, 1] keeps tokens at least MinP times as probable as the
+	// most probable when sampling; 0 disables it (vLLM's min_p).
+	MinP float64
 	// Seed makes sampling reproducible; nil when not given.
 	Seed *int64
 	// Stop are the stop strings (at most MaxStop; empty strings may be
@@ -126,6 +132,8 @@ type rawCommon struct {
 	MaxTokens              *int            `json:"max_tokens"`
 	Temperature            *float64        `json:"temperature"`
 	TopP                   *float64        `json:"top_p"`
+	TopK                   *int            `json:"top_k"`
+	MinP                   *float64        `json:"min_p"`
 	Seed                   *int64          `json:"seed"`
 	Stop                   json.RawMessage `json:"stop"`
 	StopTokenIDs           []int32         `json:"stop_token_ids"`
@@ -309,6 +317,18 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 			return kv, BadRequest("top_p", "top_p must be in (0, 1], got %v", *p)
 		}
 		sp.TopP = *p
+	}
+	if k := raw.TopK; k != nil {
+		if *k < -1 {
+			return kv, BadRequest("top_k", "top_k must be -1 or 0 (disabled) or at least 1, got %d", *k)
+		}
+		sp.TopK = max(*k, 0)
+	}
+	if m := raw.MinP; m != nil {
+		if !(*m >= 0 && *m <= 1) {
+			return kv, BadRequest("min_p", "min_p must be in [0, 1], got %v", *m)
+		}
+		sp.MinP = *m
 	}
 	sp.Seed = raw.Seed
 	if raw.N != nil {

@@ -44,8 +44,8 @@ var completionFields = []fieldCase{
 	{"top_p", 0.5, true},
 	{"user", "u-1", true},
 	// vLLM's extra parameters.
-	{"top_k", 5, false},
-	{"min_p", 0.1, false},
+	{"top_k", 5, true},
+	{"min_p", 0.1, true},
 	{"repetition_penalty", 1.2, false},
 	{"use_beam_search", true, false},
 	{"stop_token_ids", []int{3}, true},
@@ -106,7 +106,7 @@ var chatFields = []fieldCase{
 	{"chat_template", "{{ messages }}", false},
 	{"chat_template_kwargs", map[string]any{"enable_thinking": false}, false},
 	{"echo", true, false},
-	{"top_k", 2, false},
+	{"top_k", 2, true},
 	{"skip_special_tokens", false, false},
 	{"structured_outputs", map[string]any{"choice": []string{"a"}}, false},
 }
@@ -239,4 +239,46 @@ func TestSDKHonouredFieldsTakeEffect(t *testing.T) {
 	if len(ch.Choices[0].Message.ToolCalls) != 0 || ch.Choices[0].FinishReason == "tool_calls" {
 		t.Errorf("tool_choice none gave %+v", ch.Choices[0])
 	}
+}
+
+// top_k and min_p take effect (top_k 1 leaves the simulated model's most
+// frequent byte, a space) and P/D through the proxy equals a single engine
+// under them.
+func TestSDKTopKMinPThroughProxy(t *testing.T) {
+	c := startPD(t)
+	ctx := context.Background()
+	px := sdkClient(startProxy(t, c.p, c.d, nil), "")
+	single := c.single.client()
+	for _, tc := range []struct {
+		topK int
+		minP float64
+	}{{1, 0}, {3, 0}, {0, 0.3}, {5, 0.38}, {0, 0}} {
+		for _, seed := range []int64{1, 2} {
+			p := completion(pdPrompt, 24)
+			p.Seed, p.Temperature = openai.Int(seed), openai.Float(1)
+			opts := []option.RequestOption{option.WithJSONSet("top_k", tc.topK), option.WithJSONSet("min_p", tc.minP), option.WithJSONSet("ignore_eos", true)}
+			got, err := px.Completions.New(ctx, p, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := single.Completions.New(ctx, p, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Choices[0].Text != want.Choices[0].Text {
+				t.Errorf("top_k %d min_p %v seed %d: P/D %q, single %q", tc.topK, tc.minP, seed, got.Choices[0].Text, want.Choices[0].Text)
+			}
+			if tc.topK == 1 && strings.Trim(want.Choices[0].Text, " ") != "" {
+				t.Errorf("top_k 1 gave %q, want spaces only", want.Choices[0].Text)
+			}
+			if tc.topK == 3 && strings.Trim(want.Choices[0].Text, " et") != "" {
+				t.Errorf("top_k 3 gave %q, want only ' ', 'e' and 't'", want.Choices[0].Text)
+			}
+			// Base weights at least 0.3 × the space's 17000: " etaoin".
+			if tc.minP == 0.3 && strings.Trim(want.Choices[0].Text, " etaoin") != "" {
+				t.Errorf("min_p 0.3 gave %q, want only bytes of \" etaoin\"", want.Choices[0].Text)
+			}
+		}
+	}
+	waitFor(t, "P to free every lease", func() bool { return c.pHeld(t) == 0 })
 }

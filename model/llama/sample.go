@@ -13,7 +13,9 @@ import (
 // smallest id on ties (NaN logits never win). Otherwise the distribution
 // p_i ∝ exp((l_i − max)/Temperature), computed in float64; with TopP in
 // (0, 1) only the smallest set of most probable ids whose mass reaches
-// TopP is kept (ties broken by smaller id first). The draw is a uniform
+// TopP is kept (ties broken by smaller id first). Before TopP, MinP in
+// (0, 1] drops the ids whose probability is under MinP times the largest
+// and TopK > 0 keeps the TopK most probable (same tie order). The draw is a uniform
 // u = PRF(Seed, position) in [0, 1): the chosen id is the first, in
 // increasing id order (nucleus order with TopP), whose cumulative mass
 // exceeds u × total. The same (logits, Seed, position, parameters) give the
@@ -25,6 +27,13 @@ func (e *Executor) sample(s *model.Seq, logits []float32) int32 {
 	}
 	if !(topP > 0 && topP < 1) {
 		topP = 1
+	}
+	topK, minP := s.Sampling.TopK, s.Sampling.MinP
+	if topK >= len(logits) {
+		topK = 0
+	}
+	if !(minP > 0 && minP <= 1) {
+		minP = 0
 	}
 	mx := logits[argmax(logits)]
 	if math.IsNaN(float64(mx)) || math.IsInf(float64(mx), 0) {
@@ -40,11 +49,14 @@ func (e *Executor) sample(s *model.Seq, logits []float32) int32 {
 		if !math.IsNaN(float64(l)) {
 			v = math.Exp((float64(l) - float64(mx)) / t)
 		}
+		if v < minP { // the largest probability is exp(0) = 1
+			v = 0
+		}
 		p[i] = v
 		total += v
 	}
 	u := uniform(s.Sampling.Seed, uint64(len(s.Tokens)))
-	if topP == 1 {
+	if topP == 1 && topK <= 0 {
 		target := u * total
 		acc := 0.0
 		for i, v := range p {
@@ -71,6 +83,13 @@ func (e *Executor) sample(s *model.Seq, logits []float32) int32 {
 		}
 		return int(a - b)
 	})
+	if topK > 0 {
+		total = 0
+		for _, id := range ord[:topK] {
+			total += p[id]
+		}
+		ord = ord[:topK]
+	}
 	kept, acc := len(ord), 0.0
 	for i, id := range ord {
 		acc += p[id]

@@ -70,7 +70,7 @@ func New(p Profile, pool *kvblock.Pool, modelSeed uint64) *Executor {
 		prefixLimit: maxPrefixEntries,
 		tables:      make(map[shapeKey]*table),
 	}
-	e.base = *buildTable(1, 1)
+	e.base = *buildTable(1, 1, 0, 0)
 	return e
 }
 
@@ -231,7 +231,7 @@ func (e *Executor) contextDigest(s *model.Seq) uint64 {
 // probability EOSProbability whatever the parameters.
 func (e *Executor) sample(s *model.Seq) int32 {
 	c := e.contextDigest(s)
-	k, sampled := sanitize(s.Sampling.Temperature, s.Sampling.TopP)
+	k, sampled := sanitize(s.Sampling)
 	var r uint64
 	tb := &e.base
 	if !sampled {
@@ -247,7 +247,7 @@ func (e *Executor) sample(s *model.Seq) int32 {
 }
 
 func (e *Executor) shaped(k shapeKey) *table {
-	if k.temperature == 1 && k.topP == 1 {
+	if k == (shapeKey{temperature: 1, topP: 1}) {
 		return &e.base
 	}
 	if t, ok := e.tables[k]; ok {
@@ -256,7 +256,7 @@ func (e *Executor) shaped(k shapeKey) *table {
 	if len(e.tables) >= maxTables {
 		clear(e.tables)
 	}
-	t := buildTable(k.temperature, k.topP)
+	t := buildTable(k.temperature, k.topP, k.topK, k.minP)
 	e.tables[k] = t
 	return t
 }

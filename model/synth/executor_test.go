@@ -304,7 +304,7 @@ func corruptionTrial(t *testing.T, full bool, seed uint64, damage func(h *harnes
 // collisionProbability is Σ p_i² over the greedy distribution including
 // EOS: the chance that two independent contexts sample the same next token.
 func collisionProbability(p Profile) float64 {
-	tb := buildTable(1, 1)
+	tb := buildTable(1, 1, 0, 0)
 	sum, prev := p.EOSProbability*p.EOSProbability, uint64(0)
 	for _, c := range tb.cum {
 		q := float64(c-prev) / (1 << 32) * (1 - p.EOSProbability)

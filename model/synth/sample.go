@@ -2,6 +2,8 @@ package synth
 
 import (
 	"math"
+
+	"github.com/kvlease/kvlease/model"
 )
 
 // baseChars is the readable byte distribution every sampled byte comes
@@ -43,14 +45,18 @@ func (t *table) pick(x uint32) int32 {
 type shapeKey struct {
 	temperature float64
 	topP        float64
+	topK        int
+	minP        float64
 }
 
 // maxTables bounds the executor's cache of shaped tables; at the bound it is
 // cleared (tables are cheap to rebuild and results do not depend on it).
 const maxTables = 64
 
-// buildTable shapes the base distribution with temperature t (> 0) and
-// nucleus topP (in (0, 1]):
+// buildTable shapes the base distribution with temperature t (> 0), then
+// keeps the topK most probable bytes (0: all) and those at least minP times
+// as probable as the most probable (0: all), then applies nucleus topP (in
+// (0, 1]) to what is left:
 //
 //   - temperature: p_i ∝ w_i^(1/t), computed as exp((ln w_i − ln w_max)/t).
 //     t < 1 sharpens towards the frequent bytes (t → 0 gives spaces only),
@@ -61,15 +67,26 @@ const maxTables = 64
 // The shaped probabilities keep the base order, so the nucleus is a prefix.
 // It uses math.Log and math.Exp: tables are deterministic on a platform;
 // across platforms a threshold may differ in its last bit.
-func buildTable(t, topP float64) *table {
+func buildTable(t, topP float64, topK int, minP float64) *table {
 	n := len(baseChars)
+	if topK > 0 && topK < n {
+		n = topK // the base order is by decreasing probability
+	}
 	p := make([]float64, n)
 	lmax := math.Log(baseChars[0].w)
-	for i, c := range baseChars {
+	for i, c := range baseChars[:n] {
 		if t == 1 {
 			p[i] = c.w
 		} else {
 			p[i] = math.Exp((math.Log(c.w) - lmax) / t)
+		}
+	}
+	if minP > 0 {
+		for i := 1; i < n; i++ { // p[0] is the largest
+			if p[i] < minP*p[0] {
+				n, p = i, p[:i]
+				break
+			}
 		}
 	}
 	total := 0.0
@@ -102,14 +119,21 @@ func buildTable(t, topP float64) *table {
 // is greedy (ok false). TopP outside (0, 1) or NaN disables nucleus sampling:
 // the engine validates parameters at the edge; here bad values must not
 // panic or grow the table cache.
-func sanitize(temperature, topP float64) (k shapeKey, ok bool) {
-	if !(temperature > 0) {
+func sanitize(s model.Sampling) (k shapeKey, ok bool) {
+	if !(s.Temperature > 0) {
 		return shapeKey{}, false
 	}
-	if !(topP > 0 && topP < 1) {
-		topP = 1
+	k = shapeKey{temperature: s.Temperature, topP: s.TopP, minP: s.MinP}
+	if !(k.topP > 0 && k.topP < 1) {
+		k.topP = 1
 	}
-	return shapeKey{temperature: temperature, topP: topP}, true
+	if s.TopK > 0 && s.TopK < len(baseChars) {
+		k.topK = s.TopK
+	}
+	if !(k.minP > 0 && k.minP <= 1) {
+		k.minP = 0
+	}
+	return k, true
 }
 
 // isEOS decides EOS from the top 53 bits of r: probability p exactly.

@@ -172,7 +172,7 @@ func TestTemperatureAndTopPShape(t *testing.T) {
 
 func TestBuildTable(t *testing.T) {
 	for _, tc := range []struct{ t, topP float64 }{{1, 1}, {0.3, 1}, {3, 0.9}, {1e-9, 1}, {1e9, 1}, {1, 1e-9}, {math.Inf(1), 1}} {
-		tb := buildTable(tc.t, tc.topP)
+		tb := buildTable(tc.t, tc.topP, 0, 0)
 		if len(tb.toks) == 0 || len(tb.toks) != len(tb.cum) || tb.cum[len(tb.cum)-1] != 1<<32 {
 			t.Fatalf("%+v: bad table %+v", tc, tb)
 		}
@@ -198,5 +198,49 @@ func TestTableCacheBound(t *testing.T) {
 		if len(h.ex.tables) > maxTables {
 			t.Fatalf("%d shaped tables cached, limit %d", len(h.ex.tables), maxTables)
 		}
+	}
+}
+
+// top_k keeps the k most frequent bytes, min_p those at least min_p times
+// as probable as the most probable; both only when sampling.
+func TestTopKAndMinPShape(t *testing.T) {
+	const n = 8000
+	kept := func(s model.Sampling) map[int32]bool {
+		f := map[int32]bool{}
+		for _, tok := range sampleMany(t, tinyProfile(), n, s, 8) {
+			if tok != EOSToken {
+				f[tok] = true
+			}
+		}
+		return f
+	}
+	want := func(name string, got map[int32]bool, bytes string) {
+		t.Helper()
+		if len(got) != len(bytes) {
+			t.Errorf("%s: sampled %d distinct bytes, want %q", name, len(got), bytes)
+		}
+		for _, b := range []byte(bytes) {
+			if !got[int32(b)] {
+				t.Errorf("%s: never sampled %q", name, b)
+			}
+		}
+	}
+	want("top_k 1", kept(model.Sampling{Temperature: 1, TopP: 1, TopK: 1, Seed: 2}), " ")
+	want("top_k 3", kept(model.Sampling{Temperature: 1, TopP: 1, TopK: 3, Seed: 2}), " et")
+	// At temperature 1, weights at least half of the space's 17000.
+	want("min_p 0.5", kept(model.Sampling{Temperature: 1, TopP: 1, MinP: 0.5, Seed: 2}), " e")
+	// Filters compose: top_k 5 then min_p 0.38 (6536/17000 ≈ 0.384 keeps 'a').
+	want("top_k 5 min_p 0.38", kept(model.Sampling{Temperature: 1, TopP: 1, TopK: 5, MinP: 0.38, Seed: 2}), " eta")
+	// Disabled values change nothing; greedy ignores the filters.
+	base := sampleMany(t, tinyProfile(), 200, model.Sampling{Temperature: 1, TopP: 1, Seed: 4}, 8)
+	for _, s := range []model.Sampling{{TopK: 0}, {TopK: -1}, {TopK: len(baseChars)}, {MinP: 0}, {MinP: -1}, {MinP: 2}, {MinP: math.NaN()}} {
+		s.Temperature, s.TopP, s.Seed = 1, 1, 4
+		if !equalTokens(base, sampleMany(t, tinyProfile(), 200, s, 8)) {
+			t.Errorf("%+v differs from no filter", s)
+		}
+	}
+	greedy := sampleMany(t, tinyProfile(), 200, model.Sampling{}, 8)
+	if !equalTokens(greedy, sampleMany(t, tinyProfile(), 200, model.Sampling{TopK: 1, MinP: 0.9}, 8)) {
+		t.Error("greedy decoding changed under top_k/min_p")
 	}
 }

@@ -1,0 +1,48 @@
+package llama
+
+import (
+	"testing"
+
+	"github.com/kvlease/kvlease/model"
+)
+
+// top_k and min_p restrict the draw to the documented ids; disabled values
+// and greedy decoding are unaffected.
+func TestSampleTopKMinP(t *testing.T) {
+	// Probabilities at temperature 1 ∝ exp(logit): ids 3, 0, 2, 1, 4 in
+	// decreasing order (exp(-1) ≈ 0.37, exp(-2) ≈ 0.14, ...).
+	logits := []float32{-1, -3, -2, 0, -4}
+	var e Executor
+	draw := func(s model.Sampling) map[int32]bool {
+		got := map[int32]bool{}
+		toks := make([]int32, 0, 64)
+		for pos := 0; pos < 3000; pos++ {
+			toks = toks[:0]
+			for i := 0; i < pos%64; i++ {
+				toks = append(toks, 0)
+			}
+			s.Seed = uint64(pos / 64)
+			got[e.sample(&model.Seq{Tokens: toks, Sampling: s}, logits)] = true
+		}
+		return got
+	}
+	check := func(name string, got map[int32]bool, want ...int32) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Errorf("%s: drew %v, want %v", name, got, want)
+		}
+		for _, id := range want {
+			if !got[id] {
+				t.Errorf("%s: never drew %d", name, id)
+			}
+		}
+	}
+	check("no filter", draw(model.Sampling{Temperature: 1, TopP: 1}), 0, 1, 2, 3, 4)
+	check("top_k 1", draw(model.Sampling{Temperature: 1, TopP: 1, TopK: 1}), 3)
+	check("top_k 2", draw(model.Sampling{Temperature: 1, TopP: 1, TopK: 2}), 3, 0)
+	check("min_p 0.3", draw(model.Sampling{Temperature: 1, TopP: 1, MinP: 0.3}), 3, 0)
+	check("min_p 0.1", draw(model.Sampling{Temperature: 1, TopP: 1, MinP: 0.1}), 3, 0, 2)
+	check("top_k 3 min_p 0.3", draw(model.Sampling{Temperature: 1, TopP: 1, TopK: 3, MinP: 0.3}), 3, 0)
+	check("top_k too large", draw(model.Sampling{Temperature: 1, TopP: 1, TopK: 9}), 0, 1, 2, 3, 4)
+	check("greedy ignores them", draw(model.Sampling{TopK: 3, MinP: 0.5}), 3)
+}
