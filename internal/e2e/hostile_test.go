@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,5 +260,47 @@ func TestWrongEndpointFallsBack(t *testing.T) {
 				t.Errorf("kvlease_transfer_peers_failing{reason=%q} = %v", fell, n)
 			}
 		})
+	}
+}
+
+// TestStoppedPrefillEngineFallsBack is S28 with a real prefill engine
+// process stopped by SIGSTOP after it granted the lease: its kernel still
+// completes connections, nothing answers. The decode engine answers by
+// recomputing, with the default 30 s lease, the fallback counted as
+// handshake_timeout.
+func TestStoppedPrefillEngineFallsBack(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pe := serve(t, "--role", "prefill", "--transfer-port", "0", "--profile", "tiny", "--model", modelName,
+		"--cluster-secret-file", secretFile, "--log-level", "warn")
+	d := startEngine(t, engineOpts{role: engine.RoleDecode})
+	status, m := postJSON(t, pe.url+"/v1/completions", `{"model":"`+modelName+`","prompt":"`+pdPrompt+`","max_tokens":1,`+
+		`"kv_transfer_params":{"do_remote_decode":true}}`, "X-Request-Id", "stopped-1")
+	if status != 200 || m["kv_transfer_params"] == nil {
+		t.Fatalf("prefill %d %v", status, m)
+	}
+	kv := m["kv_transfer_params"].(map[string]any)
+	if ms, _ := kv["lease_expires_in_ms"].(float64); ms < 29000 {
+		t.Fatalf("lease %v, want the default 30 s", kv["lease_expires_in_ms"])
+	}
+	pid := pe.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	dc := d.client(option.WithHeader("X-Request-Id", "stopped-1"))
+	start := time.Now()
+	got, err := dc.Completions.New(context.Background(), completion(pdPrompt, 4), option.WithJSONSet("kv_transfer_params", kv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("answered in %v with a %v ms lease", time.Since(start).Round(time.Millisecond), kv["lease_expires_in_ms"])
+	if got.Usage.CompletionTokens == 0 || got.Usage.PromptTokensDetails.CachedTokens != 0 {
+		t.Errorf("usage %+v: want a recomputed prompt", got.Usage)
+	}
+	if n := d.metric(t, `kvlease_remote_prefill_fallbacks_total{model_name="`+modelName+`",reason="handshake_timeout"}`); n != 1 {
+		t.Errorf("fallbacks with reason handshake_timeout: %v, want 1", n)
 	}
 }
