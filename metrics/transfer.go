@@ -96,6 +96,11 @@ var transferMetrics = []snapshotMetric{
 		},
 	},
 	{
+		name: "kvlease_lease_reads_of_freed_blocks_total", kind: counter,
+		help: "Under --release-policy vllm: READs of a lease that had ended, which vLLM's design serves from freed blocks (silent corruption risked); refused here. Always 0 under the other policies, which tell the decoder.",
+		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(producer(s).FreedReads)) },
+	},
+	{
 		name: "kvlease_transfer_auth_failures_total", kind: counter,
 		help: "Transfer sessions that failed the cluster-secret handshake.",
 		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(producer(s).AuthFailures)) },

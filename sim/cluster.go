@@ -125,6 +125,17 @@ type Node struct {
 	// past are the producer's lease block-seconds of earlier lives (a
 	// restart starts a fresh core).
 	pastRead, pastUnread float64
+	pastFreedReads       int
+}
+
+// FreedReads returns the producer's reads of freed blocks over all the
+// node's lives (xfer.ProducerStats.FreedReads).
+func (n *Node) FreedReads() int {
+	k := n.pastFreedReads
+	if p := n.Core.Producer(); p != nil && !n.Crashed {
+		k += int(p.Stats().FreedReads)
+	}
+	return k
 }
 
 // BlockSeconds returns the block-seconds held by this node's leases over

@@ -24,6 +24,7 @@ func (c *Cluster) crash(n *Node) {
 	c.mix(traceCrash, hashString(string(n.Name)))
 	n.lastFault = c.Now
 	n.pastRead, n.pastUnread = n.BlockSeconds()
+	n.pastFreedReads = n.FreedReads()
 	n.Crashed = true
 	n.Hung = false
 	for _, pc := range n.backlog {

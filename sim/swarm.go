@@ -245,6 +245,10 @@ type Result struct {
 	// EarlyFrees counts leases that expired while a reachable decoder was
 	// waiting for them.
 	EarlyFrees int
+	// FreedReads counts READs of ended leases that vLLM's design would
+	// have served from freed blocks (policy vllm only; the other policies
+	// tell D, and refuse): the silent-corruption risk.
+	FreedReads int
 	// Released counts lease releases by reason, over every P.
 	Released map[string]int
 	// LastRelease is when the last lease ended (0: no lease ended): under
@@ -781,6 +785,7 @@ func summarize(c *Cluster, reqs []*Req, res *Result) {
 	}
 	res.Released = map[string]int{}
 	for _, n := range c.Nodes {
+		res.FreedReads += n.FreedReads()
 		read, unread := n.BlockSeconds()
 		res.ReadBlockSeconds += read
 		res.UnreadBlockSeconds += unread

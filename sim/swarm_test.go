@@ -77,7 +77,7 @@ func TestSwarmFresh(t *testing.T) {
 
 func TestSwarmOtherPolicies(t *testing.T) {
 	n := max(swarmSeeds()/10, 4)
-	for _, pol := range []xfer.Policy{xfer.PolicyVLLMLease, xfer.PolicyLegacyTimeout} {
+	for _, pol := range []xfer.Policy{xfer.PolicyVLLM, xfer.PolicyVLLMLease, xfer.PolicyLegacyTimeout} {
 		for i := range n {
 			if _, err := RunSeed(*seedFlag+uint64(i), Options{Policy: pol}); err != nil {
 				t.Fatal(err)

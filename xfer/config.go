@@ -24,6 +24,20 @@ const (
 	// timeout, no heartbeats, no rejection notice, abort after finish
 	// ignored.
 	PolicyLegacyTimeout
+	// PolicyVLLM is vLLM's merged lease design exactly (PR #41383,
+	// docs/design/nixl_kv_cache_lease.md): a per-request lease of 30 s from
+	// the grant; D heartbeats every lease/6 from when the request enters
+	// its waiting queue (on its regular cadence: no immediate claim), each
+	// extending to max(old, now + lease·2/3); heartbeats are one-way
+	// notifications (no RENEW_ACK), so D is never told that a lease is
+	// gone and keeps no view of its expiry; no session binding, no claim
+	// deadline, abort after finish ignored; D tells P only of a completed
+	// read and of a rejection before admission (PR #41269), not of its
+	// own aborts or fallbacks. A READ after the lease ended would read
+	// freed blocks in vLLM (only logged there): P counts it
+	// (ProducerStats.FreedReads), the silent-corruption risk, and — having
+	// nothing to serve that is not freed memory — refuses it.
+	PolicyVLLM
 )
 
 // ParsePolicy parses a --release-policy value.
@@ -35,8 +49,10 @@ func ParsePolicy(s string) (Policy, error) {
 		return PolicyVLLMLease, nil
 	case "legacy-timeout":
 		return PolicyLegacyTimeout, nil
+	case "vllm":
+		return PolicyVLLM, nil
 	}
-	return 0, fmt.Errorf("xfer: unknown release policy %q (want lease, vllm-lease or legacy-timeout)", s)
+	return 0, fmt.Errorf("xfer: unknown release policy %q (want lease, vllm, vllm-lease or legacy-timeout)", s)
 }
 
 func (p Policy) String() string {
@@ -47,12 +63,15 @@ func (p Policy) String() string {
 		return "vllm-lease"
 	case PolicyLegacyTimeout:
 		return "legacy-timeout"
+	case PolicyVLLM:
+		return "vllm"
 	}
 	return fmt.Sprintf("Policy(%d)", p)
 }
 
-// Policies lists every policy, for reports.
-var Policies = []Policy{PolicyLease, PolicyVLLMLease, PolicyLegacyTimeout}
+// Policies lists every policy, for reports: kvlease's, then vLLM's merged
+// design and its approximation, then the fixed timeout before leases.
+var Policies = []Policy{PolicyLease, PolicyVLLM, PolicyVLLMLease, PolicyLegacyTimeout}
 
 // Fallback is what D does when it cannot get a remote prefix.
 type Fallback uint8
@@ -184,7 +203,7 @@ func (c Config) WithLease(d time.Duration) Config {
 // Validate reports the first problem with c, naming the setting.
 func (c Config) Validate() error {
 	switch {
-	case c.Policy > PolicyLegacyTimeout:
+	case c.Policy > PolicyVLLM:
 		return fmt.Errorf("xfer: unknown policy %d", c.Policy)
 	case c.LeaseDuration <= 0:
 		return fmt.Errorf("xfer: lease duration must be positive, got %v", c.LeaseDuration)
@@ -241,6 +260,22 @@ func (c Config) ClaimsLeases() bool { return c.Policy == PolicyLease && c.ClaimT
 
 // NotifiesRejection reports whether D tells P it rejected a request.
 func (c Config) NotifiesRejection() bool { return c.Policy != PolicyLegacyTimeout }
+
+// NotifiesDrop reports whether D tells P (RELEASE aborted or fallback)
+// that it gave up a pull it had admitted: not under legacy-timeout, nor
+// under vLLM's design, where D only stops heartbeating.
+func (c Config) NotifiesDrop() bool { return c.NotifiesRejection() && c.Policy != PolicyVLLM }
+
+// TellsExpiry reports whether P answers a RENEW (RENEW_ACK with each
+// lease's time left or why it is gone) and D keeps its own view of each
+// lease's expiry, falling back when it passes. Not under vLLM's design,
+// whose heartbeats are one-way: there D learns nothing until it reads.
+func (c Config) TellsExpiry() bool { return c.Policy != PolicyVLLM }
+
+// ClaimsAtOnce reports whether D renews a lease as soon as it enqueues
+// the pull rather than at its peer's next heartbeat (vLLM's design sends
+// the first heartbeat on its regular cadence).
+func (c Config) ClaimsAtOnce() bool { return c.Heartbeats() && c.Policy != PolicyVLLM }
 
 // MaxExpiresIn is the longest time a lease can have left at any instant
 // under this configuration, and so the bound on a RENEW_ACK's ExpiresInMs:

@@ -56,6 +56,15 @@ func TestPolicyPredicates(t *testing.T) {
 		{PolicyLease, true, true, true, true},
 		{PolicyVLLMLease, true, false, false, true},
 		{PolicyLegacyTimeout, false, false, false, false},
+		{PolicyVLLM, true, false, false, true},
+	}
+	for _, p := range Policies {
+		c := DefaultConfig(p)
+		vllm := p == PolicyVLLM
+		if c.TellsExpiry() == vllm || c.ClaimsAtOnce() != (c.Heartbeats() && !vllm) ||
+			c.NotifiesDrop() != (c.NotifiesRejection() && !vllm) || c.ClaimsLeases() != (p == PolicyLease) {
+			t.Errorf("%v: tells expiry %v, claims at once %v, notifies drop %v", p, c.TellsExpiry(), c.ClaimsAtOnce(), c.NotifiesDrop())
+		}
 	}
 	for _, tc := range cases {
 		c := DefaultConfig(tc.p)

@@ -251,10 +251,13 @@ func (c *Consumer) Enqueue(now clock.Instant, r PullRequest) bool {
 		panic(fmt.Sprintf("xfer: request %d enqueued twice", r.Req))
 	}
 	p := &pull{PullRequest: r, peer: c.peer(r.Remote.Addr), deadline: now.Add(r.Remote.ExpiresIn)}
+	if !c.cfg.TellsExpiry() {
+		p.deadline = clock.Never // vLLM's D keeps no view of a lease's expiry
+	}
 	c.byReq[r.Req] = p
 	c.queue = append(c.queue, p)
-	if c.cfg.Heartbeats() && p.peer.heartbeat > now {
-		p.peer.heartbeat = now // bind the lease to us right away
+	if c.cfg.ClaimsAtOnce() && p.peer.heartbeat > now {
+		p.peer.heartbeat = now // claim the lease (and bind it to us) right away
 	}
 	return true
 }
@@ -562,7 +565,7 @@ func (c *Consumer) finish(now clock.Instant, p *pull, o Outcome, release wire.Re
 		p.inbound = 0
 	}
 	c.remove(p)
-	if release != 0 && (c.cfg.NotifiesRejection() || release == wire.ReasonReadDone) {
+	if release != 0 && (c.cfg.NotifiesDrop() || release == wire.ReasonReadDone) {
 		c.notify(now, p.peer, p.Remote.Lease, p.Remote.Token, release, p.deadline)
 	}
 	if o == FellBack || o == Failed {

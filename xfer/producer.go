@@ -98,7 +98,13 @@ type ProducerStats struct {
 	ReadsServed, ReadsRefused            uint64
 	// ReadsBusy counts READs refused with StatusBusy because
 	// MaxServedReads reads were in flight.
-	ReadsBusy    uint64
+	ReadsBusy uint64
+	// FreedReads counts READs of a lease that had ended (or that P does
+	// not know, having restarted) under PolicyVLLM: in vLLM they read
+	// freed blocks, which may hold another request's KV by then — silent
+	// corruption. Refused here, like every such READ under the other
+	// policies, where they are not counted as such (D is told).
+	FreedReads   uint64
 	BytesServed  uint64
 	AuthFailures uint64
 }

@@ -247,12 +247,20 @@ func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.R
 		}
 		ack.Results = append(ack.Results, res)
 	}
-	p.out = append(p.out, Envelope{Session: s, Msg: ack})
+	if p.cfg.TellsExpiry() {
+		p.out = append(p.out, Envelope{Session: s, Msg: ack})
+	} // else vLLM's heartbeats are one-way: D is told nothing
 }
 
 func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
 	refuse := func(st wire.Status) {
 		p.stats.ReadsRefused++
+		if !p.cfg.TellsExpiry() && readsFreed(st) {
+			// vLLM's P would have let this read of an ended lease's
+			// blocks through (they may hold another request's KV by now)
+			// and only logged it: counted, then refused all the same.
+			p.stats.FreedReads++
+		}
 		p.out = append(p.out, Envelope{Session: s, Msg: &wire.ReadEnd{ReadID: m.ReadID, Lease: m.Lease, Status: st}})
 	}
 	key := readKey{s, m.ReadID}
@@ -363,4 +371,15 @@ func (p *Producer) handleRelease(now clock.Instant, s SessionID, m *wire.Release
 		st = wire.StatusReleased // already gone: the release is satisfied
 	}
 	p.out = append(p.out, Envelope{Session: s, Msg: &wire.ReleaseAck{Lease: m.Lease, Status: st}})
+}
+
+// readsFreed reports whether a READ refused with st names a lease whose
+// blocks were freed (it ended, or P restarted since): under vLLM's design
+// such a read is served from freed memory.
+func readsFreed(st wire.Status) bool {
+	switch st {
+	case wire.StatusExpired, wire.StatusReleased, wire.StatusRevoked, wire.StatusUnknownLease:
+		return true
+	}
+	return false
 }

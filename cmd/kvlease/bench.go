@@ -216,7 +216,7 @@ func addLocalClusterFlags(fs *flag.FlagSet) *localClusterFlags {
 	fs.IntVar(&lc.prefill, "prefill", 1, "--scenario: prefill engines")
 	fs.IntVar(&lc.decode, "decode", 2, "--scenario: decode engines")
 	fs.StringVar(&lc.profile, "profile", "tiny", "--scenario: the engines' model profile (kvlease serve --profile)")
-	fs.StringVar(&lc.releasePolicy, "release-policy", "lease", "--scenario: the engines' release policy: lease, vllm-lease or legacy-timeout")
+	fs.StringVar(&lc.releasePolicy, "release-policy", "lease", "--scenario: the engines' release policy: lease, vllm, vllm-lease or legacy-timeout")
 	fs.DurationVar(&lc.kvLease, "kv-lease", 0, "--scenario: the engines' --kv-lease (0: serve's default, 30s; legacy-timeout 480s)")
 	fs.StringVar(&lc.serveArgs, "serve-args", "", "--scenario: more flags for every engine, space-separated")
 	fs.StringVar(&lc.prefillArgs, "prefill-args", "", "--scenario: more flags for the prefill engines only")
@@ -240,7 +240,7 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 	}
 	policy, err := xfer.ParsePolicy(lc.releasePolicy)
 	if err != nil {
-		return nil, fmt.Errorf("--release-policy %q: want lease, vllm-lease or legacy-timeout", lc.releasePolicy)
+		return nil, fmt.Errorf("--release-policy %q: want lease, vllm, vllm-lease or legacy-timeout", lc.releasePolicy)
 	}
 	switch {
 	case lc.prefill < 1 || lc.prefill > cluster.MaxEngines:

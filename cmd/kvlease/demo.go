@@ -107,7 +107,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	for _, name := range strings.Split(*policies, ",") {
 		p, err := xfer.ParsePolicy(strings.TrimSpace(name))
 		if err != nil {
-			return o, fmt.Errorf("--policies %q: %q is not lease, vllm-lease or legacy-timeout", *policies, name)
+			return o, fmt.Errorf("--policies %q: %q is not lease, vllm, vllm-lease or legacy-timeout", *policies, name)
 		}
 		o.policies = append(o.policies, p)
 	}

@@ -24,6 +24,20 @@ type faultMix struct {
 	AbortShare float64       `json:"abort_share"`      // share of clients that leave early
 	CrashAt    time.Duration `json:"crash_d0_at_ns"`   // d0 is killed then (0: never)
 	RestartFor time.Duration `json:"restart_after_ns"` // and restarted this much later
+	// PartitionAt, PartitionFor: p0 and d1 are cut off from each other
+	// then, for this long (0: never). The report's second table cuts them
+	// for longer than a lease: leases of requests waiting at d1 expire.
+	PartitionAt  time.Duration `json:"partition_p0_d1_at_ns,omitempty"`
+	PartitionFor time.Duration `json:"partition_for_ns,omitempty"`
+}
+
+// partitioned is m with p0 and d1 cut off from each other from 1 s for
+// 4 s, longer than the 3 s lease: under every policy the leases of
+// requests waiting at d1 expire; under vllm d1 is not told and reads
+// them when the partition heals (reads of freed blocks).
+func (m faultMix) partitioned() faultMix {
+	m.PartitionAt, m.PartitionFor = time.Second, 4*time.Second
+	return m
 }
 
 // defaultFaultMix is sim.StandardFaults with 400 requests from seed 1.
@@ -47,6 +61,9 @@ func (m faultMix) profile() sim.Profile {
 	if m.CrashAt > 0 {
 		p.Script = []sim.Fault{{Kind: sim.FaultCrash, Node: "d0", At: m.CrashAt, For: m.RestartFor}}
 	}
+	if m.PartitionFor > 0 {
+		p.Script = append(p.Script, sim.Fault{Kind: sim.FaultPartition, Node: "p0", Peer: "d1", At: m.PartitionAt, For: m.PartitionFor})
+	}
 	return p
 }
 
@@ -56,7 +73,7 @@ func (m faultMix) options(pol xfer.Policy) sim.Options {
 	p := m.profile()
 	safety := 3 * time.Second
 	if p.Rate > 0 {
-		safety = max(safety, time.Duration(1.25*float64(m.Requests)/p.Rate*float64(time.Second)), m.CrashAt+m.RestartFor)
+		safety = max(safety, time.Duration(1.25*float64(m.Requests)/p.Rate*float64(time.Second)), m.CrashAt+m.RestartFor, m.PartitionAt+m.PartitionFor)
 	}
 	return sim.Options{Policy: pol, Requests: m.Requests, Profile: &p, SafetyPhase: safety}
 }
@@ -76,6 +93,10 @@ type policyRow struct {
 	// EarlyFrees are leases that expired while a reachable decoder waited
 	// for them (must be 0 under lease).
 	EarlyFrees int `json:"early_frees"`
+	// FreedReads are READs of ended leases that vLLM's design serves from
+	// freed blocks (policy vllm: silent corruption risked); the other
+	// policies tell D the lease is gone.
+	FreedReads int `json:"reads_of_freed_blocks"`
 	// Fallbacks are requests whose decoder could not pull the prefix and
 	// recomputed it (or failed).
 	Fallbacks int            `json:"fallbacks"`
@@ -97,7 +118,7 @@ func rowOf(res sim.Result) policyRow {
 		Policy: res.Policy.String(), Requests: res.Requests, Completed: res.Completed, Failed: res.Failed,
 		Aborted: res.Aborted, Goodput: res.Goodput, P99TTFTms: float64(res.P99TTFT) / float64(time.Millisecond),
 		UnreadBlockSeconds: res.UnreadBlockSeconds, ReadBlockSeconds: res.ReadBlockSeconds,
-		EarlyFrees: res.EarlyFrees, Fallbacks: res.Fallbacks, Released: res.Released,
+		EarlyFrees: res.EarlyFrees, FreedReads: res.FreedReads, Fallbacks: res.Fallbacks, Released: res.Released,
 		LastReleaseS: res.LastRelease.Seconds(), HeldAtEnd: res.HeldAtEnd, Mismatches: res.Mismatches,
 		Violations: len(res.Failures) - res.Mismatches, MismatchLog: res.Failures,
 		TraceHash: fmt.Sprintf("%016x", res.TraceHash),
@@ -136,17 +157,17 @@ func reportOK(rows []policyRow) bool {
 
 func writePolicyTable(w io.Writer, rows []policyRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tcompleted\tfailed\taborted\tgoodput req/s\tp99 TTFT ms\tunread lease block·s\tearly frees\tfallbacks\tlast lease ended s\theld at end\tfailures\t")
+	fmt.Fprintln(tw, "policy\tcompleted\tfailed\taborted\tgoodput req/s\tp99 TTFT ms\tunread lease block·s\tearly frees\treads of freed blocks\tfallbacks\tlast lease ended s\theld at end\tfailures\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%.1f\t%d\t%d\t\n",
 			r.Policy, r.Completed, r.Failed, r.Aborted, r.Goodput, r.P99TTFTms, r.UnreadBlockSeconds,
-			r.EarlyFrees, r.Fallbacks, r.LastReleaseS, r.HeldAtEnd, len(r.MismatchLog))
+			r.EarlyFrees, r.FreedReads, r.Fallbacks, r.LastReleaseS, r.HeldAtEnd, len(r.MismatchLog))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "P's lease releases by reason:")
 	var reasons []string
-	for r := wire.ReasonReadDone; r.Valid(); r++ {
+	for _, r := range wire.Reasons() {
 		reasons = append(reasons, r.String())
 	}
 	for _, r := range rows {
@@ -172,15 +193,18 @@ func writePolicyTable(w io.Writer, rows []policyRow) {
 	}
 }
 
-// writePolicyJSON writes the mix (with its full sim profile) and the rows.
-func writePolicyJSON(w io.Writer, mix faultMix, rows []policyRow) error {
+// writePolicyJSON writes the mix (with its full sim profile) and the rows,
+// then the partitioned mix and its rows.
+func writePolicyJSON(w io.Writer, mix faultMix, rows []policyRow, part faultMix, partRows []policyRow) error {
 	p := mix.profile()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
-		FaultMix faultMix    `json:"fault_mix"`
-		Profile  sim.Profile `json:"profile"`
-		Summary  string      `json:"profile_summary"`
-		Policies []policyRow `json:"policies"`
-	}{mix, p, strings.TrimSpace(p.String()), rows})
+		FaultMix    faultMix    `json:"fault_mix"`
+		Profile     sim.Profile `json:"profile"`
+		Summary     string      `json:"profile_summary"`
+		Policies    []policyRow `json:"policies"`
+		Partitioned faultMix    `json:"partitioned_fault_mix"`
+		PartRows    []policyRow `json:"partitioned_policies"`
+	}{mix, p, strings.TrimSpace(p.String()), rows, part, partRows})
 }

@@ -143,7 +143,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&sc.MaxNumBatchedTokens, "max-num-batched-tokens", sc.MaxNumBatchedTokens, "tokens computed in one step at most")
 	fs.IntVar(&sc.MaxWaiting, "max-waiting", sc.MaxWaiting, "waiting requests at most (429 with Retry-After beyond)")
 	kvLease := fs.Duration("kv-lease", 30*time.Second, "lease on a prefill's blocks; heartbeat, extension and peer grace scale with it (legacy-timeout: its one timeout, default 480s)")
-	policy := fs.String("release-policy", "lease", "when P frees leased blocks: lease, vllm-lease or legacy-timeout")
+	policy := fs.String("release-policy", "lease", "when P frees leased blocks: lease, vllm, vllm-lease or legacy-timeout")
 	claimTimeout := fs.Duration("kv-claim-timeout", 0, "lease policy: release a lease no decode engine claimed within this long as unclaimed (the proxy dropped the decode leg); default --kv-lease/6 (5s), at least that, under --kv-lease; 0s with the flag set disables it")
 	fallback := fs.String("fallback", "recompute", "decode side, when the remote KV cannot be had: recompute or fail")
 	secretFile := fs.String("cluster-secret-file", "", "file holding the secret P and D engines share (or set "+secretEnv+")")
@@ -292,7 +292,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.secret != nil {
 		p, err := xfer.ParsePolicy(*policy)
 		if err != nil {
-			return f, fmt.Errorf("--release-policy %q: want lease, vllm-lease or legacy-timeout", *policy)
+			return f, fmt.Errorf("--release-policy %q: want lease, vllm, vllm-lease or legacy-timeout", *policy)
 		}
 		tc := xfer.DefaultConfig(p)
 		if p == xfer.PolicyLegacyTimeout {
@@ -320,7 +320,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		f.transfer = &tc
 	} else {
 		if _, err := xfer.ParsePolicy(*policy); err != nil {
-			return f, fmt.Errorf("--release-policy %q: want lease, vllm-lease or legacy-timeout", *policy)
+			return f, fmt.Errorf("--release-policy %q: want lease, vllm, vllm-lease or legacy-timeout", *policy)
 		}
 		if _, err := xfer.ParseFallback(*fallback); err != nil {
 			return f, fmt.Errorf("--fallback %q: want recompute or fail", *fallback)

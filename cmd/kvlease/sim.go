@@ -63,7 +63,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "with --seeds: seeds run at once (each seed runs in one goroutine)")
 	fs.BoolVar(&f.keepGoing, "keep-going", false, "with --seeds: run every seed, whatever fails")
 	fs.DurationVar(&f.progress, "progress", 2*time.Second, "with --seeds: wall time between progress lines on stderr (0: none)")
-	fs.BoolVar(&f.report, "report", false, "run the standard fault mix (sim.StandardFaults) under lease, vllm-lease and legacy-timeout and print a table")
+	fs.BoolVar(&f.report, "report", false, "run the standard fault mix (sim.StandardFaults) under lease, vllm, vllm-lease and legacy-timeout and print a table")
 	fs.StringVar(&f.jsonOut, "json", "", "with --report: also write the report as JSON to this file (- for stdout)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -293,22 +293,27 @@ func simReport(ctx context.Context, f simFlags, stdout io.Writer) error {
 		mix.Requests = f.requests
 	}
 	rows := policyReport(mix)
+	part := mix.partitioned()
+	partRows := policyReport(part)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if f.jsonOut == "-" {
-		if err := writePolicyJSON(stdout, mix, rows); err != nil {
+		if err := writePolicyJSON(stdout, mix, rows, part, partRows); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintf(stdout, "standard fault mix (sim.StandardFaults), seed %d, %d requests; times simulated:\n%s\n\n", mix.Seed, mix.Requests, mix.profile())
 		writePolicyTable(stdout, rows)
+		fmt.Fprintf(stdout, "\nthe same with p0 and d1 partitioned at %v for %v, longer than the lease (a read of freed blocks is one vLLM serves from freed memory):\n\n",
+			part.PartitionAt, part.PartitionFor)
+		writePolicyTable(stdout, partRows)
 		if f.jsonOut != "" {
 			out, err := os.Create(f.jsonOut)
 			if err != nil {
 				return err
 			}
-			err = writePolicyJSON(out, mix, rows)
+			err = writePolicyJSON(out, mix, rows, part, partRows)
 			if cerr := out.Close(); err == nil {
 				err = cerr
 			}
@@ -317,8 +322,8 @@ func simReport(ctx context.Context, f simFlags, stdout io.Writer) error {
 			}
 		}
 	}
-	if !reportOK(rows) {
-		for _, r := range rows {
+	if all := append(append([]policyRow(nil), rows...), partRows...); !reportOK(all) {
+		for _, r := range all {
 			for _, m := range r.MismatchLog {
 				fmt.Fprintf(stdout, "%s: %s\n", r.Policy, firstLine(m))
 			}

@@ -108,18 +108,26 @@ func TestSimReport(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	var rep struct {
-		FaultMix faultMix    `json:"fault_mix"`
-		Policies []policyRow `json:"policies"`
+		FaultMix    faultMix    `json:"fault_mix"`
+		Policies    []policyRow `json:"policies"`
+		Partitioned []policyRow `json:"partitioned_policies"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
-	if len(rep.Policies) != 3 || rep.FaultMix.Requests != 400 {
+	if len(rep.Policies) != 4 || len(rep.Partitioned) != 4 || rep.FaultMix.Requests != 400 {
 		t.Fatalf("report %+v", rep)
 	}
-	lease, vllm, legacy := rep.Policies[0], rep.Policies[1], rep.Policies[2]
-	if lease.Policy != "lease" || vllm.Policy != "vllm-lease" || legacy.Policy != "legacy-timeout" {
-		t.Fatalf("policies %s %s %s", lease.Policy, vllm.Policy, legacy.Policy)
+	lease, merged, vllm, legacy := rep.Policies[0], rep.Policies[1], rep.Policies[2], rep.Policies[3]
+	if lease.Policy != "lease" || merged.Policy != "vllm" || vllm.Policy != "vllm-lease" || legacy.Policy != "legacy-timeout" {
+		t.Fatalf("policies %s %s %s %s", lease.Policy, merged.Policy, vllm.Policy, legacy.Policy)
+	}
+	// A partition longer than the lease: vLLM's design reads freed blocks
+	// when it heals; every other policy tells D and reads none.
+	for _, r := range rep.Partitioned {
+		if (r.Policy == "vllm") != (r.FreedReads > 0) {
+			t.Errorf("partitioned %s: %d reads of freed blocks", r.Policy, r.FreedReads)
+		}
 	}
 	if lease.EarlyFrees != 0 {
 		t.Errorf("lease freed %d leases early", lease.EarlyFrees)
@@ -131,7 +139,7 @@ func TestSimReport(t *testing.T) {
 		t.Errorf("unread lease block-seconds: lease %.1f, vllm-lease %.1f, legacy-timeout %.1f",
 			lease.UnreadBlockSeconds, vllm.UnreadBlockSeconds, legacy.UnreadBlockSeconds)
 	}
-	for _, r := range rep.Policies {
+	for _, r := range append(rep.Policies, rep.Partitioned...) {
 		if r.HeldAtEnd != 0 || r.Mismatches != 0 || r.Violations != 0 || r.Completed == 0 {
 			t.Errorf("%s: %+v", r.Policy, r)
 		}
