@@ -67,13 +67,13 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 16, "clients sending requests, each as soon as its previous one ended")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of prompts, lengths, aborts and invalid requests: every policy gets the same")
 	fs.StringVar(&o.out, "out", "", "directory for the plots and JSON (default: a new directory under $TMPDIR)")
-	fs.DurationVar(&o.kvLease, "kv-lease", 3*time.Second, "lease and vllm-lease: the engines' --kv-lease (serve's default is 30s; shorter so that the demo fits a minute)")
+	fs.DurationVar(&o.kvLease, "kv-lease", 3*time.Second, "lease, vllm and vllm-lease: the engines' --kv-lease (serve's default is 30s; shorter so that the demo fits a minute)")
 	fs.DurationVar(&o.legacyTimeout, "legacy-timeout", 10*time.Second, "legacy-timeout: its one fixed timeout (vLLM's is 480s; shorter so that the demo fits a minute)")
 	fs.Float64Var(&o.abortRate, "abort-rate", 0.15, "share of requests the client abandons (before the first token or mid-stream)")
 	fs.Float64Var(&o.invalidRate, "invalid-rate", 0.1, "share of requests invalid for the decode engine only (min_tokens > max_tokens): rejected after their prefill")
 	fs.IntVar(&o.decodeSeqs, "decode-max-num-seqs", 4, "each decode engine's batch: below the load, so that requests wait in the decode queues")
 	fs.IntVar(&o.prefillBlocks, "prefill-num-blocks", 512, "the prefill engine's KV blocks (16 tokens each): room for the load, not for much stranded KV")
-	policies := fs.String("policies", "lease,vllm-lease,legacy-timeout", "release policies to compare, comma-separated")
+	policies := fs.String("policies", "lease,vllm-lease,legacy-timeout", "release policies to compare, comma-separated (vllm too: vLLM's merged design)")
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
