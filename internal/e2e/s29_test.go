@@ -77,7 +77,9 @@ func TestE2ES29ReusedRequestID(t *testing.T) {
 		}
 	})
 	t.Run("direct", func(t *testing.T) {
-		e := startEngine(t, engineOpts{})
+		// The slow profile keeps A running (400 steps of 25 ms) while B is
+		// refused, however loaded the machine; A's client leaves after.
+		e := startEngine(t, engineOpts{profile: "slow"})
 		c := e.client()
 		aCtx, aLeave := context.WithCancel(ctx)
 		aStarted := make(chan struct{})
