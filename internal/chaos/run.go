@@ -64,6 +64,7 @@ type Report struct {
 	Duration                  time.Duration
 	Faults                    []Fault
 	Sent, Answered, Equal     int
+	ClientAborts              int // requests the clients hung up on purpose
 	Errors                    map[string]int
 	Released                  map[string]float64 // seen by the watch, over restarts
 	Leftover                  []string           // after settling; must be empty
@@ -150,6 +151,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	w.Stop()
 	rep.Released = w.Totals()
 	rep.Sent, rep.Answered, rep.Equal, rep.Errors, rep.Different = tally.Snapshot()
+	rep.ClientAborts = tally.Aborted
 	summarize(rep, w)
 	return rep, runErr
 }
@@ -267,8 +269,8 @@ func summarize(rep *Report, w *Watch) {
 func (r *Report) Write(out io.Writer) {
 	fmt.Fprintf(out, "seed %d, %v of faults, lease %v (heartbeat %v, peer grace %v)\n",
 		r.Seed, r.Duration, r.Lease, r.Lease/6, r.Grace)
-	fmt.Fprintf(out, "requests: %d sent, %d completed, %d/%d answers equal to the single engine; errors %v\n",
-		r.Sent, r.Answered, r.Equal, r.Answered, r.Errors)
+	fmt.Fprintf(out, "requests: %d sent, %d completed, %d/%d answers equal to the single engine, %d hung up by their client; errors %v\n",
+		r.Sent, r.Answered, r.Equal, r.Answered, r.ClientAborts, r.Errors)
 	fmt.Fprintf(out, "leases released by reason: %v\n", nonZero(r.Released))
 	fmt.Fprintf(out, "after settling: %v active leases, %v held blocks; unasked exits %d\n", r.ActiveAfter, r.HeldAfter, len(r.Unasked))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)

@@ -40,6 +40,9 @@ type Request struct {
 	Prompt int  // index into the prompts
 	Seed   int  // sampling seed; 0 is greedy
 	Stream bool // server-sent events
+	// Abort: the client hangs up after the first streamed event (streams
+	// only); the answer is not compared.
+	Abort bool
 }
 
 func (r Request) body(stream bool) []byte {
@@ -88,6 +91,9 @@ func complete(ctx context.Context, client *http.Client, base string, r Request, 
 	finished, done := false, false
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
+		if r.Abort && b.Len() > 0 {
+			return "", errClientAbort // the deferred Close hangs up
+		}
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
 			continue
@@ -113,6 +119,9 @@ func complete(ctx context.Context, client *http.Client, base string, r Request, 
 	}
 	return b.String(), nil
 }
+
+// errClientAbort ends a request the client abandoned on purpose.
+var errClientAbort = errors.New("chaos: client hung up (on purpose)")
 
 // StatusError is an HTTP answer other than 200.
 type StatusError struct {
@@ -149,6 +158,7 @@ type Result struct {
 	Err     error  // nil: answered
 	Got     string // the answer, when answered
 	Equal   bool   // the answer equals the reference's
+	Aborted bool   // the client hung up on purpose (Request.Abort)
 }
 
 // Do sends r through the proxy and compares the answer with the
@@ -164,6 +174,9 @@ func (h *Harness) Do(ctx context.Context, r Request) (Result, error) {
 	defer cancel()
 	res.Got, res.Err = complete(rctx, http.DefaultClient, h.Cluster.URL(), r, r.Stream)
 	res.Equal = res.Err == nil && res.Got == want
+	if errors.Is(res.Err, errClientAbort) {
+		res.Err, res.Aborted = nil, true
+	}
 	return res, nil
 }
 
@@ -173,6 +186,7 @@ type Tally struct {
 	Sent      int
 	Answered  int
 	Equal     int
+	Aborted   int            // hung up on purpose by the client
 	Errors    map[string]int // by kind: "HTTP 502", "connection", "stream cut", ...
 	Different []Result       // answered, but not as the reference did
 }
@@ -183,6 +197,8 @@ func (t *Tally) Add(res Result) {
 	defer t.mu.Unlock()
 	t.Sent++
 	switch {
+	case res.Aborted:
+		t.Aborted++
 	case res.Err != nil:
 		if t.Errors == nil {
 			t.Errors = map[string]int{}
@@ -210,7 +226,11 @@ func (t *Tally) Snapshot() (sent, answered, equal int, errs map[string]int, diff
 
 func (t *Tally) String() string {
 	sent, answered, equal, errs, diff := t.Snapshot()
-	return fmt.Sprintf("%d sent, %d answered, %d equal to the reference, %d different, errors %v", sent, answered, equal, len(diff), errs)
+	t.mu.Lock()
+	aborted := t.Aborted
+	t.mu.Unlock()
+	return fmt.Sprintf("%d sent, %d answered, %d equal to the reference, %d different, %d hung up by the client, errors %v",
+		sent, answered, equal, len(diff), aborted, errs)
 }
 
 func errorKind(err error) string {
@@ -268,6 +288,7 @@ func RandomRequest(rng *rand.Rand) Request {
 	if rng.IntN(2) == 0 {
 		r.Seed = 1 + rng.IntN(5)
 	}
+	r.Abort = r.Stream && rng.IntN(10) == 0
 	return r
 }
 
