@@ -142,8 +142,23 @@ func watchSignals() {
 	}()
 }
 
-// sweep deletes the namespaces and bridges of runs whose process is gone.
+// sweep deletes the namespaces and bridges of runs whose process is gone,
+// and veth ends (kvc<run>v<i>) whose run's bridge is gone: a run creates
+// its bridge before its links and deletes its links before its bridge.
 func sweep(ctx context.Context) {
+	if links, err := output(ctx, "ip", "-o", "link", "show"); err == nil {
+		for line := range strings.Lines(links) {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+			if len(name) > 8 && strings.HasPrefix(name, "kvc") && name[7] == 'v' &&
+				!strings.Contains(links, " kvc"+name[3:7]+"br:") {
+				run(ctx, "ip", "link", "del", name)
+			}
+		}
+	}
 	out, err := output(ctx, "ip", "netns", "list")
 	if err != nil {
 		return
@@ -395,6 +410,13 @@ func (n *Net) Close() error {
 	defer cancel()
 	var errs []error
 	for _, nd := range nodes {
+		// The veth pair first: a namespace outlives its name while
+		// anything holds it (a process still inside, or an orphaned TCP
+		// socket of a killed engine retransmitting into a cut link), and
+		// its veth pair with it.
+		if err := run(ctx, "ip", "link", "del", nd.host); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+			errs = append(errs, err)
+		}
 		if err := run(ctx, "ip", "netns", "del", nd.NS); err != nil && !strings.Contains(err.Error(), "No such file") {
 			errs = append(errs, err)
 		}

@@ -1,0 +1,55 @@
+package chaos
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// TestNetCloseLeavesNothing: Close removes every namespace, veth and the
+// bridge, faults in force or not.
+func TestNetCloseLeavesNothing(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	n, err := NewNet(ctx)
+	must(t, err)
+	defer n.Close()
+	a, err := n.AddNode(ctx, "a")
+	must(t, err)
+	b, err := n.AddNode(ctx, "b")
+	must(t, err)
+	must(t, n.Partition(ctx, a, b))
+	must(t, n.Lossy(ctx, a, 20))
+	must(t, n.Slow(ctx, b, "1mbit"))
+	must(t, n.Close())
+	links, err := output(ctx, "ip", "-o", "link", "show")
+	must(t, err)
+	nss, err := output(ctx, "ip", "netns", "list")
+	must(t, err)
+	if strings.Contains(links, "kvc"+n.id) || strings.Contains(nss, "-"+n.id+"-") {
+		t.Errorf("left behind:\n%s\n%s", links, nss)
+	}
+}
+
+// TestSweepRemovesOrphanLinks: a veth end of a run whose bridge is gone
+// (the namespace holding its peer outlived the run) is removed by the
+// next run.
+func TestSweepRemovesOrphanLinks(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	must(t, run(ctx, "ip", "link", "add", "kvcdeadv0", "type", "veth", "peer", "name", "kvcdeadv1"))
+	n, err := NewNet(ctx)
+	must(t, err)
+	defer n.Close()
+	if links, _ := output(ctx, "ip", "-o", "link", "show"); strings.Contains(links, "kvcdead") {
+		run(ctx, "ip", "link", "del", "kvcdeadv0")
+		t.Fatalf("an orphan veth survived the sweep:\n%s", links)
+	}
+}
