@@ -257,6 +257,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.method(w, r, http.MethodGet) {
 			s.writeJSON(w, http.StatusOK, s.modelsBody)
 		}
+	case "/tokenize":
+		if s.method(w, r, http.MethodPost) {
+			s.tokenize(w, r)
+		}
+	case "/detokenize":
+		if s.method(w, r, http.MethodPost) {
+			s.detokenize(w, r)
+		}
 	case "/health":
 		if s.method(w, r, http.MethodGet) {
 			s.health(w)
@@ -284,7 +292,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // vLLM guards (every path starting with /v1) and the abort endpoint, which
 // can end anyone's request.
 func needsKey(path string) bool {
-	return strings.HasPrefix(path, "/v1") || strings.HasPrefix(path, abortPrefix)
+	return strings.HasPrefix(path, "/v1") || strings.HasPrefix(path, abortPrefix) ||
+		path == "/tokenize" || path == "/detokenize" // they spend CPU on request
 }
 
 // method answers 405 unless r uses want (GET also admits HEAD).

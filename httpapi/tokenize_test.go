@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"fmt"
+	"io"
+	"testing"
+)
+
+func TestTokenizeDetokenize(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	_, url := newServer(t, n, nil)
+	m := readJSON(t, post(t, url+"/tokenize", `{"prompt":"Hi!","return_token_strs":true}`))
+	if fmt.Sprint(m["tokens"]) != "[72 105 33]" || m["count"] != 3.0 || m["max_model_len"] != 2048.0 ||
+		fmt.Sprint(m["token_strs"]) != "[H i !]" {
+		t.Errorf("tokenize %v", m)
+	}
+	m = readJSON(t, post(t, url+"/tokenize", `{"model":"`+testModel+`","prompt":""}`))
+	if fmt.Sprint(m["tokens"]) != "[]" || m["count"] != 0.0 || m["token_strs"] != nil {
+		t.Errorf("empty prompt %v", m)
+	}
+	// A chat counts as many tokens as the completion's usage would.
+	chat := `"messages":[{"role":"user","content":"Hello?"}]`
+	m = readJSON(t, post(t, url+"/tokenize", `{`+chat+`}`))
+	u := readJSON(t, post(t, url+"/v1/chat/completions", `{`+chat+`,"max_tokens":1}`))
+	if m["count"] != field(u, "usage", "prompt_tokens") {
+		t.Errorf("tokenize counts %v, usage %v", m["count"], field(u, "usage", "prompt_tokens"))
+	}
+	m = readJSON(t, post(t, url+"/tokenize", `{`+chat+`,"add_generation_prompt":false}`))
+	if !(m["count"].(float64) < field(u, "usage", "prompt_tokens").(float64)) {
+		t.Errorf("add_generation_prompt false counts %v", m["count"])
+	}
+	m = readJSON(t, post(t, url+"/detokenize", `{"tokens":[72,105,33]}`))
+	if m["prompt"] != "Hi!" {
+		t.Errorf("detokenize %v", m)
+	}
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		param      any
+	}{
+		{"/tokenize", `{"prompt":5}`, 400, "prompt"},
+		{"/tokenize", `{}`, 400, "prompt"},
+		{"/tokenize", `{"prompt":"a",` + chat + `}`, 400, "prompt"},
+		{"/tokenize", `{"messages":[]}`, 400, "messages"},
+		{"/tokenize", `{"model":"other","prompt":"a"}`, 404, "model"},
+		{"/tokenize", `[1]`, 400, nil},
+		{"/detokenize", `{"tokens":[1,-1]}`, 400, "tokens"},
+		{"/detokenize", `{"tokens":[99999999]}`, 400, "tokens"},
+		{"/detokenize", `{"tokens":"ab"}`, 400, "tokens"},
+		{"/detokenize", `{}`, 400, "tokens"},
+	} {
+		resp := post(t, url+tc.path, tc.body)
+		if resp.StatusCode != tc.status {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, resp.StatusCode, b)
+			continue
+		}
+		if got := field(readJSON(t, resp), "error", "param"); tc.param != nil && got != tc.param {
+			t.Errorf("%s %s: param %v, want %v", tc.path, tc.body, got, tc.param)
+		}
+	}
+	if code, _ := get(t, url+"/tokenize"); code != 405 {
+		t.Errorf("GET /tokenize %d", code)
+	}
+}
