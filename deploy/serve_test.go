@@ -1,0 +1,110 @@
+package deploy
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+// TestChartEnvStartsServe runs kvlease serve (built from this repository)
+// with the environment of each rendered engine container, the Downward API
+// and the Secret resolved as the kubelet would, and listen ports moved to
+// free ones: every KVLEASE_* variable the chart sets must be a serve flag
+// with a valid value, or serve refuses to start.
+func TestChartEnvStartsServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs kvlease")
+	}
+	bin := filepath.Join(t.TempDir(), "kvlease")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/kvlease")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, values := range []map[string]any{nil, {"topology": "llm-d"}, {"mode": "aggregated"}} {
+		r := mustRender(t, values)
+		for _, name := range keys(r.deployments) {
+			if strings.HasSuffix(name, "-proxy") {
+				continue
+			}
+			t.Run(name, func(t *testing.T) { runWithEnv(t, bin, r.deployments[name]) })
+		}
+	}
+}
+
+func runWithEnv(t *testing.T, bin string, d *appsv1.Deployment) {
+	c := container(d, "kvlease")
+	vars := map[string]string{}
+	var envList []string
+	for _, e := range c.Env {
+		v := e.Value
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			v = "127.0.0.1"
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			v = strings.Repeat("s3", 16)
+		case e.ValueFrom != nil:
+			t.Fatalf("env %s from %+v: not resolved by this test", e.Name, e.ValueFrom)
+		}
+		// $(VAR) expansion, as the kubelet does for variables defined
+		// before.
+		for k, val := range vars {
+			v = strings.ReplaceAll(v, "$("+k+")", val)
+		}
+		switch e.Name {
+		case "KVLEASE_HOST":
+			v = "127.0.0.1"
+		case "KVLEASE_PORT", "KVLEASE_TRANSFER_PORT":
+			v = "0"
+		case "KVLEASE_KV_EVENTS_ENDPOINT", "KVLEASE_KV_EVENTS_REPLAY_ENDPOINT":
+			v = "tcp://127.0.0.1:0"
+		}
+		vars[e.Name] = v
+		envList = append(envList, e.Name+"="+v)
+	}
+	cmd := exec.Command(bin, c.Args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, envList...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case l, ok := <-lines:
+		if !ok || !strings.HasPrefix(l, "kvlease serve on ") {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("serve with the chart's environment did not start: %q\n%s", l, stderr.String())
+		}
+		if !strings.Contains(l, "kv events on") || !strings.Contains(l, "role "+vars["KVLEASE_ROLE"]) {
+			t.Errorf("startup line %q", l)
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("serve did not start within 60 s\n%s", stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v\n%s", err, stderr.String())
+	}
+}
