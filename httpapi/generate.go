@@ -124,6 +124,19 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		}
 		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "prompt"
 	}
+	if n := ro.TruncatePromptTokens; n != 0 {
+		// vLLM's truncate_prompt_tokens: -1 is the context length.
+		if n < 0 {
+			n = s.ecfg.MaxModelLen
+		}
+		if len(c.prompt) > n {
+			if ro.TruncateRight {
+				c.prompt = c.prompt[:n]
+			} else {
+				c.prompt = append(c.prompt[:0], c.prompt[len(c.prompt)-n:]...)
+			}
+		}
+	}
 	if len(ro.Ignored) > 0 {
 		// vLLM's behaviour for fields it does not know: proceed, warn.
 		s.log.Warn("the request has fields kvlease does not know; they are ignored", "fields", ro.Ignored, "path", r.URL.Path)

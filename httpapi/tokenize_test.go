@@ -64,3 +64,26 @@ func TestTokenizeDetokenize(t *testing.T) {
 		t.Errorf("GET /tokenize %d", code)
 	}
 }
+
+// truncate_prompt_tokens keeps the last (or, with truncation_side "right",
+// the first) N prompt tokens: the answer is the one to that prompt.
+func TestTruncatePromptTokens(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	_, url := newServer(t, n, nil)
+	const prompt = "The quick brown fox jumps over the lazy dog"
+	ask := func(extra string) map[string]any {
+		return readJSON(t, post(t, url+"/v1/completions", `{"max_tokens":8,"seed":3,"temperature":0.9,"ignore_eos":true,`+extra+`}`))
+	}
+	for _, tc := range []struct{ extra, same string }{
+		{`"prompt":"` + prompt + `","truncate_prompt_tokens":8`, prompt[len(prompt)-8:]},
+		{`"prompt":"` + prompt + `","truncate_prompt_tokens":8,"truncation_side":"right"`, prompt[:8]},
+		{`"prompt":"` + prompt + `","truncate_prompt_tokens":-1`, prompt},
+		{`"prompt":"` + prompt + `","truncate_prompt_tokens":100`, prompt},
+	} {
+		got, want := ask(tc.extra), ask(`"prompt":"`+tc.same+`"`)
+		if field(got, "choices", 0, "text") != field(want, "choices", 0, "text") ||
+			field(got, "usage", "prompt_tokens") != float64(len(tc.same)) {
+			t.Errorf("%s: %v, want %v", tc.extra, got, want)
+		}
+	}
+}

@@ -140,8 +140,6 @@ var sharedRefused = map[string]refusal{
 	"repetition_penalty":            {nullOrNumber(1), whyPenalty},
 	"skip_special_tokens":           {nullOrBool(true), "special tokens are always skipped"},
 	"spaces_between_special_tokens": {nullOrBool(true), "special tokens are always skipped"},
-	"truncate_prompt_tokens":        {nullOnly, "prompt truncation is not implemented"},
-	"truncation_side":               {nullOnly, "prompt truncation is not implemented"},
 	"allowed_token_ids":             {nullOnly, whyTokens},
 	"bad_words":                     {isNullOrEmpty, whyTokens},
 	"prompt_logprobs":               {nullOnly, "logprobs are not implemented"},

@@ -12,8 +12,7 @@ import (
 var refusedSamples = map[string]string{
 	"frequency_penalty": `0.5`, "presence_penalty": `-1`, "logit_bias": `{"50": 10}`,
 	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "repetition_penalty": `1.2`, "skip_special_tokens": `false`,
-	"spaces_between_special_tokens": `false`, "truncate_prompt_tokens": `10`,
-	"truncation_side": `"left"`, "allowed_token_ids": `[1, 2]`, "bad_words": `["x"]`,
+	"spaces_between_special_tokens": `false`, "allowed_token_ids": `[1, 2]`, "bad_words": `["x"]`,
 	"prompt_logprobs": `1`, "logprob_token_ids": `[3]`, "return_tokens_as_token_ids": `true`,
 	"return_token_ids": `true`, "return_token_offsets": `true`,
 	"response_format":    `{"type": "json_object"}`,
@@ -176,6 +175,25 @@ func TestTopKMinP(t *testing.T) {
 		}
 		if e != nil || r.TopK != tc.topK || r.MinP != tc.minP {
 			t.Errorf("%s: %v, top_k %d min_p %v", tc.extra, e, r.TopK, r.MinP)
+		}
+	}
+}
+
+func TestTruncatePromptTokens(t *testing.T) {
+	r, e := ParseCompletionRequest([]byte(`{"prompt":"x","truncate_prompt_tokens":5,"truncation_side":"right"}`))
+	if e != nil || r.TruncatePromptTokens != 5 || !r.TruncateRight {
+		t.Fatalf("%+v %v", r, e)
+	}
+	r, e = ParseCompletionRequest([]byte(`{"prompt":"x","truncate_prompt_tokens":-1,"truncation_side":"left"}`))
+	if e != nil || r.TruncatePromptTokens != -1 || r.TruncateRight {
+		t.Fatalf("%+v %v", r, e)
+	}
+	for body, param := range map[string]string{
+		`"truncate_prompt_tokens":0`: "truncate_prompt_tokens", `"truncate_prompt_tokens":-2`: "truncate_prompt_tokens",
+		`"truncation_side":"middle"`: "truncation_side", `"truncation_side":1`: "truncation_side",
+	} {
+		if e := parseFor(true, ","+body); e == nil || e.Param != param {
+			t.Errorf("%s: got %v, want a 400 naming %s", body, e, param)
 		}
 	}
 }

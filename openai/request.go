@@ -82,6 +82,12 @@ type RequestOptions struct {
 	// KVTransferParams are the P/D parameters, nil when absent. Parse
 	// has already run Validate on them.
 	KVTransferParams *KVTransferParams
+	// TruncatePromptTokens, when positive, keeps only that many prompt
+	// tokens (vLLM's truncate_prompt_tokens; -1 means the model's
+	// context length, 0 not given); TruncateRight keeps the first ones
+	// (truncation_side "right"), else the last ones (vLLM's default).
+	TruncatePromptTokens int
+	TruncateRight        bool
 	// Ignored are the request's top-level fields kvlease does not know,
 	// sorted: vLLM ignores unknown fields with a logged warning, and so
 	// does kvlease (the HTTP edge logs them). Known fields kvlease does
@@ -149,6 +155,8 @@ type rawCommon struct {
 	Logprobs               json.RawMessage `json:"logprobs"`
 	IncludeStopStrInOutput bool            `json:"include_stop_str_in_output"`
 	KVTransferParams       json.RawMessage `json:"kv_transfer_params"`
+	TruncatePromptTokens   *int            `json:"truncate_prompt_tokens"`
+	TruncationSide         *string         `json:"truncation_side"`
 }
 
 type rawCompletion struct {
@@ -382,6 +390,21 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 		ro.CacheSalt = *raw.CacheSalt
 	}
 	ro.User = raw.User
+	if n := raw.TruncatePromptTokens; n != nil {
+		if *n < -1 || *n == 0 {
+			return kv, BadRequest("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 (the context length) or at least 1, got %d", *n)
+		}
+		ro.TruncatePromptTokens = *n
+	}
+	if side := raw.TruncationSide; side != nil {
+		switch *side {
+		case "left":
+		case "right":
+			ro.TruncateRight = true
+		default:
+			return kv, BadRequest("truncation_side", "truncation_side must be \"left\" or \"right\", got %q", *side)
+		}
+	}
 	return kv, nil
 }
 

@@ -56,7 +56,7 @@ var completionFields = []fieldCase{
 	{"cache_salt", "salt", true},
 	{"response_format", map[string]any{"type": "json_object"}, false},
 	{"guided_json", map[string]any{"type": "object"}, false},
-	{"truncate_prompt_tokens", 4, false},
+	{"truncate_prompt_tokens", 4, true},
 	{"allowed_token_ids", []int{1}, false},
 	{"return_token_ids", true, false},
 	{"request_id", "mine", false},
