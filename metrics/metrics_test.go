@@ -79,7 +79,7 @@ func TestRegistryIsConsistent(t *testing.T) {
 
 func TestScrapeExportsOffloadTiers(t *testing.T) {
 	st := engine.NodeStats{Offload: &offload.Stats{Policy: "spillover", Tiers: []offload.TierStats{
-		{Medium: offload.MediumCPU, StoredBlocks: 10, LoadedBlocks: 4, EvictedBlocks: 2, HitBlocks: 5, RefusedBlocks: 3},
+		{Medium: offload.MediumCPU, StoredBlocks: 10, LoadedBlocks: 4, EvictedBlocks: 2, HitBlocks: 5, RefusedBlocks: 3, StoreFailures: [4]uint64{6, 1, 0, 2}},
 		{Medium: offload.MediumDisk, StoredBlocks: 9, LoadedBlocks: 1, EvictedBlocks: 0, HitBlocks: 1},
 	}}}
 	text := scrape(t, New("m", fixed(st)))
@@ -91,6 +91,8 @@ func TestScrapeExportsOffloadTiers(t *testing.T) {
 		`kvlease_offload_evicted_blocks_total{medium="DISK",model_name="m",policy="spillover"} 0`,
 		`kvlease_offload_hits_total{medium="CPU",model_name="m",policy="spillover"} 5`,
 		`kvlease_offload_refused_blocks_total{medium="CPU",model_name="m",policy="spillover"} 3`,
+		`kvlease_offload_store_failed_blocks_total{medium="CPU",model_name="m",outcome="retried",policy="spillover"} 6`,
+		`kvlease_offload_store_failed_blocks_total{medium="CPU",model_name="m",outcome="refused",policy="spillover"} 2`,
 		`kvlease_offload_hits_total{medium="DISK",model_name="m",policy="spillover"} 1`,
 	} {
 		if !strings.Contains(text, want) {

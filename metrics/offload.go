@@ -41,6 +41,22 @@ var offloadMetrics = []snapshotMetric{
 		read:   offloadTiers(func(t *tierStats) uint64 { return t.RefusedBlocks }),
 	},
 	{
+		name: "kvlease_offload_store_failed_blocks_total", kind: counter,
+		help:   "KV blocks whose copy to an offload tier failed, by medium, store policy and outcome: retried after a back-off, or given up (exhausted: after the last retry; evicted: no longer in the primary pool at the retry; refused: the tier had no room); a given-up block is offered again at its request's next trigger.",
+		labels: []string{"medium", "policy", "outcome"},
+		read: func(s *engine.NodeStats, emit emitFunc) {
+			if s.Offload == nil {
+				return
+			}
+			for i := range s.Offload.Tiers {
+				t := &s.Offload.Tiers[i]
+				for o, name := range offload.StoreOutcomes {
+					emit(float64(t.StoreFailures[o]), t.Medium, s.Offload.Policy, name)
+				}
+			}
+		},
+	},
+	{
 		name: "kvlease_offload_hits_total", kind: counter,
 		help:   "KV blocks a prefix lookup found in an offload tier (missing from the primary pool) and planned to load, by medium.",
 		labels: []string{"medium", "policy"},

@@ -250,6 +250,11 @@ type Config struct {
 	// engine's valve (Coordinator.DropHeld) keeps holds from blocking the
 	// queue's head. 0: half the pool.
 	MaxHeldLoadBlocks int
+	// MaxStoreRetries is how many times the blocks of a failed store are
+	// retried, after 1, 2, 4, ... steps, before they are given up (then
+	// the request they came from offers them again at its next trigger).
+	// 0: DefaultStoreRetries; negative: none.
+	MaxStoreRetries int
 	// MaxRequests bounds the requests whose watermarks are tracked; a
 	// request beyond it is not offered by the per-request policies. 0:
 	// DefaultMaxRequests.
@@ -260,10 +265,15 @@ type Config struct {
 // prefix waits, held, for its request's admission.
 const DefaultLoadHoldSteps = 256
 
+// DefaultStoreRetries is the default number of retries of a failed store.
+const DefaultStoreRetries = 3
+
 // DefaultMaxRequests is the default bound on tracked requests.
 const DefaultMaxRequests = 1 << 16
 
 const maxRequestsLimit = 1 << 24
+
+const maxStoreRetries = 16
 
 // DefaultConfig stores on compute into the given tiers with LRU eviction
 // and the reuse filter off.
@@ -309,6 +319,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("offload: StoreThreshold must be in [0, %d], got %d", maxStoreThreshold, c.StoreThreshold)
 	case c.MaxInflightStoreBlocks < 0, c.MaxInflightLoadBlocks < 0, c.SpillAheadBlocks < 0, c.MaxHeldLoadBlocks < 0:
 		return errors.New("offload: MaxInflightStoreBlocks, MaxInflightLoadBlocks, MaxHeldLoadBlocks and SpillAheadBlocks must not be negative")
+	case c.MaxStoreRetries > maxStoreRetries:
+		return fmt.Errorf("offload: MaxStoreRetries must be at most %d, got %d", maxStoreRetries, c.MaxStoreRetries)
 	case c.MaxRequests < 0 || c.MaxRequests > maxRequestsLimit:
 		return fmt.Errorf("offload: MaxRequests must be in [0, %d], got %d", maxRequestsLimit, c.MaxRequests)
 	}
@@ -340,6 +352,9 @@ func (c Config) resolved(capacity int) Config {
 	}
 	if c.SpillAheadBlocks == 0 {
 		c.SpillAheadBlocks = max(1, capacity/16)
+	}
+	if c.MaxStoreRetries == 0 {
+		c.MaxStoreRetries = DefaultStoreRetries
 	}
 	if c.LoadHoldSteps == 0 {
 		c.LoadHoldSteps = DefaultLoadHoldSteps

@@ -60,6 +60,10 @@ type TierStats struct {
 	Capacity, Blocks int
 	// StoredBlocks completed successfully; StoreFailedBlocks did not.
 	StoredBlocks, StoreFailedBlocks uint64
+	// StoreFailures counts the failed blocks by outcome (StoreOutcomes):
+	// retried, or given up after the last retry, or at a retry because
+	// the block was evicted or the tier had no room.
+	StoreFailures [numStoreOutcomes]uint64
 	// RefusedBlocks were offered and refused by the tier (reuse filter or
 	// tier full of blocks in flight); they are offered again later.
 	RefusedBlocks uint64
@@ -104,9 +108,11 @@ type Stats struct {
 }
 
 type storeJob struct {
-	tier   int
-	hold   kvblock.HoldID
-	hashes []kvblock.Hash
+	tier    int
+	hold    kvblock.HoldID
+	hashes  []kvblock.Hash
+	attempt int // 1 for a first store, then one more per retry
+	origin
 }
 
 // loadGroup is one request's loads: a load hold over its primary prefix
@@ -171,6 +177,10 @@ type Coordinator struct {
 	heldOrder  []uint64 // by hold start, oldest first; stale entries skipped
 	heldBlocks int
 	records    map[uint64]loadedRecord
+
+	// retries are failed stores waiting for their next attempt (retry.go);
+	// at most MaxRequests.
+	retries []storeRetry
 
 	stats Stats
 
@@ -336,7 +346,10 @@ func (c *Coordinator) Loading(req uint64) bool {
 // StoreDone reports the end of store work id: its first copied blocks were
 // written, the rest were not (the edge passes tier.Completion.Copied). The
 // written blocks become loadable; the store hold is released, so blocks no
-// one else holds become evictable (cached) or free. A StoreDone for work
+// one else holds become evictable (cached) or free. The blocks not written
+// are retried after a back-off (see Config.MaxStoreRetries), and once
+// given up the request they came from has its watermark lowered, so they
+// are offered again at its next trigger. A StoreDone for work
 // that is not in flight panics.
 func (c *Coordinator) StoreDone(id WorkID, copied int) {
 	j, ok := c.stores[id]
@@ -356,6 +369,9 @@ func (c *Coordinator) StoreDone(id WorkID, copied int) {
 	s := &c.stats.Tiers[j.tier]
 	s.StoredBlocks += uint64(copied)
 	s.StoreFailedBlocks += uint64(len(j.hashes) - copied)
+	if copied < len(j.hashes) {
+		c.storeFailed(j, c.pool.Blocks(j.hold), copied)
+	}
 	c.inStore -= len(j.hashes)
 	c.pool.Release(j.hold)
 }
@@ -589,6 +605,7 @@ func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
 func (c *Coordinator) Take() Work {
 	c.takes++
 	c.expireHeld()
+	c.runRetries()
 	c.offerPreempted()
 	c.spillPass()
 	var w Work
@@ -718,6 +735,9 @@ func (c *Coordinator) check(full bool) error {
 		return fmt.Errorf("offload: in flight store %d load %d over bounds %d %d", c.inStore, c.inLoad, c.cfg.MaxInflightStoreBlocks, c.cfg.MaxInflightLoadBlocks)
 	}
 	if err := c.checkHeld(loadHolds); err != nil {
+		return err
+	}
+	if err := c.checkRetries(); err != nil {
 		return err
 	}
 	c.scratchHolds = c.pool.LiveHolds(c.scratchHolds[:0])

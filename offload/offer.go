@@ -59,7 +59,7 @@ func (c *Coordinator) offerRange(req uint64, blocks []kvblock.BlockID, hashes []
 		c.marks.offered(req, t, from, hashes[from:end], plan, ok)
 		c.account(t, plan, ok, end-from)
 		if ok && len(plan.Hashes) > 0 {
-			c.submitStore(t, blocks[from:end], hashes[from:end], plan)
+			c.submitStore(t, blocks[from:end], hashes[from:end], plan).origin = origin{req: req, hasReq: true, from: from}
 		}
 	}
 }
@@ -98,7 +98,7 @@ func (c *Coordinator) account(t int, plan StorePlan, ok bool, offered int) {
 
 // submitStore takes a store hold on the blocks of plan.Hashes (found in
 // the offered blocks/hashes, in order) and queues the work.
-func (c *Coordinator) submitStore(t int, blocks []kvblock.BlockID, hashes []kvblock.Hash, plan StorePlan) {
+func (c *Coordinator) submitStore(t int, blocks []kvblock.BlockID, hashes []kvblock.Hash, plan StorePlan) *storeJob {
 	c.nextID++
 	id := c.nextID
 	w := StoreWork{ID: id, Tier: t, Medium: c.tiers[t].cfg.Medium, Hashes: append([]kvblock.Hash(nil), plan.Hashes...), Slots: plan.Slots,
@@ -118,9 +118,11 @@ func (c *Coordinator) submitStore(t int, blocks []kvblock.BlockID, hashes []kvbl
 	c.version++
 	hold := c.pool.NewHold(kvblock.HoldStore, uint64(id))
 	c.pool.Share(hold, w.Blocks)
-	c.stores[id] = &storeJob{tier: t, hold: hold, hashes: plan.Hashes}
+	job := &storeJob{tier: t, hold: hold, hashes: plan.Hashes, attempt: 1}
+	c.stores[id] = job
 	c.inStore += len(w.Blocks)
 	c.outStore = append(c.outStore, w)
+	return job
 }
 
 // offerPreempted makes the offers Preempted deferred, over the leading
