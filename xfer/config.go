@@ -162,7 +162,7 @@ func DefaultConfig(p Policy) Config {
 		HeartbeatInterval: 5 * time.Second,
 		LeaseExtension:    20 * time.Second,
 		PeerGrace:         2 * time.Second,
-		ClaimTimeout:      5 * time.Second,
+		ClaimTimeout:      10 * time.Second,
 		MaxLeases:         1 << 16,
 		Tombstones:        1 << 14,
 		MaxServedReads:    1024,
@@ -185,14 +185,16 @@ func DefaultConfig(p Policy) Config {
 // WithLease scales a config to a lease duration d the way vLLM derives its
 // knobs from kv_lease_duration: heartbeat d/6, extension 2d/3, peer grace
 // d/15 (at least one heartbeat's worth of slack stays), and a claim
-// timeout (when one is set) of d/6, one heartbeat.
+// timeout (when one is set) of d/3: two heartbeats, so that a first claim
+// lost in transit (a dropped packet, a redial) is made again by the next
+// heartbeat before the deadline.
 func (c Config) WithLease(d time.Duration) Config {
 	c.LeaseDuration = d
 	c.HeartbeatInterval = d / 6
 	c.LeaseExtension = d * 2 / 3
 	c.PeerGrace = d / 15
 	if c.ClaimTimeout > 0 {
-		c.ClaimTimeout = d / 6
+		c.ClaimTimeout = d / 3
 	}
 	if c.RetryInterval > c.HeartbeatInterval/2 {
 		c.RetryInterval = c.HeartbeatInterval / 2

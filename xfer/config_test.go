@@ -17,7 +17,7 @@ func TestDefaultConfig(t *testing.T) {
 	}
 	for _, p := range Policies {
 		want := p == PolicyLease
-		if c := DefaultConfig(p); c.ClaimsLeases() != want || (want && c.ClaimTimeout != 5*time.Second) {
+		if c := DefaultConfig(p); c.ClaimsLeases() != want || (want && c.ClaimTimeout != 10*time.Second) {
 			t.Errorf("%v: claim timeout %v, ClaimsLeases %v", p, c.ClaimTimeout, c.ClaimsLeases())
 		}
 	}
@@ -37,7 +37,7 @@ func TestWithLease(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 	c = DefaultConfig(PolicyLease).WithLease(600 * time.Millisecond)
-	if c.HeartbeatInterval != 100*time.Millisecond || c.RetryInterval != 50*time.Millisecond || c.ClaimTimeout != 100*time.Millisecond {
+	if c.HeartbeatInterval != 100*time.Millisecond || c.RetryInterval != 50*time.Millisecond || c.ClaimTimeout != 200*time.Millisecond {
 		t.Fatalf("%+v", c)
 	}
 	// No claim deadline stays none.

@@ -144,7 +144,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&sc.MaxWaiting, "max-waiting", sc.MaxWaiting, "waiting requests at most (429 with Retry-After beyond)")
 	kvLease := fs.Duration("kv-lease", 30*time.Second, "lease on a prefill's blocks; heartbeat, extension and peer grace scale with it (legacy-timeout: its one timeout, default 480s)")
 	policy := fs.String("release-policy", "lease", "when P frees leased blocks: lease, vllm, vllm-lease or legacy-timeout")
-	claimTimeout := fs.Duration("kv-claim-timeout", 0, "lease policy: release a lease no decode engine claimed within this long as unclaimed (the proxy dropped the decode leg); default --kv-lease/6 (5s), at least that, under --kv-lease; 0s with the flag set disables it")
+	claimTimeout := fs.Duration("kv-claim-timeout", 0, "lease policy: release a lease no decode engine claimed within this long as unclaimed (the proxy dropped the decode leg); default --kv-lease/3 (10s: two heartbeats), at least one heartbeat (--kv-lease/6), under --kv-lease; 0s with the flag set disables it")
 	fallback := fs.String("fallback", "recompute", "decode side, when the remote KV cannot be had: recompute or fail")
 	secretFile := fs.String("cluster-secret-file", "", "file holding the secret P and D engines share (or set "+secretEnv+")")
 	seed := fs.Uint64("seed", 0, "model seed: engines that exchange KV must use the same")

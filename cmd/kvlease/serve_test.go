@@ -91,13 +91,13 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		f.numBlocks != 8192 || f.maxModelLen != 8192 {
 		t.Errorf("parsed %+v", f)
 	}
-	// The claim deadline: lease policy only, --kv-lease/6 unless given.
+	// The claim deadline: lease policy only, --kv-lease/3 unless given.
 	for _, c := range []struct {
 		args []string
 		want time.Duration
 	}{
-		{nil, 5 * time.Second},
-		{[]string{"--kv-lease", "3s"}, 500 * time.Millisecond},
+		{nil, 10 * time.Second},
+		{[]string{"--kv-lease", "3s"}, time.Second},
 		{[]string{"--kv-claim-timeout", "8s"}, 8 * time.Second},
 		{[]string{"--kv-claim-timeout", "0s"}, 0},
 		{[]string{"--release-policy", "vllm-lease"}, 0},
