@@ -184,7 +184,11 @@ func TestRoundTripEveryMessageType(t *testing.T) {
 
 func TestLargeBlockFrames(t *testing.T) {
 	noLeaks(t)
-	p, d := newEnd(t, Config{}, true), newEnd(t, Config{}, false)
+	// Filling 32 MiB takes seconds on a loaded machine under -race: the
+	// idle timeout must not end the connection meanwhile (that is another
+	// test's subject).
+	cfg := Config{IdleTimeout: time.Minute}
+	p, d := newEnd(t, cfg, true), newEnd(t, cfg, false)
 	pc, dc := connect(t, p, d)
 	var sent []*wire.Block
 	for i, size := range []int{wire.MaxBlockBytes, 1 << 20, 3, 2 << 20} {
