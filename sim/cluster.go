@@ -389,7 +389,7 @@ func (c *Cluster) boot(n *Node) {
 			n.Released[r]++
 			n.ReleasedAt[l] = Release{At: now, Reason: r}
 			c.mix(traceRelease, uint64(l), uint64(r))
-			if (r == wire.ReasonExpired || r == wire.ReasonUnclaimed) && c.waitedFor(n, l) {
+			if (r == wire.ReasonExpired || r == wire.ReasonUnclaimed) && c.waitedFor(n, l, r) {
 				c.EarlyFrees++
 			}
 		})
@@ -397,17 +397,27 @@ func (c *Cluster) boot(n *Node) {
 	c.Net.Listen(n.Name)
 }
 
-// waitedFor reports whether lease l of P node n belongs to a request that
-// is waiting for it at a decoder that is up, with no fault touching either
-// node or the pair since the lease was granted, and that has not read it
-// yet.
-func (c *Cluster) waitedFor(n *Node, l wire.LeaseID) bool {
-	r := c.byLease[leaseKey{n.Name, l}]
-	if r == nil || !r.atD || r.Done || r.Pulled || r.leaseRead || r.Fallback != 0 || r.D.Crashed || r.D.Hung {
+// waitedFor reports whether lease l of P node n, released for reason r,
+// belongs to a request that is waiting for it at a decoder that is up,
+// with no fault touching either node or the pair since the lease was
+// granted (for unclaimed, since shortly before it), and that has not read
+// it yet.
+func (c *Cluster) waitedFor(n *Node, l wire.LeaseID, r wire.Reason) bool {
+	q := c.byLease[leaseKey{n.Name, l}]
+	if q == nil || !q.atD || q.Done || q.Pulled || q.leaseRead || q.Fallback != 0 || q.D.Crashed || q.D.Hung {
 		return false
 	}
-	last := max(n.lastFault, r.D.lastFault, c.lastFault[pairKey(n.Name, r.D.Name)])
-	return c.parts[pairKey(n.Name, r.D.Name)] == 0 && last < r.GrantedAt
+	last := max(n.lastFault, q.D.lastFault, c.lastFault[pairKey(n.Name, q.D.Name)])
+	since := q.GrantedAt
+	if r == wire.ReasonUnclaimed {
+		// A claim deadline is short (a third of the lease: tens of
+		// milliseconds at the swarm's shortest leases): a fault just
+		// before the grant still has D detecting the lost connection and
+		// redialling, so the decoder counts as reachable only if the pair
+		// was quiet for that long before the grant.
+		since = since.Add(-(c.Spec.Faults.CloseDetectDelay + c.Spec.Transfer.HeartbeatInterval))
+	}
+	return c.parts[pairKey(n.Name, q.D.Name)] == 0 && last < since
 }
 
 func pairKey(a, b transport.Addr) [2]transport.Addr {
