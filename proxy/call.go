@@ -414,6 +414,14 @@ func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", c.id)
+	// A leg may be replayed on a new connection when the engine closed a
+	// kept-alive one before answering (a graceful shutdown closing its idle
+	// connections races the request): net/http does so for a request it
+	// is told is idempotent, and an empty Idempotency-Key says so without
+	// sending the header. The replay then dials, and an engine that is
+	// gone fails the dial, which moves the leg to another engine, instead
+	// of the client getting "EOF".
+	req.Header["Idempotency-Key"] = nil
 	c.p.engineHeaders(req.Header, c.r.Header)
 	return c.p.client.Do(req)
 }

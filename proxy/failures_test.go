@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -512,4 +513,62 @@ func TestClientCancelAtEachStage(t *testing.T) {
 
 func hook(f func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool) func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool {
 	return f
+}
+
+// TestLegReplayedWhenKeptAliveConnectionCloses: an engine that closes a
+// kept-alive connection after reading a request without answering it (a
+// graceful shutdown closing idle connections races the proxy's reuse of
+// one) costs the client nothing: the leg is replayed on a new connection.
+func TestLegReplayedWhenKeptAliveConnectionCloses(t *testing.T) {
+	type connKey struct{}
+	p := &fakeEngine{t: t, role: RolePrefill, aborts: map[string]int{}, abortAuth: map[string]string{}, cancel: map[string]context.CancelFunc{}}
+	var closed atomic.Int64
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/completions" && r.Context().Value(connKey{}).(*atomic.Int64).Add(1) == 2 {
+			io.Copy(io.Discard, r.Body)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close()
+			closed.Add(1)
+			return
+		}
+		p.serve(w, r)
+	}))
+	p.srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, new(atomic.Int64))
+	}
+	p.srv.Start()
+	t.Cleanup(p.srv.Close)
+	d := newFake(t, RoleDecode)
+	cfg := DefaultConfig()
+	cfg.ScrapeInterval = 0
+	cfg.Prefill = []string{p.url()}
+	cfg.Decode = []string{d.url()}
+	px, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	srv := httptest.NewServer(px)
+	defer srv.Close()
+	// Requests one after another reuse the proxy's connection to P, so its
+	// second request meets the close; a few more cover a dial racing the
+	// return of the connection to the idle pool.
+	for i := 0; i < 20 && closed.Load() == 0; i++ {
+		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "tok3") {
+			t.Fatalf("request %d (%d closed so far): %d %s", i, closed.Load(), resp.StatusCode, b)
+		}
+	}
+	if closed.Load() == 0 {
+		t.Fatal("no request reached P on a reused connection in 20 tries")
+	}
 }

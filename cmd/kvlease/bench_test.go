@@ -151,7 +151,7 @@ func TestBenchScenarioEndToEnd(t *testing.T) {
 	}
 	bin := kvleaseBinary(t)
 	dir := filepath.Join(t.TempDir(), "out")
-	stdout, stderr, err := runBinary(t, bin, time.Minute, "bench", "--scenario", "decode-hang", "--requests", "60",
+	stdout, stderr, err := runBinary(t, bin, 3*time.Minute, "bench", "--scenario", "decode-hang", "--requests", "60",
 		"--concurrency", "6", "--output-len", "16", "--kv-lease", "2s", "--progress", "none", "--out", dir)
 	if err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)

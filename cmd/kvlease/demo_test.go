@@ -112,7 +112,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	bin := kvleaseBinary(t)
 	out := filepath.Join(t.TempDir(), "out")
-	text, stderr, err := runBinary(t, bin, 2*time.Minute, "demo", "--duration", "1s", "--concurrency", "8",
+	text, stderr, err := runBinary(t, bin, 4*time.Minute, "demo", "--duration", "1s", "--concurrency", "8",
 		"--kv-lease", "900ms", "--legacy-timeout", "1500ms", "--out", out)
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, text, stderr)
