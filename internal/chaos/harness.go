@@ -47,6 +47,9 @@ type Options struct {
 	LogDir string
 	// Logger receives the harness's and the cluster's logs; nil discards.
 	Logger *slog.Logger
+	// Seed draws the fate of every packet through the userspace netem
+	// (Net.Impair).
+	Seed uint64
 }
 
 // Harness is a P/D cluster with each engine and the proxy in its own
@@ -92,7 +95,7 @@ func Start(ctx context.Context, opt Options) (h *Harness, err error) {
 			h = nil
 		}
 	}()
-	if h.Net, err = NewNet(ctx); err != nil {
+	if h.Net, err = NewNet(ctx, opt.Seed, opt.Logger); err != nil {
 		return h, err
 	}
 	var names []string

@@ -7,7 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
+	mrand "math/rand/v2"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -16,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kvlease/kvlease/internal/chaos/netem"
 )
 
 // nsPrefix starts the name of every namespace the harness creates:
@@ -57,17 +62,25 @@ func Available() error {
 // Every link has an htb root queue on both ends (the node's eth0 for what
 // it sends, the bridge port for what it receives), so that faults are tc
 // filters and class changes: Cut, Partition, Isolate, Lossy, Slow, Heal.
+//
+// Every node also has a TUN device (kvtun) held by this process, which
+// a userspace netem (package netem) forwards between: Impair moves the
+// routes between a node and the other nodes onto it, so that their
+// packets are delayed, lost, reordered, duplicated or corrupted on the
+// way; the root namespace keeps reaching every node over the bridge.
 // A Net is safe for concurrent use.
 type Net struct {
 	id     string // 4 hex digits
 	bridge string
 	subnet string // "10.213.S."
+	fwd    *netem.Forwarder
 
-	mu     sync.Mutex
-	nodes  []*Node
-	prio   int              // last filter priority handed out
-	filter map[string][]int // device key -> filter priorities set
-	closed bool
+	mu       sync.Mutex
+	nodes    []*Node
+	prio     int              // last filter priority handed out
+	filter   map[string][]int // device key -> filter priorities set
+	impaired map[*Node]netem.Fault
+	closed   bool
 }
 
 // Node is one network namespace of a Net.
@@ -87,8 +100,10 @@ var (
 
 // NewNet creates the bridge of a new Net after removing what dead runs
 // left behind. Close tears it down; SIGINT or SIGTERM to this process also
-// does, before the signal takes its usual effect.
-func NewNet(ctx context.Context) (*Net, error) {
+// does, before the signal takes its usual effect. The netem forwarder
+// draws every packet's fate from seed; log (nil: discard) receives each
+// Impair and Heal with its counts.
+func NewNet(ctx context.Context, seed uint64, log *slog.Logger) (*Net, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
@@ -97,7 +112,8 @@ func NewNet(ctx context.Context) (*Net, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	n := &Net{id: hex.EncodeToString(b[:]), filter: map[string][]int{}}
+	n := &Net{id: hex.EncodeToString(b[:]), filter: map[string][]int{}, impaired: map[*Node]netem.Fault{},
+		fwd: netem.NewForwarder(mrand.New(mrand.NewPCG(seed, 0x6e6574656d)), netem.DefaultLimit, log)}
 	n.bridge = "kvc" + n.id + "br"
 	s, err := freeSubnet(ctx)
 	if err != nil {
@@ -242,6 +258,16 @@ func (n *Net) AddNode(ctx context.Context, name string) (*Node, error) {
 			return nil, fmt.Errorf("chaos: node %s: %w", name, err)
 		}
 	}
+	tun, err := openTun(nd.NS)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: node %s: %w", name, err)
+	}
+	if err := n.fwd.Add(netip.MustParseAddr(nd.IP), tun); err != nil {
+		return nil, fmt.Errorf("chaos: node %s: %w", name, err)
+	}
+	if err := run(ctx, "ip", "-n", nd.NS, "link", "set", tunName, "up"); err != nil {
+		return nil, fmt.Errorf("chaos: node %s: %w", name, err)
+	}
 	return nd, nil
 }
 
@@ -331,10 +357,11 @@ func (n *Net) Slow(ctx context.Context, nd *Node, rate string) error {
 	return nil
 }
 
-// Heal removes every fault on nd's link: the filters on both of its ends
-// and any rate cap. A Cut towards nd made on another node stays.
+// Heal removes every fault on nd's link: the filters on both of its ends,
+// any rate cap and any Impair. A Cut towards nd made on another node
+// stays.
 func (n *Net) Heal(ctx context.Context, nd *Node) error {
-	var errs []error
+	errs := []error{n.unimpair(ctx, nd)}
 	for _, d := range nd.devs() {
 		n.mu.Lock()
 		prios := n.filter[d.key()]
@@ -390,8 +417,8 @@ func (n *Net) Dropped(ctx context.Context, nd *Node) (int, error) {
 	return total, nil
 }
 
-// Close deletes every namespace and the bridge (the veth pairs go with
-// their namespace). Processes still running in a namespace keep it alive
+// Close deletes every namespace and the bridge and closes the TUN devices
+// (the kernel removes them with their last file). Processes still running in a namespace keep it alive
 // until they exit: stop them first. Safe to call more than once.
 func (n *Net) Close() error {
 	n.mu.Lock()
@@ -405,10 +432,11 @@ func (n *Net) Close() error {
 	liveMu.Lock()
 	delete(live, n)
 	liveMu.Unlock()
+	var errs []error
+	errs = append(errs, n.fwd.Close())
 	// A fresh context: Close also runs when the caller's has ended.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var errs []error
 	for _, nd := range nodes {
 		// The veth pair first: a namespace outlives its name while
 		// anything holds it (a process still inside, or an orphaned TCP

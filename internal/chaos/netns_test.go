@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kvlease/kvlease/internal/chaos/netem"
 )
 
 func needRoot(t *testing.T) {
@@ -13,21 +16,30 @@ func needRoot(t *testing.T) {
 	}
 }
 
+// twoNodes makes a Net of nodes a and b, closed when t ends.
+func twoNodes(t *testing.T, seed uint64) (n *Net, a, b *Node) {
+	t.Helper()
+	needRoot(t)
+	ctx := context.Background()
+	n, err := NewNet(ctx, seed, nil)
+	must(t, err)
+	t.Cleanup(func() { n.Close() })
+	a, err = n.AddNode(ctx, "a")
+	must(t, err)
+	b, err = n.AddNode(ctx, "b")
+	must(t, err)
+	return n, a, b
+}
+
 // TestNetCloseLeavesNothing: Close removes every namespace, veth and the
 // bridge, faults in force or not.
 func TestNetCloseLeavesNothing(t *testing.T) {
-	needRoot(t)
 	ctx := context.Background()
-	n, err := NewNet(ctx)
-	must(t, err)
-	defer n.Close()
-	a, err := n.AddNode(ctx, "a")
-	must(t, err)
-	b, err := n.AddNode(ctx, "b")
-	must(t, err)
+	n, a, b := twoNodes(t, 1)
 	must(t, n.Partition(ctx, a, b))
 	must(t, n.Lossy(ctx, a, 20))
 	must(t, n.Slow(ctx, b, "1mbit"))
+	must(t, n.Impair(ctx, b, netem.Fault{Delay: time.Millisecond, Loss: 0.1}))
 	must(t, n.Close())
 	links, err := output(ctx, "ip", "-o", "link", "show")
 	must(t, err)
@@ -45,7 +57,7 @@ func TestSweepRemovesOrphanLinks(t *testing.T) {
 	needRoot(t)
 	ctx := context.Background()
 	must(t, run(ctx, "ip", "link", "add", "kvcdeadv0", "type", "veth", "peer", "name", "kvcdeadv1"))
-	n, err := NewNet(ctx)
+	n, err := NewNet(ctx, 1, nil)
 	must(t, err)
 	defer n.Close()
 	if links, _ := output(ctx, "ip", "-o", "link", "show"); strings.Contains(links, "kvcdead") {

@@ -96,6 +96,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	if cfg.Harness.Decode == 0 {
 		cfg.Harness.Decode = 2
 	}
+	cfg.Harness.Seed = cfg.Seed
 	h, err := Start(ctx, cfg.Harness)
 	if err != nil {
 		return nil, err
