@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kvlease/kvlease/openai"
@@ -35,9 +36,17 @@ type call struct {
 	// the final usage when hasCached.
 	cached    int64
 	hasCached bool
+
+	// Scratch member lists of the client's body and P's answer, reused
+	// with the call (calls).
+	members, answer [32]field
+	// Scratch masks of the engines a leg skips.
+	skipPrefill, skipDecode [8]bool
 	// streaming is set once the event stream's header went to the client:
 	// errors after it are events, not statuses.
 	streaming bool
+	// idHeader is id as a header value, shared by the legs.
+	idHeader []string
 }
 
 // legResult says what a leg's attempt on one engine came to.
@@ -65,24 +74,47 @@ func (p *Proxy) generate(w http.ResponseWriter, r *http.Request) {
 	select {
 	case p.sem <- struct{}{}:
 	default:
-		p.m.requests.WithLabelValues(OutcomeOverloaded).Inc()
+		p.m.countOutcome(OutcomeOverloaded)
 		writeError(w, openai.Overloaded(time.Second, "the kvlease proxy is at its limit of %d concurrent requests",
 			p.cfg.MaxConcurrentRequests))
 		return
 	}
 	p.m.inflight.Inc()
-	c := &call{p: p, w: w, r: r, ctx: r.Context()}
+	c := calls.Get().(*call)
+	c.p, c.w, c.r, c.ctx = p, w, r, r.Context()
 	defer func() {
 		p.m.inflight.Dec()
-		p.m.requests.WithLabelValues(c.outcome).Inc()
-		p.m.legs.WithLabelValues(legTotal).Observe(time.Since(start).Seconds())
+		p.m.countOutcome(c.outcome)
+		p.m.total.Observe(time.Since(start).Seconds())
 		// Last: once InFlight says the request is gone, its outcome is
 		// counted (TestCancelConcurrentStreams waits on InFlight, then
 		// reads the outcomes).
 		<-p.sem
+		c.reset()
+		calls.Put(c)
 	}()
 	c.run()
 }
+
+// prefillerHostPortKey is route.HeaderPrefillerHostPort as a key of
+// http.Header.
+var prefillerHostPortKey = http.CanonicalHeaderKey(route.HeaderPrefillerHostPort)
+
+// scratchMask returns buf[:n] cleared, or a new mask when buf is too short.
+func scratchMask(buf []bool, n int) []bool {
+	if n > len(buf) {
+		return make([]bool, n)
+	}
+	clear(buf[:n])
+	return buf[:n]
+}
+
+// calls recycles calls (and their scratch member lists): nothing holds a
+// call once generate returned.
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// reset clears c for reuse, dropping its references.
+func (c *call) reset() { *c = call{} }
 
 func (c *call) run() {
 	clientID := c.r.Header.Get("X-Request-Id")
@@ -99,8 +131,8 @@ func (c *call) run() {
 		// other (S29).
 		c.id = engineRequestID(id)
 	}
-	c.w.Header().Set("X-Request-Id", id)
-	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, c.p.cfg.MaxRequestBytes))
+	c.w.Header()["X-Request-Id"] = []string{id}
+	body, err := readAllBounded(http.MaxBytesReader(c.w, c.r.Body, c.p.cfg.MaxRequestBytes), c.p.cfg.MaxRequestBytes, c.r.ContentLength)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
@@ -113,7 +145,7 @@ func (c *call) run() {
 		}
 		return
 	}
-	req, err := parseObject(body)
+	req, err := parseObjectInto(c.members[:0], body)
 	if err != nil {
 		c.fail(OutcomeBadRequest, openai.BadRequest("", "the request body must be a JSON object: %v", err))
 		return
@@ -123,46 +155,50 @@ func (c *call) run() {
 		c.fail(OutcomeBadRequest, e)
 		return
 	}
-	kv, ok := c.prefill(prefillBody(req), skip)
+	// Both legs' bodies in one allocation: the client's body and room for
+	// the edits (decodeBody may append P's kv_transfer_params).
+	legs := make([]byte, 0, 2*len(body)+len(prefillKV)+256)
+	pre := prefillBody(legs, req)
+	kv, ok := c.prefill(pre, skip)
 	if !ok {
 		return
 	}
-	c.decode(decodeBody(req, kv))
+	c.decode(decodeBody(pre[len(pre):], req, kv))
 }
 
-// prefillBody is the prefill leg's body (DESIGN.md, "The P/D protocol";
-// the same edits as vLLM's toy proxy and llm-d's nixlv2 sidecar): one
-// token, not streamed, no minimum, with a request for a remote decode.
-func prefillBody(req object) []byte {
-	pre := req.clone()
-	pre.set("stream", jsonFalse)
-	pre.del("stream_options")
-	pre.set("max_tokens", jsonOne)
-	if pre.has("max_completion_tokens") {
-		pre.set("max_completion_tokens", jsonOne)
-	}
-	pre.del("min_tokens")
-	pre.del("min_completion_tokens")
-	pre.set("kv_transfer_params", prefillKV)
-	return pre.appendJSON(nil)
+// prefillEdits are the prefill leg's edits of the client's body
+// (DESIGN.md, "The P/D protocol"; the same edits as vLLM's toy proxy and
+// llm-d's nixlv2 sidecar): one token, not streamed, no minimum, with a
+// request for a remote decode.
+var prefillEdits = []edit{
+	{key: "stream", val: jsonFalse},
+	{key: "stream_options", del: true},
+	{key: "max_tokens", val: jsonOne},
+	{key: "max_completion_tokens", val: jsonOne, ifPresent: true},
+	{key: "min_tokens", del: true},
+	{key: "min_completion_tokens", del: true},
+	{key: "kv_transfer_params", val: prefillKV},
 }
 
-// decodeBody is the decode leg's body: the client's request with P's
-// kv_transfer_params verbatim (without them when P gave none: D then
-// prefills the prompt itself).
-func decodeBody(req object, kv json.RawMessage) []byte {
-	dec := req.clone()
-	if kv == nil {
-		dec.del("kv_transfer_params")
-	} else {
-		dec.set("kv_transfer_params", kv)
-	}
-	return dec.appendJSON(nil)
+// prefillBody is the prefill leg's body, appended to dst.
+func prefillBody(dst []byte, req object) []byte {
+	return req.appendEdited(dst, prefillEdits)
+}
+
+// decodeBody is the decode leg's body, appended to dst: the client's
+// request with P's kv_transfer_params verbatim (without them when P gave
+// none: D then prefills the prompt itself).
+func decodeBody(dst []byte, req object, kv json.RawMessage) []byte {
+	e := [1]edit{{key: "kv_transfer_params", val: kv, del: kv == nil}}
+	return req.appendEdited(dst, e[:])
 }
 
 // prefillCandidates honours x-prefiller-host-port: the returned mask
 // skips every prefill engine the header does not name.
 func (c *call) prefillCandidates() ([]bool, *openai.Error) {
+	if len(c.r.Header[prefillerHostPortKey]) == 0 {
+		return scratchMask(c.skipPrefill[:], len(c.p.prefill.engines)), nil
+	}
 	v := strings.Join(c.r.Header.Values(route.HeaderPrefillerHostPort), ",")
 	named, err := route.ParseHostPorts(v)
 	if err != nil {
@@ -188,7 +224,7 @@ func (c *call) prefill(body []byte, skip []bool) (kv json.RawMessage, ok bool) {
 		}
 		skip[e.index] = true
 		if attempt > 0 {
-			c.p.m.retries.WithLabelValues(legPrefill).Inc()
+			c.p.m.retryPrefill.Inc()
 		}
 		kv, res, why := c.prefillOn(e, body)
 		switch res {
@@ -225,13 +261,13 @@ func (c *call) prefillOn(e *engine, body []byte) (json.RawMessage, legResult, st
 		c.passError(resp, OutcomePrefillError, e)
 		return nil, legFinal, ""
 	}
-	raw, err := readBounded(resp.Body, c.p.cfg.MaxPrefillResponseBytes)
+	raw, err := readBody(resp, c.p.cfg.MaxPrefillResponseBytes)
 	if err != nil {
 		c.legFailed(ctx, err, e, RolePrefill, e)
 		return nil, legFinal, ""
 	}
-	c.p.m.legs.WithLabelValues(legPrefill).Observe(time.Since(start).Seconds())
-	ans, err := parseObject(raw)
+	c.p.m.legPrefill.Observe(time.Since(start).Seconds())
+	ans, err := parseObjectInto(c.answer[:0], raw)
 	if err != nil {
 		c.p.abortAll(c.ctx, c.id, c.r.Header, e)
 		c.fail(OutcomePrefillError, gatewayError(http.StatusBadGateway,
@@ -258,7 +294,7 @@ func (c *call) prefillOn(e *engine, body []byte) (json.RawMessage, legResult, st
 // decode runs the decode leg, trying another decode engine with the same
 // kv_transfer_params while one cannot take the request.
 func (c *call) decode(body []byte) {
-	skip := make([]bool, len(c.p.decode.engines))
+	skip := scratchMask(c.skipDecode[:], len(c.p.decode.engines))
 	var failures []string
 	for attempt := range c.p.cfg.MaxDecodeAttempts {
 		if c.ctx.Err() != nil {
@@ -272,7 +308,7 @@ func (c *call) decode(body []byte) {
 		}
 		skip[e.index] = true
 		if attempt > 0 {
-			c.p.m.retries.WithLabelValues(legDecode).Inc()
+			c.p.m.retryDecode.Inc()
 		}
 		res, why := c.decodeOn(e, body)
 		if res != legRetry {
@@ -311,7 +347,7 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 		return legRetry, fmt.Sprintf("%s: %v", e.hostPort, err)
 	}
 	defer resp.Body.Close()
-	c.p.m.legs.WithLabelValues(legDecodeFirstEvent).Observe(time.Since(start).Seconds())
+	c.p.m.legDecodeFirstEvent.Observe(time.Since(start).Seconds())
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		msg, _ := readBounded(resp.Body, maxErrorBytes)
@@ -326,7 +362,7 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
 		return c.stream(ctx, e, resp, start)
 	}
-	raw, err := readBounded(resp.Body, c.p.cfg.MaxResponseBytes)
+	raw, err := readBody(resp, c.p.cfg.MaxResponseBytes)
 	if err != nil {
 		if c.ctx.Err() != nil || ctx.Err() != nil || errors.Is(err, errTooLarge) {
 			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
@@ -338,9 +374,9 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 	if c.hasCached {
 		raw, _ = withCachedTokens(raw, c.cached)
 	}
-	c.p.m.legs.WithLabelValues(legDecode).Observe(time.Since(start).Seconds())
+	c.p.m.legDecode.Observe(time.Since(start).Seconds())
 	h := c.w.Header()
-	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	h["Content-Type"] = contentType(resp.Header)
 	c.w.WriteHeader(resp.StatusCode)
 	c.w.Write(raw)
 	c.outcome = OutcomeOK
@@ -363,9 +399,9 @@ func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start
 		return legRetry, fmt.Sprintf("%s: its stream ended before the first event: %v", e.hostPort, err)
 	}
 	h := c.w.Header()
-	h.Set("Content-Type", resp.Header.Get("Content-Type"))
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	h["Content-Type"] = contentType(resp.Header)
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = no
 	c.w.WriteHeader(resp.StatusCode)
 	c.streaming = true
 	rc := http.NewResponseController(c.w)
@@ -395,7 +431,7 @@ func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start
 	}
 	switch {
 	case errors.Is(err, io.EOF) && done:
-		c.p.m.legs.WithLabelValues(legDecode).Observe(time.Since(start).Seconds())
+		c.p.m.legDecode.Observe(time.Since(start).Seconds())
 		c.outcome = OutcomeOK
 		return legFinal, ""
 	case errors.Is(err, io.EOF):
@@ -412,8 +448,11 @@ func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Request-Id", c.id)
+	if c.idHeader == nil {
+		c.idHeader = []string{c.id}
+	}
+	req.Header["Content-Type"] = applicationJSON
+	req.Header["X-Request-Id"] = c.idHeader
 	// A leg may be replayed on a new connection when the engine closed a
 	// kept-alive one before answering (a graceful shutdown closing its idle
 	// connections races the request): net/http does so for a request it
@@ -423,7 +462,27 @@ func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response
 	// of the client getting "EOF".
 	req.Header["Idempotency-Key"] = nil
 	c.p.engineHeaders(req.Header, c.r.Header)
-	return c.p.client.Do(req)
+	// The transport, not the client: a leg follows no redirect and keeps
+	// no cookies, and http.Client would copy the headers for redirects
+	// on every request.
+	return c.p.transport.RoundTrip(req)
+}
+
+// Header values shared by every request: net/http does not change the
+// headers it sends.
+var (
+	applicationJSON = []string{"application/json"}
+	noCache         = []string{"no-cache"}
+	no              = []string{"no"}
+	emptyValue      = []string{""}
+)
+
+// contentType returns h's Content-Type as a header value to pass on.
+func contentType(h http.Header) []string {
+	if v := h["Content-Type"]; len(v) > 0 {
+		return v[:1]
+	}
+	return emptyValue
 }
 
 // legFailed ends a call whose leg on e (of the given role) failed for

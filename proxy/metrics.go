@@ -46,6 +46,12 @@ type proxyMetrics struct {
 	retries  *prometheus.CounterVec   // leg
 	aborts   *prometheus.CounterVec   // role, result
 	inflight prometheus.Gauge
+
+	// The children the request path uses, bound once: WithLabelValues
+	// hashes the labels and takes the vector's lock on every call.
+	outcome                                           map[string]prometheus.Counter
+	legPrefill, legDecodeFirstEvent, legDecode, total prometheus.Observer
+	retryPrefill, retryDecode                         prometheus.Counter
 }
 
 func newProxyMetrics(engines []*engine, now func() clock.Instant) *proxyMetrics {
@@ -73,14 +79,16 @@ func newProxyMetrics(engines []*engine, now func() clock.Instant) *proxyMetrics 
 			Help: "Generation requests being proxied now.",
 		}),
 	}
+	m.outcome = make(map[string]prometheus.Counter, len(outcomes))
 	for _, o := range outcomes {
-		m.requests.WithLabelValues(o)
+		m.outcome[o] = m.requests.WithLabelValues(o)
 	}
-	for _, l := range []string{legPrefill, legDecodeFirstEvent, legDecode, legTotal} {
-		m.legs.WithLabelValues(l)
-	}
-	m.retries.WithLabelValues(legPrefill)
-	m.retries.WithLabelValues(legDecode)
+	m.legPrefill = m.legs.WithLabelValues(legPrefill)
+	m.legDecodeFirstEvent = m.legs.WithLabelValues(legDecodeFirstEvent)
+	m.legDecode = m.legs.WithLabelValues(legDecode)
+	m.total = m.legs.WithLabelValues(legTotal)
+	m.retryPrefill = m.retries.WithLabelValues(legPrefill)
+	m.retryDecode = m.retries.WithLabelValues(legDecode)
 	engineInflight := prometheus.NewDesc("kvlease_proxy_engine_in_flight",
 		"Legs outstanding at each engine.", []string{"role", "engine"}, nil)
 	engineUp := prometheus.NewDesc("kvlease_proxy_engine_up",
@@ -97,6 +105,15 @@ func newProxyMetrics(engines []*engine, now func() clock.Instant) *proxyMetrics 
 			}
 		}})
 	return m
+}
+
+// countOutcome counts a request's outcome.
+func (m *proxyMetrics) countOutcome(o string) {
+	if c, ok := m.outcome[o]; ok {
+		c.Inc()
+		return
+	}
+	m.requests.WithLabelValues(o).Inc()
 }
 
 // collectorFunc is a prometheus.Collector from a list of descriptions and

@@ -107,6 +107,19 @@ func TestJSONObject(t *testing.T) {
 	if !ok || string(got) != `{"id":"x","usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":5}}}` {
 		t.Errorf("withCachedTokens = %s, %v", got, ok)
 	}
+	// The value is spliced in: everything else passes as D wrote it.
+	for in, want := range map[string]string{
+		`{"usage":{}}`:                             `{"usage":{"prompt_tokens_details":{"cached_tokens":5}}}`,
+		`{"usage": {"a": 1 } , "z":2}`:             `{"usage": {"a": 1 ,"prompt_tokens_details":{"cached_tokens":5}} , "z":2}`,
+		`{"usage":{"prompt_tokens_details": { }}}`: `{"usage":{"prompt_tokens_details": { "cached_tokens":5}}}`,
+		`{"usage":{"prompt_tokens_details":{"x":[1,{"cached_tokens":0}]}}}`:       `{"usage":{"prompt_tokens_details":{"x":[1,{"cached_tokens":0}],"cached_tokens":5}}}`,
+		`{"usage":{"prompt_tokens_details":{"cached_tokens": 16 ,"y":1}}}`:        `{"usage":{"prompt_tokens_details":{"cached_tokens": 5 ,"y":1}}}`,
+		`{"usage":{"x":1},"usage":{"prompt_tokens_details":{"cached_tokens":1}}}`: `{"usage":{"x":1},"usage":{"prompt_tokens_details":{"cached_tokens":5}}}`,
+	} {
+		if got, ok := withCachedTokens([]byte(in), 5); !ok || string(got) != want {
+			t.Errorf("withCachedTokens(%s) = %s, %v, want %s", in, got, ok, want)
+		}
+	}
 	for _, b := range []string{`{"usage":null}`, `[1]`, `{"usage":{"prompt_tokens_details":7}}`} {
 		if got, ok := withCachedTokens([]byte(b), 5); ok || string(got) != b {
 			t.Errorf("withCachedTokens(%s) = %s, %v: want it unchanged", b, got, ok)
@@ -204,8 +217,14 @@ func FuzzParseObject(f *testing.F) {
 		if string(wb) != string(gb) {
 			t.Fatalf("round trip changed the object: %s -> %s", wb, gb)
 		}
-		if r, ok := withCachedTokens(b, 3); ok && json.Valid(r) == false {
-			t.Fatalf("withCachedTokens wrote invalid JSON %q", r)
+		if r, ok := withCachedTokens(b, 3); ok {
+			ro, err := parseObject(r)
+			if err != nil {
+				t.Fatalf("withCachedTokens wrote invalid JSON %q", r)
+			}
+			if n, ok := cachedTokens(ro); !ok || n != 3 {
+				t.Fatalf("withCachedTokens(%q) = %q: cached_tokens reads %d, %v", b, r, n, ok)
+			}
 		}
 	})
 }

@@ -47,6 +47,9 @@ type Proxy struct {
 	client    *http.Client
 	transport http.RoundTripper
 	ownsTr    *http.Transport // the transport New built, closed by Close
+	// engineAuth is the Authorization header of Config.EngineAPIKey, nil
+	// without one; shared by every request (headers sent are not changed).
+	engineAuth []string
 
 	start   time.Time
 	prefill role
@@ -99,6 +102,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.EngineAPIKey != "" {
+		p.engineAuth = []string{"Bearer " + cfg.EngineAPIKey}
 	}
 	p.transport = cfg.Transport
 	if p.transport == nil {
@@ -433,20 +439,52 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// maxPresize bounds the buffer readAllBounded allocates from a declared
+// length.
+const maxPresize = 256 << 10
+
 // errTooLarge is returned by readBounded for a body over its bound.
 var errTooLarge = errors.New("proxy: body too large")
 
 // readBounded reads r to the end, failing with errTooLarge past limit
 // bytes.
 func readBounded(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return b, err
+	return readAllBounded(r, limit, -1)
+}
+
+// readBody is readBounded of an engine's answer, sized by its
+// Content-Length when it has one.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	return readAllBounded(resp.Body, limit, resp.ContentLength)
+}
+
+// readAllBounded reads r to the end, failing with errTooLarge past limit
+// bytes. size, when not negative, is the expected length: the buffer is
+// allocated once at that size (plus the byte that detects the end), up to
+// maxPresize — a declared length is not trusted with more memory than
+// that before the bytes come.
+func readAllBounded(r io.Reader, limit, size int64) ([]byte, error) {
+	n := int64(512)
+	if size >= 0 {
+		n = min(size+1, maxPresize)
 	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: over %d bytes", errTooLarge, limit)
+	b := make([]byte, 0, min(n, limit+1))
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := r.Read(b[len(b):min(int64(cap(b)), limit+1)])
+		b = b[:len(b)+m]
+		if int64(len(b)) > limit {
+			return nil, fmt.Errorf("%w: over %d bytes", errTooLarge, limit)
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
 	}
-	return b, nil
 }
 
 // gatewayError is a server_error with the proxy's status (502, 504).
@@ -468,13 +506,14 @@ func writeError(w http.ResponseWriter, e *openai.Error) {
 // request src: trace context, and credentials — Config.EngineAPIKey when
 // set, the client's Authorization otherwise.
 func (p *Proxy) engineHeaders(dst, src http.Header) {
-	keys := []string{"Authorization", "Traceparent", "Tracestate"}
-	if p.cfg.EngineAPIKey != "" {
-		dst["Authorization"] = []string{"Bearer " + p.cfg.EngineAPIKey}
-		keys = keys[1:]
+	keys := [...]string{"Authorization", "Traceparent", "Tracestate"}
+	from := 0
+	if p.engineAuth != nil {
+		dst["Authorization"] = p.engineAuth
+		from = 1
 	}
-	for _, k := range keys {
-		if v := src.Values(k); len(v) > 0 {
+	for _, k := range keys[from:] {
+		if v := src[k]; len(v) > 0 {
 			dst[k] = v
 		}
 	}
@@ -490,8 +529,17 @@ func requestID(h string) (string, *openai.Error) {
 		rand.Read(b[:])
 		b[6] = b[6]&0x0f | 0x40 // a version 4 UUID, as vLLM's proxies make
 		b[8] = b[8]&0x3f | 0x80
-		s := hex.EncodeToString(b[:])
-		return s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:], nil
+		var s [36]byte
+		hex.Encode(s[0:8], b[0:4])
+		s[8] = '-'
+		hex.Encode(s[9:13], b[4:6])
+		s[13] = '-'
+		hex.Encode(s[14:18], b[6:8])
+		s[18] = '-'
+		hex.Encode(s[19:23], b[8:10])
+		s[23] = '-'
+		hex.Encode(s[24:], b[10:])
+		return string(s[:]), nil
 	}
 	if len(h) > maxRequestIDBytes {
 		return "", openai.BadRequest("X-Request-Id", "X-Request-Id is longer than %d bytes", maxRequestIDBytes)

@@ -97,7 +97,7 @@ func (r *rig) aborts(role, result string) float64 {
 func keys(o object) []string {
 	var k []string
 	for _, f := range o {
-		k = append(k, f.key)
+		k = append(k, f.name())
 	}
 	return k
 }
@@ -158,13 +158,13 @@ func TestLegsNonStreaming(t *testing.T) {
 }
 
 func TestPrefillLegEdits(t *testing.T) {
-	got := prefillBody(mustObject(t, `{"messages":[],"stream":true,"stream_options":{"include_usage":true},`+
+	got := prefillBody(nil, mustObject(t, `{"messages":[],"stream":true,"stream_options":{"include_usage":true},`+
 		`"max_completion_tokens":50,"min_completion_tokens":3,"max_tokens":9}`))
 	want := `{"messages":[],"stream":false,"max_completion_tokens":1,"max_tokens":1,"kv_transfer_params":` + string(prefillKV) + `}`
 	if string(got) != want {
 		t.Errorf("prefill body\n got %s\nwant %s", got, want)
 	}
-	if got := decodeBody(mustObject(t, `{"a":1,"kv_transfer_params":{"x":1}}`), nil); string(got) != `{"a":1}` {
+	if got := decodeBody(nil, mustObject(t, `{"a":1,"kv_transfer_params":{"x":1}}`), nil); string(got) != `{"a":1}` {
 		t.Errorf("decode body without P's params = %s", got)
 	}
 }
