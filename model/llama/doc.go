@@ -32,8 +32,9 @@
 // other requests of a batch, on chunk boundaries or on preemption and
 // recompute. Every reduction runs in one fixed order per position: F32
 // matrix rows and norms in 32 lanes by index mod 32 combined by a fixed tree
-// (dot32Generic; an AVX2 kernel computes the same bits where the CPU has
-// it), F16 and Q8_0 rows and attention scores in four lanes by index mod 4
+// (dot32Generic; AVX2 kernels compute the same bits where the CPU has it,
+// the batched ones applying each weight row to eight or four inputs per
+// load: mulF32, mulQ8), F16 and Q8_0 rows and attention scores in four lanes by index mod 4
 // combined as (l0+l1)+(l2+l3) (Q8_0 per block, blocks in order), softmax
 // sums and the weighted sum of values in position order. Every product is
 // rounded to float32 before it is added (an explicit conversion in Go,

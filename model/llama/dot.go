@@ -31,3 +31,30 @@ func dot32Generic(w, x []float32) float32 {
 	h0, h1, h2, h3 := v[0]+v[4], v[1]+v[5], v[2]+v[6], v[3]+v[7]
 	return (h0 + h2) + (h1 + h3)
 }
+
+// mulF32Generic sets out[r·stride + i] = dot32Generic(row i of w, x vector
+// r) for the rows of w (len(w)/cols of them, cols floats each) and the n
+// vectors of x (cols floats each, consecutive). mulF32 is the same with
+// the register-blocked kernel where the CPU has it: the same bits.
+func mulF32Generic(w []float32, cols int, x []float32, n int, out []float32, stride int) {
+	rows := len(w) / cols
+	for r := 0; r < n; r++ {
+		xr := x[r*cols : (r+1)*cols]
+		for i := 0; i < rows; i++ {
+			out[r*stride+i] = dot32Generic(w[i*cols:(i+1)*cols], xr)
+		}
+	}
+}
+
+// mulQ8Generic is mulF32Generic over the Q8_0 rows in raw (cols a multiple
+// of Q8Block) with dotQ8Generic.
+func mulQ8Generic(raw []byte, cols int, x []float32, n int, out []float32, stride int) {
+	rb := cols / Q8Block * q8BlockBytes
+	rows := len(raw) / rb
+	for r := 0; r < n; r++ {
+		xr := x[r*cols : (r+1)*cols]
+		for i := 0; i < rows; i++ {
+			out[r*stride+i] = dotQ8Generic(raw[i*rb:(i+1)*rb], xr)
+		}
+	}
+}

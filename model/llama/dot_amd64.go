@@ -28,3 +28,81 @@ func dotQ8(raw []byte, x []float32) float32 {
 	}
 	return dotQ8Generic(raw, x)
 }
+
+//go:noescape
+func dotF32x8AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
+
+//go:noescape
+func dotF32x4AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
+
+//go:noescape
+func dotQ8x8AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
+
+//go:noescape
+func dotQ8x4AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
+
+// mulF32 is mulF32Generic, register-blocked: each row of w is loaded once
+// for eight (then four) vectors of x at a time. The kernels check nothing,
+// so the bounds are checked here, before they run.
+func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int) {
+	rows := len(w) / cols
+	if !hasAVX2 || cols%32 != 0 || rows == 0 || n == 0 {
+		mulF32Generic(w, cols, x, n, out, stride)
+		return
+	}
+	_, _ = x[n*cols-1], out[(n-1)*stride+rows-1]
+	r := 0
+	for ; r+8 <= n; r += 8 {
+		dotF32x8AVX2(&w[0], rows, cols, &x[r*cols], &out[r*stride], stride)
+	}
+	for ; r+4 <= n; r += 4 {
+		dotF32x4AVX2(&w[0], rows, cols, &x[r*cols], &out[r*stride], stride)
+	}
+	for ; r < n; r++ {
+		for i := 0; i < rows; i++ {
+			out[r*stride+i] = dot32AVX2(&w[i*cols], &x[r*cols], cols)
+		}
+	}
+}
+
+// mulQ8 is mulQ8Generic, register-blocked as mulF32 is: each block of a
+// row is converted once for eight (then four) vectors.
+func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) {
+	rb := cols / Q8Block * q8BlockBytes
+	rows := len(raw) / rb
+	if !hasAVX2 || rows == 0 || n == 0 {
+		mulQ8Generic(raw, cols, x, n, out, stride)
+		return
+	}
+	nb := cols / Q8Block
+	_, _ = x[n*cols-1], out[(n-1)*stride+rows-1]
+	r := 0
+	for ; r+8 <= n; r += 8 {
+		dotQ8x8AVX2(&raw[0], rows, nb, &x[r*cols], &out[r*stride], stride)
+	}
+	for ; r+4 <= n; r += 4 {
+		dotQ8x4AVX2(&raw[0], rows, nb, &x[r*cols], &out[r*stride], stride)
+	}
+	for ; r < n; r++ {
+		for i := 0; i < rows; i++ {
+			out[r*stride+i] = dotQ8AVX2(&raw[i*rb], &x[r*cols], nb)
+		}
+	}
+}
+
+//go:noescape
+func axpyAVX2(out *float32, a float32, v *float32, n int)
+
+// axpy is axpyGeneric, eight elements at a time where the CPU has AVX2.
+func axpy(out []float32, a float32, v []float32) {
+	n := len(out) &^ 7
+	if !hasAVX2 || n == 0 {
+		axpyGeneric(out, a, v)
+		return
+	}
+	v = v[:len(out)]
+	axpyAVX2(&out[0], a, &v[0], n)
+	if n < len(out) {
+		axpyGeneric(out[n:], a, v[n:])
+	}
+}

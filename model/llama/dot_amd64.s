@@ -59,10 +59,8 @@ TEXT ·dotQ8AVX2(SB), NOSPLIT, $0-28
 	VXORPS Y0, Y0, Y0
 
 qloop:
-	MOVWLZX      (SI), AX
-	MOVQ         AX, X7
-	VCVTPH2PS    X7, X7
-	VBROADCASTSS X7, Y7
+	VPBROADCASTW (SI), X7
+	VCVTPH2PS    X7, Y7 // d in every lane
 	VPMOVSXBD    2(SI), Y1
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       (DI), Y1, Y1
@@ -93,4 +91,806 @@ qloop:
 	VADDSS       X1, X0, X0
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotF32x8AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
+//
+// out[r*outStride+i] = row i of w (rows rows of n floats, n a positive
+// multiple of 32) times x vector r (x + r*n), for r < 8: dot32Generic's
+// order. Each lane group g (lanes 8g..8g+7 of the 32) is one pass over
+// the row: every 8 weights are loaded once and multiplied into 8
+// accumulators (VMULPS then VADDPS, no fused multiply-add); the frame keeps
+// a0+a1 and a2 until pass 3 gives v = (a0+a1) + (a2+a3), reduced as
+// dot32AVX2 reduces.
+TEXT ·dotF32x8AVX2(SB), 0, $512-48
+	MOVQ w+0(FP), SI
+	MOVQ rows+8(FP), BX
+	MOVQ n+16(FP), DX
+	SHLQ $2, DX // row and vector stride in bytes
+	MOVQ x+24(FP), DI
+	MOVQ out+32(FP), R12
+	MOVQ outStride+40(FP), R13
+	SHLQ $2, R13
+	LEAQ (DX)(DX*2), R8
+	LEAQ (DX)(DX*4), R9
+	LEAQ (R8)(DX*4), R10
+
+f8row:
+	LEAQ 0(DI), AX
+	LEAQ 0(SI), CX
+	MOVQ DX, R11
+	SHRQ $7, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f8pass0:
+	VMOVUPS (CX), Y8
+	VMULPS  (AX), Y8, Y9
+	VADDPS  Y9, Y0, Y0
+	VMULPS  (AX)(DX*1), Y8, Y10
+	VADDPS  Y10, Y1, Y1
+	VMULPS  (AX)(DX*2), Y8, Y11
+	VADDPS  Y11, Y2, Y2
+	VMULPS  (AX)(R8*1), Y8, Y12
+	VADDPS  Y12, Y3, Y3
+	VMULPS  (AX)(DX*4), Y8, Y13
+	VADDPS  Y13, Y4, Y4
+	VMULPS  (AX)(R9*1), Y8, Y14
+	VADDPS  Y14, Y5, Y5
+	VMULPS  (AX)(R8*2), Y8, Y15
+	VADDPS  Y15, Y6, Y6
+	VMULPS  (AX)(R10*1), Y8, Y9
+	VADDPS  Y9, Y7, Y7
+	ADDQ    $128, AX
+	ADDQ    $128, CX
+	DECQ    R11
+	JNZ     f8pass0
+
+	VMOVUPS Y0, 0(SP) // a0
+	VMOVUPS Y1, 32(SP)
+	VMOVUPS Y2, 64(SP)
+	VMOVUPS Y3, 96(SP)
+	VMOVUPS Y4, 128(SP)
+	VMOVUPS Y5, 160(SP)
+	VMOVUPS Y6, 192(SP)
+	VMOVUPS Y7, 224(SP)
+
+	LEAQ 32(DI), AX
+	LEAQ 32(SI), CX
+	MOVQ DX, R11
+	SHRQ $7, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f8pass1:
+	VMOVUPS (CX), Y8
+	VMULPS  (AX), Y8, Y9
+	VADDPS  Y9, Y0, Y0
+	VMULPS  (AX)(DX*1), Y8, Y10
+	VADDPS  Y10, Y1, Y1
+	VMULPS  (AX)(DX*2), Y8, Y11
+	VADDPS  Y11, Y2, Y2
+	VMULPS  (AX)(R8*1), Y8, Y12
+	VADDPS  Y12, Y3, Y3
+	VMULPS  (AX)(DX*4), Y8, Y13
+	VADDPS  Y13, Y4, Y4
+	VMULPS  (AX)(R9*1), Y8, Y14
+	VADDPS  Y14, Y5, Y5
+	VMULPS  (AX)(R8*2), Y8, Y15
+	VADDPS  Y15, Y6, Y6
+	VMULPS  (AX)(R10*1), Y8, Y9
+	VADDPS  Y9, Y7, Y7
+	ADDQ    $128, AX
+	ADDQ    $128, CX
+	DECQ    R11
+	JNZ     f8pass1
+
+	VADDPS  0(SP), Y0, Y0
+	VMOVUPS Y0, 0(SP) // a0+a1
+	VADDPS  32(SP), Y1, Y1
+	VMOVUPS Y1, 32(SP)
+	VADDPS  64(SP), Y2, Y2
+	VMOVUPS Y2, 64(SP)
+	VADDPS  96(SP), Y3, Y3
+	VMOVUPS Y3, 96(SP)
+	VADDPS  128(SP), Y4, Y4
+	VMOVUPS Y4, 128(SP)
+	VADDPS  160(SP), Y5, Y5
+	VMOVUPS Y5, 160(SP)
+	VADDPS  192(SP), Y6, Y6
+	VMOVUPS Y6, 192(SP)
+	VADDPS  224(SP), Y7, Y7
+	VMOVUPS Y7, 224(SP)
+
+	LEAQ 64(DI), AX
+	LEAQ 64(SI), CX
+	MOVQ DX, R11
+	SHRQ $7, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f8pass2:
+	VMOVUPS (CX), Y8
+	VMULPS  (AX), Y8, Y9
+	VADDPS  Y9, Y0, Y0
+	VMULPS  (AX)(DX*1), Y8, Y10
+	VADDPS  Y10, Y1, Y1
+	VMULPS  (AX)(DX*2), Y8, Y11
+	VADDPS  Y11, Y2, Y2
+	VMULPS  (AX)(R8*1), Y8, Y12
+	VADDPS  Y12, Y3, Y3
+	VMULPS  (AX)(DX*4), Y8, Y13
+	VADDPS  Y13, Y4, Y4
+	VMULPS  (AX)(R9*1), Y8, Y14
+	VADDPS  Y14, Y5, Y5
+	VMULPS  (AX)(R8*2), Y8, Y15
+	VADDPS  Y15, Y6, Y6
+	VMULPS  (AX)(R10*1), Y8, Y9
+	VADDPS  Y9, Y7, Y7
+	ADDQ    $128, AX
+	ADDQ    $128, CX
+	DECQ    R11
+	JNZ     f8pass2
+
+	VMOVUPS Y0, 256(SP) // a2
+	VMOVUPS Y1, 288(SP)
+	VMOVUPS Y2, 320(SP)
+	VMOVUPS Y3, 352(SP)
+	VMOVUPS Y4, 384(SP)
+	VMOVUPS Y5, 416(SP)
+	VMOVUPS Y6, 448(SP)
+	VMOVUPS Y7, 480(SP)
+
+	LEAQ 96(DI), AX
+	LEAQ 96(SI), CX
+	MOVQ DX, R11
+	SHRQ $7, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f8pass3:
+	VMOVUPS (CX), Y8
+	VMULPS  (AX), Y8, Y9
+	VADDPS  Y9, Y0, Y0
+	VMULPS  (AX)(DX*1), Y8, Y10
+	VADDPS  Y10, Y1, Y1
+	VMULPS  (AX)(DX*2), Y8, Y11
+	VADDPS  Y11, Y2, Y2
+	VMULPS  (AX)(R8*1), Y8, Y12
+	VADDPS  Y12, Y3, Y3
+	VMULPS  (AX)(DX*4), Y8, Y13
+	VADDPS  Y13, Y4, Y4
+	VMULPS  (AX)(R9*1), Y8, Y14
+	VADDPS  Y14, Y5, Y5
+	VMULPS  (AX)(R8*2), Y8, Y15
+	VADDPS  Y15, Y6, Y6
+	VMULPS  (AX)(R10*1), Y8, Y9
+	VADDPS  Y9, Y7, Y7
+	ADDQ    $128, AX
+	ADDQ    $128, CX
+	DECQ    R11
+	JNZ     f8pass3
+
+	VADDPS  256(SP), Y0, Y0 // a2+a3
+	VADDPS  0(SP), Y0, Y0 // (a0+a1)+(a2+a3)
+	VADDPS  288(SP), Y1, Y1
+	VADDPS  32(SP), Y1, Y1
+	VADDPS  320(SP), Y2, Y2
+	VADDPS  64(SP), Y2, Y2
+	VADDPS  352(SP), Y3, Y3
+	VADDPS  96(SP), Y3, Y3
+	VADDPS  384(SP), Y4, Y4
+	VADDPS  128(SP), Y4, Y4
+	VADDPS  416(SP), Y5, Y5
+	VADDPS  160(SP), Y5, Y5
+	VADDPS  448(SP), Y6, Y6
+	VADDPS  192(SP), Y6, Y6
+	VADDPS  480(SP), Y7, Y7
+	VADDPS  224(SP), Y7, Y7
+
+	MOVQ R12, AX
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X0, X8
+	VADDPS       X8, X0, X0
+	VMOVSHDUP    X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y1, X8
+	VADDPS       X8, X1, X1
+	VMOVHLPS     X1, X1, X8
+	VADDPS       X8, X1, X1
+	VMOVSHDUP    X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y2, X8
+	VADDPS       X8, X2, X2
+	VMOVHLPS     X2, X2, X8
+	VADDPS       X8, X2, X2
+	VMOVSHDUP    X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y3, X8
+	VADDPS       X8, X3, X3
+	VMOVHLPS     X3, X3, X8
+	VADDPS       X8, X3, X3
+	VMOVSHDUP    X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y4, X8
+	VADDPS       X8, X4, X4
+	VMOVHLPS     X4, X4, X8
+	VADDPS       X8, X4, X4
+	VMOVSHDUP    X4, X8
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y5, X8
+	VADDPS       X8, X5, X5
+	VMOVHLPS     X5, X5, X8
+	VADDPS       X8, X5, X5
+	VMOVSHDUP    X5, X8
+	VADDSS       X8, X5, X5
+	VMOVSS       X5, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y6, X8
+	VADDPS       X8, X6, X6
+	VMOVHLPS     X6, X6, X8
+	VADDPS       X8, X6, X6
+	VMOVSHDUP    X6, X8
+	VADDSS       X8, X6, X6
+	VMOVSS       X6, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y7, X8
+	VADDPS       X8, X7, X7
+	VMOVHLPS     X7, X7, X8
+	VADDPS       X8, X7, X7
+	VMOVSHDUP    X7, X8
+	VADDSS       X8, X7, X7
+	VMOVSS       X7, (AX)
+	ADDQ DX, SI
+	ADDQ $4, R12
+	DECQ BX
+	JNZ  f8row
+	VZEROUPPER
+	RET
+
+// func dotF32x4AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
+//
+// out[r*outStride+i] = row i of w (rows rows of n floats, n a positive
+// multiple of 32) times x vector r (x + r*n), for r < 4: dot32Generic's
+// order. Each lane group g (lanes 8g..8g+7 of the 32) is one pass over
+// the row: every 8 weights are loaded once and multiplied into 4
+// accumulators (VMULPS then VADDPS, no fused multiply-add); the frame keeps
+// a0+a1 and a2 until pass 3 gives v = (a0+a1) + (a2+a3), reduced as
+// dot32AVX2 reduces.
+TEXT ·dotF32x4AVX2(SB), 0, $256-48
+	MOVQ w+0(FP), SI
+	MOVQ rows+8(FP), BX
+	MOVQ n+16(FP), DX
+	SHLQ $2, DX // row and vector stride in bytes
+	MOVQ x+24(FP), DI
+	MOVQ out+32(FP), R12
+	MOVQ outStride+40(FP), R13
+	SHLQ $2, R13
+	LEAQ (DX)(DX*2), R8
+	LEAQ (DX)(DX*4), R9
+	LEAQ (R8)(DX*4), R10
+
+f4row:
+	LEAQ 0(DI), AX
+	LEAQ 0(SI), CX
+	MOVQ DX, R11
+	SHRQ $7, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+f4pass0:
+	VMOVUPS (CX), Y8
+	VMULPS  (AX), Y8, Y9
+	VADDPS  Y9, Y0, Y0
+	VMULPS  (AX)(DX*1), Y8, Y10
+	VADDPS  Y10, Y1, Y1
+	VMULPS  (AX)(DX*2), Y8, Y11
+	VADDPS  Y11, Y2, Y2
+	VMULPS  (AX)(R8*1), Y8, Y12
+	VADDPS  Y12, Y3, Y3
+	ADDQ    $128, AX
+	ADDQ    $128, CX
+	DECQ    R11
+	JNZ     f4pass0
+
+	VMOVUPS Y0, 0(SP) // a0
+	VMOVUPS Y1, 32(SP)
+	VMOVUPS Y2, 64(SP)
+	VMOVUPS Y3, 96(SP)
+
+	LEAQ 32(DI), AX
+	LEAQ 32(SI), CX
+	MOVQ DX, R11
+	SHRQ $7, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+f4pass1:
+	VMOVUPS (CX), Y8
+	VMULPS  (AX), Y8, Y9
+	VADDPS  Y9, Y0, Y0
+	VMULPS  (AX)(DX*1), Y8, Y10
+	VADDPS  Y10, Y1, Y1
+	VMULPS  (AX)(DX*2), Y8, Y11
+	VADDPS  Y11, Y2, Y2
+	VMULPS  (AX)(R8*1), Y8, Y12
+	VADDPS  Y12, Y3, Y3
+	ADDQ    $128, AX
+	ADDQ    $128, CX
+	DECQ    R11
+	JNZ     f4pass1
+
+	VADDPS  0(SP), Y0, Y0
+	VMOVUPS Y0, 0(SP) // a0+a1
+	VADDPS  32(SP), Y1, Y1
+	VMOVUPS Y1, 32(SP)
+	VADDPS  64(SP), Y2, Y2
+	VMOVUPS Y2, 64(SP)
+	VADDPS  96(SP), Y3, Y3
+	VMOVUPS Y3, 96(SP)
+
+	LEAQ 64(DI), AX
+	LEAQ 64(SI), CX
+	MOVQ DX, R11
+	SHRQ $7, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+f4pass2:
+	VMOVUPS (CX), Y8
+	VMULPS  (AX), Y8, Y9
+	VADDPS  Y9, Y0, Y0
+	VMULPS  (AX)(DX*1), Y8, Y10
+	VADDPS  Y10, Y1, Y1
+	VMULPS  (AX)(DX*2), Y8, Y11
+	VADDPS  Y11, Y2, Y2
+	VMULPS  (AX)(R8*1), Y8, Y12
+	VADDPS  Y12, Y3, Y3
+	ADDQ    $128, AX
+	ADDQ    $128, CX
+	DECQ    R11
+	JNZ     f4pass2
+
+	VMOVUPS Y0, 128(SP) // a2
+	VMOVUPS Y1, 160(SP)
+	VMOVUPS Y2, 192(SP)
+	VMOVUPS Y3, 224(SP)
+
+	LEAQ 96(DI), AX
+	LEAQ 96(SI), CX
+	MOVQ DX, R11
+	SHRQ $7, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+f4pass3:
+	VMOVUPS (CX), Y8
+	VMULPS  (AX), Y8, Y9
+	VADDPS  Y9, Y0, Y0
+	VMULPS  (AX)(DX*1), Y8, Y10
+	VADDPS  Y10, Y1, Y1
+	VMULPS  (AX)(DX*2), Y8, Y11
+	VADDPS  Y11, Y2, Y2
+	VMULPS  (AX)(R8*1), Y8, Y12
+	VADDPS  Y12, Y3, Y3
+	ADDQ    $128, AX
+	ADDQ    $128, CX
+	DECQ    R11
+	JNZ     f4pass3
+
+	VADDPS  128(SP), Y0, Y0 // a2+a3
+	VADDPS  0(SP), Y0, Y0 // (a0+a1)+(a2+a3)
+	VADDPS  160(SP), Y1, Y1
+	VADDPS  32(SP), Y1, Y1
+	VADDPS  192(SP), Y2, Y2
+	VADDPS  64(SP), Y2, Y2
+	VADDPS  224(SP), Y3, Y3
+	VADDPS  96(SP), Y3, Y3
+
+	MOVQ R12, AX
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X0, X8
+	VADDPS       X8, X0, X0
+	VMOVSHDUP    X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y1, X8
+	VADDPS       X8, X1, X1
+	VMOVHLPS     X1, X1, X8
+	VADDPS       X8, X1, X1
+	VMOVSHDUP    X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y2, X8
+	VADDPS       X8, X2, X2
+	VMOVHLPS     X2, X2, X8
+	VADDPS       X8, X2, X2
+	VMOVSHDUP    X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y3, X8
+	VADDPS       X8, X3, X3
+	VMOVHLPS     X3, X3, X8
+	VADDPS       X8, X3, X3
+	VMOVSHDUP    X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ DX, SI
+	ADDQ $4, R12
+	DECQ BX
+	JNZ  f4row
+	VZEROUPPER
+	RET
+
+// func dotQ8x8AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
+//
+// out[r*outStride+i] = Q8_0 row i (rows rows of nblocks blocks) times x
+// vector r (x + r*nblocks*32), for r < 8, in dotQ8Generic's order: each
+// block's scale and quants are converted once and used for the 8 vectors.
+TEXT ·dotQ8x8AVX2(SB), NOSPLIT, $0-48
+	MOVQ raw+0(FP), CX
+	MOVQ rows+8(FP), BX
+	MOVQ nblocks+16(FP), DX
+	SHLQ $7, DX // vector stride in bytes
+	MOVQ x+24(FP), DI
+	MOVQ out+32(FP), R12
+	MOVQ outStride+40(FP), R13
+	SHLQ $2, R13
+	LEAQ (DX)(DX*2), R8
+	LEAQ (DX)(DX*4), R9
+	LEAQ (R8)(DX*4), R10
+
+q8row:
+	MOVQ DI, AX
+	MOVQ nblocks+16(FP), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+q8block:
+	VPBROADCASTW (CX), X12
+	VCVTPH2PS    X12, Y12 // d in every lane
+	VPMOVSXBD    2(CX), Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVSXBD    10(CX), Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVSXBD    18(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVSXBD    26(CX), Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       (AX), Y8, Y13
+	VMULPS       32(AX), Y9, Y14
+	VADDPS       Y14, Y13, Y13 // p0+p1
+	VMULPS       64(AX), Y10, Y14
+	VMULPS       96(AX), Y11, Y15
+	VADDPS       Y15, Y14, Y14 // p2+p3
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13 // d·v
+	VADDPS       Y13, Y0, Y0
+	VMULPS       (AX)(DX*1), Y8, Y13
+	VMULPS       32(AX)(DX*1), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(DX*1), Y10, Y14
+	VMULPS       96(AX)(DX*1), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y1, Y1
+	VMULPS       (AX)(DX*2), Y8, Y13
+	VMULPS       32(AX)(DX*2), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(DX*2), Y10, Y14
+	VMULPS       96(AX)(DX*2), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y2, Y2
+	VMULPS       (AX)(R8*1), Y8, Y13
+	VMULPS       32(AX)(R8*1), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(R8*1), Y10, Y14
+	VMULPS       96(AX)(R8*1), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VMULPS       (AX)(DX*4), Y8, Y13
+	VMULPS       32(AX)(DX*4), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(DX*4), Y10, Y14
+	VMULPS       96(AX)(DX*4), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y4, Y4
+	VMULPS       (AX)(R9*1), Y8, Y13
+	VMULPS       32(AX)(R9*1), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(R9*1), Y10, Y14
+	VMULPS       96(AX)(R9*1), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y5, Y5
+	VMULPS       (AX)(R8*2), Y8, Y13
+	VMULPS       32(AX)(R8*2), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(R8*2), Y10, Y14
+	VMULPS       96(AX)(R8*2), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y6, Y6
+	VMULPS       (AX)(R10*1), Y8, Y13
+	VMULPS       32(AX)(R10*1), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(R10*1), Y10, Y14
+	VMULPS       96(AX)(R10*1), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y7, Y7
+	ADDQ         $34, CX
+	ADDQ         $128, AX
+	DECQ         R11
+	JNZ          q8block
+
+	MOVQ R12, AX
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X0, X8
+	VADDPS       X8, X0, X0
+	VMOVSHDUP    X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y1, X8
+	VADDPS       X8, X1, X1
+	VMOVHLPS     X1, X1, X8
+	VADDPS       X8, X1, X1
+	VMOVSHDUP    X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y2, X8
+	VADDPS       X8, X2, X2
+	VMOVHLPS     X2, X2, X8
+	VADDPS       X8, X2, X2
+	VMOVSHDUP    X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y3, X8
+	VADDPS       X8, X3, X3
+	VMOVHLPS     X3, X3, X8
+	VADDPS       X8, X3, X3
+	VMOVSHDUP    X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y4, X8
+	VADDPS       X8, X4, X4
+	VMOVHLPS     X4, X4, X8
+	VADDPS       X8, X4, X4
+	VMOVSHDUP    X4, X8
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y5, X8
+	VADDPS       X8, X5, X5
+	VMOVHLPS     X5, X5, X8
+	VADDPS       X8, X5, X5
+	VMOVSHDUP    X5, X8
+	VADDSS       X8, X5, X5
+	VMOVSS       X5, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y6, X8
+	VADDPS       X8, X6, X6
+	VMOVHLPS     X6, X6, X8
+	VADDPS       X8, X6, X6
+	VMOVSHDUP    X6, X8
+	VADDSS       X8, X6, X6
+	VMOVSS       X6, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y7, X8
+	VADDPS       X8, X7, X7
+	VMOVHLPS     X7, X7, X8
+	VADDPS       X8, X7, X7
+	VMOVSHDUP    X7, X8
+	VADDSS       X8, X7, X7
+	VMOVSS       X7, (AX)
+	ADDQ $4, R12
+	DECQ BX
+	JNZ  q8row
+	VZEROUPPER
+	RET
+
+// func dotQ8x4AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
+//
+// out[r*outStride+i] = Q8_0 row i (rows rows of nblocks blocks) times x
+// vector r (x + r*nblocks*32), for r < 4, in dotQ8Generic's order: each
+// block's scale and quants are converted once and used for the 4 vectors.
+TEXT ·dotQ8x4AVX2(SB), NOSPLIT, $0-48
+	MOVQ raw+0(FP), CX
+	MOVQ rows+8(FP), BX
+	MOVQ nblocks+16(FP), DX
+	SHLQ $7, DX // vector stride in bytes
+	MOVQ x+24(FP), DI
+	MOVQ out+32(FP), R12
+	MOVQ outStride+40(FP), R13
+	SHLQ $2, R13
+	LEAQ (DX)(DX*2), R8
+	LEAQ (DX)(DX*4), R9
+	LEAQ (R8)(DX*4), R10
+
+q4row:
+	MOVQ DI, AX
+	MOVQ nblocks+16(FP), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+q4block:
+	VPBROADCASTW (CX), X12
+	VCVTPH2PS    X12, Y12 // d in every lane
+	VPMOVSXBD    2(CX), Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVSXBD    10(CX), Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVSXBD    18(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVSXBD    26(CX), Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       (AX), Y8, Y13
+	VMULPS       32(AX), Y9, Y14
+	VADDPS       Y14, Y13, Y13 // p0+p1
+	VMULPS       64(AX), Y10, Y14
+	VMULPS       96(AX), Y11, Y15
+	VADDPS       Y15, Y14, Y14 // p2+p3
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13 // d·v
+	VADDPS       Y13, Y0, Y0
+	VMULPS       (AX)(DX*1), Y8, Y13
+	VMULPS       32(AX)(DX*1), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(DX*1), Y10, Y14
+	VMULPS       96(AX)(DX*1), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y1, Y1
+	VMULPS       (AX)(DX*2), Y8, Y13
+	VMULPS       32(AX)(DX*2), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(DX*2), Y10, Y14
+	VMULPS       96(AX)(DX*2), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y2, Y2
+	VMULPS       (AX)(R8*1), Y8, Y13
+	VMULPS       32(AX)(R8*1), Y9, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       64(AX)(R8*1), Y10, Y14
+	VMULPS       96(AX)(R8*1), Y11, Y15
+	VADDPS       Y15, Y14, Y14
+	VADDPS       Y14, Y13, Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	ADDQ         $34, CX
+	ADDQ         $128, AX
+	DECQ         R11
+	JNZ          q4block
+
+	MOVQ R12, AX
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X0, X8
+	VADDPS       X8, X0, X0
+	VMOVSHDUP    X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y1, X8
+	VADDPS       X8, X1, X1
+	VMOVHLPS     X1, X1, X8
+	VADDPS       X8, X1, X1
+	VMOVSHDUP    X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y2, X8
+	VADDPS       X8, X2, X2
+	VMOVHLPS     X2, X2, X8
+	VADDPS       X8, X2, X2
+	VMOVSHDUP    X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         R13, AX
+	VEXTRACTF128 $1, Y3, X8
+	VADDPS       X8, X3, X3
+	VMOVHLPS     X3, X3, X8
+	VADDPS       X8, X3, X3
+	VMOVSHDUP    X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ $4, R12
+	DECQ BX
+	JNZ  q4row
+	VZEROUPPER
+	RET
+
+
+// func axpyAVX2(out *float32, a float32, v *float32, n int)
+//
+// out[d] += a·v[d] for d < n (a positive multiple of 8): the product
+// rounded to float32 (VMULPS), then added (VADDPS), as axpyGeneric does.
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	MOVQ         out+0(FP), DI
+	VBROADCASTSS a+8(FP), Y0
+	MOVQ         v+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+axloop:
+	VMULPS  (SI), Y0, Y1
+	VADDPS  (DI), Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     axloop
+	VZEROUPPER
 	RET

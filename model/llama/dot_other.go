@@ -7,3 +7,13 @@ const hasAVX2 = false
 func dotF32(w, x []float32) float32 { return dot32Generic(w, x) }
 
 func dotQ8(raw []byte, x []float32) float32 { return dotQ8Generic(raw, x) }
+
+func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int) {
+	mulF32Generic(w, cols, x, n, out, stride)
+}
+
+func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) {
+	mulQ8Generic(raw, cols, x, n, out, stride)
+}
+
+func axpy(out []float32, a float32, v []float32) { axpyGeneric(out, a, v) }

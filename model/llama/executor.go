@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
@@ -24,6 +25,7 @@ type Executor struct {
 	invFreq   []float64 // RoPE: theta^(-2i/hd), i < hd/2
 	attScale  float32
 	run       Runner
+	viewKV    bool // the pool's slots can be read as []float32 in place (viewF32)
 
 	// Per-step scratch, grown on demand and reused: a step allocates
 	// nothing once the buffers have reached the largest batch.
@@ -70,6 +72,9 @@ func New(w *Weights, pool *kvblock.Pool, run Runner) (*Executor, error) {
 		hd: c.HeadDim(), kvDim: c.KVDim(), group: c.Heads / c.KVHeads,
 		attScale: float32(1 / math.Sqrt(float64(c.HeadDim()))),
 		run:      run,
+	}
+	if b := pool.SlotBytes(0, 0); littleEndian && len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%4 == 0 {
+		e.viewKV = true // every slot is: BytesPerToken is a multiple of 4
 	}
 	e.invFreq = make([]float64, e.hd/2)
 	for i := range e.invFreq {
@@ -286,7 +291,9 @@ func rmsnorm(dst, x, w []float32, eps float32) {
 
 // matmul sets out[r×Rows + o] = m row o · in[r×Cols ...] for rows r < n.
 // Work is split over output rows of m: each weight row is read once per step
-// and used for all n inputs while it is in cache.
+// and used for all n inputs while it is in cache; the F32 and Q8_0 kernels
+// (mulF32, mulQ8) apply it to several inputs per load, in the order of the
+// one-input kernel, so an input's outputs do not depend on n.
 func (e *Executor) matmul(out []float32, m *Matrix, in []float32, n int) {
 	e.mm.out, e.mm.m, e.mm.in, e.mm.n = out, m, in, n
 	chunks := (m.Rows + matmulChunk - 1) / matmulChunk
@@ -308,9 +315,17 @@ type matmulTask struct {
 func (t *matmulTask) Do(_, i int) {
 	m, n := t.m, t.n
 	lo, hi := i*matmulChunk, min((i+1)*matmulChunk, m.Rows)
-	for o := lo; o < hi; o++ {
-		for r := 0; r < n; r++ {
-			t.out[r*m.Rows+o] = m.dotRow(o, t.in[r*m.Cols:(r+1)*m.Cols])
+	switch m.Type {
+	case F32:
+		mulF32(m.F[lo*m.Cols:hi*m.Cols], m.Cols, t.in, n, t.out[lo:], m.Rows)
+	case Q8_0:
+		rb := m.Type.RowBytes(m.Cols)
+		mulQ8(m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows)
+	default:
+		for o := lo; o < hi; o++ {
+			for r := 0; r < n; r++ {
+				t.out[r*m.Rows+o] = m.dotRow(o, t.in[r*m.Cols:(r+1)*m.Cols])
+			}
 		}
 	}
 }
@@ -348,7 +363,12 @@ func (t *attnTask) Do(worker, i int) {
 	mx := float32(math.Inf(-1))
 	for p := 0; p <= pos; p++ {
 		kb := e.pool.SlotBytes(s.Blocks[p/e.blockSize], p%e.blockSize)[kOff : kOff+hb]
-		v := float32(dotBytes(kb, q) * e.attScale)
+		var v float32
+		if e.viewKV {
+			v = float32(dot4(viewF32(kb), q) * e.attScale)
+		} else {
+			v = float32(dotBytes(kb, q) * e.attScale)
+		}
 		sc[p] = v
 		mx = max(mx, v)
 	}
@@ -364,9 +384,49 @@ func (t *attnTask) Do(worker, i int) {
 	for p, a := range sc {
 		a = float32(a * inv)
 		vb := e.pool.SlotBytes(s.Blocks[p/e.blockSize], p%e.blockSize)[vOff : vOff+hb]
+		if e.viewKV {
+			axpy(out, a, viewF32(vb))
+			continue
+		}
 		for d := range out {
 			out[d] += float32(a * math.Float32frombits(binary.LittleEndian.Uint32(vb[4*d:])))
 		}
+	}
+}
+
+// dot4 is dotBytes over float32s: four lanes by index mod 4, combined as
+// (l0+l1)+(l2+l3).
+func dot4(w, x []float32) float32 {
+	w = w[:len(x)]
+	var s0, s1, s2, s3 float32
+	n := len(x) &^ 3
+	for k := 0; k < n; k += 4 {
+		ww, xx := w[k:k+4:k+4], x[k:k+4:k+4]
+		s0 += float32(ww[0] * xx[0])
+		s1 += float32(ww[1] * xx[1])
+		s2 += float32(ww[2] * xx[2])
+		s3 += float32(ww[3] * xx[3])
+	}
+	for k := n; k < len(x); k++ {
+		p := float32(w[k] * x[k])
+		switch k & 3 {
+		case 0:
+			s0 += p
+		case 1:
+			s1 += p
+		default:
+			s2 += p
+		}
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpyGeneric sets out[d] += float32(a·v[d]): element by element, so any
+// vector width gives the same bits (axpy picks one).
+func axpyGeneric(out []float32, a float32, v []float32) {
+	v = v[:len(out)]
+	for d := range out {
+		out[d] += float32(a * v[d])
 	}
 }
 

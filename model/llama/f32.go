@@ -28,3 +28,9 @@ func F32s(b []byte) []float32 {
 	}
 	return out
 }
+
+// viewF32 is b (4-byte aligned, len a multiple of 4) as []float32, aliased:
+// for little-endian machines only (the caller checks littleEndian).
+func viewF32(b []byte) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}

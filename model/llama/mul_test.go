@@ -1,0 +1,108 @@
+package llama
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestMulKernelsAgree: the register-blocked matrix-times-vectors kernels
+// give exactly the bits of their generic twins, which are the one-vector
+// kernels applied to each vector, on random shapes: column counts with and
+// without a ragged tail of 32, row counts of one and more, vector counts
+// that leave every remainder of the blocks of 8 and 4, and outputs with a
+// stride wider than the rows.
+func TestMulKernelsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for trial := 0; trial < 200; trial++ {
+		cols := 32 * (1 + r.IntN(12))
+		if trial%4 == 3 {
+			cols = 1 + r.IntN(200) // ragged: the generic kernel's path
+		}
+		rows := 1 + r.IntN(70)
+		n := 1 + r.IntN(19)
+		stride := rows + r.IntN(5)
+		w := make([]float32, rows*cols)
+		x := make([]float32, n*cols)
+		for i := range w {
+			w[i] = float32(r.NormFloat64())
+		}
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 10)
+		}
+		got, want := make([]float32, n*stride), make([]float32, n*stride)
+		mulF32(w, cols, x, n, got, stride)
+		mulF32Generic(w, cols, x, n, want, stride)
+		for v := 0; v < n; v++ {
+			for i := 0; i < rows; i++ {
+				g, e := got[v*stride+i], want[v*stride+i]
+				if math.Float32bits(g) != math.Float32bits(e) {
+					t.Fatalf("F32 %d×%d, %d vectors: out[%d][%d] = %v, generic %v (AVX2 %v)", rows, cols, n, v, i, g, e, hasAVX2)
+				}
+				if d := dot32Generic(w[i*cols:(i+1)*cols], x[v*cols:(v+1)*cols]); d != e {
+					t.Fatalf("F32 generic twin %v, one-vector kernel %v", e, d)
+				}
+			}
+		}
+
+		if cols%Q8Block != 0 {
+			continue
+		}
+		nb := cols / Q8Block
+		raw := make([]byte, rows*nb*q8BlockBytes)
+		for b := 0; b < rows*nb; b++ {
+			h := F32ToF16(float32(r.Float64() * 0.05))
+			raw[b*q8BlockBytes], raw[b*q8BlockBytes+1] = byte(h), byte(h>>8)
+			for i := 0; i < Q8Block; i++ {
+				raw[b*q8BlockBytes+2+i] = byte(r.IntN(256))
+			}
+		}
+		clear(got)
+		clear(want)
+		mulQ8(raw, cols, x, n, got, stride)
+		mulQ8Generic(raw, cols, x, n, want, stride)
+		rb := nb * q8BlockBytes
+		for v := 0; v < n; v++ {
+			for i := 0; i < rows; i++ {
+				g, e := got[v*stride+i], want[v*stride+i]
+				if math.Float32bits(g) != math.Float32bits(e) {
+					t.Fatalf("Q8_0 %d×%d, %d vectors: out[%d][%d] = %v, generic %v (AVX2 %v)", rows, cols, n, v, i, g, e, hasAVX2)
+				}
+				if d := dotQ8(raw[i*rb:(i+1)*rb], x[v*cols:(v+1)*cols]); d != e {
+					t.Fatalf("Q8_0 generic twin %v, one-vector kernel %v", e, d)
+				}
+			}
+		}
+	}
+}
+
+// TestAttentionKernelsAgree: attention's float32 views of the pool give the
+// bits of its byte-decoding path: dot4 those of dotBytes, axpy those of
+// axpyGeneric, for head dims with and without a tail of 8.
+func TestAttentionKernelsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for n := 1; n <= 300; n += 1 + n/9 {
+		k, q, v := make([]float32, n), make([]float32, n), make([]float32, n)
+		b := make([]byte, 4*n)
+		for i := range k {
+			k[i], q[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		putF32s(b, k)
+		if g, e := dot4(k, q), dotBytes(b, q); math.Float32bits(g) != math.Float32bits(e) {
+			t.Fatalf("n=%d: dot4 %v, dotBytes %v", n, g, e)
+		}
+		got, want := make([]float32, n), make([]float32, n)
+		for i := range got {
+			got[i] = float32(r.NormFloat64())
+		}
+		copy(want, got)
+		a := float32(r.Float64())
+		axpy(got, a, v)
+		axpyGeneric(want, a, v)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("n=%d: axpy[%d] = %v, generic %v", n, i, got[i], want[i])
+			}
+		}
+	}
+}
