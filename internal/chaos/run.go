@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/chaos/netem"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -33,7 +34,11 @@ var FaultKinds = []string{
 	"cut-p-to-d",      // one way: what P sends D is lost
 	"cut-d-to-p",      // one way: what D sends P is lost
 	"isolate",         // one engine cut from everything
-	"loss",            // 10–30% loss and a 20 Mbit/s cap on one engine's link
+	"loss",            // 10–30% loss and a 20 Mbit/s cap on one engine's link (tc)
+	"jitter-loss",     // netem: 10–30% loss and 50 ms ± 50 ms delay on one engine's link
+	"reorder",         // netem: 10–30 ms ± as much delay, a quarter of the packets sent at once
+	"duplicate",       // netem: 10–30% of the packets twice, 5 ms ± 5 ms delay
+	"corrupt",         // netem: 1–5% of the packets with one bit flipped, 5 ms ± 5 ms delay
 	"kill-decode",     // kill -9 of a decode engine, restarted after a while
 	"kill-prefill",    // kill -9 of the prefill engine, restarted after a while
 	"stop-prefill",    // SIGSTOP of the prefill engine, then SIGCONT
@@ -74,6 +79,11 @@ type Report struct {
 	ActiveAfter, HeldAfter    float64
 	FaultsByKind              map[string]int
 	ReleaseP99, ReleaseMedian map[string]time.Duration
+	// Netem is what the userspace netem did to the packets of impaired
+	// links; ChecksumIP and ChecksumTCP are the corrupted packets the
+	// nodes' kernels dropped by their IP header and TCP checksums.
+	Netem                   netem.ForwardStats
+	ChecksumIP, ChecksumTCP int
 }
 
 // OK reports whether every check held: every answer equal, nothing left
@@ -149,6 +159,8 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			rep.HeldAfter += m.Sum("kvlease_kv_blocks", `state="held"`)
 		}
 	}
+	rep.Netem = h.Net.NetemStats()
+	rep.ChecksumIP, rep.ChecksumTCP, _ = h.Net.ChecksumErrors(hctx)
 	w.Stop()
 	rep.Released = w.Totals()
 	rep.Sent, rep.Answered, rep.Equal, rep.Errors, rep.Different = tally.Snapshot()
@@ -194,6 +206,12 @@ func inject(ctx context.Context, h *Harness, rng *rand.Rand, begin time.Time, lo
 		f.Target, f.For = fmt.Sprintf("%s %d%%", nd.Name, pct), between(lease, 3*lease)
 		apply = func() error { return errors.Join(h.Net.Lossy(ctx, nd, pct), h.Net.Slow(ctx, nd, "20mbit")) }
 		heal = func() error { return h.Net.Heal(ctx, nd) }
+	case "jitter-loss", "reorder", "duplicate", "corrupt":
+		nd := []*Node{P, D}[rng.IntN(2)]
+		fault := netemFault(f.Kind, rng)
+		f.Target, f.For = nd.Name+" "+fault.String(), between(lease, 3*lease)
+		apply = func() error { return h.Net.Impair(ctx, nd, fault) }
+		heal = func() error { return h.Net.Heal(ctx, nd) }
 	case "kill-decode":
 		f.Target, f.For = dName, between(lease/5, lease)
 		apply, heal = func() error { return h.Cluster.Kill(h.Index(dName)) }, restart(dName)
@@ -226,6 +244,7 @@ func inject(ctx context.Context, h *Harness, rng *rand.Rand, begin time.Time, lo
 		hold = "until it has drained, then restarted"
 	}
 	fmt.Fprintf(log, "+%7.1fs  %-15s %-22s %s\n", f.At.Seconds(), f.Kind, f.Target, hold)
+	before := h.Net.NetemStats()
 	if err := apply(); err != nil {
 		return f, fmt.Errorf("chaos: %s %s: %w", f.Kind, f.Target, err)
 	}
@@ -237,7 +256,37 @@ func inject(ctx context.Context, h *Harness, rng *rand.Rand, begin time.Time, lo
 	if err := heal(); err != nil {
 		return f, fmt.Errorf("chaos: healing %s %s: %w", f.Kind, f.Target, err)
 	}
+	if after := h.Net.NetemStats(); after.Offered > before.Offered {
+		fmt.Fprintf(log, "           netem on %s: %s\n", f.Target, netemCounts(after.Stats, before.Stats))
+	}
 	return f, nil
+}
+
+// netemFault draws the netem fault of one of the netem kinds.
+func netemFault(kind string, rng *rand.Rand) netem.Fault {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	pct := func(lo, hi int) float64 { return float64(lo+rng.IntN(hi-lo+1)) / 100 }
+	switch kind {
+	case "jitter-loss":
+		return netem.Fault{Delay: ms(50), Jitter: ms(50), Loss: pct(10, 30)}
+	case "reorder":
+		d := ms(10 + rng.IntN(21))
+		return netem.Fault{Delay: d, Jitter: d, Reorder: 0.25}
+	case "duplicate":
+		return netem.Fault{Delay: ms(5), Jitter: ms(5), Duplicate: pct(10, 30)}
+	case "corrupt":
+		return netem.Fault{Delay: ms(5), Jitter: ms(5), Corrupt: pct(1, 5)}
+	}
+	panic("chaos: no netem fault " + kind)
+}
+
+// netemCounts is what the netem did between two snapshots of its counts.
+func netemCounts(after, before netem.Stats) string {
+	d := netem.Stats{Offered: after.Offered - before.Offered, Lost: after.Lost - before.Lost,
+		Duplicated: after.Duplicated - before.Duplicated, Reordered: after.Reordered - before.Reordered,
+		Corrupted: after.Corrupted - before.Corrupted, Overflow: after.Overflow - before.Overflow}
+	return fmt.Sprintf("%d packets: %d lost, %d duplicated, %d reordered, %d corrupted, %d overflowed",
+		d.Offered, d.Lost, d.Duplicated, d.Reordered, d.Corrupted, d.Overflow)
 }
 
 // nonRead are the release reasons a fault, rather than a read, causes.
@@ -274,6 +323,10 @@ func (r *Report) Write(out io.Writer) {
 		r.Sent, r.Answered, r.Equal, r.Answered, r.ClientAborts, r.Errors)
 	fmt.Fprintf(out, "leases released by reason: %v\n", nonZero(r.Released))
 	fmt.Fprintf(out, "after settling: %v active leases, %v held blocks; unasked exits %d\n", r.ActiveAfter, r.HeldAfter, len(r.Unasked))
+	if r.Netem.Offered > 0 {
+		fmt.Fprintf(out, "netem: %s, %d unroutable, %d refused by the device; the kernels dropped %d by the IP header checksum and %d by TCP's\n",
+			netemCounts(r.Netem.Stats, netem.Stats{}), r.Netem.Unroutable, r.Netem.WriteErrors, r.ChecksumIP, r.ChecksumTCP)
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "fault\tinjected\tfreed a lease\tfirst release's reason\tmedian to release\tp99 to release")
 	kinds := make([]string, 0, len(r.FaultsByKind))

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func TestSummarize(t *testing.T) {
 		{Kind: "kill-decode", startedAt: at(20 * time.Second)},
 		{Kind: "kill-proxy", startedAt: at(25 * time.Second)},
 	}, Answered: 5, Equal: 5}
+	rep.Netem.Offered, rep.Netem.Corrupted, rep.ChecksumTCP = 100, 3, 3
 	summarize(rep, w)
 	if f := rep.Faults[0]; !f.Released || f.Release != 3100*time.Millisecond || f.ReleaseReason != "expired" {
 		t.Errorf("first fault %+v", f)
@@ -40,7 +42,7 @@ func TestSummarize(t *testing.T) {
 	}
 	var b strings.Builder
 	rep.Write(&b)
-	for _, want := range []string{"expired 1, peer_lost 1", "kill-proxy", "OK: every answer equal"} {
+	for _, want := range []string{"expired 1, peer_lost 1", "kill-proxy", "OK: every answer equal", "3 corrupted", "3 by TCP's"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
@@ -50,5 +52,32 @@ func TestSummarize(t *testing.T) {
 	rep.Write(&b)
 	if rep.OK() || !strings.Contains(b.String(), "LEFT HELD") || !strings.Contains(b.String(), "FAILED") {
 		t.Errorf("a report with a leftover:\n%s", b.String())
+	}
+}
+
+// TestNetemFaultsValid: every netem kind of the random schedule draws a
+// valid fault that does what its name says. (Needs no root.)
+func TestNetemFaultsValid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	kinds := 0
+	for _, k := range FaultKinds {
+		switch k {
+		case "jitter-loss", "reorder", "duplicate", "corrupt":
+		default:
+			continue
+		}
+		kinds++
+		for range 100 {
+			f := netemFault(k, rng)
+			if err := f.Validate(); err != nil || f.Delay == 0 {
+				t.Fatalf("%s: %v: %v", k, f, err)
+			}
+			if map[string]float64{"jitter-loss": f.Loss, "reorder": f.Reorder, "duplicate": f.Duplicate, "corrupt": f.Corrupt}[k] == 0 {
+				t.Fatalf("%s drew %v", k, f)
+			}
+		}
+	}
+	if kinds != 4 {
+		t.Errorf("%d netem kinds in FaultKinds, want 4", kinds)
 	}
 }
