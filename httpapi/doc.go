@@ -73,7 +73,7 @@
 // "code"}}) and these statuses:
 //
 //   - 400: malformed JSON, wrong types, values out of range, unsupported
-//     parameters (n > 1, logprobs, echo, ...), a prompt with no room for
+//     parameters (best_of > 1, ...), a prompt with no room for
 //     one generated token or prompt + max_tokens over the context (param
 //     "prompt"/"messages" or "max_tokens"), a bad X-Request-Id or one
 //     already in progress, bad kv_transfer_params, do_remote_decode with

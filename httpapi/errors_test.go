@@ -30,7 +30,7 @@ func TestErrors(t *testing.T) {
 		{"chat too long", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, nil, 400, "messages", nil, "maximum context length"},
 		{"max_tokens over context", "POST", "/v1/completions", `{"prompt":"abc","max_tokens":254}`, nil, 400, "max_tokens", nil, "you requested 257 tokens"},
 		{"prompt token over vocab", "POST", "/v1/completions", `{"prompt":[1,257]}`, nil, 400, "prompt", nil, "token id 257 is out of vocabulary (0..256)"},
-		{"n > 1", "POST", "/v1/completions", `{"prompt":"x","n":2}`, nil, 400, "n", nil, "n > 1"},
+		{"n over 128", "POST", "/v1/completions", `{"prompt":"x","n":200}`, nil, 400, "n", nil, "between 1 and 128"},
 		{"bad role", "POST", "/v1/chat/completions", `{"messages":[{"role":"robot","content":"x"}]}`, nil, 400, "messages[0].role", nil, "robot"},
 		{"too large", "POST", "/v1/completions", `{"prompt":"` + strings.Repeat("y", 5000) + `"}`, nil, 413, nil, "request_too_large", "at most 4096"},
 		{"bad request id", "POST", "/v1/completions", `{"prompt":"x"}`, []string{"X-Request-Id", "a b"}, 400, "X-Request-Id", nil, "printable ASCII"},

@@ -21,14 +21,14 @@ import (
 // buffer is reused by the next request, so a request allocates little
 // beyond what the engine and net/http need.
 type call struct {
-	s *Server
+	// seqState is the progress of the request's one choice (of the first,
+	// for a request with several: see multi.go).
+	seqState
 
 	// Buffers, reused.
 	body   []byte
 	prompt []int32
 	tmp    []byte
-	outs   []engine.Output
-	text   []byte // generated text: the whole of it, or a stream's delta
 	js     []byte // one JSON document
 	out    []byte // bytes to write
 	req    engine.Request
@@ -42,20 +42,29 @@ type call struct {
 	chat      bool
 	stream    bool
 	usageOpts openai.StreamOptions
-	sp        *openai.SamplingParams
 	created   int64
-	arrival   clock.Instant
 
 	// Progress.
-	remote    *xfer.Remote      // the request's remote prefix, for a refusal
-	det       *tokenizer.Stream // nil without stop strings
-	ntok      int               // tokens received
-	lastAt    clock.Instant     // instant of the last token, for inter-token latency
-	stopped   bool              // a stop string matched
-	stopSent  bool              // we stopped the request after the stop string
-	finished  bool
-	fin       engine.Output // the finished output
+	remote    *xfer.Remote // the request's remote prefix, for a refusal
 	wroteHead bool
+}
+
+// seqState is the progress of one choice: one engine request's outputs
+// folded into text, and how it ended.
+type seqState struct {
+	s       *Server
+	sp      *openai.SamplingParams
+	arrival clock.Instant
+
+	outs     []engine.Output
+	text     []byte            // generated text: the whole of it, or a stream's delta
+	det      *tokenizer.Stream // nil without stop strings
+	ntok     int               // tokens received
+	lastAt   clock.Instant     // instant of the last token, for inter-token latency
+	stopped  bool              // a stop string matched
+	stopSent bool              // we stopped the request after the stop string
+	finished bool
+	fin      engine.Output // the finished output
 }
 
 func (s *Server) putCall(c *call) {
@@ -74,8 +83,8 @@ func (s *Server) putCall(c *call) {
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	c := s.calls.Get().(*call)
 	defer s.putCall(c)
-	*c = call{s: s, body: c.body, prompt: c.prompt[:0], tmp: c.tmp[:0], outs: c.outs[:0],
-		text: c.text[:0], js: c.js[:0], out: c.out[:0], chat: chat}
+	*c = call{seqState: seqState{s: s, outs: c.outs[:0], text: c.text[:0]},
+		body: c.body, prompt: c.prompt[:0], tmp: c.tmp[:0], js: c.js[:0], out: c.out[:0], chat: chat}
 
 	var e *openai.Error
 	if c.body, e = s.readBody(r, c.body); e != nil {
@@ -87,6 +96,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		ro          *openai.RequestOptions
 		modelName   string
 		promptParam string
+		prompts     []openai.Prompt // a completions request's batch, when it has several prompts
 	)
 	if chat {
 		req, pe := openai.ParseChatCompletionRequest(c.body)
@@ -108,35 +118,17 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			s.fail(w, r, s.remoteForReject(kv, c.body), pe)
 			return
 		}
-		if req.Prompt.IsTokens() {
-			// Token ids go to the model verbatim (no BOS added), so a
-			// client can compare the model with another implementation.
-			for _, t := range req.Prompt.Tokens {
-				if int(t) >= s.ecfg.VocabSize {
-					s.fail(w, r, s.remoteForReject(kv, c.body),
-						openai.BadRequest("prompt", "token id %d is out of vocabulary (0..%d)", t, s.ecfg.VocabSize-1))
-					return
-				}
-			}
-			c.prompt = append(c.prompt, req.Prompt.Tokens...)
-		} else {
-			c.prompt = s.cfg.Tokenizer.AppendEncode(c.prompt, req.Prompt.Text)
+		promptParam = "prompt"
+		if len(req.Prompts) > 1 {
+			prompts, promptParam = req.Prompts, "prompt[0]"
 		}
-		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "prompt"
+		if c.prompt, e = s.appendPrompt(c.prompt, req.Prompt, promptParam); e != nil {
+			s.fail(w, r, s.remoteForReject(kv, c.body), e)
+			return
+		}
+		c.sp, ro, modelName = &req.SamplingParams, &req.RequestOptions, req.Model
 	}
-	if n := ro.TruncatePromptTokens; n != 0 {
-		// vLLM's truncate_prompt_tokens: -1 is the context length.
-		if n < 0 {
-			n = s.ecfg.MaxModelLen
-		}
-		if len(c.prompt) > n {
-			if ro.TruncateRight {
-				c.prompt = c.prompt[:n]
-			} else {
-				c.prompt = append(c.prompt[:0], c.prompt[len(c.prompt)-n:]...)
-			}
-		}
-	}
+	c.prompt = truncate(c.prompt, ro, s.ecfg.MaxModelLen)
 	if len(ro.Ignored) > 0 {
 		// vLLM's behaviour for fields it does not know: proceed, warn.
 		s.log.Warn("the request has fields kvlease does not know; they are ignored", "fields", ro.Ignored, "path", r.URL.Path)
@@ -170,6 +162,16 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	if sp.Seed != nil {
 		c.req.Sampling.Seed, c.req.SeedSet = uint64(*sp.Seed), true
 	}
+	if kv != nil && len(prompts) > 1 {
+		s.fail(w, r, remote, openai.BadRequest("kv_transfer_params",
+			"kv_transfer_params go with one prompt: send the prompts of a batch one by one"))
+		return
+	}
+	if c.req.RemoteDecode {
+		// P's answer carries only the lease: the decode engine generates
+		// the n choices from the one prompt's blocks.
+		sp.N = 1
+	}
 	if len(sp.Stop) > 0 {
 		c.det = tokenizer.NewStream(sp.Stop, sp.IncludeStopStrInOutput)
 	} else if c.stream {
@@ -179,17 +181,56 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	c.created = time.Now().Unix()
 	c.arrival = s.eng.Now()
+	c.remote = remote
+	if len(prompts) > 1 || sp.N > 1 {
+		s.serveMulti(w, r, c, prompts, ro)
+		return
+	}
 	// The engine answers the submission with the stream's first outputs,
 	// or refuses it then (recv): one wake-up less than waiting for the
 	// answer first. Nothing is written before, so a refusal is still a
 	// plain HTTP error.
 	st := s.eng.Start(&c.req, node.SubmitOptions{FinishedOnly: !c.stream && c.det == nil})
-	c.remote = remote
 	if c.stream {
 		s.serveStream(w, r, c, st)
 	} else {
 		s.serveWhole(w, r, c, st)
 	}
+}
+
+// appendPrompt appends the tokens of completion prompt p to dst: token ids
+// verbatim (no BOS added, so a client can compare the model with another
+// implementation), after checking them against the vocabulary; text
+// through the tokenizer.
+func (s *Server) appendPrompt(dst []int32, p openai.Prompt, param string) ([]int32, *openai.Error) {
+	if !p.IsTokens() {
+		return s.cfg.Tokenizer.AppendEncode(dst, p.Text), nil
+	}
+	for _, t := range p.Tokens {
+		if int(t) >= s.ecfg.VocabSize {
+			return dst, openai.BadRequest(param, "token id %d is out of vocabulary (0..%d)", t, s.ecfg.VocabSize-1)
+		}
+	}
+	return append(dst, p.Tokens...), nil
+}
+
+// truncate applies vLLM's truncate_prompt_tokens to prompt (-1 is the
+// context length, maxLen).
+func truncate(prompt []int32, ro *openai.RequestOptions, maxLen int) []int32 {
+	n := ro.TruncatePromptTokens
+	if n == 0 {
+		return prompt
+	}
+	if n < 0 {
+		n = maxLen
+	}
+	if len(prompt) > n {
+		if ro.TruncateRight {
+			return prompt[:n]
+		}
+		return append(prompt[:0], prompt[len(prompt)-n:]...)
+	}
+	return prompt
 }
 
 // remoteForReject builds the remote prefix of params that failed
@@ -326,7 +367,7 @@ func (s *Server) recv(w http.ResponseWriter, r *http.Request, c *call, st *node.
 }
 
 // fold applies one output: metrics, text, the finish.
-func (c *call) fold(o *engine.Output) {
+func (c *seqState) fold(o *engine.Output) {
 	m := c.s.metrics
 	if o.Token != model.NoToken && !c.stopped {
 		if c.ntok == 0 {
@@ -352,11 +393,11 @@ func (c *call) fold(o *engine.Output) {
 // isStopToken reports whether finished output o ended on one of the
 // request's stop_token_ids, whose text vLLM leaves out unless
 // include_stop_str_in_output.
-func (c *call) isStopToken(o *engine.Output) bool {
+func (c *seqState) isStopToken(o *engine.Output) bool {
 	return o.Status == sched.FinishedStopped && !c.sp.IncludeStopStrInOutput && slices.Contains(c.sp.StopTokenIDs, o.Token)
 }
 
-func (c *call) addText(tok int32) {
+func (c *seqState) addText(tok int32) {
 	if c.det == nil {
 		c.text = append(c.text, c.s.cfg.Tokenizer.TokenBytes(tok)...)
 		return
@@ -370,7 +411,7 @@ func (c *call) addText(tok int32) {
 }
 
 // finish returns the finish_reason and stop_reason of the finished call.
-func (c *call) finish() (openai.FinishReason, openai.StopReason) {
+func (c *seqState) finish() (openai.FinishReason, openai.StopReason) {
 	if c.stopped {
 		return openai.FinishStop, openai.StopString(c.sp.Stop[c.det.StopIndex()])
 	}
@@ -390,7 +431,7 @@ func (c *call) finish() (openai.FinishReason, openai.StopReason) {
 
 // usage is the finished call's usage. After a stop string the completion
 // counts the tokens up to the one that completed it, as vLLM's does.
-func (c *call) usage() openai.Usage {
+func (c *seqState) usage() openai.Usage {
 	u := c.fin.Usage
 	n := u.CompletionTokens
 	if c.stopped || c.fin.Status == sched.FinishedAborted {
@@ -400,7 +441,7 @@ func (c *call) usage() openai.Usage {
 }
 
 // observeFinished records the end-to-end and queue latencies.
-func (s *Server) observeFinished(c *call, st *node.Stream) {
+func (s *Server) observeFinished(c *seqState, st *node.Stream) {
 	queued := time.Duration(-1)
 	if at, ok := st.ScheduledAt(); ok {
 		queued = at.Sub(c.arrival)
@@ -411,7 +452,7 @@ func (s *Server) observeFinished(c *call, st *node.Stream) {
 // errorFinish is the client's error for a request that finished with an
 // error (a decode engine that could not get its remote prefix under the
 // fail policy).
-func errorFinish(c *call) *openai.Error {
+func errorFinish(c *seqState) *openai.Error {
 	why := "unknown"
 	if c.fin.Fallback.Valid() {
 		why = c.fin.Fallback.String()
@@ -427,10 +468,10 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 			return
 		}
 	}
-	s.observeFinished(c, st)
+	s.observeFinished(&c.seqState, st)
 	grant := c.fin.Grant
 	if c.fin.Status == sched.FinishedError {
-		s.writeError(w, c.id, errorFinish(c))
+		s.writeError(w, c.id, errorFinish(&c.seqState))
 		return
 	}
 	fr, sr := c.finish()
@@ -491,8 +532,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 			return
 		}
 		if c.finished && c.fin.Status == sched.FinishedError && !c.wroteHead {
-			s.observeFinished(c, st)
-			s.writeError(w, c.id, errorFinish(c))
+			s.observeFinished(&c.seqState, st)
+			s.writeError(w, c.id, errorFinish(&c.seqState))
 			return
 		}
 		if len(c.text) == 0 && !c.finished {
@@ -511,7 +552,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 			}
 		}
 		if c.finished {
-			s.observeFinished(c, st)
+			s.observeFinished(&c.seqState, st)
 			s.appendEnd(c)
 		} else if c.chat {
 			c.appendChatChunk(openai.ChatDelta{Content: string(c.text)}, openai.FinishNone, openai.StopReason{}, true)
@@ -542,7 +583,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 // started ends with an error event.
 func (s *Server) appendEnd(c *call) {
 	if c.fin.Status == sched.FinishedError {
-		c.js = openai.AppendError(c.js[:0], errorFinish(c))
+		c.js = openai.AppendError(c.js[:0], errorFinish(&c.seqState))
 		c.out = openai.AppendSSE(c.out, c.js)
 		c.out = append(c.out, openai.SSEDone...)
 		return

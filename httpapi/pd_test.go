@@ -146,7 +146,7 @@ func TestDecodeRejectionsReleaseTheLease(t *testing.T) {
 	}{
 		{"wrong type elsewhere", strings.Replace(decodeBody(""), `"max_tokens":4`, `"max_tokens":"4"`, 1), nil, 0, 400},
 		{"invalid value", decodeBody(`,"temperature":7`), nil, 0, 400},
-		{"unsupported", decodeBody(`,"n":3`), nil, 0, 400},
+		{"unsupported", decodeBody(`,"suffix":"x"`), nil, 0, 400},
 		{"unknown model", strings.Replace(decodeBody(""), testModel, "other", 1), nil, 0, 404},
 		{"too long", strings.Replace(decodeBody(""), `"max_tokens":4`, `"max_tokens":5000`, 1), nil, 0, 400},
 		{"bad request id", decodeBody(""), []string{"X-Request-Id", "bad id"}, 0, 400},

@@ -216,7 +216,7 @@ func New(eng Engine, cfg Config) (*Server, error) {
 		ID: cfg.ModelName, Created: s.created, MaxModelLen: s.ecfg.MaxModelLen,
 	}})
 	s.versionBody = append(append([]byte(`{"version":`), strconv.Quote(cfg.Version)...), '}')
-	s.calls.New = func() any { return &call{s: s} }
+	s.calls.New = func() any { return &call{seqState: seqState{s: s}} }
 	return s, nil
 }
 

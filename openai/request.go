@@ -16,6 +16,13 @@ const (
 	MaxStop = 16
 	// MaxStopTokenIDs bounds stop_token_ids.
 	MaxStopTokenIDs = 256
+	// MaxPrompts bounds a completions batch (prompt as an array of
+	// prompts).
+	MaxPrompts = 256
+	// MaxN bounds n, and MaxChoices the choices of one request (the
+	// prompts of a batch times n).
+	MaxN       = 128
+	MaxChoices = 256
 )
 
 // Prompt is a completion prompt: text, or token ids when Tokens is non-nil.
@@ -51,8 +58,12 @@ type SamplingParams struct {
 	// MinP in [0, 1] keeps tokens at least MinP times as probable as the
 	// most probable when sampling; 0 disables it (vLLM's min_p).
 	MinP float64
-	// Seed makes sampling reproducible; nil when not given.
+	// Seed makes sampling reproducible; nil when not given. With N > 1,
+	// choice j samples with Seed + j (vLLM's parallel sampling).
 	Seed *int64
+	// N is the number of choices generated from each prompt; default 1.
+	// They share the prompt's cached blocks.
+	N int
 	// Stop are the stop strings (at most MaxStop; empty strings may be
 	// present and match nothing). The request's order is kept: it breaks
 	// ties between stop strings ending at the same token.
@@ -99,8 +110,12 @@ type RequestOptions struct {
 type CompletionRequest struct {
 	// Model is the requested model; "" when not given (the server picks
 	// its default, as vLLM does). Parse does not check it.
-	Model  string
-	Prompt Prompt
+	Model string
+	// Prompts are the prompts of the request: one, or a batch (prompt as
+	// an array of strings or of token-id arrays), answered with N choices
+	// each, prompt i's choice j at index i×N+j. Prompt is Prompts[0].
+	Prompts []Prompt
+	Prompt  Prompt
 	SamplingParams
 	RequestOptions
 }
@@ -196,9 +211,13 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 	if raw.Logprobs != nil && !isNull(raw.Logprobs) {
 		return r, BadRequest("logprobs", "logprobs is not supported")
 	}
-	if r.Prompt, e = parsePrompt(raw.Prompt); e != nil {
+	if r.Prompts, e = parsePrompts(raw.Prompt); e != nil {
 		return r, e
 	}
+	if len(r.Prompts)*r.N > MaxChoices {
+		return r, BadRequest("n", "%d prompts with n = %d ask for %d choices; at most %d are allowed", len(r.Prompts), r.N, len(r.Prompts)*r.N, MaxChoices)
+	}
+	r.Prompt = r.Prompts[0]
 	if r.Ignored, e = checkFields(body, false); e != nil {
 		return r, e
 	}
@@ -339,13 +358,12 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 		sp.MinP = *m
 	}
 	sp.Seed = raw.Seed
+	sp.N = 1
 	if raw.N != nil {
-		if *raw.N < 1 {
-			return kv, BadRequest("n", "n must be at least 1, got %d", *raw.N)
+		if *raw.N < 1 || *raw.N > MaxN {
+			return kv, BadRequest("n", "n must be between 1 and %d, got %d", MaxN, *raw.N)
 		}
-		if *raw.N > 1 {
-			return kv, BadRequest("n", "n > 1 is not supported")
-		}
+		sp.N = *raw.N
 	}
 	var e2 *Error
 	if sp.Stop, e2 = parseStop(raw.Stop); e2 != nil {
@@ -434,68 +452,91 @@ func parseStop(raw json.RawMessage) ([]string, *Error) {
 	return nil, BadRequest("stop", "stop must be a string or an array of strings")
 }
 
-const promptShapes = "prompt must be a string, an array of one string, an array of token ids, or an array of one array of token ids"
+const promptShapes = "prompt must be a string, an array of token ids, or an array of strings or of arrays of token ids"
 
-func parsePrompt(raw json.RawMessage) (Prompt, *Error) {
+// parsePrompts parses a completion prompt: one prompt (a string, an array
+// of token ids, or a batch of one) or a batch of them (an array of
+// strings or an array of arrays of token ids), at most MaxPrompts.
+func parsePrompts(raw json.RawMessage) ([]Prompt, *Error) {
 	if raw == nil || isNull(raw) {
-		return Prompt{}, BadRequest("prompt", "prompt is required")
+		return nil, BadRequest("prompt", "prompt is required")
 	}
-	var p Prompt
 	switch raw[0] {
 	case '"':
+		var p Prompt
 		if json.Unmarshal(raw, &p.Text) != nil { // unreachable
-			return Prompt{}, BadRequest("prompt", promptShapes)
+			return nil, BadRequest("prompt", promptShapes)
 		}
 		if p.Text == "" {
-			return Prompt{}, BadRequest("prompt", "prompt must not be empty")
+			return nil, BadRequest("prompt", "prompt must not be empty")
 		}
-		return p, nil
+		return []Prompt{p}, nil
 	case '[':
 	default:
-		return Prompt{}, BadRequest("prompt", promptShapes)
+		return nil, BadRequest("prompt", promptShapes)
 	}
 	inner := bytes.TrimSpace(raw[1:])
 	if len(inner) == 0 || inner[0] == ']' {
-		return Prompt{}, BadRequest("prompt", "prompt must not be empty")
+		return nil, BadRequest("prompt", "prompt must not be empty")
 	}
+	var ps []Prompt
 	switch inner[0] {
 	case '"':
 		var ss []string
 		if json.Unmarshal(raw, &ss) != nil {
-			return Prompt{}, BadRequest("prompt", promptShapes)
+			return nil, BadRequest("prompt", promptShapes)
 		}
-		if len(ss) != 1 {
-			return Prompt{}, BadRequest("prompt", "batched prompts are not supported: prompt has %d entries", len(ss))
+		if len(ss) > MaxPrompts {
+			return nil, BadRequest("prompt", "prompt has %d entries; at most %d are allowed", len(ss), MaxPrompts)
 		}
-		if ss[0] == "" {
-			return Prompt{}, BadRequest("prompt", "prompt must not be empty")
+		ps = make([]Prompt, len(ss))
+		for i, s := range ss {
+			if s == "" {
+				return nil, BadRequest(promptParam(i, len(ss)), "%s must not be empty", promptParam(i, len(ss)))
+			}
+			ps[i].Text = s
 		}
-		p.Text = ss[0]
-		return p, nil
+		return ps, nil
 	case '[':
 		var batch [][]int32
 		if json.Unmarshal(raw, &batch) != nil {
-			return Prompt{}, BadRequest("prompt", promptShapes)
+			return nil, BadRequest("prompt", promptShapes)
 		}
-		if len(batch) != 1 {
-			return Prompt{}, BadRequest("prompt", "batched prompts are not supported: prompt has %d entries", len(batch))
+		if len(batch) > MaxPrompts {
+			return nil, BadRequest("prompt", "prompt has %d entries; at most %d are allowed", len(batch), MaxPrompts)
 		}
-		p.Tokens = batch[0]
+		ps = make([]Prompt, len(batch))
+		for i, toks := range batch {
+			ps[i].Tokens = toks
+		}
 	default:
-		if json.Unmarshal(raw, &p.Tokens) != nil {
-			return Prompt{}, BadRequest("prompt", promptShapes)
+		ps = make([]Prompt, 1)
+		if json.Unmarshal(raw, &ps[0].Tokens) != nil {
+			return nil, BadRequest("prompt", promptShapes)
 		}
 	}
-	if len(p.Tokens) == 0 {
-		return Prompt{}, BadRequest("prompt", "prompt must not be empty")
-	}
-	for _, t := range p.Tokens {
-		if t < 0 {
-			// The upper bound is the served model's: the server checks it.
-			return Prompt{}, BadRequest("prompt", "token id %d is out of vocabulary", t)
+	for i, p := range ps {
+		param := promptParam(i, len(ps))
+		if len(p.Tokens) == 0 {
+			return nil, BadRequest(param, "%s must not be empty", param)
+		}
+		for _, t := range p.Tokens {
+			if t < 0 {
+				// The upper bound is the served model's: the server checks it.
+				return nil, BadRequest(param, "token id %d is out of vocabulary", t)
+			}
 		}
 	}
-	return p, nil
+	return ps, nil
+}
+
+// promptParam names prompt i of a batch of n: "prompt" alone, else
+// "prompt[i]".
+func promptParam(i, n int) string {
+	if n == 1 {
+		return "prompt"
+	}
+	return "prompt[" + strconv.Itoa(i) + "]"
 }
 
 // Roles accepted in chat messages.

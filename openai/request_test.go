@@ -13,8 +13,9 @@ func TestParseCompletionDefaults(t *testing.T) {
 	}
 	want := &CompletionRequest{
 		Model:          "m",
+		Prompts:        []Prompt{{Text: "hi"}},
 		Prompt:         Prompt{Text: "hi"},
-		SamplingParams: SamplingParams{Temperature: 1, TopP: 1},
+		SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1},
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v\nwant %+v", r, want)
@@ -38,9 +39,10 @@ func TestParseCompletionAllFields(t *testing.T) {
 	}
 	seed := int64(-3)
 	want := &CompletionRequest{
-		Model:  "tiny",
-		Prompt: Prompt{Tokens: []int32{1, 2, 256}},
-		SamplingParams: SamplingParams{MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: &seed,
+		Model:   "tiny",
+		Prompts: []Prompt{{Tokens: []int32{1, 2, 256}}},
+		Prompt:  Prompt{Tokens: []int32{1, 2, 256}},
+		SamplingParams: SamplingParams{N: 1, MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: &seed,
 			Stop: []string{"a", "b"}, StopTokenIDs: []int32{5, 6}, IgnoreEOS: true, MinTokens: 2,
 			IncludeStopStrInOutput: true},
 		RequestOptions: RequestOptions{Stream: true,
@@ -77,6 +79,22 @@ func TestParsePromptForms(t *testing.T) {
 		}
 		if r.Prompt.IsTokens() != (tc.want.Tokens != nil) {
 			t.Errorf("prompt %s: IsTokens %v", tc.prompt, r.Prompt.IsTokens())
+		}
+	}
+	// Batches: an array of strings or of token-id arrays.
+	for _, tc := range []struct {
+		prompt string
+		want   []Prompt
+	}{
+		{`["a","bc"]`, []Prompt{{Text: "a"}, {Text: "bc"}}},
+		{`[[1],[2,3],[4]]`, []Prompt{{Tokens: []int32{1}}, {Tokens: []int32{2, 3}}, {Tokens: []int32{4}}}},
+	} {
+		r, e := ParseCompletionRequest([]byte(`{"prompt":` + tc.prompt + `,"n":2}`))
+		if e != nil {
+			t.Fatalf("prompt %s: %v", tc.prompt, e)
+		}
+		if !reflect.DeepEqual(r.Prompts, tc.want) || !reflect.DeepEqual(r.Prompt, tc.want[0]) || r.N != 2 {
+			t.Errorf("prompt %s: got %+v (n %d), want %+v", tc.prompt, r.Prompts, r.N, tc.want)
 		}
 	}
 }
@@ -126,8 +144,8 @@ var commonBad = []badCase{
 	{"top_p zero", `{P,"top_p":0}`, "top_p", 0, "(0, 1]"},
 	{"top_p high", `{P,"top_p":1.5}`, "top_p", 0, "(0, 1]"},
 	{"seed type", `{P,"seed":1.5}`, "seed", 0, "integer"},
-	{"n two", `{P,"n":2}`, "n", 0, "n > 1 is not supported"},
-	{"n zero", `{P,"n":0}`, "n", 0, "at least 1"},
+	{"n zero", `{P,"n":0}`, "n", 0, "between 1 and 128"},
+	{"n over", `{P,"n":129}`, "n", 0, "between 1 and 128"},
 	{"n type", `{P,"n":"1"}`, "n", 0, "integer"},
 	{"stop type", `{P,"stop":3}`, "stop", 0, "string or an array"},
 	{"stop element type", `{P,"stop":["a",1]}`, "stop", 0, "string or an array"},
@@ -167,8 +185,11 @@ func TestParseCompletionErrors(t *testing.T) {
 		badCase{"prompt empty array", `{"prompt":[]}`, "prompt", 0, "empty"},
 		badCase{"prompt empty inner", `{"prompt":[[]]}`, "prompt", 0, "empty"},
 		badCase{"prompt empty string in array", `{"prompt":[""]}`, "prompt", 0, "empty"},
-		badCase{"prompt batch of strings", `{"prompt":["a","b"]}`, "prompt", 0, "batched"},
-		badCase{"prompt batch of tokens", `{"prompt":[[1],[2]]}`, "prompt", 0, "batched"},
+		badCase{"prompt batch with an empty one", `{"prompt":["a",""]}`, "prompt[1]", 0, "empty"},
+		badCase{"prompt batch with an empty token list", `{"prompt":[[1],[]]}`, "prompt[1]", 0, "empty"},
+		badCase{"prompt batch with a negative token", `{"prompt":[[1],[2,-2]]}`, "prompt[1]", 0, "out of vocabulary"},
+		badCase{"prompt batch too large", `{"prompt":[` + strings.Repeat(`"a",`, MaxPrompts) + `"a"]}`, "prompt", 0, "at most 256"},
+		badCase{"prompt batch times n", `{"prompt":["a","b","c"],"n":100}`, "n", 0, "at most 256"},
 		badCase{"prompt mixed", `{"prompt":[1,"a"]}`, "prompt", 0, "prompt must be"},
 		badCase{"prompt float token", `{"prompt":[1.5]}`, "prompt", 0, "prompt must be"},
 		badCase{"prompt huge token", `{"prompt":[99999999999]}`, "prompt", 0, "prompt must be"},
@@ -268,7 +289,7 @@ func TestParseNullsAreDefaults(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	want := &CompletionRequest{Prompt: Prompt{Text: "x"}, SamplingParams: SamplingParams{Temperature: 1, TopP: 1}}
+	want := &CompletionRequest{Prompts: []Prompt{{Text: "x"}}, Prompt: Prompt{Text: "x"}, SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1}}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v", r)
 	}

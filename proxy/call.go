@@ -150,6 +150,21 @@ func (c *call) run() {
 		c.fail(OutcomeBadRequest, openai.BadRequest("", "the request body must be a JSON object: %v", err))
 		return
 	}
+	if c.r.URL.Path == "/v1/completions" {
+		if prompts, e := batchPrompts(req.get("prompt")); e != nil {
+			c.fail(OutcomeBadRequest, e)
+			return
+		} else if len(prompts) > 1 {
+			c.runBatch(req, prompts, len(body))
+			return
+		}
+	}
+	c.legs(req, len(body))
+}
+
+// legs runs the request req, of a body of size bytes, through the
+// prefill and the decode leg.
+func (c *call) legs(req object, size int) {
 	skip, e := c.prefillCandidates()
 	if e != nil {
 		c.fail(OutcomeBadRequest, e)
@@ -157,7 +172,7 @@ func (c *call) run() {
 	}
 	// Both legs' bodies in one allocation: the client's body and room for
 	// the edits (decodeBody may append P's kv_transfer_params).
-	legs := make([]byte, 0, 2*len(body)+len(prefillKV)+256)
+	legs := make([]byte, 0, 2*size+len(prefillKV)+256)
 	pre := prefillBody(legs, req)
 	kv, ok := c.prefill(pre, skip)
 	if !ok {
@@ -177,6 +192,12 @@ var prefillEdits = []edit{
 	{key: "max_completion_tokens", val: jsonOne, ifPresent: true},
 	{key: "min_tokens", del: true},
 	{key: "min_completion_tokens", del: true},
+	// P's answer is only the lease: the choices, their logprobs and the
+	// echoed prompt are the decode leg's.
+	{key: "n", del: true},
+	{key: "logprobs", del: true},
+	{key: "top_logprobs", del: true},
+	{key: "echo", del: true},
 	{key: "kv_transfer_params", val: prefillKV},
 }
 

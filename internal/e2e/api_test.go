@@ -206,8 +206,8 @@ func TestSDKErrors(t *testing.T) {
 		msg    string
 	}{
 		{"unknown model", func() openai.CompletionNewParams { p := completion("x", 1); p.Model = "gpt-9"; return p }(), nil, 404, "model", "gpt-9"},
-		{"n > 1", func() openai.CompletionNewParams { p := completion("x", 1); p.N = openai.Int(2); return p }(), nil, 400, "n", "n > 1"},
-		{"echo", func() openai.CompletionNewParams { p := completion("x", 1); p.Echo = openai.Bool(true); return p }(), nil, 400, "echo", "echo"},
+		{"n over 128", func() openai.CompletionNewParams { p := completion("x", 1); p.N = openai.Int(200); return p }(), nil, 400, "n", "between 1 and 128"},
+		{"best_of", func() openai.CompletionNewParams { p := completion("x", 1); p.BestOf = openai.Int(2); return p }(), nil, 400, "best_of", "best_of"},
 		{"temperature", func() openai.CompletionNewParams { p := completion("x", 1); p.Temperature = openai.Float(3); return p }(), nil, 400, "temperature", "between 0 and 2"},
 		{"prompt too long", completion(long, 1), nil, 400, "prompt", "maximum context length is 4096"},
 		{"max_tokens too many", completion("abc", 4094), nil, 400, "max_tokens", "you requested 4097 tokens"},

@@ -20,7 +20,23 @@ import (
 type generator struct {
 	name string
 	run  func(ctx context.Context, c openai.Client) (string, error)
+	// leases is the number of leases P grants for the request: one per
+	// prompt (0 means 1).
+	leases int
 }
+
+// joinChoices is the texts of a response's choices, each with its index,
+// for comparing every choice at once.
+func joinChoices[T any](cs []T, get func(T) (int64, string)) string {
+	var b strings.Builder
+	for _, c := range cs {
+		i, text := get(c)
+		fmt.Fprintf(&b, "[%d]%s\n", i, text)
+	}
+	return b.String()
+}
+
+func completionChoice(c openai.CompletionChoice) (int64, string) { return c.Index, c.Text }
 
 func completionParams(prompt string) openai.CompletionNewParams {
 	return openai.CompletionNewParams{
@@ -47,7 +63,7 @@ var generators = []generator{
 			return "", err
 		}
 		return r.Choices[0].Text, nil
-	}},
+	}, 0},
 	{"completion seeded", func(ctx context.Context, c openai.Client) (string, error) {
 		p := completionParams("Once upon a time in a land far away")
 		p.Seed, p.Temperature = openai.Int(42), openai.Float(0.9)
@@ -56,7 +72,7 @@ var generators = []generator{
 			return "", err
 		}
 		return r.Choices[0].Text, nil
-	}},
+	}, 0},
 	{"chat", func(ctx context.Context, c openai.Client) (string, error) {
 		p := chatParams("What is a lease?")
 		p.Seed = openai.Int(7)
@@ -65,7 +81,7 @@ var generators = []generator{
 			return "", err
 		}
 		return r.Choices[0].Message.Content, nil
-	}},
+	}, 0},
 	{"chat streaming", func(ctx context.Context, c openai.Client) (string, error) {
 		p := chatParams("Tell me about prefill and decode.")
 		p.Seed = openai.Int(3)
@@ -88,7 +104,7 @@ var generators = []generator{
 			return "", fmt.Errorf("no usage chunk")
 		}
 		return b.String(), nil
-	}},
+	}, 0},
 	{"completion streaming", func(ctx context.Context, c openai.Client) (string, error) {
 		p := completionParams("Streams of tokens flow")
 		p.Temperature = openai.Float(0)
@@ -101,7 +117,78 @@ var generators = []generator{
 			}
 		}
 		return b.String(), s.Err()
-	}},
+	}, 0},
+	{"completion batch", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("")
+		p.Prompt = openai.CompletionNewParamsPromptUnion{OfArrayOfStrings: []string{
+			"The first prompt of a batch, long enough to fill a block", "A second one", "and a third"}}
+		p.Seed, p.Temperature = openai.Int(11), openai.Float(1)
+		r, err := c.Completions.New(ctx, p, option.WithJSONSet("ignore_eos", true))
+		if err != nil {
+			return "", err
+		}
+		if len(r.Choices) != 3 || r.Usage.CompletionTokens != 3*24 {
+			return "", fmt.Errorf("%d choices, usage %+v", len(r.Choices), r.Usage)
+		}
+		return joinChoices(r.Choices, completionChoice), nil
+	}, 3},
+	{"completion batch of token ids, n=2, streaming", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("")
+		p.Prompt = openai.CompletionNewParamsPromptUnion{OfArrayOfTokenArrays: [][]int64{
+			{72, 101, 108, 108, 111, 44, 32, 116, 111, 107, 101, 110, 115, 32, 111, 102, 32, 97, 32, 112, 114, 111, 109, 112, 116},
+			{66, 121, 101}}}
+		p.Seed, p.N, p.Temperature = openai.Int(5), openai.Int(2), openai.Float(1)
+		p.StreamOptions.IncludeUsage = openai.Bool(true)
+		s := c.Completions.NewStreaming(ctx, p, option.WithJSONSet("ignore_eos", true))
+		defer s.Close()
+		texts := make([]string, 4)
+		var usage int64
+		for s.Next() {
+			ch := s.Current()
+			for _, c := range ch.Choices {
+				if c.Index < 0 || c.Index >= 4 {
+					return "", fmt.Errorf("choice index %d", c.Index)
+				}
+				texts[c.Index] += c.Text
+			}
+			usage += ch.Usage.CompletionTokens
+		}
+		if err := s.Err(); err != nil {
+			return "", err
+		}
+		if usage != 4*24 {
+			return "", fmt.Errorf("usage chunks count %d completion tokens", usage)
+		}
+		return strings.Join(texts, "|"), nil
+	}, 2},
+	{"completion n=3", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("Three ways to end this sentence, each its own")
+		p.Seed, p.N, p.Temperature = openai.Int(21), openai.Int(3), openai.Float(1)
+		r, err := c.Completions.New(ctx, p, option.WithJSONSet("ignore_eos", true))
+		if err != nil {
+			return "", err
+		}
+		if len(r.Choices) != 3 || r.Choices[0].Text == r.Choices[1].Text {
+			return "", fmt.Errorf("choices %+v", r.Choices)
+		}
+		return joinChoices(r.Choices, completionChoice), nil
+	}, 0},
+	{"chat n=2 streaming", func(ctx context.Context, c openai.Client) (string, error) {
+		p := chatParams("Say it twice, differently.")
+		p.Seed, p.N = openai.Int(8), openai.Int(2)
+		s := c.Chat.Completions.NewStreaming(ctx, p, option.WithJSONSet("ignore_eos", true))
+		defer s.Close()
+		texts := make([]string, 2)
+		for s.Next() {
+			for _, c := range s.Current().Choices {
+				if c.Index < 0 || c.Index >= 2 {
+					return "", fmt.Errorf("choice index %d", c.Index)
+				}
+				texts[c.Index] += c.Delta.Content
+			}
+		}
+		return strings.Join(texts, "|"), s.Err()
+	}, 0},
 }
 
 // TestSDKThroughProxyMatchesSingleEngine: completion, chat and streaming
@@ -127,8 +214,12 @@ func TestSDKThroughProxyMatchesSingleEngine(t *testing.T) {
 		})
 	}
 	p := c.URLs(proxy.RolePrefill)[0]
-	if granted := metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted != float64(len(generators)) {
-		t.Errorf("P granted %v leases for %d requests", granted, len(generators))
+	leases := 0
+	for _, g := range generators {
+		leases += max(g.leases, 1)
+	}
+	if granted := metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted != float64(leases) {
+		t.Errorf("P granted %v leases for %d requests with %d prompts", granted, len(generators), leases)
 	}
 	waitQuiet(t, c)
 }
