@@ -25,9 +25,6 @@ func TestBatchSplitsAndMerges(t *testing.T) {
 			Index int    `json:"index"`
 			Text  string `json:"text"`
 		} `json:"choices"`
-		Usage struct {
-			Prompt, Completion int `json:"prompt_tokens"`
-		} `json:"usage"`
 	}
 	if err := json.Unmarshal([]byte(body), &m); err != nil || len(m.Choices) != 3 {
 		t.Fatalf("%s: %v", body, err)
