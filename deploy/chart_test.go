@@ -337,6 +337,29 @@ func TestChartAggregatedAndOptions(t *testing.T) {
 	eppConfig(t, r)
 }
 
+// TestChartLeaseTopic: the lease events topic goes to the engines that
+// hold leases (prefill, and aggregated), not to decode engines, which have
+// none and would refuse it.
+func TestChartLeaseTopic(t *testing.T) {
+	const topic = "kvlease-leases@$(POD_IP):8000"
+	for _, mode := range []string{"disaggregated", "aggregated"} {
+		r := mustRender(t, map[string]any{"mode": mode, "kvEvents": map[string]any{"leaseTopic": topic}})
+		for name, d := range r.deployments {
+			c := container(d, "kvlease")
+			if c == nil {
+				continue // the proxy
+			}
+			e, role := env(c, "KVLEASE_KV_EVENTS_LEASE_TOPIC"), env(c, "KVLEASE_ROLE").Value
+			if role == "decode" && e != nil || role != "decode" && (e == nil || e.Value != topic) {
+				t.Errorf("%s (%s): KVLEASE_KV_EVENTS_LEASE_TOPIC %+v", name, role, e)
+			}
+		}
+	}
+	if e := env(container(mustRender(t, nil).deployments["demo-kvlease-prefill"], "kvlease"), "KVLEASE_KV_EVENTS_LEASE_TOPIC"); e != nil {
+		t.Errorf("lease events on by default: %+v", e)
+	}
+}
+
 // TestChartRefuses: values that would deploy something broken fail the
 // render with a message naming the value.
 func TestChartRefuses(t *testing.T) {

@@ -28,7 +28,8 @@ func TestChartEnvStartsServe(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	for _, values := range []map[string]any{nil, {"topology": "llm-d"}, {"mode": "aggregated"}} {
+	leases := map[string]any{"kvEvents": map[string]any{"leaseTopic": "kvlease-leases@$(POD_IP):8000"}}
+	for _, values := range []map[string]any{nil, {"topology": "llm-d"}, {"mode": "aggregated"}, leases} {
 		r := mustRender(t, values)
 		for _, name := range keys(r.deployments) {
 			if strings.HasSuffix(name, "-proxy") {

@@ -87,6 +87,9 @@ type Ready struct {
 	Actions  []xfer.Action
 	// Transfers are D's finished pulls, for metrics.
 	Transfers []xfer.Done
+	// LeaseEvents are P's lease events since the previous Step, when its
+	// transfer config records them (xfer.Config.LeaseEvents).
+	LeaseEvents []xfer.LeaseEvent
 	// Stores and Loads are offload copies for the tier edge (offload/tier:
 	// Set.Submit). Each must be reported back exactly once, with
 	// StoreDone or LoadDone; until then its blocks stay held. Their
@@ -449,6 +452,7 @@ func (c *Core) Step(now clock.Instant) Ready {
 	}
 	if c.producer != nil {
 		rd.Messages, rd.Reads = c.producer.Take()
+		rd.LeaseEvents = c.producer.TakeLeaseEvents()
 	}
 	if c.consumer != nil {
 		c.drainConsumer(now)

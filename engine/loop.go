@@ -152,6 +152,8 @@ type Turn struct {
 	Transfers []xfer.Done
 	// Events are the pool's KV cache events (Config.Pool.Events).
 	Events []kvblock.Event
+	// LeaseEvents are P's lease events (xfer.Config.LeaseEvents).
+	LeaseEvents []xfer.LeaseEvent
 	// Batch is the batch this turn started executing, or nil.
 	Batch *model.Batch
 	// Again asks for another Turn at once: a step of zero duration ended,
@@ -175,8 +177,8 @@ func (l *Loop) Turn(now clock.Instant) Turn {
 		l.moved = true
 	}
 	rd := l.core.Step(now)
-	t := Turn{Outputs: rd.Outputs, Transfers: rd.Transfers, Events: rd.Events}
-	if len(rd.Outputs)+len(rd.Transfers)+len(rd.Events)+len(rd.Messages)+len(rd.Reads)+
+	t := Turn{Outputs: rd.Outputs, Transfers: rd.Transfers, Events: rd.Events, LeaseEvents: rd.LeaseEvents}
+	if len(rd.Outputs)+len(rd.Transfers)+len(rd.Events)+len(rd.LeaseEvents)+len(rd.Messages)+len(rd.Reads)+
 		len(rd.Actions)+len(rd.Stores)+len(rd.Loads) > 0 {
 		l.moved = true
 	}

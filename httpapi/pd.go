@@ -83,16 +83,6 @@ func leaseID(kv *openai.KVTransferParams) (wire.LeaseID, *openai.Error) {
 	return 0, openai.BadRequest(param, "%s is required when do_remote_prefill is true", param)
 }
 
-// formatLeaseID returns id as the 16 lowercase hex digits of lease_id.
-func formatLeaseID(id wire.LeaseID) string {
-	const digits = "0123456789abcdef"
-	var b [leaseIDHexLen]byte
-	for i := range b {
-		b[leaseIDHexLen-1-i] = digits[(id>>(4*i))&0xF]
-	}
-	return string(b[:])
-}
-
 // grantParams returns the kv_transfer_params of a prefill response that
 // leased its prompt's blocks: what a decode engine needs to pull them.
 func (s *Server) grantParams(id string, g *xfer.Grant, at, now clock.Instant) *openai.KVTransferParams {
@@ -112,7 +102,7 @@ func (s *Server) grantParams(id string, g *xfer.Grant, at, now clock.Instant) *o
 		RemoteNumTokens:  g.NumTokens,
 		LeaseToken:       g.Token.String(),
 		LeaseExpiresInMS: max(left.Milliseconds(), 1),
-		Extra:            []openai.KVExtraField{{Key: LeaseIDField, Value: []byte(`"` + formatLeaseID(g.Lease) + `"`)}},
+		Extra:            []openai.KVExtraField{{Key: LeaseIDField, Value: []byte(`"` + g.Lease.Hex() + `"`)}},
 	}
 }
 

@@ -99,7 +99,7 @@ func TestPrefillParamsParseForDecode(t *testing.T) {
 	}
 	ep, _ := n.TransferEndpoint()
 	if r.Addr != ep.Addr() || r.EngineID != "engine-prefill" || r.NumBlocks != (len(pdPrompt)+15)/16 ||
-		r.NumTokens != len(pdPrompt) || r.Token.String() != kv.LeaseToken || formatLeaseID(r.Lease) != field(m, "kv_transfer_params", "lease_id") {
+		r.NumTokens != len(pdPrompt) || r.Token.String() != kv.LeaseToken || r.Lease.Hex() != field(m, "kv_transfer_params", "lease_id") {
 		t.Errorf("remote %+v from %s", r, raw)
 	}
 	_ = s
@@ -312,7 +312,7 @@ func TestSingleEngineIgnoresPDFields(t *testing.T) {
 
 func TestLeaseIDFormat(t *testing.T) {
 	for _, id := range []wire.LeaseID{1, 0xab, 0xffffffffffffffff, 0x0123456789abcdef} {
-		s := formatLeaseID(id)
+		s := id.Hex()
 		kv := &openai.KVTransferParams{Extra: []openai.KVExtraField{{Key: LeaseIDField, Value: []byte(`"` + s + `"`)}}}
 		got, e := leaseID(kv)
 		if !hex16.MatchString(s) || e != nil || got != id {

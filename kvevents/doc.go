@@ -21,6 +21,12 @@
 // the tag under "type" (newer vLLM) or as positional arrays with the tag
 // first (older vLLM); see encodeBatch for the fields.
 //
+// With Config.LeaseTopic, PublishLeases also sends a prefill engine's lease
+// events (xfer.LeaseEvent: granted, claimed, renewed, released with a
+// reason; encodeLeaseBatch) on the same socket under that topic, numbered
+// on their own and not replayed: kvlease's own stream, which no vLLM
+// subscriber asks for.
+//
 // Each subscriber has its own bounded queue written by its own goroutine: a
 // subscriber that stops reading misses messages (counted in
 // Stats.SubscriberDrops, recoverable by replay) and, after WriteTimeout, is

@@ -58,14 +58,20 @@ const kvCacheSpecKind = "full_attention"
 // as in vLLM, and so is the parent of an offload tier's event (the tiers
 // know hashes only: no tokens, no parent, as vLLM's offloading events).
 func encodeBatch(enc Encoding, ts float64, rank int, events []kvblock.Event) []byte {
+	return encodeEnvelope(enc, ts, rank, func(e *msgpack.Encoder) { encodeEvents(e, enc, events) })
+}
+
+// encodeEnvelope returns the payload (ts, events, data_parallel_rank) whose
+// events array the function writes.
+func encodeEnvelope(enc Encoding, ts float64, rank int, events func(*msgpack.Encoder)) []byte {
 	var buf bytes.Buffer
 	e := msgpack.NewEncoder(&buf)
 	// Writes to a bytes.Buffer do not fail, so neither does the encoder:
-	// its errors are ignored below.
+	// its errors are ignored.
 	if enc == EncodingArray {
 		e.EncodeArrayLen(3)
 		e.EncodeFloat64(ts)
-		encodeEvents(e, enc, events)
+		events(e)
 		e.EncodeInt(int64(rank))
 		return buf.Bytes()
 	}
@@ -73,7 +79,7 @@ func encodeBatch(enc Encoding, ts float64, rank int, events []kvblock.Event) []b
 	e.EncodeString("ts")
 	e.EncodeFloat64(ts)
 	e.EncodeString("events")
-	encodeEvents(e, enc, events)
+	events(e)
 	e.EncodeString("data_parallel_rank")
 	e.EncodeInt(int64(rank))
 	return buf.Bytes()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/xfer"
 )
 
 // Config configures a Publisher. Zero bounds take their defaults.
@@ -28,6 +29,13 @@ type Config struct {
 	// Topic is the first frame of every message (vLLM's default is empty;
 	// llm-d's router subscribes to kv@<pod-ip>:<port>@<model>).
 	Topic string
+	// LeaseTopic, when set, turns on kvlease's lease events (granted,
+	// claimed, renewed, released with a reason: PublishLeases) on the same
+	// PUB socket under this topic, with their own sequence numbers and no
+	// replay. Neither topic may be a prefix of the other: a subscription
+	// is a prefix match, and a subscriber of the KV events must not get
+	// messages it cannot decode (so Topic cannot be empty then).
+	LeaseTopic string
 	// Encoding is map (newer vLLM) or array (older vLLM).
 	Encoding Encoding
 	// DataParallelRank is the batch's data_parallel_rank (kvlease has no
@@ -80,6 +88,9 @@ type Stats struct {
 	// Published batches got a sequence number and went to the
 	// subscribers and the replay buffer.
 	Published uint64
+	// LeaseBatches are the lease event batches published (their own
+	// sequence numbers; not replayed).
+	LeaseBatches uint64
 	// DroppedBatches and DroppedEvents were refused by a full queue
 	// before getting a sequence number (so a subscriber sees no gap).
 	DroppedBatches, DroppedEvents uint64
@@ -103,11 +114,11 @@ type Publisher struct {
 	log  *slog.Logger
 	ln   net.Listener
 	rln  net.Listener
-	q    chan []byte // payloads
+	q    chan batch
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	dropped, droppedEvents, subDrops, refused, published atomic.Uint64
+	dropped, droppedEvents, subDrops, refused, published, leaseBatches atomic.Uint64
 
 	mu      sync.Mutex
 	subs    map[*subscriber]struct{}
@@ -115,6 +126,12 @@ type Publisher struct {
 	ring    []entry // replay buffer, oldest at ring[head] once full
 	head    int
 	closed  bool
+}
+
+// batch is an encoded batch waiting for its sequence number.
+type batch struct {
+	payload []byte
+	lease   bool // on LeaseTopic
 }
 
 type entry struct {
@@ -142,6 +159,22 @@ func ListenAddr(endpoint string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
+// CheckLeaseTopic reports what is wrong with a lease topic beside the KV
+// events topic (Config.LeaseTopic); "" is no lease topic, and fine.
+func CheckLeaseTopic(topic, lease string) error {
+	if lease == "" {
+		return nil
+	}
+	if len(lease) > 255 {
+		return fmt.Errorf("kvevents: lease topic of %d bytes: at most 255", len(lease))
+	}
+	if strings.HasPrefix(lease, topic) || strings.HasPrefix(topic, lease) {
+		return fmt.Errorf("kvevents: the KV events topic %q and the lease topic %q: neither may be a prefix of the other "+
+			"(a subscription matches by prefix, and a KV events subscriber cannot decode lease events)", topic, lease)
+	}
+	return nil
+}
+
 // New listens on the endpoints and starts publishing.
 func New(cfg Config) (*Publisher, error) {
 	if cfg.QueueBatches <= 0 {
@@ -165,6 +198,9 @@ func New(cfg Config) (*Publisher, error) {
 	if len(cfg.Topic) > 255 {
 		return nil, fmt.Errorf("kvevents: topic of %d bytes: at most 255", len(cfg.Topic))
 	}
+	if err := CheckLeaseTopic(cfg.Topic, cfg.LeaseTopic); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -173,7 +209,7 @@ func New(cfg Config) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, log: log, q: make(chan []byte, cfg.QueueBatches),
+	p := &Publisher{cfg: cfg, log: log, q: make(chan batch, cfg.QueueBatches),
 		done: make(chan struct{}), subs: make(map[*subscriber]struct{})}
 	if p.ln, err = net.Listen("tcp", addr); err != nil {
 		return nil, fmt.Errorf("kvevents: %v", err)
@@ -222,12 +258,32 @@ func (p *Publisher) Publish(at time.Time, events []kvblock.Event) {
 		return
 	default:
 	}
-	payload := encodeBatch(p.cfg.Encoding, float64(at.UnixNano())/1e9, p.cfg.DataParallelRank, coalesceRemoved(events))
+	p.queue(batch{payload: encodeBatch(p.cfg.Encoding, float64(at.UnixNano())/1e9, p.cfg.DataParallelRank, coalesceRemoved(events))},
+		len(events))
+}
+
+// PublishLeases is Publish for lease events, on Config.LeaseTopic (see
+// encodeLeaseBatch for the format). Without a lease topic it does nothing.
+func (p *Publisher) PublishLeases(at time.Time, events []xfer.LeaseEvent) {
+	if len(events) == 0 || p.cfg.LeaseTopic == "" {
+		return
+	}
 	select {
-	case p.q <- payload:
+	case <-p.done:
+		return
+	default:
+	}
+	p.queue(batch{payload: encodeLeaseBatch(p.cfg.Encoding, float64(at.UnixNano())/1e9, p.cfg.DataParallelRank, events), lease: true},
+		len(events))
+}
+
+// queue hands b to the publishing goroutine, or drops and counts it.
+func (p *Publisher) queue(b batch, events int) {
+	select {
+	case p.q <- b:
 	default:
 		p.dropped.Add(1)
-		p.droppedEvents.Add(uint64(len(events)))
+		p.droppedEvents.Add(uint64(events))
 	}
 }
 
@@ -236,7 +292,7 @@ func (p *Publisher) Stats() Stats {
 	p.mu.Lock()
 	subs, replays := len(p.subs), p.replays
 	p.mu.Unlock()
-	return Stats{Published: p.published.Load(), DroppedBatches: p.dropped.Load(),
+	return Stats{Published: p.published.Load(), LeaseBatches: p.leaseBatches.Load(), DroppedBatches: p.dropped.Load(),
 		DroppedEvents: p.droppedEvents.Load(), SubscriberDrops: p.subDrops.Load(),
 		Subscribers: subs, ReplayClients: replays, Refused: p.refused.Load()}
 }
@@ -263,31 +319,40 @@ func (p *Publisher) Close() error {
 	return nil
 }
 
-// run numbers each queued batch, keeps it for replay and hands it to every
-// subscriber whose subscriptions match the topic.
+// run numbers each queued batch, keeps it for replay (the KV events) and
+// hands it to every subscriber whose subscriptions match its topic. The KV
+// events and the lease events are numbered apart, so a subscriber of
+// either sees no gap the other made.
 func (p *Publisher) run() {
 	defer p.wg.Done()
-	topic := []byte(p.cfg.Topic)
-	var seq uint64
+	var seqs [2]uint64 // KV events, lease events
 	var seqb [8]byte
 	for {
-		var payload []byte
+		var b batch
 		select {
 		case <-p.done:
 			return
-		case payload = <-p.q:
+		case b = <-p.q:
 		}
+		topic, k := p.cfg.Topic, 0
+		if b.lease {
+			topic, k = p.cfg.LeaseTopic, 1
+		}
+		seq := seqs[k]
+		seqs[k]++
 		binary.BigEndian.PutUint64(seqb[:], seq)
-		msg := appendMessage(make([]byte, 0, len(payload)+len(topic)+32), topic, seqb[:], payload)
+		msg := appendMessage(make([]byte, 0, len(b.payload)+len(topic)+32), []byte(topic), seqb[:], b.payload)
 		p.mu.Lock()
-		if len(p.ring) < p.cfg.ReplayBatches {
-			p.ring = append(p.ring, entry{seq, payload})
+		if b.lease {
+			p.leaseBatches.Add(1)
+		} else if len(p.ring) < p.cfg.ReplayBatches {
+			p.ring = append(p.ring, entry{seq, b.payload})
 		} else {
-			p.ring[p.head] = entry{seq, payload}
+			p.ring[p.head] = entry{seq, b.payload}
 			p.head = (p.head + 1) % len(p.ring)
 		}
 		for s := range p.subs {
-			if !s.matches(p.cfg.Topic) {
+			if !s.matches(topic) {
 				continue
 			}
 			select {
@@ -297,8 +362,9 @@ func (p *Publisher) run() {
 			}
 		}
 		p.mu.Unlock()
-		p.published.Add(1)
-		seq++
+		if !b.lease {
+			p.published.Add(1)
+		}
 	}
 }
 

@@ -67,6 +67,12 @@ type Config struct {
 	// it must not block, must not call the node and must not keep the
 	// slice or the events' slices after it returns.
 	OnEvents func([]kvblock.Event)
+
+	// OnLeaseEvents, if set, is called with each turn's lease events
+	// (engine.Turn.LeaseEvents, recorded when the transfer config's
+	// LeaseEvents is on), in order, for the lease topic of the KV events
+	// publisher. The same rules as OnEvents apply.
+	OnLeaseEvents func([]xfer.LeaseEvent)
 }
 
 // DefaultMaxPending is the default Config.MaxPending.
@@ -114,6 +120,7 @@ type Node struct {
 	maxPending int
 	onTransfer func(xfer.Done)
 	onEvents   func([]kvblock.Event)
+	onLeases   func([]xfer.LeaseEvent)
 
 	// mu guards the inbox and the lifecycle flags. The goroutine of Run
 	// owns the loop while started && !closed; outside that window the
@@ -195,6 +202,7 @@ func New(core *engine.Core, exec model.Executor, cfg Config) *Node {
 		maxPending: maxPending,
 		onTransfer: cfg.OnTransfer,
 		onEvents:   cfg.OnEvents,
+		onLeases:   cfg.OnLeaseEvents,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		streams:    make(map[uint64]*Stream),
@@ -306,6 +314,9 @@ func (n *Node) Run(ctx context.Context) error {
 		n.noteTransfers(t.Transfers)
 		if n.onEvents != nil && len(t.Events) > 0 {
 			n.onEvents(t.Events)
+		}
+		if n.onLeases != nil && len(t.LeaseEvents) > 0 {
+			n.onLeases(t.LeaseEvents)
 		}
 		if t.Batch != nil {
 			n.noteScheduled(now, t.Batch)

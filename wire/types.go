@@ -10,6 +10,17 @@ import (
 // process; they are not secrets (the Token is).
 type LeaseID uint64
 
+// Hex is id as kv_transfer_params' lease_id carries it: 16 lowercase hex
+// digits.
+func (id LeaseID) Hex() string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := range b {
+		b[15-i] = digits[(id>>(4*i))&0xF]
+	}
+	return string(b[:])
+}
+
 // Token is a lease's 128-bit bearer secret. Only the HTTP response that
 // carries the lease holds it; a READ, RENEW or RELEASE must present it.
 //

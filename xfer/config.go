@@ -152,6 +152,10 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// Fallback is what D does when the remote prefix cannot be had.
 	Fallback Fallback
+
+	// LeaseEvents makes P record each lease's life (LeaseEvent) for
+	// TakeLeaseEvents; off, nothing is recorded.
+	LeaseEvents bool
 }
 
 // DefaultConfig returns the defaults of a policy (DESIGN.md, lease rules).

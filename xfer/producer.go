@@ -70,6 +70,7 @@ type leaseState struct {
 	// claimed it, or when the policy has no claim deadline.
 	claimBy   clock.Instant
 	delivered bool
+	claimed   bool        // a D presented the token (LeaseClaimed was recorded)
 	reads     int         // reads in flight: they pin the lease
 	pending   wire.Reason // a release decided while pinned
 	read      bool        // some read completed
@@ -130,6 +131,8 @@ type Producer struct {
 	work   []ReadWork
 	stats  ProducerStats
 	hookFn func(now clock.Instant, l wire.LeaseID, r wire.Reason)
+	// levents are the lease events since TakeLeaseEvents (Config.LeaseEvents).
+	levents []LeaseEvent
 
 	chkPins map[wire.LeaseID]int // Check's scratch
 }
@@ -210,6 +213,8 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 	p.byReq[req] = l
 	p.schedule(l)
 	p.stats.Granted++
+	p.leaseEvent(LeaseEvent{Kind: LeaseGranted, Lease: l.id, Request: req, Blocks: len(blocks), Tokens: numTokens,
+		ExpiresIn: p.cfg.LeaseDuration})
 	// BlockIDs is a copy: the pool reuses a released hold's slice.
 	ids := append([]kvblock.BlockID(nil), p.pool.Blocks(l.hold)...)
 	return Grant{Lease: l.id, Token: l.token, ExpiresIn: p.cfg.LeaseDuration, BlockIDs: ids, NumTokens: numTokens}, true
@@ -424,6 +429,7 @@ func (p *Producer) release(now clock.Instant, l *leaseState, r wire.Reason) {
 		p.stats.BlockSecondsUnread += bs
 	}
 	p.stats.Released[r]++
+	p.leaseEvent(LeaseEvent{Kind: LeaseReleased, Lease: l.id, Request: l.req, Reason: r, Held: now.Sub(l.granted), Read: l.read})
 	if p.hookFn != nil {
 		p.hookFn(now, l.id, r)
 	}

@@ -211,6 +211,10 @@ func (p *Producer) find(id wire.LeaseID, tok wire.Token) (*leaseState, wire.Stat
 // deadline no longer applies) and its fate follows s.
 func (p *Producer) bind(s SessionID, l *leaseState) {
 	l.delivered = true // only a holder of the token can renew or read
+	if !l.claimed {
+		l.claimed = true
+		p.leaseEvent(LeaseEvent{Kind: LeaseClaimed, Lease: l.id, Request: l.req, Peer: p.peerOf(s)})
+	}
 	// Claimed: the due instant moves later, which the due heap re-keys
 	// lazily (see schedule).
 	l.claimBy = clock.Never
@@ -243,6 +247,7 @@ func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.R
 				}
 			}
 			p.bind(s, l)
+			p.leaseEvent(LeaseEvent{Kind: LeaseRenewed, Lease: l.id, Request: l.req, ExpiresIn: untilDeadline(l, now), Peer: p.peerOf(s)})
 			res.ExpiresInMs = remainingMs(l.deadline, now)
 		}
 		ack.Results = append(ack.Results, res)

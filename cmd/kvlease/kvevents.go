@@ -12,6 +12,8 @@ import (
 
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/kvevents"
+	"github.com/kvlease/kvlease/node"
+	"github.com/kvlease/kvlease/xfer"
 )
 
 // envPrefix names the environment variables that set serve's flags:
@@ -50,6 +52,7 @@ func setFromEnv(fs *flag.FlagSet) error {
 // kvEventsFlags are serve's KV events flags.
 type kvEventsFlags struct {
 	endpoint, replay, topic string
+	leaseTopic              string
 	encoding                kvevents.Encoding
 	replayBatches, queue    int
 }
@@ -62,11 +65,12 @@ func kvEventsFlagVars(fs *flag.FlagSet) (check func() (kvEventsFlags, error)) {
 	endpoint := fs.String("kv-events-endpoint", "", "publish KV cache events as vLLM does on this ZMQ PUB endpoint, such as tcp://*:5557; empty: off")
 	replay := fs.String("kv-events-replay-endpoint", "", "ZMQ ROUTER endpoint answering replay requests (8-byte start sequence), such as tcp://*:5558; empty: no replay")
 	topic := fs.String("kv-events-topic", "", "topic frame of every KV events message (llm-d's router subscribes to kv@<pod-ip>:<port>@<model>)")
+	leaseTopic := fs.String("kv-events-lease-topic", "", "also publish this prefill engine's lease events (granted, claimed, renewed, released with a reason) on the KV events socket under this topic, which must not be a prefix of --kv-events-topic nor have it as a prefix; empty: off")
 	encoding := fs.String("kv-events-encoding", "map", "msgpack layout of the events: map (newer vLLM, fields by name, tag under \"type\") or array (older vLLM, positional)")
 	replayBatches := fs.Int("kv-events-buffer", kvevents.DefaultReplayBatches, "batches kept for replay")
 	queue := fs.Int("kv-events-queue", kvevents.DefaultQueueBatches, "batches queued between the engine and the publisher; beyond it a batch is dropped and counted, the engine never waits")
 	return func() (kvEventsFlags, error) {
-		k := kvEventsFlags{endpoint: *endpoint, replay: *replay, topic: *topic,
+		k := kvEventsFlags{endpoint: *endpoint, replay: *replay, topic: *topic, leaseTopic: *leaseTopic,
 			replayBatches: *replayBatches, queue: *queue}
 		var err error
 		if k.encoding, err = kvevents.ParseEncoding(*encoding); err != nil {
@@ -88,6 +92,14 @@ func kvEventsFlagVars(fs *flag.FlagSet) (check func() (kvEventsFlags, error)) {
 		if len(k.topic) > 255 {
 			return k, fmt.Errorf("--kv-events-topic: at most 255 bytes")
 		}
+		if k.leaseTopic != "" {
+			if k.endpoint == "" {
+				return k, fmt.Errorf("--kv-events-lease-topic: give --kv-events-endpoint too (such as tcp://*:5557)")
+			}
+			if err := kvevents.CheckLeaseTopic(k.topic, k.leaseTopic); err != nil {
+				return k, fmt.Errorf("--kv-events-lease-topic: %v", err)
+			}
+		}
 		if k.replayBatches < 1 || k.replayBatches > 1<<20 {
 			return k, fmt.Errorf("--kv-events-buffer: want 1..1048576 batches")
 		}
@@ -99,12 +111,12 @@ func kvEventsFlagVars(fs *flag.FlagSet) (check func() (kvEventsFlags, error)) {
 }
 
 // startKVEvents starts the publisher of k, registers its counters and
-// returns the node's OnEvents hook.
-func startKVEvents(k kvEventsFlags, reg prometheus.Registerer, log *slog.Logger) (*kvevents.Publisher, func([]kvblock.Event), error) {
-	p, err := kvevents.New(kvevents.Config{Endpoint: k.endpoint, ReplayEndpoint: k.replay, Topic: k.topic,
+// sets the node's OnEvents hook (and OnLeaseEvents with a lease topic).
+func startKVEvents(k kvEventsFlags, reg prometheus.Registerer, log *slog.Logger, ncfg *node.Config) (*kvevents.Publisher, error) {
+	p, err := kvevents.New(kvevents.Config{Endpoint: k.endpoint, ReplayEndpoint: k.replay, Topic: k.topic, LeaseTopic: k.leaseTopic,
 		Encoding: k.encoding, ReplayBatches: k.replayBatches, QueueBatches: k.queue, Logger: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--kv-events-endpoint: %v", err)
+		return nil, fmt.Errorf("--kv-events-endpoint: %v", err)
 	}
 	counter := func(name, help string, v func(kvevents.Stats) float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
@@ -120,5 +132,12 @@ func startKVEvents(k kvEventsFlags, reg prometheus.Registerer, log *slog.Logger)
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kvlease_kv_events_subscribers", Help: "KV events subscribers connected."},
 			func() float64 { return float64(p.Stats().Subscribers) }),
 	)
-	return p, func(evs []kvblock.Event) { p.Publish(time.Now(), evs) }, nil
+	ncfg.OnEvents = func(evs []kvblock.Event) { p.Publish(time.Now(), evs) }
+	if k.leaseTopic != "" {
+		reg.MustRegister(counter("kvlease_kv_events_lease_published_total",
+			"Lease event batches published on --kv-events-lease-topic (their own sequence numbers).",
+			func(s kvevents.Stats) float64 { return float64(s.LeaseBatches) }))
+		ncfg.OnLeaseEvents = func(evs []xfer.LeaseEvent) { p.PublishLeases(time.Now(), evs) }
+	}
+	return p, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,6 +31,12 @@ func TestServeKVEventsFlagsAndEnv(t *testing.T) {
 		{[]string{"--kv-events-endpoint", "tcp://*:5557", "--kv-events-buffer", "0"}, "--kv-events-buffer"},
 		{[]string{"--kv-events-endpoint", "tcp://*:5557", "--kv-events-queue", "0"}, "--kv-events-queue"},
 		{[]string{"--kv-events-topic", strings.Repeat("t", 256)}, "--kv-events-topic"},
+		{[]string{"--kv-events-lease-topic", "leases"}, "--kv-events-lease-topic: give --kv-events-endpoint too"},
+		{[]string{"--kv-events-endpoint", "tcp://*:5557", "--kv-events-lease-topic", "leases"}, "neither may be a prefix of the other"},
+		{[]string{"--kv-events-endpoint", "tcp://*:5557", "--kv-events-topic", "kv@a", "--kv-events-lease-topic", "kv@a/leases"},
+			"neither may be a prefix of the other"},
+		{[]string{"--kv-events-endpoint", "tcp://*:5557", "--kv-events-topic", "kv", "--kv-events-lease-topic", "leases"},
+			"--kv-events-lease-topic: leases are a prefill engine's"}, // no cluster secret: no leases
 	} {
 		code, _, stderr := runCmd(t, append([]string{"serve"}, c.args...)...)
 		if code != 1 || !strings.Contains(stderr, c.want) {
@@ -284,5 +291,133 @@ func testServeKVEvents(t *testing.T, enc, tiers string, wantTierEvents ...string
 	cancel()
 	if code := <-exited; code != 0 {
 		t.Errorf("exit %d; stderr %s", code, errb.String())
+	}
+}
+
+// TestServeLeaseEvents runs a prefill and a decode engine with the lease
+// topic on at P, subscribes to it with a ZMQ SUB socket and decodes with
+// the reference decoder: a lease read by D is granted, claimed by D and
+// released read_done, read; a lease whose decode leg is never sent is
+// granted and released unclaimed, never claimed. The KV events topic's
+// subscriber gets no lease event.
+func TestServeLeaseEvents(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(strings.Repeat("ef", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--profile", "zero", "--model", "m", "--cluster-secret-file", secretFile, "--transfer-port", "0", "--kv-lease", "3s"}
+	pURL, _, _, perr := serveInProcess(t, append(common, "--role", "prefill",
+		"--kv-events-endpoint", "tcp://127.0.0.1:0", "--kv-events-topic", "kv@p",
+		"--kv-events-lease-topic", "kvlease-leases@p", "--kv-events-encoding", "array")...)
+	dURL, _, _, _ := serveInProcess(t, append(common, "--role", "decode")...)
+	m := regexp.MustCompile(`kv events on (tcp://\S+) `).FindStringSubmatch(perr.String())
+	if m == nil {
+		t.Fatalf("no kv events endpoint announced: %s", perr.String())
+	}
+	leases, err := kveventstest.Subscribe(m[1], "kvlease-leases@")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leases.Close()
+	kv, err := kveventstest.Subscribe(m[1], "kv@")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+
+	post := func(url, body string) map[string]json.RawMessage {
+		t.Helper()
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		var ans map[string]json.RawMessage
+		if err := json.Unmarshal(b, &ans); err != nil {
+			t.Fatal(err)
+		}
+		return ans
+	}
+	prompt := func(n int) string {
+		b, _ := json.Marshal(promptN(n))
+		return string(b)
+	}
+	// prefill returns P's kv_transfer_params and the lease id in them.
+	prefill := func(n int) (json.RawMessage, string) {
+		t.Helper()
+		ans := post(pURL, `{"model":"m","prompt":`+prompt(n)+`,"max_tokens":1,"kv_transfer_params":{"do_remote_decode":true}}`)
+		var kvp struct {
+			LeaseID string `json:"lease_id"`
+		}
+		if err := json.Unmarshal(ans["kv_transfer_params"], &kvp); err != nil || kvp.LeaseID == "" {
+			t.Fatalf("kv_transfer_params %s: %v", ans["kv_transfer_params"], err)
+		}
+		return ans["kv_transfer_params"], kvp.LeaseID
+	}
+
+	// The subscription reaches P asynchronously and lease events are not
+	// replayed: prefill (leases nobody claims) until one is seen.
+	byLease := map[string][]kveventstest.Lease{}
+	collect := func(msg kveventstest.Msg) {
+		t.Helper()
+		b, err := kveventstest.DecodeLeases("array", msg.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range b.Events {
+			byLease[ev.LeaseID] = append(byLease[ev.LeaseID], ev)
+		}
+	}
+	for n := 0; len(byLease) == 0; n++ {
+		if n == 50 {
+			t.Fatal("no lease event after 50 prefills")
+		}
+		prefill(100 + n)
+		if msg, err := leases.Next(100 * time.Millisecond); err == nil {
+			collect(msg)
+		}
+	}
+	kvp, read := prefill(1)
+	post(dURL, `{"model":"m","prompt":`+prompt(1)+`,"max_tokens":4,"kv_transfer_params":`+string(kvp)+`}`)
+	_, unclaimed := prefill(2)
+	released := func(id string) bool {
+		evs := byLease[id]
+		return len(evs) > 0 && evs[len(evs)-1].Type == "LeaseReleased"
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !released(read) || !released(unclaimed) {
+		msg, err := leases.Next(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("waiting for both releases: %v; have %+v and %+v", err, byLease[read], byLease[unclaimed])
+		}
+		collect(msg)
+	}
+	types := func(evs []kveventstest.Lease) string {
+		var s []string
+		for _, ev := range evs {
+			s = append(s, ev.Type)
+		}
+		return strings.Join(s, " ")
+	}
+	if evs := byLease[read]; !regexp.MustCompile(`^LeaseGranted LeaseClaimed (LeaseRenewed )*LeaseReleased$`).MatchString(types(evs)) ||
+		evs[0].NumBlocks != 3 || evs[0].NumTokens != 40 || evs[0].ExpiresInMs != 3000 || evs[1].Peer == "" ||
+		evs[len(evs)-1].Reason != "read_done" || !evs[len(evs)-1].Read {
+		t.Errorf("the lease D read: %+v", evs)
+	}
+	if evs := byLease[unclaimed]; types(evs) != "LeaseGranted LeaseReleased" || evs[1].Reason != "unclaimed" || evs[1].Read {
+		t.Errorf("the lease nobody claimed: %+v", evs)
+	}
+	for {
+		msg, err := kv.Next(100 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if _, err := kveventstest.Decode("array", msg.Payload); err != nil || msg.Topic != "kv@p" {
+			t.Fatalf("the KV events subscriber got %q: %v", msg.Topic, err)
+		}
 	}
 }

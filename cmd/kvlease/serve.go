@@ -317,6 +317,8 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		if err := tc.Validate(); err != nil {
 			return f, fmt.Errorf("--kv-lease/--kv-claim-timeout/--release-policy: %v", err)
 		}
+		// The lease events are P's: a decode engine has no leases.
+		tc.LeaseEvents = f.kvEvents.leaseTopic != "" && f.role != engine.RoleDecode
 		f.transfer = &tc
 	} else {
 		if _, err := xfer.ParsePolicy(*policy); err != nil {
@@ -325,6 +327,9 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		if _, err := xfer.ParseFallback(*fallback); err != nil {
 			return f, fmt.Errorf("--fallback %q: want recompute or fail", *fallback)
 		}
+	}
+	if f.kvEvents.leaseTopic != "" && !f.servesLeases() {
+		return f, fmt.Errorf("--kv-events-lease-topic: leases are a prefill engine's (--role prefill, or both with a cluster secret), not this one's")
 	}
 	if f.advertiseHost == "" {
 		f.advertiseHost = f.host
@@ -472,7 +477,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		}
 	}
 	if f.kvEvents.enabled() {
-		es.events, ncfg.OnEvents, err = startKVEvents(f.kvEvents, m.Registry(), log)
+		es.events, err = startKVEvents(f.kvEvents, m.Registry(), log, &ncfg)
 		if err != nil {
 			es.close()
 			return nil, err

@@ -198,6 +198,10 @@ spec:
               value: {{ $v.kvEvents.encoding | quote }}
             - name: KVLEASE_KV_EVENTS_TOPIC
               value: {{ $v.kvEvents.topic | default (printf "kv@$(POD_IP):%d@%s" (int $v.ports.http) $v.model) | quote }}
+            {{- if and $servesLeases $v.kvEvents.leaseTopic }}
+            - name: KVLEASE_KV_EVENTS_LEASE_TOPIC
+              value: {{ $v.kvEvents.leaseTopic | quote }}
+            {{- end }}
             {{- end }}
             {{- with $spec.extraEnv }}
             {{- toYaml . | nindent 12 }}
