@@ -25,6 +25,7 @@ var pure = map[string][]string{
 	"sched":              nil,
 	"model":              nil,
 	"model/synth":        nil,
+	"model/constrain":    nil,
 	"model/llama":        nil,
 	"model/gguf":         nil,
 	"model/llama2c":      nil,
