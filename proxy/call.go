@@ -465,6 +465,10 @@ func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start
 // post sends one leg's body to e at the client's path, with the request's
 // id and the client's credentials.
 func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response, error) {
+	if c.p.legs != nil {
+		return c.p.legs.roundTrip(ctx, e, &legRequest{path: c.r.URL.Path, id: c.id,
+			auth: c.p.engineAuth, client: c.r.Header, body: body})
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+c.r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

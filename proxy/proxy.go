@@ -47,6 +47,9 @@ type Proxy struct {
 	client    *http.Client
 	transport http.RoundTripper
 	ownsTr    *http.Transport // the transport New built, closed by Close
+	// legs sends the generation legs; nil when Config.Transport is set,
+	// which then carries them.
+	legs *legClient
 	// engineAuth is the Authorization header of Config.EngineAPIKey, nil
 	// without one; shared by every request (headers sent are not changed).
 	engineAuth []string
@@ -80,6 +83,7 @@ type engine struct {
 	hostPort  string
 	inflight  atomic.Int64
 	downUntil atomic.Int64 // clock.Instant of the proxy's clock; 0 when up
+	pool      connPool     // the legs' idle connections to it
 
 	// Guarded by Proxy.mu.
 	scraped   bool
@@ -115,6 +119,11 @@ func New(cfg Config) (*Proxy, error) {
 			DisableCompression:  true, // events must pass as they come, not gzip-buffered
 		}
 		p.transport = p.ownsTr
+		p.legs = &legClient{
+			dial:        p.ownsTr.DialContext,
+			maxIdle:     p.ownsTr.MaxIdleConnsPerHost,
+			idleTimeout: p.ownsTr.IdleConnTimeout,
+		}
 	}
 	p.client = &http.Client{
 		Transport: p.transport,
@@ -163,6 +172,9 @@ func (p *Proxy) Close() {
 	p.closing.Store(true)
 	if p.ownsTr != nil {
 		p.ownsTr.CloseIdleConnections()
+	}
+	for _, e := range p.engines {
+		e.pool.closeIdle()
 	}
 }
 

@@ -1,0 +1,271 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// legClient sends the legs of generation requests (a POST with a JSON
+// body) over kept-alive HTTP/1.1 connections of its own, one pool per
+// engine. It does what net/http's Transport does for a leg at a fraction
+// of its CPU: the request is written and the answer read on the caller's
+// goroutine (the Transport hands both to two goroutines per connection,
+// three goroutine switches a leg), with no header map, URL or context
+// copies. The answer is parsed by http.ReadResponse, so status lines,
+// headers, Content-Length, chunked and close-delimited bodies, 1xx
+// answers and Connection: close are read as net/http reads them.
+//
+// Like the Transport with an idempotent request, a leg that fails on a
+// reused connection before any of its answer arrived (the engine closed
+// the kept-alive connection) is sent again on a new one, whose dial fails
+// if the engine is gone.
+type legClient struct {
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle     int           // idle connections kept per engine
+	idleTimeout time.Duration // an idle connection older than this is closed, not used
+}
+
+// connPool holds one engine's idle connections, the most recent last.
+type connPool struct {
+	mu   sync.Mutex
+	idle []*legConn
+}
+
+// legConn is one connection to an engine.
+type legConn struct {
+	nc    net.Conn
+	br    *bufio.Reader
+	wbuf  []byte    // the request head (and a small body) is written from here
+	since time.Time // when it went idle
+}
+
+// maxCoalescedBody is the largest body written with the request head in
+// one write; a larger one is a second write rather than a copy.
+const maxCoalescedBody = 32 << 10
+
+// get returns an idle connection, or nil.
+func (p *connPool) get(idleTimeout time.Duration) *legConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.idle) > 0 {
+		lc := p.idle[len(p.idle)-1]
+		p.idle[len(p.idle)-1] = nil
+		p.idle = p.idle[:len(p.idle)-1]
+		if time.Since(lc.since) < idleTimeout {
+			return lc
+		}
+		lc.nc.Close()
+	}
+	return nil
+}
+
+// put keeps lc for reuse, or closes it when max connections are idle.
+func (p *connPool) put(lc *legConn, max int) {
+	lc.since = time.Now()
+	p.mu.Lock()
+	if len(p.idle) < max {
+		p.idle = append(p.idle, lc)
+		lc = nil
+	}
+	p.mu.Unlock()
+	if lc != nil {
+		lc.nc.Close()
+	}
+}
+
+// closeIdle closes the idle connections; the pool stays usable.
+func (p *connPool) closeIdle() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, lc := range idle {
+		lc.nc.Close()
+	}
+}
+
+// legRequest is what a leg sends: a POST of body to path, with the
+// request's id and what an engine needs of the client's headers (as
+// Proxy.engineHeaders: its trace context, and auth when not nil or else
+// its Authorization).
+type legRequest struct {
+	path   string
+	id     string
+	auth   []string
+	client http.Header
+	body   []byte
+}
+
+// errBadHeaderValue refuses a header value a request line cannot carry.
+var errBadHeaderValue = errors.New("proxy: invalid header value")
+
+// roundTrip sends req to e and returns the answer once its head has
+// arrived; the caller closes its body. ctx bounds the whole exchange,
+// body included: when it is done, the connection's reads and writes fail
+// at once. An error from dialing is a *net.OpError with Op "dial".
+func (lcl *legClient) roundTrip(ctx context.Context, e *engine, req *legRequest) (*http.Response, error) {
+	for {
+		lc := e.pool.get(lcl.idleTimeout)
+		reused := lc != nil
+		if lc == nil {
+			nc, err := lcl.dial(ctx, "tcp", e.hostPort)
+			if err != nil {
+				return nil, err
+			}
+			lc = &legConn{nc: nc, br: bufio.NewReaderSize(nc, 8<<10)}
+		}
+		resp, err := lcl.exchange(ctx, e, lc, req)
+		if err == nil {
+			return resp, nil
+		}
+		lc.nc.Close()
+		var nothing *nothingAnswered
+		if !reused || ctx.Err() != nil || !errors.As(err, &nothing) {
+			if errors.As(err, &nothing) {
+				err = nothing.err
+			}
+			return nil, err
+		}
+		// The engine closed a kept-alive connection before answering:
+		// send again on a new one.
+	}
+}
+
+// nothingAnswered wraps an error that came before any byte of the answer.
+type nothingAnswered struct{ err error }
+
+func (n *nothingAnswered) Error() string { return n.err.Error() }
+func (n *nothingAnswered) Unwrap() error { return n.err }
+
+// exchange writes req on lc and reads the answer's head.
+func (lcl *legClient) exchange(ctx context.Context, e *engine, lc *legConn, req *legRequest) (*http.Response, error) {
+	stop := context.AfterFunc(ctx, func() { lc.nc.SetDeadline(aLongTimeAgo) })
+	w, err := appendRequestHead(lc.wbuf[:0], e.hostPort, req)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if len(req.body) <= maxCoalescedBody {
+		w = append(w, req.body...)
+		_, err = lc.nc.Write(w)
+	} else if _, err = lc.nc.Write(w); err == nil {
+		_, err = lc.nc.Write(req.body)
+	}
+	if cap(w) <= 2*maxCoalescedBody {
+		lc.wbuf = w[:0]
+	}
+	if err != nil {
+		stop()
+		return nil, &nothingAnswered{err}
+	}
+	for {
+		if _, err := lc.br.Peek(1); err != nil {
+			stop()
+			return nil, &nothingAnswered{err}
+		}
+		resp, err := http.ReadResponse(lc.br, nil)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			continue // 100 Continue, 103 Early Hints: the answer follows
+		}
+		resp.Body = &legBody{body: resp.Body, lc: lc, pool: &e.pool, max: lcl.maxIdle, stop: stop, keep: !resp.Close}
+		return resp, nil
+	}
+}
+
+// aLongTimeAgo is a deadline in the past: it fails a connection's reads
+// and writes at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// appendRequestHead appends the head of req's POST to dst.
+func appendRequestHead(dst []byte, host string, req *legRequest) ([]byte, error) {
+	dst = append(dst, "POST "...)
+	dst = append(dst, req.path...)
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	dst = append(dst, host...)
+	dst = append(dst, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(req.body)), 10)
+	dst = append(dst, "\r\nX-Request-Id: "...)
+	dst = append(dst, req.id...)
+	dst = append(dst, "\r\n"...)
+	auth := req.auth
+	if auth == nil {
+		auth = req.client["Authorization"]
+	}
+	var err error
+	for _, h := range [...]struct {
+		key string
+		vs  []string
+	}{{"Authorization", auth}, {"Traceparent", req.client["Traceparent"]}, {"Tracestate", req.client["Tracestate"]}} {
+		for _, v := range h.vs {
+			if !validHeaderValue(v) {
+				err = fmt.Errorf("%w for %s", errBadHeaderValue, h.key)
+			}
+			dst = append(dst, h.key...)
+			dst = append(dst, ": "...)
+			dst = append(dst, v...)
+			dst = append(dst, "\r\n"...)
+		}
+	}
+	return append(dst, "\r\n"...), err
+}
+
+// validHeaderValue reports whether v can be sent as a header value: no
+// control character but tab (RFC 9110, 5.5).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// legBody is an answer's body on a pooled connection: read to its end
+// and closed, it returns the connection to the pool; closed before, it
+// closes the connection (net/http would read the rest of a stream first).
+type legBody struct {
+	body io.ReadCloser
+	lc   *legConn
+	pool *connPool
+	max  int
+	stop func() bool // stops the context's watch of the connection
+	keep bool        // the engine keeps the connection open
+	eof  bool
+	done bool
+}
+
+func (b *legBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, errors.New("proxy: read on a closed body")
+	}
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *legBody) Close() error {
+	if b.done {
+		return nil
+	}
+	b.done = true
+	if b.stop() && b.eof && b.keep {
+		b.pool.put(b.lc, b.max)
+	} else {
+		b.lc.nc.Close()
+	}
+	return nil
+}
