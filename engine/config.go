@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/model/constrain"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/wire"
@@ -55,6 +56,11 @@ type Config struct {
 	// VocabSize bounds token ids; EOS is the end-of-sequence token.
 	VocabSize int
 	EOS       int32
+	// Vocab is the vocabulary constrained decoding masks (the token texts
+	// of the model's tokenizer); nil means kvlease's byte tokenizer
+	// (constrain.ByteVocab(VocabSize, EOS)), built on the first
+	// constrained request.
+	Vocab *constrain.Vocab
 	// RecentFinished is how many finished request ids the core remembers
 	// so that a late abort is reported as "already finished".
 	RecentFinished int
@@ -96,6 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: VocabSize must be positive, got %d", c.VocabSize)
 	case c.EOS < 0 || int(c.EOS) >= c.VocabSize:
 		return fmt.Errorf("engine: EOS %d is outside the vocabulary [0, %d)", c.EOS, c.VocabSize)
+	case c.Vocab != nil && c.Vocab.Size() != c.VocabSize:
+		return fmt.Errorf("engine: Vocab has %d tokens, VocabSize is %d", c.Vocab.Size(), c.VocabSize)
 	case c.RecentFinished < 0:
 		return errors.New("engine: RecentFinished must not be negative")
 	case c.Role > RoleDecode:

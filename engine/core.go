@@ -7,6 +7,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/model/constrain"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/wire"
@@ -34,6 +35,10 @@ type Request struct {
 	RemoteDecode bool
 	// Remote is the remote prefix to pull before decoding (D side).
 	Remote *xfer.Remote
+	// Grammar, when set, constrains the generated text (structured output,
+	// tool calls): each step samples only tokens that keep the text in
+	// it, and the request stops when the text is complete.
+	Grammar *constrain.Grammar
 }
 
 // Usage is a finished request's token accounting.
@@ -118,6 +123,12 @@ type request struct {
 	loaded  bool
 	// stopped: finished by Stop (a stop condition of the edge): no lease.
 	stopped bool
+	// grammar, cstate and mask: the request's constraint, the position of
+	// its text in it and its last mask (constrain.go). grammar is nil
+	// once the request finished.
+	grammar *constrain.Grammar
+	cstate  constrain.State
+	mask    []uint64
 }
 
 // Core is one engine: pool, scheduler and request lifecycle. It is pure
@@ -129,9 +140,13 @@ type Core struct {
 	rng   *rand.Rand
 
 	nextID uint64
-	byID   map[uint64]*request
-	byExt  map[string]*request
-	recent recentSet
+	// vocab masks constrained requests' tokens; constrained counts the
+	// live requests with a grammar (constrain.go).
+	vocab       *constrain.Vocab
+	constrained int
+	byID        map[uint64]*request
+	byExt       map[string]*request
+	recent      recentSet
 
 	producer *xfer.Producer       // P side, nil without transfer or as decoder
 	consumer *xfer.Consumer       // D side, nil without transfer or as prefill
@@ -186,6 +201,7 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 		byID:          make(map[uint64]*request),
 		byExt:         make(map[string]*request),
 		recent:        newRecentSet(cfg.RecentFinished),
+		vocab:         cfg.Vocab,
 	}
 	c.stats.Finished = make(map[sched.Status]uint64)
 	c.stats.Rejected = make(map[AddResult]uint64)
@@ -310,6 +326,7 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 		r.Sampling.Seed = c.rng.Uint64()
 	}
 	r.remoteDecode = in.RemoteDecode
+	c.constrain(r, in.Grammar)
 	if in.Remote != nil {
 		rm := *in.Remote
 		r.remote = &rm
@@ -428,6 +445,9 @@ func (c *Core) Step(now clock.Instant) Ready {
 		c.admitted = 0
 		preemptions := c.sched.Stats().Preemptions
 		b := c.sched.Schedule()
+		if c.constrained > 0 {
+			c.maskBatch(b)
+		}
 		if len(b.Seqs) > 0 {
 			rd.Batch = b
 		}
@@ -501,6 +521,9 @@ func (c *Core) drainConsumer(now clock.Instant) {
 func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 	for _, o := range c.sched.Update(res) {
 		r := c.byID[o.Req.ID]
+		if r.grammar != nil && o.Token != model.NoToken && c.advance(r, o.Token) {
+			o.Finished = sched.FinishedStopped // the text is complete
+		}
 		if o.Finished.Finished() {
 			c.finish(now, r, o.Finished, o.Token)
 			continue
@@ -526,6 +549,10 @@ func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 func (c *Core) finish(now clock.Instant, r *request, st sched.Status, tok int32) {
 	if !r.Status().Finished() {
 		c.sched.Finish(&r.Request, st)
+	}
+	if r.grammar != nil {
+		r.grammar = nil
+		c.constrained--
 	}
 	if r.pulling {
 		c.consumer.Abort(now, r.ID) // tells P; a read in flight ends first

@@ -44,6 +44,11 @@ type Seq struct {
 	// next token.
 	Sample   bool
 	Sampling Sampling
+	// Mask, when non-nil, is the set of token ids the step may sample (bit
+	// id%64 of word id/64; constrain.Vocab.Mask): an executor samples from
+	// its distribution restricted to them. It always allows at least one
+	// token. Owned by the engine; read-only.
+	Mask []uint64
 }
 
 // Batch is the work of one engine step. The engine reuses its memory: an

@@ -19,8 +19,10 @@ import (
 // u = PRF(Seed, position) in [0, 1): the chosen id is the first, in
 // increasing id order (nucleus order with TopP), whose cumulative mass
 // exceeds u × total. The same (logits, Seed, position, parameters) give the
-// same token on every engine.
+// same token on every engine. A Mask sets the logits of the tokens it
+// does not allow to -Inf first (so they are never drawn).
 func (e *Executor) sample(s *model.Seq, logits []float32) int32 {
+	applyMask(logits, s.Mask)
 	t, topP := s.Sampling.Temperature, s.Sampling.TopP
 	if !(t > 0) {
 		return argmax(logits)

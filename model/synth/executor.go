@@ -228,7 +228,8 @@ func (e *Executor) contextDigest(s *model.Seq) uint64 {
 // r = PRF(modelSeed, context) and the base distribution. Otherwise r =
 // PRF(modelSeed, context, Sampling.Seed, position) and the distribution
 // shaped by Temperature and TopP (see buildTable). EOS comes first, with
-// probability EOSProbability whatever the parameters.
+// probability EOSProbability whatever the parameters. A masked sequence
+// draws from maskWeights instead (sampleMasked).
 func (e *Executor) sample(s *model.Seq) int32 {
 	c := e.contextDigest(s)
 	k, sampled := sanitize(s.Sampling)
@@ -239,6 +240,9 @@ func (e *Executor) sample(s *model.Seq) int32 {
 	} else {
 		r = combine(combine(combine(e.sampledKey, c), s.Sampling.Seed), uint64(len(s.Tokens)))
 		tb = e.shaped(k)
+	}
+	if s.Mask != nil {
+		return e.sampleMasked(s.Mask, r)
 	}
 	if isEOS(r, e.prof.EOSProbability) {
 		return e.prof.EOS

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/model/constrain"
+)
+
+// Constrained decoding. A request with a grammar keeps its text's
+// position in it (request.cstate). Before each step that samples for it,
+// the core puts the mask of the tokens that position accepts into the
+// batch (model.Seq.Mask): the executor samples only among them. When the
+// step completes, the token's bytes advance the position; once the text
+// is complete the request finishes as stopped, on that token, without
+// another step. EOS is allowed only where the text may end (a number at
+// the top level), and ends it there even under ignore_eos or before
+// min_tokens: the grammar allows nothing else. max_tokens can still end a
+// text early (finished as length).
+
+// constrain attaches grammar g (nil: none) to a new request.
+func (c *Core) constrain(r *request, g *constrain.Grammar) {
+	if g == nil {
+		return
+	}
+	if c.vocab == nil {
+		c.vocab = constrain.ByteVocab(c.cfg.VocabSize, c.cfg.EOS)
+	}
+	r.grammar = g
+	r.cstate = g.Start()
+	c.constrained++
+}
+
+// maskBatch sets the masks of the batch's constrained, sampling
+// sequences. A text that the grammar leaves free (an auto tool choice
+// that chose text) gets no mask.
+func (c *Core) maskBatch(b *model.Batch) {
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		if !s.Sample {
+			continue
+		}
+		r := c.byID[s.Req]
+		if r == nil || r.grammar == nil {
+			continue
+		}
+		r.mask = c.vocab.Mask(&r.cstate, r.mask)
+		if r.mask == nil {
+			continue
+		}
+		s.Mask = r.mask
+	}
+}
+
+// advance feeds tok to r's grammar and reports whether the text is
+// complete. A token the mask did not allow is an executor bug.
+func (c *Core) advance(r *request, tok int32) bool {
+	if c.vocab.IsEOS(tok) {
+		return !r.cstate.Free() // free text ends as any text does
+	}
+	if !r.cstate.FeedBytes(c.vocab.Text(tok)) {
+		panic(fmt.Sprintf("engine: request %d sampled token %d (%q), which its grammar does not allow", r.ID, tok, c.vocab.Text(tok)))
+	}
+	return r.cstate.Done()
+}
