@@ -91,18 +91,31 @@ func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) 
 }
 
 //go:noescape
-func axpyAVX2(out *float32, a float32, v *float32, n int)
+func scoresAVX(out *float32, count int, k *float32, stride int, q *float32, n int)
 
-// axpy is axpyGeneric, eight elements at a time where the CPU has AVX2.
-func axpy(out []float32, a float32, v []float32) {
-	n := len(out) &^ 7
-	if !hasAVX2 || n == 0 {
-		axpyGeneric(out, a, v)
+// scores is scoresGeneric with a four-lane vector kernel where the CPU has
+// AVX (head dims that are a multiple of 4).
+func scores(out, k []float32, stride int, q []float32) {
+	n := len(q)
+	if !hasAVX2 || n == 0 || n%4 != 0 || len(out) == 0 {
+		scoresGeneric(out, k, stride, q)
 		return
 	}
-	v = v[:len(out)]
-	axpyAVX2(&out[0], a, &v[0], n)
-	if n < len(out) {
-		axpyGeneric(out[n:], a, v[n:])
+	_ = k[(len(out)-1)*stride+n-1]
+	scoresAVX(&out[0], len(out), &k[0], stride, &q[0], n)
+}
+
+//go:noescape
+func wsumAVX2(out *float32, n int, a *float32, count int, v *float32, stride int)
+
+// wsum is wsumGeneric, eight elements of out at a time where the CPU has
+// AVX2 (head dims that are a multiple of 8).
+func wsum(out, a, v []float32, stride int) {
+	n := len(out)
+	if !hasAVX2 || n == 0 || n%8 != 0 || len(a) == 0 {
+		wsumGeneric(out, a, v, stride)
+		return
 	}
+	_ = v[(len(a)-1)*stride+n-1]
+	wsumAVX2(&out[0], n, &a[0], len(a), &v[0], stride)
 }

@@ -130,6 +130,8 @@ f8row:
 	VXORPS Y7, Y7, Y7
 
 f8pass0:
+	PREFETCHT0 (CX)(DX*1) // the next row
+	PREFETCHT0 64(CX)(DX*1)
 	VMOVUPS (CX), Y8
 	VMULPS  (AX), Y8, Y9
 	VADDPS  Y9, Y0, Y0
@@ -416,6 +418,8 @@ f4row:
 	VXORPS Y3, Y3, Y3
 
 f4pass0:
+	PREFETCHT0 (CX)(DX*1) // the next row
+	PREFETCHT0 64(CX)(DX*1)
 	VMOVUPS (CX), Y8
 	VMULPS  (AX), Y8, Y9
 	VADDPS  Y9, Y0, Y0
@@ -578,6 +582,7 @@ TEXT ·dotQ8x8AVX2(SB), NOSPLIT, $0-48
 	MOVQ raw+0(FP), CX
 	MOVQ rows+8(FP), BX
 	MOVQ nblocks+16(FP), DX
+	IMUL3Q $34, DX, SI // row stride in bytes
 	SHLQ $7, DX // vector stride in bytes
 	MOVQ x+24(FP), DI
 	MOVQ out+32(FP), R12
@@ -600,6 +605,7 @@ q8row:
 	VXORPS Y7, Y7, Y7
 
 q8block:
+	PREFETCHT0   (CX)(SI*1) // the next row
 	VPBROADCASTW (CX), X12
 	VCVTPH2PS    X12, Y12 // d in every lane
 	VPMOVSXBD    2(CX), Y8
@@ -766,6 +772,7 @@ TEXT ·dotQ8x4AVX2(SB), NOSPLIT, $0-48
 	MOVQ raw+0(FP), CX
 	MOVQ rows+8(FP), BX
 	MOVQ nblocks+16(FP), DX
+	IMUL3Q $34, DX, SI // row stride in bytes
 	SHLQ $7, DX // vector stride in bytes
 	MOVQ x+24(FP), DI
 	MOVQ out+32(FP), R12
@@ -784,6 +791,7 @@ q4row:
 	VXORPS Y3, Y3, Y3
 
 q4block:
+	PREFETCHT0   (CX)(SI*1) // the next row
 	VPBROADCASTW (CX), X12
 	VCVTPH2PS    X12, Y12 // d in every lane
 	VPMOVSXBD    2(CX), Y8
@@ -874,23 +882,79 @@ q4block:
 	RET
 
 
-// func axpyAVX2(out *float32, a float32, v *float32, n int)
+// func scoresAVX(out *float32, count int, k *float32, stride int, q *float32, n int)
 //
-// out[d] += a·v[d] for d < n (a positive multiple of 8): the product
-// rounded to float32 (VMULPS), then added (VADDPS), as axpyGeneric does.
-TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
-	MOVQ         out+0(FP), DI
-	VBROADCASTSS a+8(FP), Y0
-	MOVQ         v+16(FP), SI
-	MOVQ         n+24(FP), CX
+// out[i] = dot4(k + i·stride, q) for i < count, n a positive multiple of
+// 4: lane j of one 4-wide accumulator sums the products of index j mod 4
+// in increasing index (VMULPS then VADDPS), then (l0+l1)+(l2+l3).
+TEXT ·scoresAVX(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), R8
+	MOVQ count+8(FP), BX
+	MOVQ k+16(FP), SI
+	MOVQ stride+24(FP), DX
+	SHLQ $2, DX
+	MOVQ q+32(FP), DI
+	MOVQ n+40(FP), CX
 
-axloop:
-	VMULPS  (SI), Y0, Y1
-	VADDPS  (DI), Y1, Y1
-	VMOVUPS Y1, (DI)
-	ADDQ    $32, SI
+scslot:
+	VXORPS X0, X0, X0
+	MOVQ   SI, AX
+	MOVQ   DI, R9
+	MOVQ   CX, R10
+
+scloop:
+	VMOVUPS (AX), X1
+	VMULPS  (R9), X1, X1
+	VADDPS  X1, X0, X0
+	ADDQ    $16, AX
+	ADDQ    $16, R9
+	SUBQ    $4, R10
+	JNZ     scloop
+
+	VMOVSHDUP X0, X1
+	VADDPS    X1, X0, X0 // l0+l1, ·, l2+l3, ·
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, (R8)
+	ADDQ      $4, R8
+	ADDQ      DX, SI
+	DECQ      BX
+	JNZ       scslot
+	RET
+
+// func wsumAVX2(out *float32, n int, a *float32, count int, v *float32, stride int)
+//
+// out[d] += a[i]·v[i·stride + d] for i = 0..count-1 in turn, d < n (a
+// positive multiple of 8): eight elements of out stay in a register while
+// the positions go by; each product is rounded (VMULPS), then added.
+TEXT ·wsumAVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ n+8(FP), CX
+	MOVQ a+16(FP), R11
+	MOVQ count+24(FP), BX
+	MOVQ v+32(FP), SI
+	MOVQ stride+40(FP), DX
+	SHLQ $2, DX
+
+wschunk:
+	VMOVUPS (DI), Y0
+	MOVQ    SI, AX
+	MOVQ    R11, R9
+	MOVQ    BX, R10
+
+wsloop:
+	VBROADCASTSS (R9), Y1
+	VMULPS       (AX), Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $4, R9
+	ADDQ         DX, AX
+	DECQ         R10
+	JNZ          wsloop
+
+	VMOVUPS Y0, (DI)
 	ADDQ    $32, DI
+	ADDQ    $32, SI
 	SUBQ    $8, CX
-	JNZ     axloop
+	JNZ     wschunk
 	VZEROUPPER
 	RET

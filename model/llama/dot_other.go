@@ -16,4 +16,6 @@ func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) 
 	mulQ8Generic(raw, cols, x, n, out, stride)
 }
 
-func axpy(out []float32, a float32, v []float32) { axpyGeneric(out, a, v) }
+func scores(out, k []float32, stride int, q []float32) { scoresGeneric(out, k, stride, q) }
+
+func wsum(out, a, v []float32, stride int) { wsumGeneric(out, a, v, stride) }

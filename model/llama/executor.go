@@ -360,15 +360,22 @@ func (t *attnTask) Do(worker, i int) {
 	q := e.q[r*c.Dim+h*e.hd : r*c.Dim+(h+1)*e.hd]
 	kOff, vOff := e.kvOffset(e.layer, 0, g), e.kvOffset(e.layer, 1, g)
 	hb := 4 * e.hd
-	mx := float32(math.Inf(-1))
-	for p := 0; p <= pos; p++ {
-		kb := e.pool.SlotBytes(s.Blocks[p/e.blockSize], p%e.blockSize)[kOff : kOff+hb]
-		var v float32
-		if e.viewKV {
-			v = float32(dot4(viewF32(kb), q) * e.attScale)
-		} else {
-			v = float32(dotBytes(kb, q) * e.attScale)
+	bs, slotFloats := e.blockSize, c.BytesPerToken()/4
+	if e.viewKV {
+		// A block's slots are consecutive in the pool: one kernel call
+		// per block.
+		for b0 := 0; b0 <= pos; b0 += bs {
+			blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
+			scores(sc[b0:min(b0+bs, pos+1)], blk[kOff/4:], slotFloats, q)
 		}
+	} else {
+		for p := 0; p <= pos; p++ {
+			sc[p] = dotBytes(e.pool.SlotBytes(s.Blocks[p/bs], p%bs)[kOff:kOff+hb], q)
+		}
+	}
+	mx := float32(math.Inf(-1))
+	for p, v := range sc {
+		v = float32(v * e.attScale)
 		sc[p] = v
 		mx = max(mx, v)
 	}
@@ -379,17 +386,44 @@ func (t *attnTask) Do(worker, i int) {
 		sum += v
 	}
 	inv := 1 / sum
+	for p, a := range sc {
+		sc[p] = float32(a * inv)
+	}
 	out := e.xo[r*c.Dim+h*e.hd : r*c.Dim+(h+1)*e.hd]
 	clear(out)
-	for p, a := range sc {
-		a = float32(a * inv)
-		vb := e.pool.SlotBytes(s.Blocks[p/e.blockSize], p%e.blockSize)[vOff : vOff+hb]
-		if e.viewKV {
-			axpy(out, a, viewF32(vb))
-			continue
+	if e.viewKV {
+		for b0 := 0; b0 <= pos; b0 += bs {
+			blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
+			wsum(out, sc[b0:min(b0+bs, pos+1)], blk[vOff/4:], slotFloats)
 		}
+		return
+	}
+	for p, a := range sc {
+		vb := e.pool.SlotBytes(s.Blocks[p/bs], p%bs)[vOff : vOff+hb]
 		for d := range out {
 			out[d] += float32(a * math.Float32frombits(binary.LittleEndian.Uint32(vb[4*d:])))
+		}
+	}
+}
+
+// scoresGeneric sets out[i] = dot4(k[i·stride:], q) for i < len(out): the
+// attention scores of consecutive slots of a block (scores picks a vector
+// kernel of the same order).
+func scoresGeneric(out, k []float32, stride int, q []float32) {
+	for i := range out {
+		out[i] = dot4(k[i*stride:i*stride+len(q)], q)
+	}
+}
+
+// wsumGeneric adds a[i]·v[i·stride + d] to out[d] for i = 0, 1, … in turn
+// (the product rounded to float32, then added): values weighted by their
+// attention in position order. wsum picks a vector kernel; each element's
+// sum is the same sequence of operations whatever the vector width.
+func wsumGeneric(out, a, v []float32, stride int) {
+	for i, ai := range a {
+		vi := v[i*stride : i*stride+len(out)]
+		for d := range out {
+			out[d] += float32(ai * vi[d])
 		}
 	}
 }
@@ -419,15 +453,6 @@ func dot4(w, x []float32) float32 {
 		}
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// axpyGeneric sets out[d] += float32(a·v[d]): element by element, so any
-// vector width gives the same bits (axpy picks one).
-func axpyGeneric(out []float32, a float32, v []float32) {
-	v = v[:len(out)]
-	for d := range out {
-		out[d] += float32(a * v[d])
-	}
 }
 
 // dotBytes is dotF32 with w read from little-endian float32 bytes.

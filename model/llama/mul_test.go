@@ -76,32 +76,55 @@ func TestMulKernelsAgree(t *testing.T) {
 	}
 }
 
-// TestAttentionKernelsAgree: attention's float32 views of the pool give the
-// bits of its byte-decoding path: dot4 those of dotBytes, axpy those of
-// axpyGeneric, for head dims with and without a tail of 8.
+// TestAttentionKernelsAgree: attention's kernels over float32 views of
+// the pool give the bits of its byte-decoding path: scores those of dot4
+// and dotBytes slot by slot, wsum those of one axpy per position in order,
+// for head dims with and without a tail of 4 and 8 and slots of any stride.
 func TestAttentionKernelsAgree(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	for n := 1; n <= 300; n += 1 + n/9 {
-		k, q, v := make([]float32, n), make([]float32, n), make([]float32, n)
-		b := make([]byte, 4*n)
+	for trial := 0; trial < 300; trial++ {
+		n := 1 + r.IntN(130)
+		if trial%2 == 0 {
+			n = 8 * (1 + r.IntN(16))
+		}
+		count := 1 + r.IntN(20)
+		stride := n + r.IntN(40)
+		k := make([]float32, (count-1)*stride+n)
+		v := make([]float32, len(k))
+		q := make([]float32, n)
 		for i := range k {
-			k[i], q[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64())
+			k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 		}
-		putF32s(b, k)
-		if g, e := dot4(k, q), dotBytes(b, q); math.Float32bits(g) != math.Float32bits(e) {
-			t.Fatalf("n=%d: dot4 %v, dotBytes %v", n, g, e)
+		for i := range q {
+			q[i] = float32(r.NormFloat64())
 		}
-		got, want := make([]float32, n), make([]float32, n)
+		got := make([]float32, count)
+		scores(got, k, stride, q)
+		b := make([]byte, 4*n)
 		for i := range got {
-			got[i] = float32(r.NormFloat64())
+			putF32s(b, k[i*stride:i*stride+n])
+			if e, e2 := dot4(k[i*stride:i*stride+n], q), dotBytes(b, q); math.Float32bits(got[i]) != math.Float32bits(e) || e != e2 {
+				t.Fatalf("n=%d slot %d: scores %v, dot4 %v, dotBytes %v (AVX2 %v)", n, i, got[i], e, e2, hasAVX2)
+			}
 		}
-		copy(want, got)
-		a := float32(r.Float64())
-		axpy(got, a, v)
-		axpyGeneric(want, a, v)
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("n=%d: axpy[%d] = %v, generic %v", n, i, got[i], want[i])
+		a := make([]float32, count)
+		for i := range a {
+			a[i] = float32(r.Float64())
+		}
+		out, want := make([]float32, n), make([]float32, n)
+		for i := range out {
+			out[i] = float32(r.NormFloat64())
+		}
+		copy(want, out)
+		wsum(out, a, v, stride)
+		for i, ai := range a {
+			for d := range want {
+				want[d] += float32(ai * v[i*stride+d])
+			}
+		}
+		for d := range out {
+			if math.Float32bits(out[d]) != math.Float32bits(want[d]) {
+				t.Fatalf("n=%d, %d positions: wsum[%d] = %v, one axpy per position %v (AVX2 %v)", n, count, d, out[d], want[d], hasAVX2)
 			}
 		}
 	}
