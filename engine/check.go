@@ -60,6 +60,9 @@ func (c *Core) Check() error {
 		if err := c.offload.Check(); err != nil {
 			return err
 		}
+		if err := c.checkSpill(); err != nil {
+			return err
+		}
 		for _, r := range c.byID {
 			if r.loading != c.offload.Loading(r.ID) {
 				return fmt.Errorf("engine: request %q loading %v, offload says %v", r.ext, r.loading, !r.loading)

@@ -168,6 +168,8 @@ type Core struct {
 	drainDeadline clock.Instant
 	leasesEnded   bool
 	stats         Stats
+	spillCands    []xfer.SpillCandidate // spillStep's scratch
+	restoreWaits  []restoreWait         // restores waiting for room (spill.go)
 }
 
 // Stats are the core's cumulative counters and current figures.
@@ -217,6 +219,10 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 		c.offload = offload.NewCoordinator(*cfg.Offload, pool)
 		c.sched.OnPreempt = c.onPreempt
 		c.sched.OnAdmit = c.onAdmit
+		if c.producer != nil {
+			// A released lease's spilled blocks leave the tier with it.
+			c.producer.OnUnspill(func(id wire.LeaseID) { c.offload.UnpinLease(uint64(id)) })
+		}
 	}
 	return c
 }
@@ -462,6 +468,9 @@ func (c *Core) Step(now clock.Instant) Ready {
 	if c.cfg.Pool.Events {
 		rd.Events = c.pool.TakeEvents()
 	}
+	// After scheduling (and before the producer's and the offload's work
+	// is taken): restores for reads, spills under pressure.
+	c.spillStep(now)
 	if c.offload != nil {
 		// After scheduling: admission may have planned loads.
 		w := c.offload.Take()
@@ -628,7 +637,9 @@ func (c *Core) StoreDone(now clock.Instant, id offload.WorkID, copied int) {
 	if c.offload == nil {
 		panic("engine: StoreDone without offload")
 	}
-	c.offload.StoreDone(id, copied)
+	if sp := c.offload.StoreDone(id, copied); sp.Spill {
+		c.spillStored(now, sp)
+	}
 }
 
 // LoadDone reports the end of offload load work id (Ready.Loads): its
@@ -640,6 +651,10 @@ func (c *Core) StoreDone(now clock.Instant, id offload.WorkID, copied int) {
 func (c *Core) LoadDone(now clock.Instant, id offload.WorkID, copied int) {
 	if c.offload == nil {
 		panic("engine: LoadDone without offload")
+	}
+	if c.offload.IsRestore(id) {
+		c.restoreDone(now, id, copied)
+		return
 	}
 	req, ready := c.offload.LoadDone(id, copied)
 	if !ready {
@@ -675,6 +690,9 @@ func (c *Core) NextDeadline() clock.Instant {
 	}
 	if c.stopping && !c.leasesEnded && c.producer != nil && c.producer.NumLeases() > 0 {
 		t = min(t, c.drainDeadline)
+	}
+	if len(c.restoreWaits) > 0 {
+		t = min(t, c.nextRestoreWait())
 	}
 	return t
 }

@@ -259,6 +259,13 @@ type Config struct {
 	// request beyond it is not offered by the per-request policies. 0:
 	// DefaultMaxRequests.
 	MaxRequests int
+	// LeaseSpill says when a prefill engine moves leased, unread blocks
+	// to the tiers (--lease-spill; lease.go, engine/spill.go).
+	LeaseSpill LeaseSpillPolicy
+	// MaxLeaseSpillBlocks bounds the tier blocks pinned for leases plus
+	// those of spill stores in flight, so leases never take a tier from
+	// the other policies. 0: half the largest tier.
+	MaxLeaseSpillBlocks int
 }
 
 // DefaultLoadHoldSteps is the default bound on how many steps a loaded
@@ -323,6 +330,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("offload: MaxStoreRetries must be at most %d, got %d", maxStoreRetries, c.MaxStoreRetries)
 	case c.MaxRequests < 0 || c.MaxRequests > maxRequestsLimit:
 		return fmt.Errorf("offload: MaxRequests must be in [0, %d], got %d", maxRequestsLimit, c.MaxRequests)
+	case int(c.LeaseSpill) >= len(LeaseSpillNames):
+		return fmt.Errorf("--lease-spill: unknown policy %d (want %s)", c.LeaseSpill, strings.Join(LeaseSpillNames, ", "))
+	case c.MaxLeaseSpillBlocks < 0:
+		return errors.New("offload: MaxLeaseSpillBlocks must not be negative")
 	}
 	return nil
 }
@@ -341,8 +352,12 @@ func (c Config) ValidateFor(pc kvblock.Config) error {
 	return nil
 }
 
-// resolved fills in the defaults that depend on the pool's capacity.
-func (c Config) resolved(capacity int) Config {
+// resolved fills in the defaults that depend on the pool's capacity (and,
+// for MaxLeaseSpillBlocks, tierBlocks, the largest tier's).
+func (c Config) resolved(capacity, tierBlocks int) Config {
+	if c.MaxLeaseSpillBlocks == 0 {
+		c.MaxLeaseSpillBlocks = max(1, tierBlocks/2)
+	}
 	quarter := max(1, capacity/4)
 	if c.MaxInflightStoreBlocks == 0 {
 		c.MaxInflightStoreBlocks = quarter

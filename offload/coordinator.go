@@ -101,6 +101,22 @@ type Stats struct {
 	HeldLoadBlocks                                      int
 	LoadHoldsExpired, LoadHoldsValved, LoadHoldsBounded uint64
 	LoadedEvictedBlocks                                 uint64
+	// Lease spill (lease.go): LeaseSpills and LeaseSpilledBlocks count the
+	// leases whose blocks were pinned in a tier for them (their primary
+	// copies may go), LeasePinnedBlocks are pinned now and
+	// LeaseSpillingBlocks being stored; LeaseSpillRefusedBlocks were
+	// offered and refused (no room, a bound), LeaseSpillFailedBlocks were
+	// in failed spill stores. LeaseRestores counts restores started for
+	// reads, LeaseRestoreHitBlocks their blocks found still cached in the
+	// pool, LeaseRestoreLoadedBlocks those loaded back from a tier;
+	// LeaseRestoreBusy counts restores refused for want of pool blocks,
+	// LeaseRestoreFailures restores whose load failed.
+	LeaseSpills, LeaseSpilledBlocks                 uint64
+	LeasePinnedBlocks, LeaseSpillingBlocks          int
+	LeaseSpillRefusedBlocks, LeaseSpillFailedBlocks uint64
+	LeaseRestores, LeaseRestoreHitBlocks            uint64
+	LeaseRestoreLoadedBlocks                        uint64
+	LeaseRestoreBusy, LeaseRestoreFailures          uint64
 	// Requests are the requests with watermarks; SpillCandidates the
 	// length of the spillover policy's eviction-order mirror (of a policy
 	// with a NumSpillCandidates method).
@@ -113,6 +129,7 @@ type storeJob struct {
 	hashes  []kvblock.Hash
 	attempt int // 1 for a first store, then one more per retry
 	origin
+	spill *spillJob // a lease spill's store (lease.go), or nil
 }
 
 // loadGroup is one request's loads: a load hold over its primary prefix
@@ -182,6 +199,9 @@ type Coordinator struct {
 	// at most MaxRequests.
 	retries []storeRetry
 
+	// leases is the lease spill bookkeeping (lease.go).
+	leases leaseState
+
 	stats Stats
 
 	// version counts the changes of the state Check cross-checks against
@@ -212,7 +232,12 @@ func NewCoordinator(cfg Config, pool *kvblock.Pool) *Coordinator {
 	if err := cfg.ValidateFor(pc); err != nil {
 		panic(err)
 	}
-	cfg = cfg.resolved(pool.Capacity())
+	largest := 0
+	for _, t := range cfg.Tiers {
+		n, _ := t.NumBlocks(pc) // checked by ValidateFor
+		largest = max(largest, n)
+	}
+	cfg = cfg.resolved(pool.Capacity(), largest)
 	c := &Coordinator{
 		cfg:     cfg,
 		pool:    pool,
@@ -351,7 +376,13 @@ func (c *Coordinator) Loading(req uint64) bool {
 // given up the request they came from has its watermark lowered, so they
 // are offered again at its next trigger. A StoreDone for work
 // that is not in flight panics.
-func (c *Coordinator) StoreDone(id WorkID, copied int) {
+//
+// For a lease spill's store (SpillLease) it returns the lease and whether
+// the spill took: every block was written and is now pinned for the lease
+// (before the store hold goes), so the caller may drop the lease's primary
+// copies, or unpin them (UnpinLease) if it may not. A failed spill store
+// is not retried: the lease is offered again by the next spill decision.
+func (c *Coordinator) StoreDone(id WorkID, copied int) (spill SpillStored) {
 	j, ok := c.stores[id]
 	if !ok {
 		panic(fmt.Sprintf("offload: StoreDone(%d) of no store in flight", id))
@@ -369,11 +400,14 @@ func (c *Coordinator) StoreDone(id WorkID, copied int) {
 	s := &c.stats.Tiers[j.tier]
 	s.StoredBlocks += uint64(copied)
 	s.StoreFailedBlocks += uint64(len(j.hashes) - copied)
-	if copied < len(j.hashes) {
+	if j.spill != nil {
+		spill = SpillStored{Lease: j.spill.lease, Spill: true, OK: c.spillStoreDone(j, copied)}
+	} else if copied < len(j.hashes) {
 		c.storeFailed(j, c.pool.Blocks(j.hold), copied)
 	}
 	c.inStore -= len(j.hashes)
 	c.pool.Release(j.hold)
+	return spill
 }
 
 // Lookup is the prefix-miss hook, called when request req (tokens, and
@@ -627,6 +661,7 @@ func (c *Coordinator) Stats() Stats {
 	s.InflightStoreBlocks = c.inStore
 	s.InflightLoadBlocks = c.inLoad
 	s.HeldLoadBlocks = c.heldBlocks
+	s.LeasePinnedBlocks, s.LeaseSpillingBlocks = c.leases.pinned, c.leases.storing
 	s.Requests = len(c.marks.m)
 	if sp, ok := c.policy.(interface{ NumSpillCandidates() int }); ok {
 		s.SpillCandidates = sp.NumSpillCandidates()
@@ -637,7 +672,9 @@ func (c *Coordinator) Stats() Stats {
 // Idle reports whether no store or load is in flight (every hold the
 // coordinator took is released, but for loaded prefixes held until their
 // requests' admission: see NumHeld).
-func (c *Coordinator) Idle() bool { return len(c.stores) == 0 && len(c.loads) == 0 }
+func (c *Coordinator) Idle() bool {
+	return len(c.stores) == 0 && len(c.loads) == 0 && len(c.leases.loads) == 0
+}
 
 // Check verifies the coordinator's bookkeeping against the pool and its
 // managers: every live store and load hold in the pool is one the
@@ -735,6 +772,9 @@ func (c *Coordinator) check(full bool) error {
 		return fmt.Errorf("offload: in flight store %d load %d over bounds %d %d", c.inStore, c.inLoad, c.cfg.MaxInflightStoreBlocks, c.cfg.MaxInflightLoadBlocks)
 	}
 	if err := c.checkHeld(loadHolds); err != nil {
+		return err
+	}
+	if err := c.checkLeases(loadHolds); err != nil {
 		return err
 	}
 	if err := c.checkRetries(); err != nil {

@@ -94,6 +94,15 @@
 //	co.StoreDone(id, copied)
 //	req, ready := co.LoadDone(id, copied) // ready: sched.Resume(req); its prefix is cached
 //
+// Lease spill (lease.go): a prefill engine's leased, unread blocks may be
+// stored (SpillLease, under a store hold), pinned in their tier for the
+// lease (a load's pin: not evictable) so the engine drops the lease's
+// primary copies, restored for a read (RestoreLease: shared from the pool
+// when it still caches them, loaded back otherwise, under a load hold),
+// and unpinned when the lease ends or is restored (UnpinLease).
+// Config.LeaseSpill is the policy the engine applies; MaxLeaseSpillBlocks
+// bounds the tier blocks leases take.
+//
 // Bounds: MaxInflightStoreBlocks and MaxInflightLoadBlocks cap the blocks
 // under store and load holds (at the bound, offers wait and lookups load
 // less), MaxRequests the requests with watermarks, SpillAheadBlocks the

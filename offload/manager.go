@@ -389,6 +389,12 @@ func (m *Manager) touchGhost(id int32) {
 // CompleteStore. If it cannot free enough slots it returns false and
 // changes nothing. See StorePlan for how every input hash is accounted for.
 func (m *Manager) PrepareStore(hashes []kvblock.Hash) (StorePlan, bool) {
+	return m.prepareStore(hashes, true)
+}
+
+// prepareStore is PrepareStore; without filter the reuse filter refuses
+// nothing (a lease spill stores what it must move, seen or not).
+func (m *Manager) prepareStore(hashes []kvblock.Hash, filter bool) (StorePlan, bool) {
 	var plan StorePlan
 	for _, h := range hashes {
 		if _, ok := m.slotOf(h); ok {
@@ -398,7 +404,7 @@ func (m *Manager) PrepareStore(hashes []kvblock.Hash) (StorePlan, bool) {
 			continue
 		}
 		m.seen[h] = struct{}{}
-		if m.threshold > 0 && m.tracker.count(h) < m.threshold {
+		if filter && m.threshold > 0 && m.tracker.count(h) < m.threshold {
 			plan.Refused = append(plan.Refused, h)
 			continue
 		}

@@ -288,6 +288,11 @@ func (s *Scheduler) NumRunning() int { return len(s.running) }
 // InFlight reports whether a batch was scheduled and not yet updated.
 func (s *Scheduler) InFlight() bool { return s.inFlight }
 
+// Short reports whether requests wait and the last admission attempt
+// failed for want of blocks (the engine's lease spill reads it as memory
+// pressure).
+func (s *Scheduler) Short() bool { return s.short && len(s.waiting.items) > 0 }
+
 // Add queues r. It refuses with QueueFull when MaxWaiting requests wait.
 func (s *Scheduler) Add(r *Request) AddResult {
 	if len(r.Tokens) == 0 || r.NumPromptTokens <= 0 || r.NumPromptTokens > len(r.Tokens) {

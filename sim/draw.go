@@ -51,6 +51,12 @@ func drawOffload(rng *rand.Rand, p *Profile, opts Options) {
 	if !opts.NoFaults && rng.IntN(2) == 0 {
 		p.OffloadFailProb = 0.3 * rng.Float64()
 	}
+	// The lease spill policy follows from what was drawn rather than from
+	// a draw of its own, so every other draw of the seed stays as it was.
+	p.LeaseSpill = offload.LeaseSpillNames[(p.OffloadCPUBlocks+p.OffloadDiskBlocks)%len(offload.LeaseSpillNames)]
+	if opts.LeaseSpill != "" {
+		p.LeaseSpill = opts.LeaseSpill
+	}
 }
 
 // drawProfile draws the cluster shape and fault profile. offRng draws the
@@ -175,6 +181,11 @@ func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
 		}
 		oc := offload.DefaultConfig(tiers)
 		oc.Policy = pol
+		if p.LeaseSpill != "" {
+			if oc.LeaseSpill, err = offload.ParseLeaseSpill(p.LeaseSpill); err != nil {
+				panic(fmt.Sprintf("sim: profile lease spill: %v", err))
+			}
+		}
 		s.Offload = &oc
 		s.OffloadLatency, s.OffloadBandwidth, s.OffloadFailProb = p.OffloadLatency, p.OffloadBandwidth, p.OffloadFailProb
 	}
@@ -362,6 +373,7 @@ func summarize(c *Cluster, reqs []*Req, res *Result) {
 	res.Released = map[string]int{}
 	for _, n := range c.Nodes {
 		res.FreedReads += n.FreedReads()
+		res.Spill.add(n.SpillCounts())
 		read, unread := n.BlockSeconds()
 		res.ReadBlockSeconds += read
 		res.UnreadBlockSeconds += unread

@@ -25,6 +25,7 @@ func (c *Cluster) crash(n *Node) {
 	n.lastFault = c.Now
 	n.pastRead, n.pastUnread = n.BlockSeconds()
 	n.pastFreedReads = n.FreedReads()
+	n.pastSpill = n.SpillCounts()
 	n.Crashed = true
 	n.Hung = false
 	for _, pc := range n.backlog {

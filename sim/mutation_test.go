@@ -24,12 +24,18 @@ func TestMutationsCaught(t *testing.T) {
 		// want is a piece of the failure the break must produce (the check
 		// that catches it).
 		want string
+		// opts are the swarm's options (the zero value: the standard run).
+		opts Options
 	}{
-		{"sweep stops at the first unexpired lease", &xfer.MutateSweepStopsEarly, "is still live"},
-		{"release ignores an in-flight read", &xfer.MutateReleaseIgnoresRead, "not live and pinned"},
-		{"consumer skips heartbeats while queued", &xfer.MutateSkipQueuedHeartbeats, "expired under a waiting, reachable decoder"},
-		{"abort frees a finished request's blocks at once", &xfer.MutateNaiveAbort, "not live and pinned"},
-		{"renew answered without the due check", &xfer.MutateRenewSkipsDueCheck, "renewed it at"},
+		{"sweep stops at the first unexpired lease", &xfer.MutateSweepStopsEarly, "is still live", Options{}},
+		{"release ignores an in-flight read", &xfer.MutateReleaseIgnoresRead, "not live and pinned", Options{}},
+		{"consumer skips heartbeats while queued", &xfer.MutateSkipQueuedHeartbeats, "expired under a waiting, reachable decoder", Options{}},
+		{"abort frees a finished request's blocks at once", &xfer.MutateNaiveAbort, "not live and pinned", Options{}},
+		{"renew answered without the due check", &xfer.MutateRenewSkipsDueCheck, "renewed it at", Options{}},
+		// Lease spill (S26) on every seed, with small pools so that reads
+		// run while spill stores end.
+		{"spill drops a lease's blocks under a read", &xfer.MutateSpillIgnoresRead, "whose primary copy the lease no longer holds",
+			Options{Offload: OffloadAny, LeaseSpill: "always", Blocks: 56}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,7 +43,7 @@ func TestMutationsCaught(t *testing.T) {
 			defer func() { *tt.flag = false }()
 			for i := range maxMutationSeeds {
 				seed := *seedFlag + uint64(i)
-				res, err := RunSeed(seed, Options{})
+				res, err := RunSeed(seed, tt.opts)
 				if err == nil {
 					continue
 				}

@@ -152,6 +152,10 @@ func (p *port) fire(id transport.ConnID, l *link, readID uint64, ln *lane) {
 		b := f.m.(*wire.Block)
 		if info, live := p.core.Producer().Lease(b.Lease); !live || info.Reads == 0 {
 			p.c.violate("%s sends a block of lease %d that is not live and pinned", p.n.Name, b.Lease)
+		} else if !p.core.Producer().Resident(b.Lease, int(b.Index)) {
+			// A lease spill (S26) dropped the primary copy this frame
+			// aliases while the read streamed it.
+			p.c.violate("%s sends block %d of lease %d whose primary copy the lease no longer holds", p.n.Name, b.Index, b.Lease)
 		}
 		if l.tags[f.tag]--; l.tags[f.tag] == 0 {
 			delete(l.tags, f.tag)

@@ -37,6 +37,12 @@ type Options struct {
 	// The seed's draws are the same either way: only the outcome of the
 	// on/off draw and of the policy draw is replaced.
 	Offload string
+	// LeaseSpill forces the lease spill policy (offload.LeaseSpillNames)
+	// of every seed with offload tiers; "" leaves it to the seed.
+	LeaseSpill string
+	// Blocks, when positive, replaces every engine's drawn pool capacity
+	// (small pools put P under memory pressure).
+	Blocks int
 	// Profile, when set, is used instead of a profile drawn from the seed
 	// (the policy report's StandardFaults); the workload and the instants
 	// of the faults are still drawn from the seed.
@@ -94,6 +100,9 @@ type Profile struct {
 	OffloadCPUBlocks, OffloadDiskBlocks int
 	OffloadLatency                      time.Duration
 	OffloadBandwidth, OffloadFailProb   float64
+	// LeaseSpill is P's lease spill policy (offload.LeaseSpillNames) when
+	// there are offload tiers.
+	LeaseSpill string
 	// Routing is the proxy's routing policy (proxy/route: round-robin or
 	// least-loaded) choosing each leg's engine; "" assigns each request a
 	// P and a D at random up front.
@@ -199,7 +208,7 @@ func (p Profile) String() string {
 		s += " routing=" + p.Routing
 	}
 	if p.Offload != "" {
-		s += fmt.Sprintf(" offload=%s cpu=%d disk=%d copy=%v+%sB/s fail=%.2f", p.Offload, p.OffloadCPUBlocks, p.OffloadDiskBlocks,
+		s += fmt.Sprintf(" offload=%s spill=%s cpu=%d disk=%d copy=%v+%sB/s fail=%.2f", p.Offload, p.LeaseSpill, p.OffloadCPUBlocks, p.OffloadDiskBlocks,
 			p.OffloadLatency, siPrefix(p.OffloadBandwidth), p.OffloadFailProb)
 	}
 	if p.Rate > 0 {
@@ -248,6 +257,9 @@ type Result struct {
 	LastRelease time.Duration
 	// Exits counts engines that drained and exited.
 	Exits int
+	// Spill counts lease blocks spilled to offload tiers and brought back
+	// for reads (Node.SpillCounts, over every P).
+	Spill spillCounts
 
 	// SimTime is the simulated time the run took (both phases); Events the
 	// number of traced events; TraceHash a hash of every event in order:
@@ -324,6 +336,9 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 		if opts.NoFaults {
 			prof = prof.withoutFaults()
 		}
+	}
+	if opts.Blocks > 0 {
+		prof.Blocks = opts.Blocks
 	}
 	res.Profile = prof
 	spec := specFor(seed, root.Uint64(), prof, opts)

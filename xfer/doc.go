@@ -52,6 +52,25 @@
 // HeartbeatInterval (a connected D's regular heartbeat claims within one
 // interval even without the immediate claim) and < LeaseDuration.
 //
+// # Lease spill
+//
+// Under memory pressure a P engine may move a lease's unread blocks to an
+// offload tier (offload.Config.LeaseSpill; the engine core decides when
+// and runs the copies, engine/spill.go). The Producer's part: which leases
+// may spill (SpillCandidates: no read in flight or waiting, fate not
+// decided, nothing spilled already); when their primary copies may go
+// (SpillReady, at the end of the spill store: a read that started
+// meanwhile streams them from the pool, so the spill is abandoned); and
+// SpillDone, which replaces the lease's hold with one naming only its
+// resident blocks. A READ naming a spilled block pins the lease as any
+// read does and waits (TakeRestores hands the lease to the core, which
+// brings the blocks back into the pool); Restored puts them under the
+// lease's hold again and streams the waiting reads from the pool, with
+// the same checksums; RestoreFailed ends them with READ_END busy or
+// internal. A released lease with spilled blocks calls the OnUnspill
+// function, so their tier copies go with it. Expiry, revocation, tokens
+// and tombstones are unchanged: a spilled lease is a lease.
+//
 // # Expiry
 //
 // Expiry is a function of (due instant, now), whatever the order in which

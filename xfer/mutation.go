@@ -14,7 +14,7 @@ import "github.com/kvlease/kvlease/clock"
 //
 //	go test -tags kvlease_mutation ./sim/
 //
-// The five breaks:
+// The six breaks:
 //
 //   - MutateSweepStopsEarly: the expiry sweep walks leases in grant order
 //     and stops at the first one not yet due, so a renewed lease hides an
@@ -31,6 +31,10 @@ import "github.com/kvlease/kvlease/clock"
 //     without the due check (Producer.find instead of lookup), so a RENEW
 //     that reaches P after the lease's due instant but before the next sweep
 //     gets StatusOK and extends a lease that had expired (S24).
+//   - MutateSpillIgnoresRead: a lease spill drops the lease's primary
+//     copies when its store ends even while a read streams them from the
+//     pool (SpillReady ignores the read's pin), so the read sends memory
+//     the pool may reuse (S26).
 
 // grantOrderSweep is the mutated expiry sweep (MutateSweepStopsEarly):
 // leases in grant order, stopping at the first that is not due. Leases

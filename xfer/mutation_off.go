@@ -14,4 +14,5 @@ const (
 	MutateSkipQueuedHeartbeats = false
 	MutateNaiveAbort           = false
 	MutateRenewSkipsDueCheck   = false
+	MutateSpillIgnoresRead     = false
 )

@@ -17,6 +17,7 @@ func TestMutationsOff(t *testing.T) {
 		"MutateSkipQueuedHeartbeats": MutateSkipQueuedHeartbeats,
 		"MutateNaiveAbort":           MutateNaiveAbort,
 		"MutateRenewSkipsDueCheck":   MutateRenewSkipsDueCheck,
+		"MutateSpillIgnoresRead":     MutateSpillIgnoresRead,
 	} {
 		if on {
 			t.Errorf("%s is on in a normal build", name)

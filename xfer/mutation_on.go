@@ -14,4 +14,5 @@ var (
 	MutateSkipQueuedHeartbeats bool
 	MutateNaiveAbort           bool
 	MutateRenewSkipsDueCheck   bool
+	MutateSpillIgnoresRead     bool
 )

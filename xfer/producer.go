@@ -74,6 +74,9 @@ type leaseState struct {
 	reads     int         // reads in flight: they pin the lease
 	pending   wire.Reason // a release decided while pinned
 	read      bool        // some read completed
+	// spill is the lease's spill state (spill.go); nil until it first
+	// spills.
+	spill *leaseSpill
 	// hix is the lease's index in the due heap, -1 when it is not there
 	// (a pinned lease whose release is decided waits for its reads, not for
 	// a deadline).
@@ -108,6 +111,10 @@ type ProducerStats struct {
 	FreedReads   uint64
 	BytesServed  uint64
 	AuthFailures uint64
+	// Lease spill (spill.go): SpilledLeases and SpilledBlocks count the
+	// spills whose primary copies were dropped, RestoredLeases the
+	// restores that brought them back for a read.
+	SpilledLeases, SpilledBlocks, RestoredLeases uint64
 }
 
 // Producer is P's side of the transfer: it grants leases on finished
@@ -133,6 +140,9 @@ type Producer struct {
 	hookFn func(now clock.Instant, l wire.LeaseID, r wire.Reason)
 	// levents are the lease events since TakeLeaseEvents (Config.LeaseEvents).
 	levents []LeaseEvent
+
+	restores  []wire.LeaseID        // restores asked for (spill.go)
+	unspillFn func(id wire.LeaseID) // a lease with spilled blocks ended
 
 	chkPins map[wire.LeaseID]int // Check's scratch
 }
@@ -414,8 +424,11 @@ func (p *Producer) release(now clock.Instant, l *leaseState, r wire.Reason) {
 			p.out = append(p.out, Envelope{Session: l.session, Msg: &wire.Revoked{Lease: l.id, Reason: r}})
 		}
 	}
-	blocks := p.pool.Len(l.hold)
+	blocks := p.numBlocks(l) // spilled blocks count: the lease still has them
 	p.pool.Release(l.hold)
+	if l.spill != nil && l.spill.n > 0 && p.unspillFn != nil {
+		p.unspillFn(l.id) // their tier copies go with the lease
+	}
 	p.unschedule(l)
 	delete(p.leases, l.id)
 	if p.byReq[l.req] == l {
@@ -474,7 +487,9 @@ type LeaseInfo struct {
 	Reads     int         // reads in flight (pins)
 	Pending   wire.Reason // a release decided while pinned, or 0
 	Delivered bool
-	Blocks    int
+	// Blocks are in the pool under the lease's hold; Spilled are in an
+	// offload tier (their primary copies dropped).
+	Blocks, Spilled int
 }
 
 // Lease describes live lease id; false once it is released (or never was).
@@ -483,8 +498,12 @@ func (p *Producer) Lease(id wire.LeaseID) (LeaseInfo, bool) {
 	if !ok {
 		return LeaseInfo{}, false
 	}
-	return LeaseInfo{Req: l.req, Deadline: l.deadline, LostAt: l.lostAt, ClaimBy: l.claimBy, Session: l.session, Reads: l.reads,
-		Pending: l.pending, Delivered: l.delivered, Blocks: p.pool.Len(l.hold)}, true
+	info := LeaseInfo{Req: l.req, Deadline: l.deadline, LostAt: l.lostAt, ClaimBy: l.claimBy, Session: l.session, Reads: l.reads,
+		Pending: l.pending, Delivered: l.delivered, Blocks: p.pool.Len(l.hold)}
+	if l.spill != nil {
+		info.Spilled = l.spill.n
+	}
+	return info, true
 }
 
 // NumLeases is the number of live leases.
@@ -533,6 +552,9 @@ func (p *Producer) Check() error {
 		}
 		if pins[id] != l.reads {
 			return fmt.Errorf("xfer: lease %d counts %d reads, %d in flight", id, l.reads, pins[id])
+		}
+		if err := p.checkSpill(l); err != nil {
+			return err
 		}
 	}
 	for h := range p.pool.Holds() {

@@ -290,31 +290,47 @@ func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
 		refuse(wire.StatusBusy)
 		return
 	}
-	blocks := p.pool.Blocks(l.hold)
-	bs := p.pool.BlockSizeTokens()
+	nb := p.numBlocks(l)
 	for _, ix := range m.Indexes {
-		if int(ix) >= len(blocks) {
+		if int(ix) >= nb {
 			refuse(wire.StatusBadIndex)
 			return
 		}
 	}
 	p.bind(s, l)
-	w := ReadWork{Session: s, ReadID: m.ReadID, Lease: l.id, Blocks: make([]wire.Block, len(m.Indexes))}
+	if l.spill != nil && l.spill.n > 0 {
+		for _, ix := range m.Indexes {
+			if l.spill.out[ix] {
+				// Served once the spilled blocks are back in the pool
+				// (spill.go); pinned meanwhile, like any read.
+				p.waitRestore(l, key, m.Indexes)
+				return
+			}
+		}
+	}
+	l.reads++
+	p.reads[key] = l
+	p.work = append(p.work, p.readWork(l, s, m.ReadID, m.Indexes))
+}
+
+// readWork is the stream of blocks indexes of l, which are resident, for
+// read readID of session s: the blocks' data and digests alias the pool.
+func (p *Producer) readWork(l *leaseState, s SessionID, readID uint64, indexes []uint32) ReadWork {
+	bs := p.pool.BlockSizeTokens()
+	w := ReadWork{Session: s, ReadID: readID, Lease: l.id, Blocks: make([]wire.Block, len(indexes))}
 	bpt := p.pool.Config().BytesPerToken
-	for i, ix := range m.Indexes {
-		b := blocks[ix]
+	for i, ix := range indexes {
+		b := p.blockAt(l, int(ix))
 		filled := min(bs, l.numTokens-int(ix)*bs)
 		dig := p.pool.Digests(b)[:filled]
 		var data []byte
 		if bpt > 0 {
 			data = p.pool.Bytes(b)[:filled*bpt]
 		}
-		w.Blocks[i] = wire.Block{ReadID: m.ReadID, Lease: l.id, Index: ix, Tokens: uint16(filled),
+		w.Blocks[i] = wire.Block{ReadID: readID, Lease: l.id, Index: ix, Tokens: uint16(filled),
 			Checksum: kvblock.Checksum(dig), Digests: dig, Data: data}
 	}
-	l.reads++
-	p.reads[key] = l
-	p.work = append(p.work, w)
+	return w
 }
 
 // ReadFinished reports that the edge finished streaming a read (ok) or
@@ -331,6 +347,7 @@ func (p *Producer) ReadFinished(now clock.Instant, s SessionID, readID uint64, o
 
 func (p *Producer) finishRead(now clock.Instant, key readKey, l *leaseState, ok bool) {
 	delete(p.reads, key)
+	l.dropWaiting(key)
 	l.reads--
 	if ok {
 		l.read = true
