@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,10 +49,19 @@ func benchEngines(b *testing.B) (p, d *httptest.Server) {
 	return p, d
 }
 
+// processCPU is the CPU time (user and system) this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkProxy measures a whole request (both legs) through the proxy
 // against instant engines, against the same request sent straight to the
 // decode engine; p50-µs and p99-µs are per-request latencies at the
-// benchmark's parallelism (GOMAXPROCS goroutines).
+// benchmark's parallelism (GOMAXPROCS goroutines), cpu-µs/op the CPU time
+// of the whole process (client, proxy and both engines) per request,
+// which depends less than latency on what else runs on the machine.
 func BenchmarkProxy(b *testing.B) {
 	for _, stream := range []bool{false, true} {
 		body := []byte(fmt.Sprintf(`{"model":"m","prompt":"0123456789abcdef","max_tokens":16,"stream":%v,"stream_options":{"include_usage":true}}`, stream))
@@ -75,6 +85,7 @@ func BenchmarkProxy(b *testing.B) {
 				b.Cleanup(tr.CloseIdleConnections)
 				lat := make(chan []time.Duration, 64)
 				b.ReportAllocs()
+				cpu0 := processCPU()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					var mine []time.Duration
@@ -96,6 +107,7 @@ func BenchmarkProxy(b *testing.B) {
 					lat <- mine
 				})
 				b.StopTimer()
+				b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 				close(lat)
 				var all []time.Duration
 				for l := range lat {

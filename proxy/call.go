@@ -404,7 +404,9 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 	return legFinal, ""
 }
 
-// stream passes D's event stream to the client, one flush per event. The
+// stream passes D's event stream to the client, flushing each event unless
+// the next one has already arrived whole (then the two leave in one write:
+// no event waits on the proxy). The
 // stream starts (and the decode engine can no longer be replaced) when
 // D's first event has arrived whole.
 func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start time.Time) (legResult, string) {
@@ -439,7 +441,10 @@ func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start
 				c.outcome = OutcomeClientCancelled
 				return legFinal, ""
 			}
-			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+			if events.ready() {
+				// The next event is here whole: it joins this write
+				// rather than taking a flush (a write) of its own.
+			} else if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
 				c.p.abortAll(c.ctx, c.id, c.r.Header, e, c.holder)
 				c.outcome = OutcomeClientCancelled
 				return legFinal, ""

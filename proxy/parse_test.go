@@ -246,3 +246,23 @@ func FuzzEventStream(f *testing.F) {
 		t.Fatal("the reader did not end")
 	})
 }
+
+func TestEventReaderReady(t *testing.T) {
+	for in, want := range map[string]bool{
+		"data: a\n\ndata: b\n\n":     true,
+		"data: a\n\ndata: b\r\n\r\n": true,
+		"data: a\n\ndata: b\n\r\n":   true,
+		"data: a\n\ndata: b\n":       false,
+		"data: a\n\n\n\n":            false, // stray blank lines are no event
+		"data: a\n\n: c\ndata: b":    false,
+	} {
+		er := newEventReader(strings.NewReader(in), 64)
+		if _, err := er.next(); err != nil {
+			t.Fatal(err)
+		}
+		if got := er.ready(); got != want {
+			t.Errorf("ready after the first event of %q = %v", in, got)
+		}
+		er.release()
+	}
+}

@@ -71,6 +71,28 @@ func (e *eventReader) next() ([]byte, error) {
 	}
 }
 
+// ready reports whether a whole event is buffered: the next call of next
+// returns it without reading. Its lines are complete, so a stream cut
+// after them still ends it (next returns it with the error).
+func (e *eventReader) ready() bool {
+	b, _ := e.br.Peek(e.br.Buffered())
+	content := false
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		if len(bytes.TrimRight(b[:i], "\r")) == 0 {
+			if content {
+				return true
+			}
+		} else {
+			content = true
+		}
+		b = b[i+1:]
+	}
+}
+
 var (
 	dataPrefix = []byte("data:")
 	doneData   = []byte("[DONE]")
