@@ -67,6 +67,10 @@ type Output struct {
 	// Grant is the lease on a RemoteDecode request's prompt blocks (on its
 	// finished output; nil if none was granted).
 	Grant *xfer.Grant
+	// Logprobs are Token's log-probability and the most probable tokens',
+	// when the request asked for them (Sampling.Logprobs); nil otherwise.
+	// The output owns them.
+	Logprobs *model.Logprobs
 	// Pulled is set on the first output of a request whose remote prefix
 	// was pulled; Fallback says why it was not (zero when it was, or when
 	// the request had no remote prefix).
@@ -535,13 +539,14 @@ func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 		}
 		if o.Finished.Finished() {
 			c.finish(now, r, o.Finished, o.Token)
+			c.outputs[len(c.outputs)-1].Logprobs = ownLogprobs(o.Logprobs)
 			continue
 		}
 		if c.offload != nil {
 			c.offload.Computed(r.ID, c.pool.Blocks(r.Hold), r.Hashes, r.NumComputed)
 		}
 		if o.Token != model.NoToken {
-			out := Output{ID: r.ext, Req: r.ID, Token: o.Token, At: now}
+			out := Output{ID: r.ext, Req: r.ID, Token: o.Token, At: now, Logprobs: ownLogprobs(o.Logprobs)}
 			c.announce(r, &out)
 			c.outputs = append(c.outputs, out)
 		}
@@ -551,6 +556,15 @@ func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 	}
 	clear(c.deferred)
 	c.deferred = c.deferred[:0]
+}
+
+// ownLogprobs copies an outcome's logprobs out of the step's result; nil
+// stays nil.
+func ownLogprobs(lp *model.Logprobs) *model.Logprobs {
+	if lp == nil {
+		return nil
+	}
+	return &model.Logprobs{Logprob: lp.Logprob, Top: append([]model.TokenLogprob(nil), lp.Top...)}
 }
 
 // finish records the terminal output of r and tears it down, now or when

@@ -65,6 +65,10 @@ type seqState struct {
 	stopSent bool              // we stopped the request after the stop string
 	finished bool
 	fin      engine.Output // the finished output
+	// With logprobs: the tokens' logprobs (a stream's: those not yet
+	// sent), and the bytes of the tokens' text so far (text_offset).
+	lps     []openai.LogprobToken
+	textLen int
 }
 
 func (s *Server) putCall(c *call) {
@@ -154,7 +158,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	c.req = engine.Request{
 		ID: id, Prompt: c.prompt, MaxTokens: maxTokens, MinTokens: sp.MinTokens,
 		StopTokenIDs: sp.StopTokenIDs, IgnoreEOS: sp.IgnoreEOS,
-		Sampling: model.Sampling{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, MinP: sp.MinP},
+		Sampling: model.Sampling{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, MinP: sp.MinP,
+			Logprobs: sp.Logprobs, TopLogprobs: sp.TopLogprobs},
 		Priority: ro.Priority, CacheSalt: ro.CacheSalt,
 		RemoteDecode: kv != nil && kv.DoRemoteDecode && s.producer,
 		Remote:       remote,
@@ -377,6 +382,9 @@ func (c *seqState) fold(o *engine.Output) {
 		}
 		c.lastAt = o.At
 		c.ntok++
+		if o.Logprobs != nil {
+			c.addLogprobs(o)
+		}
 		if !(o.Finished && c.isStopToken(o)) {
 			c.addText(o.Token)
 		}
@@ -388,6 +396,27 @@ func (c *seqState) fold(o *engine.Output) {
 			c.text = append(c.text, c.det.Flush()...)
 		}
 	}
+}
+
+// addLogprobs records the logprobs of output o's token.
+func (c *seqState) addLogprobs(o *engine.Output) {
+	lt := openai.LogprobToken{ID: o.Token, Logprob: o.Logprobs.Logprob, Offset: c.textLen,
+		Top: make([]openai.TokenLogprob, len(o.Logprobs.Top))}
+	for i, t := range o.Logprobs.Top {
+		lt.Top[i] = openai.TokenLogprob{ID: t.Token, Logprob: t.Logprob}
+	}
+	c.lps = append(c.lps, lt)
+	c.textLen += len(c.s.cfg.Tokenizer.TokenBytes(o.Token))
+}
+
+// tokenLogprobs are the logprobs to send with the choice's text: nil
+// when the request did not ask for them, or (chunk) when no token came
+// since the last chunk.
+func (c *seqState) tokenLogprobs(chunk bool) *openai.Logprobs {
+	if !c.sp.Logprobs || (chunk && len(c.lps) == 0) {
+		return nil
+	}
+	return &openai.Logprobs{Tokens: c.lps, Text: c.s.cfg.Tokenizer.TokenBytes}
 }
 
 // isStopToken reports whether finished output o ended on one of the
@@ -495,12 +524,13 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 	}
 	if c.chat {
 		c.chatCh[0] = openai.ChatChoice{Message: openai.ChatResponseMessage{Role: "assistant", Content: string(c.text)},
-			FinishReason: fr, StopReason: sr}
+			FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(false)}
 		c.out = openai.AppendChatResponse(c.out, &openai.ChatCompletionResponse{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
 			Choices: c.chatCh[:], Usage: u, KVTransferParams: kv})
 	} else {
-		c.choice[0] = openai.CompletionChoice{Text: string(c.text), FinishReason: fr, StopReason: sr}
+		c.choice[0] = openai.CompletionChoice{Text: string(c.text), FinishReason: fr, StopReason: sr,
+			TokenLogprobs: c.tokenLogprobs(false)}
 		c.out = openai.AppendCompletionResponse(c.out, &openai.CompletionResponse{
 			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
 			Choices: c.choice[:], Usage: u, KVTransferParams: kv})
@@ -622,6 +652,10 @@ func (c *call) runningUsage(withUsage bool) *openai.Usage {
 
 func (c *call) appendChatChunk(d openai.ChatDelta, fr openai.FinishReason, sr openai.StopReason, withUsage bool) {
 	c.chatCk[0] = openai.ChatChunkChoice{Delta: d, FinishReason: fr, StopReason: sr}
+	if d.Role == "" {
+		c.chatCk[0].TokenLogprobs = c.tokenLogprobs(true)
+		c.lps = c.lps[:0]
+	}
 	c.js = openai.AppendChatChunk(c.js[:0], &openai.ChatChunk{
 		ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.s.cfg.ModelName,
 		Choices: c.chatCk[:], Usage: c.runningUsage(withUsage)})
@@ -629,7 +663,8 @@ func (c *call) appendChatChunk(d openai.ChatDelta, fr openai.FinishReason, sr op
 }
 
 func (c *call) appendCompletionChunk(text string, fr openai.FinishReason, sr openai.StopReason, withUsage bool) {
-	c.chunk[0] = openai.CompletionChoice{Text: text, FinishReason: fr, StopReason: sr}
+	c.chunk[0] = openai.CompletionChoice{Text: text, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(true)}
+	c.lps = c.lps[:0]
 	c.js = openai.AppendCompletionChunk(c.js[:0], &openai.CompletionChunk{
 		ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.s.cfg.ModelName,
 		Choices: c.chunk[:], Usage: c.runningUsage(withUsage)})

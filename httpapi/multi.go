@@ -248,14 +248,21 @@ func (m *multi) emit(ch *choiceRun) bool {
 // d.Content as a completion's text.
 func (m *multi) appendChunk(ch *choiceRun, d openai.ChatDelta, fr openai.FinishReason, sr openai.StopReason, u *openai.Usage) {
 	c := m.c
+	var lp *openai.Logprobs
+	if d.Role == "" {
+		lp = ch.tokenLogprobs(true)
+	}
 	if c.chat {
 		m.js = openai.AppendChatChunk(m.js[:0], &openai.ChatChunk{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,
-			Choices: []openai.ChatChunkChoice{{Index: ch.index, Delta: d, FinishReason: fr, StopReason: sr}}, Usage: u})
+			Choices: []openai.ChatChunkChoice{{Index: ch.index, Delta: d, FinishReason: fr, StopReason: sr, TokenLogprobs: lp}}, Usage: u})
 	} else {
 		m.js = openai.AppendCompletionChunk(m.js[:0], &openai.CompletionChunk{
 			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,
-			Choices: []openai.CompletionChoice{{Index: ch.index, Text: d.Content, FinishReason: fr, StopReason: sr}}, Usage: u})
+			Choices: []openai.CompletionChoice{{Index: ch.index, Text: d.Content, FinishReason: fr, StopReason: sr, TokenLogprobs: lp}}, Usage: u})
+	}
+	if d.Role == "" {
+		ch.lps = ch.lps[:0]
 	}
 	m.out = openai.AppendSSE(m.out, m.js)
 }
@@ -286,7 +293,7 @@ func (m *multi) writeWhole() {
 		for k, ch := range m.choices {
 			fr, sr := ch.finish()
 			cs[k] = openai.ChatChoice{Index: k, Message: openai.ChatResponseMessage{Role: "assistant", Content: string(ch.text)},
-				FinishReason: fr, StopReason: sr}
+				FinishReason: fr, StopReason: sr, TokenLogprobs: ch.tokenLogprobs(false)}
 		}
 		m.out = openai.AppendChatResponse(m.out[:0], &openai.ChatCompletionResponse{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,
@@ -295,7 +302,8 @@ func (m *multi) writeWhole() {
 		cs := make([]openai.CompletionChoice, len(m.choices))
 		for k, ch := range m.choices {
 			fr, sr := ch.finish()
-			cs[k] = openai.CompletionChoice{Index: k, Text: string(ch.text), FinishReason: fr, StopReason: sr}
+			cs[k] = openai.CompletionChoice{Index: k, Text: string(ch.text), FinishReason: fr, StopReason: sr,
+				TokenLogprobs: ch.tokenLogprobs(false)}
 		}
 		m.out = openai.AppendCompletionResponse(m.out[:0], &openai.CompletionResponse{
 			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,

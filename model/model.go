@@ -23,6 +23,32 @@ type Sampling struct {
 	// Seed makes non-greedy sampling reproducible. The engine draws one for
 	// requests that do not set it.
 	Seed uint64
+	// Logprobs asks for the sampled token's log-probability and the
+	// TopLogprobs (at most MaxTopLogprobs) most probable tokens with
+	// theirs, in StepResult.Logprobs. They are the model's distribution
+	// as it is, before temperature, penalties, biases and truncation
+	// (vLLM's default, raw logprobs), so they do not depend on the
+	// sampling parameters.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// MaxTopLogprobs bounds Sampling.TopLogprobs (vLLM's default
+// max_logprobs).
+const MaxTopLogprobs = 20
+
+// TokenLogprob is a token and its log-probability (natural log; -Inf for a
+// token the model never produces).
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Logprobs are a sampled token's log-probability and the most probable
+// tokens' (most probable first, ties by smaller id).
+type Logprobs struct {
+	Logprob float32
+	Top     []TokenLogprob
 }
 
 // Seq is one request's share of a batch.
@@ -74,6 +100,10 @@ type StepResult struct {
 	// Tokens has one entry per Batch.Seqs entry: the sampled token, or
 	// NoToken when Sample was false.
 	Tokens []int32
+	// Logprobs has one entry per Batch.Seqs entry, set for those that
+	// sampled with Sampling.Logprobs (the zero value for the others). The
+	// Top slices are the executor's, valid until its next Execute.
+	Logprobs []Logprobs
 	// Duration is how long the step takes on the modelled hardware.
 	Duration time.Duration
 }

@@ -12,8 +12,8 @@
 // type ("max_tokens must be an integer, got string"), a value out of range
 // (temperature in [0, 2], top_p in (0, 1], max_tokens and
 // max_completion_tokens ≥ 1, 0 ≤ min_tokens ≤ max_tokens, at most MaxStop
-// stop strings, n in [1, MaxN]), something kvlease does not support (logprobs, echo,
-// top_logprobs, non-text content parts, and every other
+// stop strings, n in [1, MaxN]), something kvlease does not support (echo,
+// best_of, non-text content parts, and every other
 // field of OpenAI's or vLLM's request that kvlease does not implement, given
 // a value other than its no-op default: see fields.go and ClassifyField) or
 // an invalid kv_transfer_params. Fields neither OpenAI nor vLLM define are

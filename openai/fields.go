@@ -15,7 +15,7 @@ import (
 //
 //   - supported: parsed into the request (the json tags of rawCompletion
 //     and rawChat; a few of them accept only some values and say so with
-//     a 400 of their own, such as chat logprobs);
+//     a 400 of their own, such as top_logprobs without logprobs);
 //   - refused: listed in completionRefused or chatRefused with the values
 //     that change nothing (null, the default, an empty list); any other
 //     value is a 400 naming the field, so a client never believes it got

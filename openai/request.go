@@ -23,6 +23,9 @@ const (
 	// prompts of a batch times n).
 	MaxN       = 128
 	MaxChoices = 256
+	// MaxTopLogprobs bounds completions' logprobs and chat's top_logprobs
+	// (vLLM's default max_logprobs).
+	MaxTopLogprobs = 20
 )
 
 // Prompt is a completion prompt: text, or token ids when Tokens is non-nil.
@@ -61,6 +64,12 @@ type SamplingParams struct {
 	// Seed makes sampling reproducible; nil when not given. With N > 1,
 	// choice j samples with Seed + j (vLLM's parallel sampling).
 	Seed *int64
+	// Logprobs asks for each generated token's log-probability and the
+	// TopLogprobs (at most MaxTopLogprobs) most probable tokens at its
+	// position: completions' logprobs = TopLogprobs, chat's logprobs and
+	// top_logprobs.
+	Logprobs    bool
+	TopLogprobs int
 	// N is the number of choices generated from each prompt; default 1.
 	// They share the prompt's cached blocks.
 	N int
@@ -209,7 +218,11 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 		return r, e
 	}
 	if raw.Logprobs != nil && !isNull(raw.Logprobs) {
-		return r, BadRequest("logprobs", "logprobs is not supported")
+		var k int
+		if json.Unmarshal(raw.Logprobs, &k) != nil || k < 0 || k > MaxTopLogprobs {
+			return r, BadRequest("logprobs", "logprobs must be an integer between 0 and %d, got %s", MaxTopLogprobs, bytes.TrimSpace(raw.Logprobs))
+		}
+		r.Logprobs, r.TopLogprobs = true, k
 	}
 	if r.Prompts, e = parsePrompts(raw.Prompt); e != nil {
 		return r, e
@@ -247,15 +260,21 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 			return r, BadRequest("min_tokens", "min_tokens (%d) must not exceed max_completion_tokens (%d)", r.MinTokens, r.MaxTokens)
 		}
 	}
-	switch string(raw.Logprobs) {
+	switch string(bytes.TrimSpace(raw.Logprobs)) {
 	case "", "null", "false":
 	case "true":
-		return r, BadRequest("logprobs", "logprobs is not supported")
+		r.Logprobs = true
 	default:
 		return r, BadRequest("logprobs", "logprobs must be a boolean")
 	}
-	if raw.TopLogprobs != nil && *raw.TopLogprobs != 0 {
-		return r, BadRequest("top_logprobs", "top_logprobs is not supported")
+	if k := raw.TopLogprobs; k != nil {
+		if *k < 0 || *k > MaxTopLogprobs {
+			return r, BadRequest("top_logprobs", "top_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *k)
+		}
+		if *k > 0 && !r.Logprobs {
+			return r, BadRequest("top_logprobs", "top_logprobs needs logprobs set to true")
+		}
+		r.TopLogprobs = *k
 	}
 	if raw.AddGenerationPrompt != nil {
 		r.AddGenerationPrompt = *raw.AddGenerationPrompt

@@ -81,6 +81,17 @@ func TestParsePromptForms(t *testing.T) {
 			t.Errorf("prompt %s: IsTokens %v", tc.prompt, r.Prompt.IsTokens())
 		}
 	}
+	// logprobs: completions take the number of top tokens, chat a
+	// boolean and top_logprobs.
+	if r, e := ParseCompletionRequest([]byte(`{"prompt":"x","logprobs":3}`)); e != nil || !r.Logprobs || r.TopLogprobs != 3 {
+		t.Errorf("completion logprobs 3: %+v %v", r, e)
+	}
+	if r, e := ParseCompletionRequest([]byte(`{"prompt":"x","logprobs":0}`)); e != nil || !r.Logprobs || r.TopLogprobs != 0 {
+		t.Errorf("completion logprobs 0: %+v %v", r, e)
+	}
+	if r, e := ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":5}`)); e != nil || !r.Logprobs || r.TopLogprobs != 5 {
+		t.Errorf("chat logprobs: %+v %v", r, e)
+	}
 	// Batches: an array of strings or of token-id arrays.
 	for _, tc := range []struct {
 		prompt string
@@ -194,8 +205,9 @@ func TestParseCompletionErrors(t *testing.T) {
 		badCase{"prompt float token", `{"prompt":[1.5]}`, "prompt", 0, "prompt must be"},
 		badCase{"prompt huge token", `{"prompt":[99999999999]}`, "prompt", 0, "prompt must be"},
 		badCase{"prompt negative token", `{"prompt":[-1]}`, "prompt", 0, "out of vocabulary"},
-		badCase{"logprobs", `{"prompt":"x","logprobs":1}`, "logprobs", 0, "logprobs is not supported"},
-		badCase{"logprobs zero", `{"prompt":"x","logprobs":0}`, "logprobs", 0, "not supported"},
+		badCase{"logprobs over", `{"prompt":"x","logprobs":21}`, "logprobs", 0, "between 0 and 20"},
+		badCase{"logprobs negative", `{"prompt":"x","logprobs":-1}`, "logprobs", 0, "between 0 and 20"},
+		badCase{"logprobs bool", `{"prompt":"x","logprobs":true}`, "logprobs", 0, "integer"},
 	)
 	for _, tc := range cases {
 		_, e := ParseCompletionRequest([]byte(expand(tc.body, `"prompt":"x"`)))
@@ -224,9 +236,9 @@ func TestParseChatErrors(t *testing.T) {
 		badCase{"max_completion_tokens zero", `{P,"max_completion_tokens":0}`, "max_completion_tokens", 0, "at least 1"},
 		badCase{"max_completion_tokens type", `{P,"max_completion_tokens":"5"}`, "max_completion_tokens", 0, "integer"},
 		badCase{"min over max_completion", `{P,"max_tokens":100,"max_completion_tokens":3,"min_tokens":4}`, "min_tokens", 0, "max_completion_tokens"},
-		badCase{"logprobs true", `{P,"logprobs":true}`, "logprobs", 0, "logprobs is not supported"},
 		badCase{"logprobs type", `{P,"logprobs":2}`, "logprobs", 0, "boolean"},
-		badCase{"top_logprobs", `{P,"top_logprobs":2}`, "top_logprobs", 0, "not supported"},
+		badCase{"top_logprobs without logprobs", `{P,"top_logprobs":2}`, "top_logprobs", 0, "needs logprobs"},
+		badCase{"top_logprobs over", `{P,"logprobs":true,"top_logprobs":21}`, "top_logprobs", 0, "between 0 and 20"},
 		badCase{"add_generation_prompt type", `{P,"add_generation_prompt":"no"}`, "add_generation_prompt", 0, "boolean"},
 	)
 	for _, tc := range cases {

@@ -149,9 +149,12 @@ type CompletionResponse struct {
 type CompletionChoice struct {
 	Index        int             `json:"index"`
 	Text         string          `json:"text"`
-	Logprobs     json.RawMessage `json:"logprobs"` // always null
+	Logprobs     json.RawMessage `json:"logprobs"` // as decoded; the encoders write TokenLogprobs
 	FinishReason FinishReason    `json:"finish_reason"`
 	StopReason   StopReason      `json:"stop_reason"`
+	// TokenLogprobs are written as logprobs in the completions shape;
+	// nil writes null.
+	TokenLogprobs *Logprobs `json:"-"`
 }
 
 // ChatCompletionResponse is a /v1/chat/completions response.
@@ -169,9 +172,12 @@ type ChatCompletionResponse struct {
 type ChatChoice struct {
 	Index        int                 `json:"index"`
 	Message      ChatResponseMessage `json:"message"`
-	Logprobs     json.RawMessage     `json:"logprobs"` // always null
+	Logprobs     json.RawMessage     `json:"logprobs"` // as decoded; the encoders write TokenLogprobs
 	FinishReason FinishReason        `json:"finish_reason"`
 	StopReason   StopReason          `json:"stop_reason"`
+	// TokenLogprobs are written as logprobs in the chat shape; nil
+	// writes null.
+	TokenLogprobs *Logprobs `json:"-"`
 }
 
 // ChatResponseMessage is the generated message: role "assistant".
@@ -206,9 +212,11 @@ type ChatChunk struct {
 type ChatChunkChoice struct {
 	Index        int             `json:"index"`
 	Delta        ChatDelta       `json:"delta"`
-	Logprobs     json.RawMessage `json:"logprobs"` // always null
+	Logprobs     json.RawMessage `json:"logprobs"` // as decoded; the encoders write TokenLogprobs
 	FinishReason FinishReason    `json:"finish_reason"`
 	StopReason   StopReason      `json:"stop_reason"`
+	// TokenLogprobs are the chunk's tokens' logprobs (chat shape).
+	TokenLogprobs *Logprobs `json:"-"`
 }
 
 // ChatDelta is the new text of a chat chunk. Role is "assistant" on the
@@ -245,9 +253,19 @@ func appendHead(dst []byte, id, object string, created int64, model string) []by
 	return appendString(dst, model)
 }
 
-// appendEnd appends `"logprobs":null,"finish_reason":…,"stop_reason":…}`.
-func appendEnd(dst []byte, f FinishReason, s StopReason) []byte {
-	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+// appendEnd appends `"logprobs":…,"finish_reason":…,"stop_reason":…}`,
+// the logprobs in the chat shape or the completions shape.
+func appendEnd(dst []byte, lp *Logprobs, chat bool, f FinishReason, s StopReason) []byte {
+	dst = append(dst, `,"logprobs":`...)
+	switch {
+	case lp == nil:
+		dst = append(dst, "null"...)
+	case chat:
+		dst = lp.appendChat(dst)
+	default:
+		dst = lp.appendCompletion(dst)
+	}
+	dst = append(dst, `,"finish_reason":`...)
 	dst = appendStringOrNull(dst, string(f))
 	dst = append(dst, `,"stop_reason":`...)
 	dst = s.appendJSON(dst)
@@ -265,7 +283,7 @@ func appendCompletionChoices(dst []byte, cs []CompletionChoice) []byte {
 		dst = appendInt(dst, int64(c.Index))
 		dst = append(dst, `,"text":`...)
 		dst = appendString(dst, c.Text)
-		dst = appendEnd(dst, c.FinishReason, c.StopReason)
+		dst = appendEnd(dst, c.TokenLogprobs, false, c.FinishReason, c.StopReason)
 	}
 	return append(dst, ']')
 }
@@ -311,7 +329,7 @@ func AppendChatResponse(dst []byte, r *ChatCompletionResponse) []byte {
 		dst = append(dst, `,"content":`...)
 		dst = appendString(dst, c.Message.Content)
 		dst = append(dst, '}')
-		dst = appendEnd(dst, c.FinishReason, c.StopReason)
+		dst = appendEnd(dst, c.TokenLogprobs, true, c.FinishReason, c.StopReason)
 	}
 	dst = append(dst, ']')
 	return appendTail(dst, &r.Usage, r.KVTransferParams)
@@ -344,7 +362,7 @@ func AppendChatChunk(dst []byte, c *ChatChunk) []byte {
 		dst = append(dst, `"content":`...)
 		dst = appendString(dst, ch.Delta.Content)
 		dst = append(dst, '}')
-		dst = appendEnd(dst, ch.FinishReason, ch.StopReason)
+		dst = appendEnd(dst, ch.TokenLogprobs, true, ch.FinishReason, ch.StopReason)
 	}
 	dst = append(dst, ']')
 	return appendTail(dst, c.Usage, nil)

@@ -207,6 +207,10 @@ type Outcome struct {
 	Token int32
 	// Finished is the request's new status when this step finished it.
 	Finished Status
+	// Logprobs are the sampled token's, when the request asked for them
+	// (Sampling.Logprobs); nil otherwise. It points into the step's
+	// result: valid until the next Update.
+	Logprobs *model.Logprobs
 }
 
 // Scheduler: see the package doc.
@@ -633,6 +637,9 @@ func (s *Scheduler) Update(res *model.StepResult) []Outcome {
 			r.Tokens = append(r.Tokens, tok)
 			s.stats.GeneratedTokens++
 			o.Token = tok
+			if seq.Sampling.Logprobs && i < len(res.Logprobs) {
+				o.Logprobs = &res.Logprobs[i]
+			}
 			if st := r.stopStatus(tok); st != Running {
 				r.status = st
 				o.Finished = st

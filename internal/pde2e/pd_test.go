@@ -173,6 +173,34 @@ var generators = []generator{
 		}
 		return joinChoices(r.Choices, completionChoice), nil
 	}, 0},
+	{"completion logprobs", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("Log-probabilities come from the decode engine")
+		p.Seed, p.Logprobs, p.Temperature = openai.Int(13), openai.Int(3), openai.Float(1)
+		r, err := c.Completions.New(ctx, p, option.WithJSONSet("ignore_eos", true))
+		if err != nil {
+			return "", err
+		}
+		lp := r.Choices[0].Logprobs
+		if len(lp.Tokens) != 24 {
+			return "", fmt.Errorf("%d logprobs for 24 tokens", len(lp.Tokens))
+		}
+		return r.Choices[0].Text + lp.RawJSON(), nil
+	}, 0},
+	{"chat logprobs streaming", func(ctx context.Context, c openai.Client) (string, error) {
+		p := chatParams("Which token is likely?")
+		p.Seed, p.Logprobs, p.TopLogprobs = openai.Int(4), openai.Bool(true), openai.Int(2)
+		s := c.Chat.Completions.NewStreaming(ctx, p, option.WithJSONSet("ignore_eos", true))
+		defer s.Close()
+		var b strings.Builder
+		for s.Next() {
+			for _, ch := range s.Current().Choices {
+				for _, tok := range ch.Logprobs.Content {
+					fmt.Fprintf(&b, "%q:%v:%d;", tok.Token, tok.Logprob, len(tok.TopLogprobs))
+				}
+			}
+		}
+		return b.String(), s.Err()
+	}, 0},
 	{"chat n=2 streaming", func(ctx context.Context, c openai.Client) (string, error) {
 		p := chatParams("Say it twice, differently.")
 		p.Seed, p.N = openai.Int(8), openai.Int(2)

@@ -42,6 +42,7 @@ type Executor struct {
 	logits    []float32 // len(sampled) × VocabSize
 	probs     []float64
 	order     []int32
+	tops      []model.TokenLogprob // the step's top logprobs, MaxTopLogprobs per sampling sequence
 	batch     *model.Batch
 	layer     int
 
@@ -98,8 +99,10 @@ func (e *Executor) Config() Config { return e.cfg }
 // vocabulary) is an engine bug and panics.
 func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 	out.Tokens = out.Tokens[:0]
+	out.Logprobs = out.Logprobs[:0]
 	out.Duration = 0
 	e.batch = b
+	e.tops = e.tops[:0]
 	e.n = 0
 	e.rowPos, e.rowSeq, e.sampled = e.rowPos[:0], e.rowSeq[:0], e.sampled[:0]
 	for i := range b.Seqs {
@@ -120,11 +123,17 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 	j := 0
 	for i := range b.Seqs {
 		tok := model.NoToken
-		if b.Seqs[i].Sample {
-			tok = e.sample(&b.Seqs[i], e.logits[j*e.cfg.VocabSize:(j+1)*e.cfg.VocabSize])
+		var lp model.Logprobs
+		if s := &b.Seqs[i]; s.Sample {
+			logits := e.logits[j*e.cfg.VocabSize : (j+1)*e.cfg.VocabSize]
+			tok = e.sample(s, logits)
+			if s.Sampling.Logprobs {
+				lp = e.logprobs(logits, tok, s.Sampling.TopLogprobs)
+			}
 			j++
 		}
 		out.Tokens = append(out.Tokens, tok)
+		out.Logprobs = append(out.Logprobs, lp)
 	}
 	e.batch = nil
 }

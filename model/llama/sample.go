@@ -138,3 +138,54 @@ func mix64(z uint64) uint64 {
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
 }
+
+// logprobs is the log-softmax of logits (the model's raw distribution,
+// before temperature and truncation) at tok, and the k most probable ids
+// (at most model.MaxTopLogprobs; ties by smaller id). The sum is taken in
+// float64 around the largest logit; NaN logits count as never produced.
+// Top is a slice of e.tops, valid until the next Execute.
+func (e *Executor) logprobs(logits []float32, tok int32, k int) model.Logprobs {
+	mx := float64(logits[argmax(logits)])
+	sum := 0.0
+	for _, l := range logits {
+		if !math.IsNaN(float64(l)) {
+			sum += math.Exp(float64(l) - mx)
+		}
+	}
+	lse := mx + math.Log(sum)
+	at := func(id int32) float32 {
+		l := float64(logits[id])
+		if math.IsNaN(l) {
+			return float32(math.Inf(-1))
+		}
+		return float32(l - lse)
+	}
+	k = min(max(k, 0), model.MaxTopLogprobs, len(logits))
+	start := len(e.tops)
+	// Selection by insertion into a list of at most k: O(V·k), k ≤ 20.
+	for id := range logits {
+		l := logits[id]
+		if math.IsNaN(float64(l)) {
+			continue
+		}
+		top := e.tops[start:]
+		if len(top) == k && (k == 0 || l <= logits[top[k-1].Token]) {
+			continue
+		}
+		pos := len(top)
+		for pos > 0 && logits[top[pos-1].Token] < l {
+			pos--
+		}
+		if len(top) < k {
+			e.tops = append(e.tops, model.TokenLogprob{})
+			top = e.tops[start:]
+		}
+		copy(top[pos+1:], top[pos:len(top)-1])
+		top[pos] = model.TokenLogprob{Token: int32(id)}
+	}
+	top := e.tops[start:len(e.tops):len(e.tops)]
+	for i := range top {
+		top[i].Logprob = at(top[i].Token)
+	}
+	return model.Logprobs{Logprob: at(tok), Top: top}
+}

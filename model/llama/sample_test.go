@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"math"
 	"testing"
 
 	"github.com/kvlease/kvlease/model"
@@ -45,4 +46,37 @@ func TestSampleTopKMinP(t *testing.T) {
 	check("top_k 3 min_p 0.3", draw(model.Sampling{Temperature: 1, TopP: 1, TopK: 3, MinP: 0.3}), 3, 0)
 	check("top_k too large", draw(model.Sampling{Temperature: 1, TopP: 1, TopK: 9}), 0, 1, 2, 3, 4)
 	check("greedy ignores them", draw(model.Sampling{TopK: 3, MinP: 0.5}), 3)
+}
+
+// logprobs is the log-softmax of the logits: the sampled id's, and the k
+// most probable (ties by smaller id) in order, whatever the sampling
+// parameters.
+func TestLogprobs(t *testing.T) {
+	logits := []float32{-1, -3, -2, 0, -4, 0, float32(math.NaN())}
+	var e Executor
+	lse := math.Log(math.Exp(-1) + math.Exp(-3) + math.Exp(-2) + 2*math.Exp(0) + math.Exp(-4))
+	want := func(id int) float32 { return float32(float64(logits[id]) - lse) }
+	lp := e.logprobs(logits, 2, 4)
+	if lp.Logprob != want(2) {
+		t.Errorf("sampled logprob %v, want %v", lp.Logprob, want(2))
+	}
+	ids := []int32{3, 5, 0, 2} // 3 and 5 tie: the smaller first
+	if len(lp.Top) != len(ids) {
+		t.Fatalf("top %v", lp.Top)
+	}
+	for i, id := range ids {
+		if lp.Top[i].Token != id || lp.Top[i].Logprob != want(int(id)) {
+			t.Errorf("top[%d] = %+v, want id %d logprob %v", i, lp.Top[i], id, want(int(id)))
+		}
+	}
+	if lp := e.logprobs(logits, 6, 0); len(lp.Top) != 0 || !math.IsInf(float64(lp.Logprob), -1) {
+		t.Errorf("a NaN logit: %+v, want -Inf and no top", lp)
+	}
+	// Through Execute's path: the tops of several sequences of one step
+	// stay intact.
+	a := e.logprobs(logits, 0, 2)
+	b := e.logprobs([]float32{5, 1, 2}, 1, 3)
+	if a.Top[0].Token != 3 || a.Top[1].Token != 5 || b.Top[0].Token != 0 || b.Top[2].Token != 1 {
+		t.Errorf("tops of one step: %+v %+v", a.Top, b.Top)
+	}
 }

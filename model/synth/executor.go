@@ -39,6 +39,12 @@ type Executor struct {
 
 	base   table
 	tables map[shapeKey]*table
+
+	// logprob is every token's log-probability under the model's raw
+	// distribution, and top the tokens by decreasing probability (see
+	// rawLogprobs).
+	logprob []float32
+	top     []model.TokenLogprob
 }
 
 var _ model.Executor = (*Executor)(nil)
@@ -71,6 +77,7 @@ func New(p Profile, pool *kvblock.Pool, modelSeed uint64) *Executor {
 		tables:      make(map[shapeKey]*table),
 	}
 	e.base = *buildTable(1, 1, 0, 0)
+	e.logprob, e.top = rawLogprobs(p)
 	return e
 }
 
@@ -98,6 +105,7 @@ func (e *Executor) Forget(req uint64) { delete(e.prefix, req) }
 // the prefix cache relies on it.
 func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 	out.Tokens = out.Tokens[:0]
+	out.Logprobs = out.Logprobs[:0]
 	for i := range b.Seqs {
 		e.check(&b.Seqs[i])
 	}
@@ -107,10 +115,15 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
 		tok := model.NoToken
+		var lp model.Logprobs
 		if s.Sample {
 			tok = e.sample(s)
+			if s.Sampling.Logprobs {
+				lp = model.Logprobs{Logprob: e.logprob[tok], Top: e.top[:min(max(s.Sampling.TopLogprobs, 0), len(e.top))]}
+			}
 		}
 		out.Tokens = append(out.Tokens, tok)
+		out.Logprobs = append(out.Logprobs, lp)
 	}
 	out.Duration = e.prof.Duration(b)
 }

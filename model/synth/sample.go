@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"sort"
 
 	"github.com/kvlease/kvlease/model"
 )
@@ -139,4 +140,39 @@ func sanitize(s model.Sampling) (k shapeKey, ok bool) {
 // isEOS decides EOS from the top 53 bits of r: probability p exactly.
 func isEOS(r uint64, p float64) bool {
 	return float64(r>>11)*0x1p-53 < p
+}
+
+// rawLogprobs is the model's raw distribution, the one temperature 1 and
+// no truncation samples from: EOS with probability EOSProbability, else a
+// byte of baseChars in proportion to its weight; every other token never.
+// It returns each token's log-probability (-Inf for the never) and the
+// tokens with a probability by decreasing probability (ties by smaller
+// id), at most model.MaxTopLogprobs of them. The distribution does not
+// depend on the context: the context decides which token a draw picks.
+func rawLogprobs(p Profile) ([]float32, []model.TokenLogprob) {
+	lp := make([]float32, p.VocabSize)
+	for i := range lp {
+		lp[i] = float32(math.Inf(-1))
+	}
+	total := 0.0
+	for _, c := range baseChars {
+		total += c.w
+	}
+	for _, c := range baseChars {
+		lp[c.b] = float32(math.Log((1 - p.EOSProbability) * c.w / total))
+	}
+	if p.EOSProbability > 0 {
+		lp[p.EOS] = float32(math.Log(p.EOSProbability))
+	}
+	var top []model.TokenLogprob
+	for id, v := range lp {
+		if !math.IsInf(float64(v), -1) {
+			top = append(top, model.TokenLogprob{Token: int32(id), Logprob: v})
+		}
+	}
+	sort.SliceStable(top, func(i, j int) bool { return top[i].Logprob > top[j].Logprob })
+	if len(top) > model.MaxTopLogprobs {
+		top = top[:model.MaxTopLogprobs]
+	}
+	return lp, top
 }

@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+// completionLogprobs is the completions shape of logprobs.
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// The synthetic model's raw distribution: ' ' is its most probable token
+// (weight 17000 of the 99866 of its 34 bytes, times 1 − 1/96 for EOS),
+// then 'e'.
+var spaceLogprob = math.Log((1 - 1.0/96) * 17000 / 99866)
+
+// Completions' logprobs: one entry per generated token, whose texts make
+// the text, with the model's log-probability (the same at any
+// temperature: the raw distribution), the top tokens (plus the sampled
+// one) and the offsets; streamed, the same entries chunk by chunk.
+func TestCompletionLogprobs(t *testing.T) {
+	_, url := newServer(t, newNode(t, nodeOpts{}), nil)
+	const params = `"prompt":"Log my probs","max_tokens":16,"seed":4,"ignore_eos":true,"logprobs":2`
+	var first completionLogprobs
+	for i, temp := range []string{"1", "0.3"} {
+		m := readJSON(t, post(t, url+"/v1/completions", `{`+params+`,"temperature":`+temp+`}`))
+		raw, _ := json.Marshal(field(m, "choices", 0, "logprobs"))
+		var lp completionLogprobs
+		if err := json.Unmarshal(raw, &lp); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		text := field(m, "choices", 0, "text").(string)
+		if len(lp.Tokens) != 16 || strings.Join(lp.Tokens, "") != text {
+			t.Fatalf("tokens %q, text %q", lp.Tokens, text)
+		}
+		off := 0
+		for k, tok := range lp.Tokens {
+			if lp.TextOffset[k] != off {
+				t.Errorf("text_offset[%d] = %d, want %d", k, lp.TextOffset[k], off)
+			}
+			off += len(tok)
+			top := lp.TopLogprobs[k]
+			if len(top) < 2 || len(top) > 3 || math.Abs(top[" "]-spaceLogprob) > 1e-6 {
+				t.Errorf("top_logprobs[%d] = %v, want ' ' at %v and the sampled token", k, top, spaceLogprob)
+			}
+			if got, ok := top[tok]; !ok || lp.TokenLogprobs[k] == nil || math.Abs(got-*lp.TokenLogprobs[k]) > 1e-9 {
+				t.Errorf("token %d %q: logprob %v not in its top %v", k, tok, lp.TokenLogprobs[k], top)
+			}
+			if tok == " " && math.Abs(*lp.TokenLogprobs[k]-spaceLogprob) > 1e-6 {
+				t.Errorf("' ' has logprob %v, want %v", *lp.TokenLogprobs[k], spaceLogprob)
+			}
+		}
+		if i == 0 {
+			first = lp
+			continue
+		}
+		// The logprobs of a token are the model's, not the temperature's.
+		for k, tok := range lp.Tokens {
+			for j, t0 := range first.Tokens {
+				if t0 == tok && math.Abs(*first.TokenLogprobs[j]-*lp.TokenLogprobs[k]) > 1e-9 {
+					t.Errorf("%q: logprob %v at temperature 1, %v at 0.3", tok, *first.TokenLogprobs[j], *lp.TokenLogprobs[k])
+				}
+			}
+		}
+	}
+
+	// Streamed: the chunks' entries add up to the whole answer's.
+	whole := readJSON(t, post(t, url+"/v1/completions", `{`+params+`,"stop":["zzz"]}`))
+	resp := post(t, url+"/v1/completions", `{`+params+`,"stop":["zzz"],"stream":true}`)
+	evs := events(t, resp.Body)
+	resp.Body.Close()
+	var got completionLogprobs
+	for _, e := range evs[:len(evs)-1] {
+		var ch map[string]any
+		json.Unmarshal([]byte(e), &ch)
+		raw, _ := json.Marshal(field(ch, "choices", 0, "logprobs"))
+		var lp completionLogprobs
+		json.Unmarshal(raw, &lp)
+		got.Tokens = append(got.Tokens, lp.Tokens...)
+		got.TextOffset = append(got.TextOffset, lp.TextOffset...)
+	}
+	raw, _ := json.Marshal(field(whole, "choices", 0, "logprobs"))
+	var want completionLogprobs
+	json.Unmarshal(raw, &want)
+	if strings.Join(got.Tokens, "|") != strings.Join(want.Tokens, "|") || len(got.TextOffset) != 16 || got.TextOffset[15] != want.TextOffset[15] {
+		t.Errorf("streamed tokens %q offsets %v, whole %q %v", got.Tokens, got.TextOffset, want.Tokens, want.TextOffset)
+	}
+
+	// logprobs 0: the sampled token alone; without logprobs: null.
+	m := readJSON(t, post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":3,"ignore_eos":true,"logprobs":0}`))
+	if top := field(m, "choices", 0, "logprobs", "top_logprobs", 0).(map[string]any); len(top) != 1 {
+		t.Errorf("logprobs 0: top %v", top)
+	}
+	m = readJSON(t, post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":3}`))
+	if lp, ok := field(m, "choices", 0).(map[string]any)["logprobs"]; !ok || lp != nil {
+		t.Errorf("no logprobs asked: %v", lp)
+	}
+}
+
+// Chat's logprobs: content entries with token, logprob, bytes and exactly
+// top_logprobs alternatives; n choices each have their own.
+func TestChatLogprobs(t *testing.T) {
+	_, url := newServer(t, newNode(t, nodeOpts{}), nil)
+	m := readJSON(t, post(t, url+"/v1/chat/completions",
+		`{"messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"ignore_eos":true,"seed":2,"logprobs":true,"top_logprobs":3,"n":2}`))
+	for j := range 2 {
+		content, _ := field(m, "choices", j, "logprobs", "content").([]any)
+		if len(content) != 6 {
+			t.Fatalf("choice %d: content %v", j, field(m, "choices", j, "logprobs"))
+		}
+		var text strings.Builder
+		for _, c := range content {
+			tok := field(c, "token").(string)
+			text.WriteString(tok)
+			bs := field(c, "bytes").([]any)
+			if len(bs) != len(tok) || (len(bs) == 1 && bs[0] != float64(tok[0])) {
+				t.Errorf("token %q bytes %v", tok, bs)
+			}
+			top := field(c, "top_logprobs").([]any)
+			if len(top) != 3 || field(top[0], "token") != " " || math.Abs(field(top[0], "logprob").(float64)-spaceLogprob) > 1e-6 {
+				t.Errorf("top_logprobs %v", top)
+			}
+		}
+		if text.String() != field(m, "choices", j, "message", "content") {
+			t.Errorf("choice %d: tokens %q, content %q", j, text.String(), field(m, "choices", j, "message", "content"))
+		}
+	}
+}
