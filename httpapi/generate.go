@@ -345,11 +345,23 @@ func (s *Server) refusalError(res engine.AddResult, promptLen int, remote *xfer.
 // when the engine refused the request (recv then answers the client with
 // the error) or the client has gone (the request is then aborted).
 func (s *Server) recv(w http.ResponseWriter, r *http.Request, c *call, st *node.Stream) bool {
+	outs, ok := s.recvOutputs(w, r, c, st)
+	for i := range outs {
+		c.foldOutput(&outs[i], st)
+	}
+	return ok
+}
+
+// recvOutputs waits for the next outputs, for the caller to fold with
+// foldOutput. It reports false when the engine refused the request
+// (recvOutputs then answers the client with the error) or the client has
+// gone (the request is then aborted).
+func (s *Server) recvOutputs(w http.ResponseWriter, r *http.Request, c *call, st *node.Stream) ([]engine.Output, bool) {
 	outs, err := st.Recv(r.Context(), c.outs)
 	c.outs = outs
 	if err == node.ErrRefused {
 		s.fail(w, r, c.remote, s.refusal(st.Refusal(), len(c.prompt), c.remote))
-		return false
+		return nil, false
 	}
 	if err != nil {
 		// The client disconnected (or the stream ended early, which the
@@ -357,18 +369,20 @@ func (s *Server) recv(w http.ResponseWriter, r *http.Request, c *call, st *node.
 		if !c.finished {
 			st.Abort()
 		}
-		return false
+		return nil, false
 	}
-	for i := range outs {
-		c.fold(&outs[i])
-	}
+	return outs, true
+}
+
+// foldOutput folds one output into c and ends the request at a stop string.
+func (c *call) foldOutput(o *engine.Output, st *node.Stream) {
+	c.fold(o)
 	if c.stopped && !c.finished && !c.stopSent {
 		// The engine does not know stop strings: end the request there,
 		// as a stop (finished_reason stop in the engine's counters too).
 		c.stopSent = true
 		st.Stop()
 	}
-	return true
 }
 
 // fold applies one output: metrics, text, the finish.
@@ -554,40 +568,51 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 // serveStream answers a streaming request with server-sent events. Nothing
 // is written before the first event, so a request that fails before any
 // output still gets a proper HTTP error.
+//
+// Events follow Config.StreamInterval, as vLLM's --stream-interval: the
+// first token's event at once, then one event each time that many tokens
+// have come since the last one, and the last event at the end. With 0,
+// an event carries whatever tokens are there when the handler gets to
+// them. The events one batch of outputs makes leave in one write.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st *node.Stream) {
 	rc := http.NewResponseController(w)
+	every := s.cfg.StreamInterval
+	sent, sentAny := 0, false // tokens at the last event; whether there was one
 	for !c.finished {
-		c.text = c.text[:0]
-		if !s.recv(w, r, c, st) {
+		outs, ok := s.recvOutputs(w, r, c, st)
+		if !ok {
 			return
-		}
-		if c.finished && c.fin.Status == sched.FinishedError && !c.wroteHead {
-			s.observeFinished(&c.seqState, st)
-			s.writeError(w, c.id, errorFinish(&c.seqState))
-			return
-		}
-		if len(c.text) == 0 && !c.finished {
-			continue // held back: nothing to say yet
 		}
 		c.out = c.out[:0]
-		if !c.wroteHead {
-			c.wroteHead = true
-			h := w.Header()
-			h["X-Request-Id"] = []string{c.id}
-			h["Content-Type"] = hdrEventStream
-			h["Cache-Control"] = hdrNoCache
-			w.WriteHeader(http.StatusOK)
-			if c.chat {
-				c.appendChatChunk(openai.ChatDelta{Role: "assistant"}, openai.FinishNone, openai.StopReason{}, false)
+		for i := range outs {
+			c.foldOutput(&outs[i], st)
+			due := c.finished
+			if every > 0 {
+				due = due || (!sentAny && c.ntok > 0) || c.ntok-sent >= every
+			} else {
+				due = due || i == len(outs)-1
+			}
+			if !due {
+				continue
+			}
+			if c.finished && c.fin.Status == sched.FinishedError && !c.wroteHead {
+				s.observeFinished(&c.seqState, st)
+				s.writeError(w, c.id, errorFinish(&c.seqState))
+				return
+			}
+			sent = c.ntok
+			if len(c.text) == 0 && !c.finished {
+				continue // held back: nothing to say yet
+			}
+			sentAny = true
+			s.appendEvent(w, c, st)
+			c.text = c.text[:0]
+			if c.finished {
+				break
 			}
 		}
-		if c.finished {
-			s.observeFinished(&c.seqState, st)
-			s.appendEnd(c)
-		} else if c.chat {
-			c.appendChatChunk(openai.ChatDelta{Content: string(c.text)}, openai.FinishNone, openai.StopReason{}, true)
-		} else {
-			c.appendCompletionChunk(string(c.text), openai.FinishNone, openai.StopReason{}, true)
+		if len(c.out) == 0 {
+			continue
 		}
 		_, err := w.Write(c.out)
 		if c.finished {
@@ -596,8 +621,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 			return
 		}
 		if err == nil && !st.Pending() {
-			// Flush once caught up: outputs that arrived while this
-			// event was encoded join the next write instead of taking
+			// Flush once caught up: outputs that arrived while these
+			// events were encoded join the next write instead of taking
 			// a write each.
 			err = rc.Flush()
 		}
@@ -605,6 +630,32 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 			st.Abort()
 			return
 		}
+	}
+}
+
+// appendEvent appends to c.out the event of the text folded since the
+// last one (the stream's end when c finished), after the response head
+// and a chat's role chunk when this is the first.
+func (s *Server) appendEvent(w http.ResponseWriter, c *call, st *node.Stream) {
+	if !c.wroteHead {
+		c.wroteHead = true
+		h := w.Header()
+		h["X-Request-Id"] = []string{c.id}
+		h["Content-Type"] = hdrEventStream
+		h["Cache-Control"] = hdrNoCache
+		w.WriteHeader(http.StatusOK)
+		if c.chat {
+			c.appendChatChunk(openai.ChatDelta{Role: "assistant"}, openai.FinishNone, openai.StopReason{}, false)
+		}
+	}
+	switch {
+	case c.finished:
+		s.observeFinished(&c.seqState, st)
+		s.appendEnd(c)
+	case c.chat:
+		c.appendChatChunk(openai.ChatDelta{Content: string(c.text)}, openai.FinishNone, openai.StopReason{}, true)
+	default:
+		c.appendCompletionChunk(string(c.text), openai.FinishNone, openai.StopReason{}, true)
 	}
 }
 

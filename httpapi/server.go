@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -91,6 +92,14 @@ type Config struct {
 	// 401 in OpenAI's error shape. /health, /version and /metrics stay
 	// open for probes and scrapers. The zero value requires nothing.
 	APIKeys openai.APIKeys
+	// StreamInterval is the tokens per event of a stream with one choice,
+	// as vLLM's --stream-interval: the first token's event at once, then
+	// an event each time StreamInterval tokens have come, and the last at
+	// the end; 1 (vLLM's default) is an event per token. 0: an event
+	// carries whatever tokens are there when the handler gets to them
+	// (fewest events; under load many tokens share one). Negative is
+	// invalid.
+	StreamInterval int
 	// Tokenizer turns text prompts and chats into token ids and generated
 	// tokens into text. Nil: kvlease's byte-level tokenizer and chat
 	// template (package tokenizer, openai.AppendChatPrompt), which go with
@@ -177,6 +186,9 @@ type Server struct {
 func New(eng Engine, cfg Config) (*Server, error) {
 	if cfg.ModelName == "" {
 		return nil, errors.New("httpapi: Config.ModelName is required")
+	}
+	if cfg.StreamInterval < 0 {
+		return nil, fmt.Errorf("httpapi: Config.StreamInterval %d: want 0 or more", cfg.StreamInterval)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes

@@ -71,6 +71,7 @@ type serveFlags struct {
 	secret              []byte
 	seed                uint64
 	maxBodyBytes        int64
+	streamInterval      int
 	drain               time.Duration
 	logLevel            slog.Level
 	offload             *offload.Config // nil: no offload
@@ -149,6 +150,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	secretFile := fs.String("cluster-secret-file", "", "file holding the secret P and D engines share (or set "+secretEnv+")")
 	seed := fs.Uint64("seed", 0, "model seed: engines that exchange KV must use the same")
 	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 beyond)")
+	streamInterval := fs.Int("stream-interval", 1, "tokens per event of a stream, as vLLM's --stream-interval (the first token at once, then every N; 1: an event per token); 0: an event carries whatever tokens are ready")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, time given to requests in flight, and to a prefill engine's outstanding leases, before they are aborted and released")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	offloadTiers := fs.String("offload", "", "offload tiers for KV blocks: cpu:SIZE, disk:PATH:SIZE or both comma-separated "+
@@ -171,7 +173,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 
 	f := serveFlags{host: *host, port: *port, transferPort: *transferPort, advertiseHost: *advertise,
 		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly,
-		sched: sc, seed: *seed, maxBodyBytes: *maxBody, drain: *drain, apiKeys: apiKeys(keys)}
+		sched: sc, seed: *seed, maxBodyBytes: *maxBody, streamInterval: *streamInterval, drain: *drain, apiKeys: apiKeys(keys)}
 	var err error
 	if f.kvEvents, err = kvEvents(); err != nil {
 		return f, err
@@ -242,6 +244,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		{"--max-waiting", sc.MaxWaiting >= 1, "a positive count"},
 		{"--kv-lease", *kvLease > 0 && *kvLease <= openai.MaxLeaseExpiresInMS*time.Millisecond, "a positive duration up to 24h, such as 30s"},
 		{"--max-body-bytes", *maxBody > 0, "a positive number of bytes"},
+		{"--stream-interval", *streamInterval >= 0, "0 or a positive number of tokens"},
 		{"--drain-timeout", *drain >= 0, "a duration such as 30s"},
 		{"--engine-id", len(*engineID) <= wire.MaxEngineIDBytes, fmt.Sprintf("at most %d bytes", wire.MaxEngineIDBytes)},
 	} {
@@ -496,7 +499,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		exec = synth.New(f.prof, core.Pool(), f.seed)
 	}
 	es.node = node.New(core, exec, ncfg)
-	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes,
+	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes, StreamInterval: f.streamInterval,
 		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...), Tokenizer: tok})
 	if err != nil {
 		es.close()
