@@ -12,6 +12,7 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/sched"
+	"github.com/kvlease/kvlease/xfer"
 )
 
 func fixed(s engine.NodeStats) Source { return SourceFunc(func() engine.NodeStats { return s }) }
@@ -102,5 +103,27 @@ func TestScrapeExportsOffloadTiers(t *testing.T) {
 	// Without offload: no series at all.
 	if text := scrape(t, New("m", fixed(engine.NodeStats{}))); strings.Contains(text, "kvlease_offload_stored_blocks_total{") {
 		t.Errorf("an engine without offload exports offload series")
+	}
+}
+
+// TestScrapeExportsLeaseSpill: a prefill engine with offload exports its
+// lease spill counters; a decode engine (no producer) does not.
+func TestScrapeExportsLeaseSpill(t *testing.T) {
+	st := &offload.Stats{Policy: "preemption-only", LeaseSpill: "pressure", LeasePinnedBlocks: 7,
+		LeaseRestoreHitBlocks: 3, LeaseRestoreLoadedBlocks: 11, LeaseRestoreFailures: 1}
+	text := scrape(t, New("m", fixed(engine.NodeStats{Offload: st, Producer: &xfer.ProducerStats{SpilledBlocks: 20}})))
+	for _, want := range []string{
+		`kvlease_lease_spilled_blocks_total{model_name="m",policy="pressure"} 20`,
+		`kvlease_lease_spilled_blocks{model_name="m",policy="pressure"} 7`,
+		`kvlease_lease_restored_blocks_total{model_name="m",policy="pressure",source="pool"} 3`,
+		`kvlease_lease_restored_blocks_total{model_name="m",policy="pressure",source="tier"} 11`,
+		`kvlease_lease_restore_failures_total{model_name="m",policy="pressure"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	if text := scrape(t, New("m", fixed(engine.NodeStats{Offload: st}))); strings.Contains(text, "kvlease_lease_spilled_blocks_total{") {
+		t.Errorf("an engine without a producer exports lease spill series")
 	}
 }

@@ -62,6 +62,45 @@ var offloadMetrics = []snapshotMetric{
 		labels: []string{"medium", "policy"},
 		read:   offloadTiers(func(t *tierStats) uint64 { return t.HitBlocks }),
 	},
+	{
+		name: "kvlease_lease_spilled_blocks_total", kind: counter,
+		help:   "Leased KV blocks a prefill engine moved to an offload tier under --lease-spill: their tier copies pinned for the lease, their primary copies let go.",
+		labels: []string{"policy"},
+		read:   leaseSpill(func(s *engine.NodeStats) float64 { return float64(s.Producer.SpilledBlocks) }),
+	},
+	{
+		name: "kvlease_lease_spilled_blocks", kind: gauge,
+		help:   "Leased KV blocks in an offload tier now (pinned there until their lease ends or a read brings them back).",
+		labels: []string{"policy"},
+		read:   leaseSpill(func(s *engine.NodeStats) float64 { return float64(s.Offload.LeasePinnedBlocks) }),
+	},
+	{
+		name: "kvlease_lease_restored_blocks_total", kind: counter,
+		help:   "Spilled lease blocks brought back into the primary pool for a read, by source: pool (still cached there, shared) or tier (loaded back).",
+		labels: []string{"policy", "source"},
+		read: func(s *engine.NodeStats, emit emitFunc) {
+			if s.Offload != nil && s.Producer != nil {
+				emit(float64(s.Offload.LeaseRestoreHitBlocks), s.Offload.LeaseSpill, "pool")
+				emit(float64(s.Offload.LeaseRestoreLoadedBlocks), s.Offload.LeaseSpill, "tier")
+			}
+		},
+	},
+	{
+		name: "kvlease_lease_restore_failures_total", kind: counter,
+		help:   "Restores of spilled lease blocks whose load from the tier failed (their reads end with READ_END internal; the decoder retries, then recomputes).",
+		labels: []string{"policy"},
+		read:   leaseSpill(func(s *engine.NodeStats) float64 { return float64(s.Offload.LeaseRestoreFailures) }),
+	},
+}
+
+// leaseSpill reads one lease spill figure of a prefill engine with
+// offload (none without), labelled with its --lease-spill policy.
+func leaseSpill(get func(*engine.NodeStats) float64) func(s *engine.NodeStats, emit emitFunc) {
+	return func(s *engine.NodeStats, emit emitFunc) {
+		if s.Offload != nil && s.Producer != nil {
+			emit(get(s), s.Offload.LeaseSpill)
+		}
+	}
 }
 
 // offloadTiers reads one counter of every tier.

@@ -79,9 +79,10 @@ type TierStats struct {
 
 // Stats are the Coordinator's counters.
 type Stats struct {
-	// Policy is the store policy's name.
-	Policy string
-	Tiers  []TierStats
+	// Policy is the store policy's name; LeaseSpill the lease spill
+	// policy's (Config.LeaseSpill).
+	Policy, LeaseSpill string
+	Tiers              []TierStats
 	// InflightStoreBlocks and InflightLoadBlocks are under store and load
 	// holds now.
 	InflightStoreBlocks, InflightLoadBlocks int
@@ -109,14 +110,13 @@ type Stats struct {
 	// in failed spill stores. LeaseRestores counts restores started for
 	// reads, LeaseRestoreHitBlocks their blocks found still cached in the
 	// pool, LeaseRestoreLoadedBlocks those loaded back from a tier;
-	// LeaseRestoreBusy counts restores refused for want of pool blocks,
-	// LeaseRestoreFailures restores whose load failed.
+	// LeaseRestoreFailures counts restores whose load failed.
 	LeaseSpills, LeaseSpilledBlocks                 uint64
 	LeasePinnedBlocks, LeaseSpillingBlocks          int
 	LeaseSpillRefusedBlocks, LeaseSpillFailedBlocks uint64
 	LeaseRestores, LeaseRestoreHitBlocks            uint64
 	LeaseRestoreLoadedBlocks                        uint64
-	LeaseRestoreBusy, LeaseRestoreFailures          uint64
+	LeaseRestoreFailures                            uint64
 	// Requests are the requests with watermarks; SpillCandidates the
 	// length of the spillover policy's eviction-order mirror (of a policy
 	// with a NumSpillCandidates method).
@@ -271,6 +271,7 @@ func NewCoordinator(cfg Config, pool *kvblock.Pool) *Coordinator {
 		c.policy = NewPolicy(cfg.Policy, env)
 	}
 	c.stats.Policy = c.policy.Name()
+	c.stats.LeaseSpill = cfg.LeaseSpill.String()
 	c.perTier = make([][]int, len(c.tiers))
 	c.perTierHs = make([][]kvblock.Hash, len(c.tiers))
 	return c

@@ -304,7 +304,6 @@ func (c *Coordinator) RestoreLease(lease uint64) (ready, ok bool) {
 		miss++
 	}
 	if miss > avail {
-		c.stats.LeaseRestoreBusy++
 		return false, false
 	}
 	c.version++

@@ -126,7 +126,7 @@ type Node struct {
 	// restart starts a fresh core).
 	pastRead, pastUnread float64
 	pastFreedReads       int
-	pastSpill            spillCounts
+	pastSpill            SpillCounts
 }
 
 // FreedReads returns the producer's reads of freed blocks over all the

@@ -76,7 +76,7 @@ func TestLeaseSpillSwarm(t *testing.T) {
 		seeds = 8
 	}
 	for _, pol := range offload.LeaseSpillNames[1:] {
-		var sum spillCounts
+		var sum SpillCounts
 		for i := range seeds {
 			seed := *seedFlag + uint64(i)
 			res, err := RunSeed(seed, Options{Offload: OffloadAny, LeaseSpill: pol, Blocks: 56})

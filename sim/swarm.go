@@ -259,7 +259,7 @@ type Result struct {
 	Exits int
 	// Spill counts lease blocks spilled to offload tiers and brought back
 	// for reads (Node.SpillCounts, over every P).
-	Spill spillCounts
+	Spill SpillCounts
 
 	// SimTime is the simulated time the run took (both phases); Events the
 	// number of traced events; TraceHash a hash of every event in order:
@@ -296,6 +296,12 @@ func ReplayCommand(seed uint64, opts Options) string {
 	}
 	if opts.Offload != "" {
 		cmd += " --offload " + opts.Offload
+	}
+	if opts.LeaseSpill != "" {
+		cmd += " --lease-spill " + opts.LeaseSpill
+	}
+	if opts.Blocks > 0 {
+		cmd += fmt.Sprintf(" --blocks %d", opts.Blocks)
 	}
 	if opts.SafetyPhase > 0 && opts.SafetyPhase != defaultSafetyPhase {
 		cmd += " --safety-phase " + opts.SafetyPhase.String()

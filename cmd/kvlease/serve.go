@@ -159,6 +159,8 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.Var(&keys, "api-key", "require this key as \"Authorization: Bearer KEY\" on /v1/* and the abort endpoint (repeat for several; "+
 		"default "+apiKeyEnv+" or "+vllmAPIKeyEnv+"); /health and /metrics stay open")
 	offloadPolicy := fs.String("offload-policy", "store-on-compute", "which blocks go to the offload tiers: "+strings.Join(offload.PolicyNames, ", "))
+	leaseSpill := fs.String("lease-spill", "never", "prefill engine with --offload: when leased, unread blocks move to the offload tier and are read back from it: "+
+		strings.Join(offload.LeaseSpillNames, ", ")+" (pressure: while the pool is short of free blocks)")
 	kvEvents := kvEventsFlagVars(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return serveFlags{}, err
@@ -270,9 +272,17 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	if err != nil {
 		return f, err
 	}
+	spill, err := offload.ParseLeaseSpill(*leaseSpill)
+	if err != nil {
+		return f, err
+	}
+	if spill != offload.LeaseSpillNever && len(tiers) == 0 {
+		return f, fmt.Errorf("--lease-spill %s: give the tiers with --offload (such as --offload cpu:1GiB)", spill)
+	}
 	if len(tiers) > 0 {
 		oc := offload.DefaultConfig(tiers)
 		oc.Policy = pol
+		oc.LeaseSpill = spill
 		if err := oc.ValidateFor(f.poolConfig()); err != nil {
 			return f, err
 		}
@@ -646,7 +656,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for i, t := range oc.Tiers {
 			tiers[i] = t.String()
 		}
-		msg += fmt.Sprintf(", offload %s (policy %s)", strings.Join(tiers, ","), oc.Policy)
+		msg += fmt.Sprintf(", offload %s (policy %s, lease spill %s)", strings.Join(tiers, ","), oc.Policy, oc.LeaseSpill)
 	}
 	if ep, ok := es.node.TransferEndpoint(); ok {
 		msg += fmt.Sprintf(", transfer on %s (engine id %s, policy %s)", ep.Addr(), ep.EngineID, f.transfer.Policy)

@@ -67,6 +67,8 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--offload", "cpu:100B"}, "--offload"}, // less than one block
 		{[]string{"--offload", "cpu:1G", "--offload-policy", "sometimes"}, "--offload-policy"},
 		{[]string{"--offload-policy", "spillover"}, "--offload-policy spillover: give the tiers with --offload"},
+		{[]string{"--lease-spill", "pressure"}, "--lease-spill pressure: give the tiers with --offload"},
+		{[]string{"--offload", "cpu:1G", "--lease-spill", "sometimes"}, "--lease-spill: unknown policy \"sometimes\""},
 		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "1s"}, "--kv-claim-timeout"},
 		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "1s"}, "at least the heartbeat interval 5s"},
 		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "30s"}, "shorter than the lease duration"},
@@ -134,6 +136,17 @@ func TestServeFlagsAreValidated(t *testing.T) {
 			t.Errorf("--offload-policy %s: %v, %+v", name, err, f.offload)
 		}
 	}
+	for i, name := range offload.LeaseSpillNames {
+		f, err := parseServeFlags([]string{"--offload", "cpu:64MiB", "--lease-spill", name}, io.Discard)
+		if err != nil || f.offload == nil || f.offload.LeaseSpill != offload.LeaseSpillPolicy(i) {
+			t.Errorf("--lease-spill %s: %v, %+v", name, err, f.offload)
+		}
+	}
+	t.Setenv("KVLEASE_LEASE_SPILL", "always")
+	if f, err := parseServeFlags([]string{"--offload", "cpu:64MiB"}, io.Discard); err != nil || f.offload.LeaseSpill != offload.LeaseSpillAlways {
+		t.Errorf("KVLEASE_LEASE_SPILL=always: %v, %+v", err, f.offload)
+	}
+	t.Setenv("KVLEASE_LEASE_SPILL", "")
 	if f, _ = parseServeFlags(nil, io.Discard); f.offload != nil {
 		t.Errorf("offload on by default: %+v", f.offload)
 	}

@@ -44,6 +44,8 @@ type simFlags struct {
 	safety    time.Duration
 	liveness  time.Duration
 	offload   string
+	spill     string
+	blocks    int
 }
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,6 +62,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&f.liveness, "liveness-limit", 0, "bound of the fault-free phase: by then every request, lease and hold must have ended (0: 20m)")
 	fs.StringVar(&f.offload, "offload", "", "offload tiers on every engine of every seed: any (the policy the seed draws) or a policy ("+
 		strings.Join(offload.PolicyNames, ", ")+"); empty: drawn, one seed in four")
+	fs.StringVar(&f.spill, "lease-spill", "", "with offload tiers: the lease spill policy of every seed ("+strings.Join(offload.LeaseSpillNames, ", ")+"); empty: drawn")
+	fs.IntVar(&f.blocks, "blocks", 0, "every engine's pool capacity in blocks (0: drawn from the seed)")
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "with --seeds: seeds run at once (each seed runs in one goroutine)")
 	fs.BoolVar(&f.keepGoing, "keep-going", false, "with --seeds: run every seed, whatever fails")
 	fs.DurationVar(&f.progress, "progress", 2*time.Second, "with --seeds: wall time between progress lines on stderr (0: none)")
@@ -88,11 +92,16 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("--liveness-limit %v: want 0..24h", f.liveness)
 	case f.offload != "" && f.offload != sim.OffloadAny && !slices.Contains(offload.PolicyNames, f.offload):
 		return fmt.Errorf("--offload %q: want %s or one of %s", f.offload, sim.OffloadAny, strings.Join(offload.PolicyNames, ", "))
+	case f.spill != "" && !slices.Contains(offload.LeaseSpillNames, f.spill):
+		return fmt.Errorf("--lease-spill %q: want one of %s", f.spill, strings.Join(offload.LeaseSpillNames, ", "))
+	case f.blocks < 0 || f.blocks > 1<<20:
+		return fmt.Errorf("--blocks %d: want 0..%d (0: drawn)", f.blocks, 1<<20)
 	case f.progress < 0:
 		return fmt.Errorf("--progress %v: want a duration ≥ 0", f.progress)
 	case f.report && f.seeds > 0:
 		return errors.New("--report and --seeds: give one of them")
-	case f.report && (set["policy"] || set["no-faults"] || set["full-kv"] || set["safety-phase"] || set["liveness-limit"] || set["offload"]):
+	case f.report && (set["policy"] || set["no-faults"] || set["full-kv"] || set["safety-phase"] || set["liveness-limit"] || set["offload"] ||
+		set["lease-spill"] || set["blocks"]):
 		return errors.New("--report runs every policy on the standard mix: give it only --seed, --requests and --json")
 	case f.jsonOut != "" && !f.report:
 		return errors.New("--json needs --report")
@@ -116,7 +125,7 @@ func policyNames() string {
 
 func (f simFlags) options() sim.Options {
 	return sim.Options{Policy: f.policy, FullKV: f.fullKV, Requests: f.requests, NoFaults: f.noFaults,
-		SafetyPhase: f.safety, LivenessLimit: f.liveness, Offload: f.offload}
+		SafetyPhase: f.safety, LivenessLimit: f.liveness, Offload: f.offload, LeaseSpill: f.spill, Blocks: f.blocks}
 }
 
 // simReplay runs one seed and prints what it did.
@@ -151,6 +160,10 @@ func writeResult(w io.Writer, res sim.Result, opts sim.Options) {
 		fmt.Fprintf(w, " %s=%d", r, res.Released[r])
 	}
 	fmt.Fprintln(w)
+	if res.Profile.Offload != "" {
+		fmt.Fprintf(w, "lease spill %s: %d blocks spilled, %d restored from tiers, %d from pools\n",
+			res.Profile.LeaseSpill, res.Spill.SpilledBlocks, res.Spill.RestoredTier, res.Spill.RestoredPool)
+	}
 	fmt.Fprintf(w, "simulated %v, %d events, trace hash %016x\n", res.SimTime.Round(time.Microsecond), res.Events, res.TraceHash)
 	if len(res.Failures) == 0 {
 		fmt.Fprintln(w, "PASS")
