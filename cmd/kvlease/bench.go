@@ -127,6 +127,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--progress %q: want auto, bar, lines or none", *progress)
 	}
 	var cc *bench.ClusterConfig
+	if lc.scenario == "" && (set["model-file"] || set["tokenizer-file"]) {
+		return errors.New("--model-file: goes with --scenario, whose engines bench starts itself (a server given by --url serves its own model)")
+	}
 	if lc.scenario != "" {
 		if cfg.URL != "" {
 			return errors.New("--url: not with --scenario, which runs against a local cluster that bench starts itself")
@@ -201,6 +204,7 @@ type localClusterFlags struct {
 	settleTimeout      time.Duration
 	logDir, binary     string
 	engineReadyTimeout time.Duration
+	model              *modelFileFlags
 }
 
 // settleMargin is added to the lease for the default --settle-timeout.
@@ -225,6 +229,7 @@ func addLocalClusterFlags(fs *flag.FlagSet) *localClusterFlags {
 	fs.StringVar(&lc.logDir, "log-dir", "", "--scenario: directory for the engines' logs (default: a temporary one, removed)")
 	fs.StringVar(&lc.binary, "binary", "", "--scenario: kvlease binary to run the engines with (default: this one)")
 	fs.DurationVar(&lc.engineReadyTimeout, "ready-timeout", 60*time.Second, "--scenario: how long each engine may take to answer /health")
+	lc.model = addModelFileFlags(fs)
 	return lc
 }
 
@@ -256,6 +261,9 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 	case lc.engineReadyTimeout <= 0:
 		return nil, fmt.Errorf("--ready-timeout %v: want a positive duration such as 60s", lc.engineReadyTimeout)
 	}
+	if err := lc.model.check(); err != nil {
+		return nil, err
+	}
 	cc := &bench.ClusterConfig{Load: load, SettleTimeout: lc.settleTimeout,
 		PrefillArgs: strings.Fields(lc.prefillArgs), DecodeArgs: strings.Fields(lc.decodeArgs)}
 	cc.Cluster = cluster.Options{Prefill: lc.prefill, Decode: lc.decode, Profile: lc.profile, LogDir: lc.logDir,
@@ -263,7 +271,8 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 		// Engines dying unasked are in the report; the proxy's warnings
 		// about each request a fault cut would drown the progress.
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
-	cc.Cluster.ExtraServeArgs = append([]string{"--release-policy", policy.String()}, strings.Fields(lc.serveArgs)...)
+	cc.Cluster.ExtraServeArgs = append([]string{"--release-policy", policy.String()}, lc.model.serveArgs()...)
+	cc.Cluster.ExtraServeArgs = append(cc.Cluster.ExtraServeArgs, strings.Fields(lc.serveArgs)...)
 	lease := lc.kvLease
 	if lease > 0 {
 		cc.Cluster.ExtraServeArgs = append(cc.Cluster.ExtraServeArgs, "--kv-lease", lease.String())
@@ -280,7 +289,7 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 		return nil, fmt.Errorf("--decode %d: scenario %s needs at least %d decode engines", lc.decode, sc, cc.Cluster.Decode)
 	}
 	cc.OnStart = func(c *cluster.Cluster) {
-		fmt.Fprintf(stdout, "local cluster up (release policy %s, kv lease %v): proxy %s\n", policy, lease, c.URL())
+		fmt.Fprintf(stdout, "local cluster up (%s, release policy %s, kv lease %v): proxy %s\n", lc.model.describe(lc.profile), policy, lease, c.URL())
 		for _, e := range c.Engines() {
 			fmt.Fprintf(stdout, "  %-9s %s (pid %d)\n", e.Name(), e.URL, c.PID(e.Index))
 		}

@@ -156,7 +156,7 @@ func TestBenchScenarioEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
-	for _, want := range []string{"local cluster up (release policy lease, kv lease 2s)", "scenario decode-hang",
+	for _, want := range []string{"local cluster up (profile tiny, release policy lease, kv lease 2s)", "scenario decode-hang",
 		"fault: pause decode0 at 30%: at", "fault: resume decode0 at 60%: at", "leases: granted 60",
 		"0 at the end (0 leases); settled in", "wrote " + filepath.Join(dir, bench.PlotHeldBlocks)} {
 		if !strings.Contains(stdout, want) {

@@ -43,6 +43,7 @@ type demoOptions struct {
 	decodeSeqs    int
 	prefillBlocks int
 	policies      []xfer.Policy
+	model         *modelFileFlags
 }
 
 // The demo's fixed shape: what the flags do not change.
@@ -74,6 +75,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	fs.IntVar(&o.decodeSeqs, "decode-max-num-seqs", 4, "each decode engine's batch: below the load, so that requests wait in the decode queues")
 	fs.IntVar(&o.prefillBlocks, "prefill-num-blocks", 512, "the prefill engine's KV blocks (16 tokens each): room for the load, not for much stranded KV")
 	policies := fs.String("policies", "lease,vllm-lease,legacy-timeout", "release policies to compare, comma-separated (vllm too: vLLM's merged design)")
+	o.model = addModelFileFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
@@ -111,6 +113,9 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 		}
 		o.policies = append(o.policies, p)
 	}
+	if err := o.model.check(); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -146,7 +151,7 @@ func (o *demoOptions) clusterRun(p xfer.Policy) bench.ClusterConfig {
 		Load: o.load(),
 		Cluster: cluster.Options{
 			Prefill: demoPrefill, Decode: demoDecode, Profile: demoProfile,
-			ExtraServeArgs: []string{"--release-policy", p.String(), "--kv-lease", o.leaseOf(p).String()},
+			ExtraServeArgs: append([]string{"--release-policy", p.String(), "--kv-lease", o.leaseOf(p).String()}, o.model.serveArgs()...),
 			StopTimeout:    5 * time.Second,
 		},
 		PrefillArgs: []string{"--num-blocks", fmt.Sprint(o.prefillBlocks)},
@@ -242,7 +247,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	fmt.Fprint(stdout, "verifying outputs against a single `--role both` engine... ")
 	verifyStart := time.Now()
-	distinct, err := verifyDemo(ctx, results, rows)
+	distinct, err := verifyDemo(ctx, &o, results, rows)
 	if err != nil {
 		fmt.Fprintln(stdout)
 		return fmt.Errorf("verifying outputs: %w", err)
@@ -305,8 +310,8 @@ func printDemoIntro(w io.Writer, o *demoOptions) {
 		bound += fmt.Sprintf(" or %d requests", o.requests)
 	}
 	fmt.Fprintf(w, "kvlease demo: one faulty workload on a local P/D cluster under each release policy (%s)\n", strings.Join(names, ", "))
-	fmt.Fprintf(w, "  cluster: %d prefill engine (%d KV blocks) + %d decode engines, %s profile, started fresh for each policy;\n",
-		demoPrefill, o.prefillBlocks, demoDecode, demoProfile)
+	fmt.Fprintf(w, "  cluster: %d prefill engine (%d KV blocks) + %d decode engines, %s, started fresh for each policy;\n",
+		demoPrefill, o.prefillBlocks, demoDecode, o.model.describe(demoProfile))
 	fmt.Fprintf(w, "    each decode engine runs %d requests at a time, below the load: requests wait in its queue while the prefill holds their KV\n", o.decodeSeqs)
 	fmt.Fprintf(w, "  load: %s, %d clients, prompts of %s tokens, %d output tokens, seed %d\n",
 		bound, o.concurrency, demoInputLen, demoOutputTokens, o.seed)
@@ -331,7 +336,7 @@ func releasedText(m map[string]float64) string {
 // verifyDemo replays every distinct completed request of every policy's
 // run on one single engine and fills in the rows' verification figures.
 // It returns the number of requests replayed.
-func verifyDemo(ctx context.Context, results []*bench.Result, rows []demoRow) (int, error) {
+func verifyDemo(ctx context.Context, o *demoOptions, results []*bench.Result, rows []demoRow) (int, error) {
 	if len(results) == 0 {
 		return 0, nil
 	}
@@ -347,7 +352,7 @@ func verifyDemo(ctx context.Context, results []*bench.Result, rows []demoRow) (i
 			distinct = append(distinct, k)
 		}
 	}
-	url, stop, err := startReferenceEngine(ctx)
+	url, stop, err := startReferenceEngine(ctx, o.model.serveArgs())
 	if err != nil {
 		return 0, err
 	}
@@ -375,9 +380,11 @@ func verifyDemo(ctx context.Context, results []*bench.Result, rows []demoRow) (i
 
 // startReferenceEngine starts, in this process, the single engine the
 // cluster's outputs must equal: kvlease serve --role both with the
-// cluster's profile and model seed, on a free port.
-func startReferenceEngine(ctx context.Context) (url string, stop func(), err error) {
-	f, err := parseServeFlags([]string{"--role", "both", "--host", "127.0.0.1", "--port", "0", "--profile", demoProfile}, io.Discard)
+// cluster's profile and model seed, or its model file (modelArgs), on a
+// free port.
+func startReferenceEngine(ctx context.Context, modelArgs []string) (url string, stop func(), err error) {
+	args := append([]string{"--role", "both", "--host", "127.0.0.1", "--port", "0", "--profile", demoProfile}, modelArgs...)
+	f, err := parseServeFlags(args, io.Discard)
 	if err != nil {
 		return "", nil, err
 	}

@@ -21,8 +21,9 @@ func init() {
 	})
 }
 
-// parseUpFlags turns kvlease up's flags into cluster options.
-func parseUpFlags(args []string, stderr io.Writer) (cluster.Options, error) {
+// parseUpFlags turns kvlease up's flags into cluster options, and says
+// what the engines serve.
+func parseUpFlags(args []string, stderr io.Writer) (cluster.Options, string, error) {
 	fs := newFlagSet("up", stderr)
 	var opt cluster.Options
 	fs.IntVar(&opt.Prefill, "prefill", 1, fmt.Sprintf("prefill engines (1..%d)", cluster.MaxEngines))
@@ -35,32 +36,36 @@ func parseUpFlags(args []string, stderr io.Writer) (cluster.Options, error) {
 	serveArgs := fs.String("serve-args", "", "more flags for every engine, space-separated (e.g. \"--num-blocks 4096\")")
 	fs.StringVar(&opt.Binary, "binary", "", "kvlease binary to run the engines with (default: this one)")
 	fs.DurationVar(&opt.ReadyTimeout, "ready-timeout", 60*time.Second, "how long each engine may take to answer /health")
+	mf := addModelFileFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
-		return opt, err
+		return opt, "", err
 	}
 	switch {
 	case opt.Prefill < 1 || opt.Prefill > cluster.MaxEngines:
-		return opt, fmt.Errorf("--prefill %d: want 1..%d engines", opt.Prefill, cluster.MaxEngines)
+		return opt, "", fmt.Errorf("--prefill %d: want 1..%d engines", opt.Prefill, cluster.MaxEngines)
 	case opt.Decode < 1 || opt.Decode > cluster.MaxEngines:
-		return opt, fmt.Errorf("--decode %d: want 1..%d engines", opt.Decode, cluster.MaxEngines)
+		return opt, "", fmt.Errorf("--decode %d: want 1..%d engines", opt.Decode, cluster.MaxEngines)
 	case opt.Profile == "":
-		return opt, fmt.Errorf("--profile: name a profile, e.g. --profile tiny")
+		return opt, "", fmt.Errorf("--profile: name a profile, e.g. --profile tiny")
 	case opt.ReadyTimeout <= 0:
-		return opt, fmt.Errorf("--ready-timeout %v: want a positive duration such as 60s", opt.ReadyTimeout)
+		return opt, "", fmt.Errorf("--ready-timeout %v: want a positive duration such as 60s", opt.ReadyTimeout)
 	}
 	if err := checkPort("--port", opt.ProxyPort); err != nil {
-		return opt, err
+		return opt, "", err
 	}
 	var err error
 	if opt.Policy, err = route.ParsePolicy(*policy); err != nil {
-		return opt, fmt.Errorf("--policy: %v", err)
+		return opt, "", fmt.Errorf("--policy: %v", err)
 	}
-	opt.ExtraServeArgs = strings.Fields(*serveArgs)
-	return opt, nil
+	if err := mf.check(); err != nil {
+		return opt, "", err
+	}
+	opt.ExtraServeArgs = append(mf.serveArgs(), strings.Fields(*serveArgs)...)
+	return opt, mf.describe(opt.Profile), nil
 }
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	opt, err := parseUpFlags(args, stderr)
+	opt, what, err := parseUpFlags(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -70,8 +75,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	opt.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fmt.Fprintf(stdout, "kvlease up: starting %d prefill and %d decode engine(s), profile %s...\n",
-		opt.Prefill, opt.Decode, opt.Profile)
+	fmt.Fprintf(stdout, "kvlease up: starting %d prefill and %d decode engine(s), %s...\n",
+		opt.Prefill, opt.Decode, what)
 	c, err := cluster.Start(ctx, opt)
 	if err != nil {
 		if ctx.Err() != nil {

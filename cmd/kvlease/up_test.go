@@ -29,7 +29,7 @@ func TestUpFlagsAreValidated(t *testing.T) {
 			t.Errorf("up %v: exit %d, stderr %q; want 1 and %q", c.args, code, stderr, c.want)
 		}
 	}
-	opt, err := parseUpFlags([]string{"--decode", "2", "--serve-args", " --num-blocks  64 ", "--policy", "least-loaded"}, io.Discard)
+	opt, _, err := parseUpFlags([]string{"--decode", "2", "--serve-args", " --num-blocks  64 ", "--policy", "least-loaded"}, io.Discard)
 	if err != nil || opt.Prefill != 1 || opt.Decode != 2 || opt.Profile != "tiny" || opt.ProxyPort != 8080 ||
 		strings.Join(opt.ExtraServeArgs, " ") != "--num-blocks 64" || opt.Policy.String() != "least-loaded" {
 		t.Errorf("parseUpFlags = %+v, %v", opt, err)
