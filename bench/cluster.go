@@ -225,6 +225,17 @@ func RunCluster(ctx context.Context, c ClusterConfig) (*Result, error) {
 	load := c.Load
 	load.URL = cl.URL()
 	load.MetricsURLs = append(slices.Clone(load.MetricsURLs), urls...)
+	load.Processes = slices.Clone(load.Processes)
+	for i, e := range cl.Engines() {
+		if pid := cl.PID(i); pid > 0 {
+			load.Processes = append(load.Processes, Process{Name: e.Name(), PID: pid})
+		}
+	}
+	if i := cl.ProxyIndex(); i >= 0 {
+		load.Processes = append(load.Processes, Process{Name: "proxy", PID: cl.PID(i)})
+	} else if load.SelfName == "" {
+		load.SelfName = "bench+proxy" // the proxy runs in this process
+	}
 	faulter := &clusterFaulter{c: cl}
 	defer faulter.resumeAll() // never leave a stopped engine behind
 	driver := newFaultDriver(ctx, faulter, c.Faults)

@@ -125,6 +125,12 @@ type Config struct {
 	MetricsURLs     []string      `json:"metrics_urls,omitempty"`
 	MetricsInterval time.Duration `json:"metrics_interval_ns,omitempty"`
 
+	// Processes are processes on this machine whose CPU time during the
+	// load is reported per request (Summary.CPU), beside the bench
+	// process's own (named SelfName, "bench" when empty).
+	Processes []Process `json:"processes,omitempty"`
+	SelfName  string    `json:"self_name,omitempty"`
+
 	// RecordOutputs keeps each request's generated text in its Record
 	// (to compare outputs between runs).
 	RecordOutputs bool `json:"record_outputs,omitempty"`
@@ -284,6 +290,11 @@ func (c Config) Validate() error {
 		return cfgErr("SLO.TPOT", "%v: want a positive bound or 0 (none)", c.SLO.TPOT)
 	case c.SLO.E2E < 0:
 		return cfgErr("SLO.E2E", "%v: want a positive bound or 0 (none)", c.SLO.E2E)
+	}
+	for _, p := range c.Processes {
+		if p.PID <= 0 || p.Name == "" {
+			return cfgErr("Processes", "%s=%d: want NAME=PID with a positive PID", p.Name, p.PID)
+		}
 	}
 	for _, m := range c.MetricsURLs {
 		if !validURL(m) {

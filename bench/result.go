@@ -99,6 +99,10 @@ type Summary struct {
 	GoodputPerSecond float64 `json:"goodput_per_s"`
 	OutputTokens     int     `json:"output_tokens"`
 
+	// CPU is the CPU time of the bench process and of Config.Processes
+	// during the load.
+	CPU []ProcessCPU `json:"cpu,omitempty"`
+
 	TTFT       stats.Summary `json:"ttft_s"`
 	InterToken stats.Summary `json:"itl_s"`
 	TPOT       stats.Summary `json:"tpot_s"`
@@ -304,6 +308,9 @@ func (r *Result) Table(w io.Writer) error {
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "throughput\t%.2f req/s\t%.1f output tok/s\n", s.RequestsPerSecond, s.OutputTokensPerSecond)
 	fmt.Fprintf(tw, "goodput\t%.2f req/s\t%d requests %s\n", s.GoodputPerSecond, s.GoodputRequests, sloText(c.SLO))
+	if len(s.CPU) > 0 {
+		fmt.Fprintf(tw, "cpu/request\t%s\n", cpuText(s.CPU))
+	}
 	tw.Flush()
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -332,6 +339,21 @@ func (r *Result) Table(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// cpuText is each process's CPU milliseconds per request and their sum.
+func cpuText(cpu []ProcessCPU) string {
+	var parts []string
+	total := 0.0
+	for _, p := range cpu {
+		if p.Err != "" {
+			parts = append(parts, fmt.Sprintf("%s (pid %d) unknown", p.Name, p.PID))
+			continue
+		}
+		total += p.PerRequestMs
+		parts = append(parts, fmt.Sprintf("%s %.3f ms", p.Name, p.PerRequestMs))
+	}
+	return fmt.Sprintf("%.3f ms: %s", total, strings.Join(parts, ", "))
 }
 
 func sloText(slo SLO) string {

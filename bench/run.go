@@ -135,12 +135,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		})
 	}
 
+	self := cfg.SelfName
+	if self == "" {
+		self = "bench"
+	}
+	cpu := startCPU(self, cfg.Processes)
 	if cfg.Rate > 0 {
 		r.openLoop(ctx)
 	} else {
 		r.closedLoop(ctx)
 	}
 	elapsed := time.Since(r.start)
+	cpuUsed := cpu.finish()
 	stopSide()
 	side.Wait()
 	res := &Result{Config: cfg, Started: r.start.Round(0).UTC()} // wall clock only: it goes to JSON
@@ -157,6 +163,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	slices.SortFunc(records, func(a, b Record) int { return a.ID - b.ID })
 	res.Records = records
 	res.Summary = summarize(cfg, records, elapsed)
+	res.Summary.CPU = perRequest(cpuUsed, res.Summary.Completed)
 	res.Summary.Interrupted = ctx.Err() != nil
 	return res, nil
 }

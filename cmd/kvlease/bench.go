@@ -31,7 +31,7 @@ var benchFlags = map[string]string{
 	"URL": "--url", "API": "--api", "Rate": "--rate", "Concurrency": "--concurrency",
 	"MaxInflight": "--max-inflight", "Requests": "--requests", "Duration": "--duration",
 	"Timeout": "--timeout", "AbortRate": "--abort-rate", "InvalidRate": "--invalid-rate", "AbortMaxDelay": "--abort-max-delay",
-	"MetricsInterval": "--metrics-interval", "MetricsURLs": "--metrics-url",
+	"MetricsInterval": "--metrics-interval", "MetricsURLs": "--metrics-url", "Processes": "--pids",
 	"SLO.TTFT": "--slo-ttft", "SLO.TPOT": "--slo-tpot", "SLO.E2E": "--slo-e2e",
 	"Workload.Kind": "--workload", "Workload.InputLen": "--input-len", "Workload.OutputLen": "--output-len",
 	"Workload.Groups": "--groups", "Workload.PrefixLen": "--prefix-len", "Workload.Turns": "--turns",
@@ -89,6 +89,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.SLO.E2E, "slo-e2e", 0, "goodput: bound on end-to-end latency (0: none)")
 	metricsURLs := fs.String("metrics-url", "", "comma-separated Prometheus endpoints to scrape during the run (URL or URL/metrics)")
 	fs.DurationVar(&cfg.MetricsInterval, "metrics-interval", cfg.MetricsInterval, "scrape interval")
+	pids := fs.String("pids", "", "NAME=PID,... processes on this machine (the engines, a proxy) whose CPU time during the load is reported per request, beside bench's own; --scenario adds its cluster's")
 	fs.BoolVar(&cfg.RecordOutputs, "record-outputs", false, "keep each request's generated text in results.json")
 	out := fs.String("out", "", "directory for results.json and PNG plots (none if empty)")
 	progress := fs.String("progress", "auto", "auto (a bar on a terminal, lines otherwise), bar, lines or none")
@@ -106,6 +107,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Requests = 0
 	}
 	cfg.API, wl.Kind = bench.API(*api), bench.WorkloadKind(*workload)
+	procs, perr := bench.ParseProcesses(*pids)
+	if perr != nil {
+		return fmt.Errorf("--pids %w", perr)
+	}
+	cfg.Processes = procs
 	for _, u := range strings.Split(*metricsURLs, ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			cfg.MetricsURLs = append(cfg.MetricsURLs, u)
