@@ -54,7 +54,7 @@ type Fault struct {
 	At     time.Duration // since the run started
 	For    time.Duration // how long it was in force
 	// Release is how long after its start P was first seen to release a
-	// lease otherwise than by a read, and whether it was (before the next
+	// lease for one of faultReasons, and whether it was (before the next
 	// fault).
 	Release       time.Duration
 	Released      bool
@@ -79,6 +79,10 @@ type Report struct {
 	ActiveAfter, HeldAfter    float64
 	FaultsByKind              map[string]int
 	ReleaseP99, ReleaseMedian map[string]time.Duration
+	// Unexplained are the releases of a fault's reason (faultReasons)
+	// seen by reason while no fault was in force nor had healed within
+	// twice the lease.
+	Unexplained map[string]float64
 	// Netem is what the userspace netem did to the packets of impaired
 	// links; ChecksumIP and ChecksumTCP are the corrupted packets the
 	// nodes' kernels dropped by their IP header and TCP checksums.
@@ -289,18 +293,23 @@ func netemCounts(after, before netem.Stats) string {
 		d.Offered, d.Lost, d.Duplicated, d.Reordered, d.Corrupted, d.Overflow)
 }
 
-// nonRead are the release reasons a fault, rather than a read, causes.
-var nonRead = []string{"rejected", "aborted", "undelivered", "peer_lost", "expired", "fallback", "shutdown", "unclaimed"}
+// faultReasons are the release reasons only a fault explains: with no
+// fault at all, a lease ends read (read_done) or aborted, as the clients
+// hang up one stream in ten. The time from a fault to P's release is
+// measured to the first release of one of these.
+var faultReasons = []string{"rejected", "undelivered", "peer_lost", "expired", "fallback", "shutdown", "unclaimed"}
 
-// summarize counts faults by kind and the time from each fault's start to
-// P's first release not by a read, before the next fault started.
+// summarize counts faults by kind, the time from each fault's start to
+// P's first release of a fault's reason before the next fault started,
+// and the releases of a fault's reason seen while no fault was in force
+// nor had healed within twice the lease.
 func summarize(rep *Report, w *Watch) {
 	rep.FaultsByKind = map[string]int{}
 	byKind := map[string][]time.Duration{}
 	for i := range rep.Faults {
 		f := &rep.Faults[i]
 		rep.FaultsByKind[f.Kind]++
-		e, ok := w.firstAfter(f.startedAt, nonRead)
+		e, ok := w.firstAfter(f.startedAt, faultReasons)
 		if ok && (i+1 == len(rep.Faults) || e.At.Before(rep.Faults[i+1].startedAt)) {
 			d := e.At.Sub(f.startedAt)
 			f.Release, f.Released, f.ReleaseReason = d, true, e.Reason
@@ -313,6 +322,24 @@ func summarize(rep *Report, w *Watch) {
 		rep.ReleaseP99[k] = ds[min(len(ds)-1, len(ds)*99/100)]
 		rep.ReleaseMedian[k] = ds[len(ds)/2]
 	}
+	rep.Unexplained = map[string]float64{}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.events {
+		if !slices.Contains(faultReasons, e.Reason) {
+			continue
+		}
+		explained := false
+		for _, f := range rep.Faults {
+			if !e.At.Before(f.startedAt) && !e.At.After(f.startedAt.Add(f.For+2*rep.Lease)) {
+				explained = true
+				break
+			}
+		}
+		if !explained {
+			rep.Unexplained[e.Reason] += e.N
+		}
+	}
 }
 
 // Write prints the report as the issue asks for it.
@@ -321,14 +348,15 @@ func (r *Report) Write(out io.Writer) {
 		r.Seed, r.Duration, r.Lease, r.Lease/6, r.Grace)
 	fmt.Fprintf(out, "requests: %d sent, %d completed, %d/%d answers equal to the single engine, %d hung up by their client; errors %v\n",
 		r.Sent, r.Answered, r.Equal, r.Answered, r.ClientAborts, r.Errors)
-	fmt.Fprintf(out, "leases released by reason: %v\n", nonZero(r.Released))
+	fmt.Fprintf(out, "leases released by reason: %v; of a fault's reason with no fault in force nor healed within 2 leases: %v\n",
+		nonZero(r.Released), nonZero(r.Unexplained))
 	fmt.Fprintf(out, "after settling: %v active leases, %v held blocks; unasked exits %d\n", r.ActiveAfter, r.HeldAfter, len(r.Unasked))
 	if r.Netem.Offered > 0 {
 		fmt.Fprintf(out, "netem: %s, %d unroutable, %d refused by the device; the kernels dropped %d by the IP header checksum and %d by TCP's\n",
 			netemCounts(r.Netem.Stats, netem.Stats{}), r.Netem.Unroutable, r.Netem.WriteErrors, r.ChecksumIP, r.ChecksumTCP)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fault\tinjected\tfreed a lease\tfirst release's reason\tmedian to release\tp99 to release")
+	fmt.Fprintln(tw, "fault\tinjected\tfollowed by a release\tfirst release's reason\tmedian to release\tp99 to release")
 	kinds := make([]string, 0, len(r.FaultsByKind))
 	for k := range r.FaultsByKind {
 		kinds = append(kinds, k)

@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// TestSummarize: each fault is matched with P's first release not by a
-// read after its start and before the next fault's; the table gives the
-// count, the reasons and the times per kind. (Needs no root.)
+// TestSummarize: each fault is matched with P's first release of a
+// fault's reason after its start and before the next fault's; the table
+// gives the count, the reasons and the times per kind; releases of a
+// fault's reason far from any fault are counted apart. (Needs no root.)
 func TestSummarize(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -17,27 +18,35 @@ func TestSummarize(t *testing.T) {
 		{At: at(500 * time.Millisecond), Reason: "read_done", N: 3},
 		{At: at(3100 * time.Millisecond), Reason: "expired", N: 2},
 		{At: at(10200 * time.Millisecond), Reason: "peer_lost", N: 1},
-		{At: at(30 * time.Second), Reason: "unclaimed", N: 1}, // after the next fault began
+		{At: at(20500 * time.Millisecond), Reason: "aborted", N: 1}, // a client's hang-up
+		{At: at(30 * time.Second), Reason: "unclaimed", N: 1},       // after the next fault began
+		{At: at(60 * time.Second), Reason: "expired", N: 2},         // long after every fault healed
 	}}
 	rep := &Report{Faults: []Fault{
 		{Kind: "partition-long", startedAt: at(0)},
 		{Kind: "partition-long", startedAt: at(10 * time.Second)},
 		{Kind: "kill-decode", startedAt: at(20 * time.Second)},
-		{Kind: "kill-proxy", startedAt: at(25 * time.Second)},
-	}, Answered: 5, Equal: 5}
+		{Kind: "kill-proxy", startedAt: at(25 * time.Second), For: time.Second},
+	}, Answered: 5, Equal: 5, Lease: 3 * time.Second}
 	rep.Netem.Offered, rep.Netem.Corrupted, rep.ChecksumTCP = 100, 3, 3
 	summarize(rep, w)
 	if f := rep.Faults[0]; !f.Released || f.Release != 3100*time.Millisecond || f.ReleaseReason != "expired" {
 		t.Errorf("first fault %+v", f)
 	}
 	if f := rep.Faults[2]; f.Released {
-		t.Errorf("kill-decode matched a release after the next fault began: %+v", f)
+		t.Errorf("kill-decode matched an abort or a release after the next fault began: %+v", f)
+	}
+	if f := rep.Faults[3]; !f.Released || f.ReleaseReason != "unclaimed" {
+		t.Errorf("kill-proxy %+v", f)
+	}
+	if got := nonZero(rep.Unexplained); len(got) != 1 || got["expired"] != 2 {
+		t.Errorf("Unexplained = %v, want the 2 expired long after the faults", got)
 	}
 	if rep.FaultsByKind["partition-long"] != 2 || rep.ReleaseP99["partition-long"] != 3100*time.Millisecond ||
 		rep.ReleaseMedian["partition-long"] != 3100*time.Millisecond {
 		t.Errorf("by kind %v, p99 %v, median %v", rep.FaultsByKind, rep.ReleaseP99, rep.ReleaseMedian)
 	}
-	if got := w.Totals(); got["read_done"] != 3 || got["expired"] != 2 {
+	if got := w.Totals(); got["read_done"] != 3 || got["expired"] != 4 {
 		t.Errorf("Totals = %v", got)
 	}
 	var b strings.Builder
