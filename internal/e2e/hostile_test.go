@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -290,6 +291,13 @@ func TestStoppedPrefillEngineFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	// Every thread of P stops before the decode leg is sent: until then
+	// a thread that was on its way may still answer.
+	waitFor(t, "P to be stopped", func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		_, after, _ := strings.Cut(string(b), ") ")
+		return strings.HasPrefix(after, "T")
+	})
 	dc := d.client(option.WithHeader("X-Request-Id", "stopped-1"))
 	start := time.Now()
 	got, err := dc.Completions.New(context.Background(), completion(pdPrompt, 4), option.WithJSONSet("kv_transfer_params", kv))
