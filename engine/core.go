@@ -33,6 +33,9 @@ type Request struct {
 	// finishes, its prompt blocks are leased and the finished output
 	// carries the Grant.
 	RemoteDecode bool
+	// LeaseFaults are faults injected on the lease of a RemoteDecode
+	// request (the fault API); zero normally.
+	LeaseFaults xfer.LeaseFaults
 	// Remote is the remote prefix to pull before decoding (D side).
 	Remote *xfer.Remote
 	// Grammar, when set, constrains the generated text (structured output,
@@ -113,6 +116,7 @@ type request struct {
 	ext          string
 	arrival      clock.Instant
 	remoteDecode bool
+	leaseFaults  xfer.LeaseFaults // injected on its lease (Request.LeaseFaults)
 	remote       *xfer.Remote
 	pulling      bool                // waiting or reading in the consumer
 	pulled       bool                // the remote prefix arrived
@@ -336,6 +340,7 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 		r.Sampling.Seed = c.rng.Uint64()
 	}
 	r.remoteDecode = in.RemoteDecode
+	r.leaseFaults = in.LeaseFaults
 	c.constrain(r, in.Grammar)
 	if in.Remote != nil {
 		rm := *in.Remote
@@ -623,7 +628,7 @@ func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
 			bs := c.cfg.Pool.BlockSizeTokens
 			n := min(r.NumComputed, r.NumPromptTokens)
 			blocks := c.pool.Blocks(r.Hold)[:(n+bs-1)/bs]
-			if g, ok := c.producer.Grant(now, r.ext, blocks, n); ok {
+			if g, ok := c.producer.GrantWith(now, r.ext, blocks, n, r.leaseFaults); ok {
 				grant = &g
 			}
 		}

@@ -47,6 +47,10 @@ type call struct {
 	// Progress.
 	remote    *xfer.Remote // the request's remote prefix, for a refusal
 	wroteHead bool
+
+	// Injected faults on a prefill answer (faults.go).
+	answerDelay time.Duration
+	dropAnswer  bool
 }
 
 // seqState is the progress of one choice: one engine request's outputs
@@ -187,6 +191,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	c.created = time.Now().Unix()
 	c.arrival = s.eng.Now()
 	c.remote = remote
+	if s.faults != nil && !s.injectFaults(w, r, c) {
+		return
+	}
 	if len(prompts) > 1 || sp.N > 1 {
 		s.serveMulti(w, r, c, prompts, ro)
 		return
@@ -533,6 +540,9 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 			st.Delivered(false)
 			grant = nil
 		} else {
+			if (c.answerDelay > 0 || c.dropAnswer) && !s.answerFaults(r, c, st.Delivered) {
+				return
+			}
 			kv = s.grantParams(c.id, grant, c.fin.At, s.eng.Now())
 		}
 	}

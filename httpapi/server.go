@@ -105,6 +105,10 @@ type Config struct {
 	// template (package tokenizer, openai.AppendChatPrompt), which go with
 	// the simulated model.
 	Tokenizer Tokenizer
+	// Faults, when set, turns the fault-injection API on (faults.go):
+	// FaultsPath, guarded by its admin key, and the X-Return-Error header.
+	// Nil: FaultsPath answers 404 and the header is ignored.
+	Faults *FaultConfig
 }
 
 // Tokenizer is the text side of the served model. Implementations must be
@@ -180,6 +184,8 @@ type Server struct {
 	versionBody []byte
 
 	calls sync.Pool // *call
+
+	faults *faultState // nil: the fault API is off
 }
 
 // New returns a server over eng. It reports a configuration error.
@@ -210,6 +216,11 @@ func New(eng Engine, cfg Config) (*Server, error) {
 		s.metrics = metrics.New(cfg.ModelName, eng)
 	}
 	s.promH = s.metrics.Handler()
+	if cfg.Faults != nil {
+		if err := s.initFaults(cfg.Faults); err != nil {
+			return nil, err
+		}
+	}
 	if s.ecfg.Transfer != nil {
 		s.producer = s.ecfg.Role != engine.RoleDecode
 		s.consumer = s.ecfg.Role != engine.RolePrefill
@@ -290,6 +301,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.promH.ServeHTTP(w, r)
 		}
 	default:
+		if strings.HasPrefix(p, FaultsPath) {
+			s.serveFaults(w, r)
+			return
+		}
 		if len(p) >= len(abortPrefix)+len(abortSuffix) && strings.HasPrefix(p, abortPrefix) && strings.HasSuffix(p, abortSuffix) {
 			if s.method(w, r, http.MethodPost) {
 				s.abort(w, r)

@@ -24,6 +24,9 @@ type Remote struct {
 	NumBlocks int
 	NumTokens int
 	ExpiresIn time.Duration
+	// Faults are injected faults on the pull (the fault API); zero
+	// normally.
+	Faults PullFaults
 }
 
 // PullRequest is a decode request waiting for its remote prefix.
@@ -127,8 +130,13 @@ type pull struct {
 	// failed (P hung or the stream stalled).
 	readDeadline clock.Instant
 	attempts     int
-	started      clock.Instant
-	bytes        int
+	// held: a queued pull does not start before notBefore
+	// (PullFaults.Stall, and Fallback, which acts at it); false once
+	// passed.
+	held      bool
+	notBefore clock.Instant
+	started   clock.Instant
+	bytes     int
 }
 
 type peerState uint8
@@ -256,7 +264,13 @@ func (c *Consumer) Enqueue(now clock.Instant, r PullRequest) bool {
 	}
 	c.byReq[r.Req] = p
 	c.queue = append(c.queue, p)
-	if c.cfg.ClaimsAtOnce() && p.peer.heartbeat > now {
+	if f := r.Remote.Faults; f.Stall > 0 || f.Fallback {
+		p.held, p.notBefore = true, now.Add(max(f.Stall, 0))
+		if f.Fallback {
+			p.notBefore = now
+		}
+	}
+	if c.cfg.ClaimsAtOnce() && p.peer.heartbeat > now && !r.Remote.Faults.NoHeartbeats {
 		p.peer.heartbeat = now // claim the lease (and bind it to us) right away
 	}
 	return true
@@ -324,12 +338,13 @@ func (c *Consumer) Has(req uint64) bool { _, ok := c.byReq[req]; return ok }
 // blocks.
 func (c *Consumer) Tick(now clock.Instant, admit bool) {
 	c.expireAll(now)
+	c.injected(now)
 	if admit {
 		for _, p := range c.queue {
 			if c.reading >= c.cfg.MaxInflightReads {
 				break
 			}
-			if p.state != pullQueued {
+			if p.state != pullQueued || p.held {
 				continue
 			}
 			if !c.start(now, p) {
@@ -469,7 +484,7 @@ func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
 			if MutateSkipQueuedHeartbeats && p.state == pullQueued {
 				continue
 			}
-			if p.peer == pr && !p.aborted {
+			if p.peer == pr && !p.aborted && !p.Remote.Faults.NoHeartbeats {
 				refs = append(refs, wire.LeaseRef{ID: p.Remote.Lease, Token: p.Remote.Token})
 				if len(refs) == wire.MaxLeasesPerRenew {
 					flush()
@@ -608,6 +623,9 @@ func (c *Consumer) NextDeadline() clock.Instant {
 	pulls := func(pr *peer) bool { return pr.mark == c.markGen }
 	for _, p := range c.queue {
 		p.peer.mark = c.markGen
+		if p.held {
+			t = min(t, p.notBefore)
+		}
 		switch {
 		case p.state == pullQueued || !p.sent:
 			t = min(t, p.deadline)

@@ -77,6 +77,14 @@ type leaseState struct {
 	// spill is the lease's spill state (spill.go); nil until it first
 	// spills.
 	spill *leaseSpill
+	// faultAt is when an injected fault ends the lease with faultReason
+	// (LeaseFaults), clock.Never without one; refuseReads, stallReads and
+	// corruptReads are the lease's other injected faults.
+	faultAt      clock.Instant
+	faultReason  wire.Reason
+	refuseReads  bool
+	stallReads   time.Duration
+	corruptReads int
 	// hix is the lease's index in the due heap, -1 when it is not there
 	// (a pinned lease whose release is decided waits for its reads, not for
 	// a deadline).
@@ -87,7 +95,7 @@ type leaseState struct {
 // deadline, the end of the peer grace after its session was lost, and its
 // claim deadline while unclaimed (xfer/doc.go, "Expiry").
 func (l *leaseState) due() clock.Instant {
-	return min(l.deadline, l.lostAt, l.claimBy)
+	return min(l.deadline, l.lostAt, l.claimBy, l.faultAt)
 }
 
 // ProducerStats are P's lease counters.
@@ -134,10 +142,13 @@ type Producer struct {
 	sessions map[SessionID]*pSession
 	reads    map[readKey]*leaseState
 
-	out    []Envelope
-	work   []ReadWork
-	stats  ProducerStats
-	hookFn func(now clock.Instant, l wire.LeaseID, r wire.Reason)
+	out  []Envelope
+	work []ReadWork
+	// stalled are reads held back by an injected fault (LeaseFaults),
+	// each pinning its lease; bounded by MaxServedReads.
+	stalled []stalledRead
+	stats   ProducerStats
+	hookFn  func(now clock.Instant, l wire.LeaseID, r wire.Reason)
 	// levents are the lease events since TakeLeaseEvents (Config.LeaseEvents).
 	levents []LeaseEvent
 
@@ -200,7 +211,7 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 	// endpoint); the first request's own handler addresses its lease by
 	// its LeaseID (DeliveredLease, AbortLease), so nothing done for one
 	// request reaches the other's lease (S29).
-	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never, claimBy: clock.Never, hix: -1}
+	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never, claimBy: clock.Never, faultAt: clock.Never, hix: -1}
 	if p.cfg.ClaimsLeases() {
 		l.claimBy = now.Add(p.cfg.ClaimTimeout)
 	}
@@ -317,6 +328,9 @@ func (p *Producer) abort(now clock.Instant, l *leaseState) bool {
 // expired one. A pinned lease that falls due leaves the heap and is
 // released when its reads end.
 func (p *Producer) Tick(now clock.Instant) {
+	if len(p.stalled) > 0 {
+		p.releaseStalled(now)
+	}
 	if MutateSweepStopsEarly {
 		p.grantOrderSweep(now)
 		return
@@ -343,6 +357,9 @@ func (p *Producer) Tick(now clock.Instant) {
 // is shorter than the lease, and leases only extend, so an unclaimed
 // lease's claim deadline comes first.)
 func (p *Producer) dueReason(now clock.Instant, l *leaseState) wire.Reason {
+	if l.faultAt <= now && l.faultAt <= min(l.deadline, l.lostAt, l.claimBy) {
+		return l.faultReason // injected (LeaseFaults): first when it is due first
+	}
 	if l.claimBy <= now && l.claimBy <= l.deadline {
 		return wire.ReasonUnclaimed
 	}
@@ -364,9 +381,9 @@ func (p *Producer) NextDeadline() clock.Instant {
 			p.due.down(0)
 			continue
 		}
-		return p.due[0].at
+		return min(p.due[0].at, p.nextStalled())
 	}
-	return clock.Never
+	return p.nextStalled()
 }
 
 // schedule puts l in the due heap at its current due instant, or moves it

@@ -182,8 +182,10 @@ func (p *Producer) nonce() [16]byte {
 // token, and a message must get the same answer whether or not Tick ran
 // before it. A miss reports why the lease is gone.
 func (p *Producer) lookup(now clock.Instant, id wire.LeaseID, tok wire.Token) (*leaseState, wire.Status) {
-	if l, ok := p.leases[id]; ok && p.expireDue(now, l) {
-		return nil, wire.StatusExpired // dueReason: expired or peer_lost
+	if l, ok := p.leases[id]; ok && l.pending == 0 && l.due() <= now {
+		r := p.dueReason(now, l)
+		p.end(now, l, r)
+		return nil, goneStatus(r) // expired (or peer_lost, unclaimed), or an injected revocation
 	}
 	return p.find(id, tok)
 }
@@ -285,6 +287,10 @@ func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
 		refuse(st)
 		return
 	}
+	if l.refuseReads {
+		refuse(wire.StatusInternal) // injected (LeaseFaults): D retries, then falls back
+		return
+	}
 	if len(p.reads) >= p.cfg.MaxServedReads {
 		p.stats.ReadsBusy++
 		refuse(wire.StatusBusy)
@@ -310,7 +316,7 @@ func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
 	}
 	l.reads++
 	p.reads[key] = l
-	p.work = append(p.work, p.readWork(l, s, m.ReadID, m.Indexes))
+	p.serveRead(now, l, p.readWork(l, s, m.ReadID, m.Indexes))
 }
 
 // readWork is the stream of blocks indexes of l, which are resident, for

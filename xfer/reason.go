@@ -56,6 +56,9 @@ const (
 	// FallbackHandshakeRefused: P refused the session (busy, shutting
 	// down).
 	FallbackHandshakeRefused
+	// FallbackInjected: a fault injected through the fault API told D to
+	// give the remote prefix up (fault kind fallback).
+	FallbackInjected
 	numFallbackReasons
 )
 
@@ -74,6 +77,7 @@ var fallbackReasonNames = [...]string{
 	FallbackHandshakeClosed:  "handshake_closed",
 	FallbackBadVersion:       "bad_version",
 	FallbackHandshakeRefused: "handshake_refused",
+	FallbackInjected:         "injected",
 }
 
 // Valid reports whether r is a defined reason (not zero).

@@ -247,7 +247,7 @@ func (p *Producer) Restored(now clock.Instant, id wire.LeaseID, blocks []kvblock
 	sp.waiting = nil
 	for _, w := range waiting {
 		if p.reads[w.key] == l {
-			p.work = append(p.work, p.readWork(l, w.key.s, w.key.id, w.indexes))
+			p.serveRead(now, l, p.readWork(l, w.key.s, w.key.id, w.indexes))
 		}
 	}
 	return true

@@ -74,8 +74,9 @@ type serveFlags struct {
 	streamInterval      int
 	drain               time.Duration
 	logLevel            slog.Level
-	offload             *offload.Config // nil: no offload
-	apiKeys             []string        // required on /v1 and the abort endpoint; none: open
+	offload             *offload.Config      // nil: no offload
+	apiKeys             []string             // required on /v1 and the abort endpoint; none: open
+	faults              *httpapi.FaultConfig // the fault-injection API; nil: off
 	// llm is the model file of --model-file (nil: the simulated model of
 	// --profile). The engine built from these flags closes it.
 	llm      *llamafile.Model
@@ -161,6 +162,11 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	offloadPolicy := fs.String("offload-policy", "store-on-compute", "which blocks go to the offload tiers: "+strings.Join(offload.PolicyNames, ", "))
 	leaseSpill := fs.String("lease-spill", "never", "prefill engine with --offload: when leased, unread blocks move to the offload tier and are read back from it: "+
 		strings.Join(offload.LeaseSpillNames, ", ")+" (pressure: while the pool is short of free blocks)")
+	faultAPI := fs.Bool("enable-fault-api", false, "serve the fault-injection API for router testing ("+httpapi.FaultsPath+
+		", and llm-d's X-Return-Error header); needs --admin-key. Never on a production engine")
+	adminKey := fs.String("admin-key", "", "--enable-fault-api: the key required as \"Authorization: Bearer KEY\" on "+httpapi.FaultsPath)
+	faultSeed := fs.Uint64("fault-seed", 0, "--enable-fault-api: seed of the faults' rate draws, for a reproducible run; 0 draws one")
+	maxFaults := fs.Int("max-faults", 64, "--enable-fault-api: active faults at most (409 beyond)")
 	kvEvents := kvEventsFlagVars(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return serveFlags{}, err
@@ -176,6 +182,16 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	f := serveFlags{host: *host, port: *port, transferPort: *transferPort, advertiseHost: *advertise,
 		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly,
 		sched: sc, seed: *seed, maxBodyBytes: *maxBody, streamInterval: *streamInterval, drain: *drain, apiKeys: apiKeys(keys)}
+	switch {
+	case *faultAPI && strings.TrimSpace(*adminKey) == "":
+		return f, errors.New("--enable-fault-api: needs --admin-key (or KVLEASE_ADMIN_KEY): the fault API can break any request")
+	case *faultAPI && *maxFaults < 1:
+		return f, errors.New("--max-faults: want at least 1")
+	case *faultAPI:
+		f.faults = &httpapi.FaultConfig{AdminKey: *adminKey, Seed: *faultSeed, MaxActive: *maxFaults}
+	case set["admin-key"] || set["fault-seed"] || set["max-faults"]:
+		return f, errors.New("--admin-key, --fault-seed and --max-faults go with --enable-fault-api")
+	}
 	var err error
 	if f.kvEvents, err = kvEvents(); err != nil {
 		return f, err
@@ -510,7 +526,8 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	}
 	es.node = node.New(core, exec, ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes, StreamInterval: f.streamInterval,
-		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...), Tokenizer: tok})
+		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...), Tokenizer: tok,
+		Faults: f.faults})
 	if err != nil {
 		es.close()
 		return nil, err
