@@ -47,6 +47,7 @@ type call struct {
 	// Progress.
 	remote    *xfer.Remote // the request's remote prefix, for a refusal
 	wroteHead bool
+	tools     *toolState // a chat answer that may be tool calls (tools.go), or nil
 
 	// Injected faults on a prefill answer (faults.go).
 	answerDelay time.Duration
@@ -167,6 +168,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		Priority: ro.Priority, CacheSalt: ro.CacheSalt,
 		RemoteDecode: kv != nil && kv.DoRemoteDecode && s.producer,
 		Remote:       remote,
+		Grammar:      ro.Structure.Grammar,
 	}
 	if sp.Seed != nil {
 		c.req.Sampling.Seed, c.req.SeedSet = uint64(*sp.Seed), true
@@ -180,6 +182,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		// P's answer carries only the lease: the decode engine generates
 		// the n choices from the one prompt's blocks.
 		sp.N = 1
+	}
+	if ro.Structure.Calls() {
+		if sp.N > 1 {
+			s.fail(w, r, remote, openai.BadRequest("n", "n > 1 together with tool calls is not supported"))
+			return
+		}
+		c.tools = newToolState(&ro.Structure, id)
 	}
 	if len(sp.Stop) > 0 {
 		c.det = tokenizer.NewStream(sp.Stop, sp.IncludeStopStrInOutput)
@@ -547,8 +556,15 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 		}
 	}
 	if c.chat {
-		c.chatCh[0] = openai.ChatChoice{Message: openai.ChatResponseMessage{Role: "assistant", Content: string(c.text)},
-			FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(false)}
+		msg := openai.ChatResponseMessage{Role: "assistant", Content: string(c.text)}
+		if t := c.tools; t != nil {
+			t.write(c.text)
+			if !t.isText(true) {
+				msg.Content, msg.ToolCalls = "", t.calls()
+				fr = t.finishReason(fr, true)
+			}
+		}
+		c.chatCh[0] = openai.ChatChoice{Message: msg, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(false)}
 		c.out = openai.AppendChatResponse(c.out, &openai.ChatCompletionResponse{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
 			Choices: c.chatCh[:], Usage: u, KVTransferParams: kv})
@@ -611,11 +627,18 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 				return
 			}
 			sent = c.ntok
-			if len(c.text) == 0 && !c.finished {
+			var delta openai.ChatDelta
+			if c.chat {
+				delta = c.chatDelta() // takes c.text
+				if delta.Content == "" && len(delta.ToolCalls) == 0 && !c.finished {
+					c.text = c.text[:0]
+					continue // held back: nothing to say yet
+				}
+			} else if len(c.text) == 0 && !c.finished {
 				continue // held back: nothing to say yet
 			}
 			sentAny = true
-			s.appendEvent(w, c, st)
+			s.appendEvent(w, c, st, delta)
 			c.text = c.text[:0]
 			if c.finished {
 				break
@@ -645,8 +668,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 
 // appendEvent appends to c.out the event of the text folded since the
 // last one (the stream's end when c finished), after the response head
-// and a chat's role chunk when this is the first.
-func (s *Server) appendEvent(w http.ResponseWriter, c *call, st *node.Stream) {
+// and a chat's role chunk when this is the first. delta is a chat's
+// (chatDelta).
+func (s *Server) appendEvent(w http.ResponseWriter, c *call, st *node.Stream, delta openai.ChatDelta) {
 	if !c.wroteHead {
 		c.wroteHead = true
 		h := w.Header()
@@ -661,9 +685,9 @@ func (s *Server) appendEvent(w http.ResponseWriter, c *call, st *node.Stream) {
 	switch {
 	case c.finished:
 		s.observeFinished(&c.seqState, st)
-		s.appendEnd(c)
+		s.appendEnd(c, delta)
 	case c.chat:
-		c.appendChatChunk(openai.ChatDelta{Content: string(c.text)}, openai.FinishNone, openai.StopReason{}, true)
+		c.appendChatChunk(delta, openai.FinishNone, openai.StopReason{}, true)
 	default:
 		c.appendCompletionChunk(string(c.text), openai.FinishNone, openai.StopReason{}, true)
 	}
@@ -672,7 +696,7 @@ func (s *Server) appendEvent(w http.ResponseWriter, c *call, st *node.Stream) {
 // appendEnd appends a stream's last events: the final chunk, the usage
 // chunk if asked for, and [DONE]. A request that failed after the stream
 // started ends with an error event.
-func (s *Server) appendEnd(c *call) {
+func (s *Server) appendEnd(c *call, delta openai.ChatDelta) {
 	if c.fin.Status == sched.FinishedError {
 		c.js = openai.AppendError(c.js[:0], errorFinish(&c.seqState))
 		c.out = openai.AppendSSE(c.out, c.js)
@@ -681,7 +705,10 @@ func (s *Server) appendEnd(c *call) {
 	}
 	fr, sr := c.finish()
 	if c.chat {
-		c.appendChatChunk(openai.ChatDelta{Content: string(c.text)}, fr, sr, true)
+		if c.tools != nil {
+			fr = c.tools.finishReason(fr, true)
+		}
+		c.appendChatChunk(delta, fr, sr, true)
 	} else {
 		c.appendCompletionChunk(string(c.text), fr, sr, true)
 	}
@@ -695,6 +722,21 @@ func (s *Server) appendEnd(c *call) {
 		c.out = openai.AppendSSE(c.out, c.js)
 	}
 	c.out = append(c.out, openai.SSEDone...)
+}
+
+// chatDelta is the delta of a chat stream's new text (c.text): the text,
+// or with tool calls the calls' new fragments (and auto's plain answer as
+// text once it is known to be one).
+func (c *call) chatDelta() openai.ChatDelta {
+	t := c.tools
+	if t == nil {
+		return openai.ChatDelta{Content: string(c.text)}
+	}
+	t.write(c.text)
+	if t.isText(c.finished) {
+		return openai.ChatDelta{Content: t.takeText()}
+	}
+	return openai.ChatDelta{ToolCalls: t.deltas()}
 }
 
 // runningUsage is the usage so far, for continuous_usage_stats.

@@ -94,17 +94,6 @@ func nullOrString(want ...string) func(json.RawMessage) bool {
 	}
 }
 
-// textResponseFormat accepts null and {"type": "text"}.
-func textResponseFormat(v json.RawMessage) bool {
-	if nullOnly(v) {
-		return true
-	}
-	var rf struct {
-		Type string `json:"type"`
-	}
-	return json.Unmarshal(v, &rf) == nil && rf.Type == "text"
-}
-
 // textModalities accepts null, [] and ["text"].
 func textModalities(v json.RawMessage) bool {
 	if isNullOrEmpty(v) {
@@ -147,7 +136,6 @@ var sharedRefused = map[string]refusal{
 	"return_tokens_as_token_ids":    {nullOrBool(false), whyLogprobsVocab},
 	"return_token_ids":              {nullOrBool(false), whyLogprobsVocab},
 	"return_token_offsets":          {nullOrBool(false), whyLogprobsVocab},
-	"response_format":               {textResponseFormat, whyGuided},
 	"structured_outputs":            {nullOnly, whyGuided},
 	"guided_json":                   {nullOnly, whyGuided},
 	"guided_regex":                  {nullOnly, whyGuided},
@@ -172,8 +160,7 @@ var completionRefused = merge(sharedRefused, map[string]refusal{
 	"add_special_tokens": {nullOrBool(true), "special tokens are always added as the tokenizer does"},
 })
 
-// chatRefused adds the chat-only fields. tools and tool_choice are checked
-// together by checkTools.
+// chatRefused adds the chat-only fields.
 var chatRefused = merge(sharedRefused, map[string]refusal{
 	"audio":                  {nullOnly, whyNoMM},
 	"modalities":             {textModalities, whyNoMM},
@@ -198,9 +185,14 @@ var chatRefused = merge(sharedRefused, map[string]refusal{
 // by their nature: metadata and identifiers for the client's own
 // bookkeeping, and hints about cost that change no output. They are
 // documented as such in the README.
-// tools, tool_choice and parallel_tool_calls are checked by checkTools.
+// response_format, tools, tool_choice and parallel_tool_calls are parsed
+// by parseStructure (structured.go).
 var chatAccepted = []string{"metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_options",
-	"prediction", "include_reasoning", "tools", "tool_choice", "parallel_tool_calls"}
+	"prediction", "include_reasoning", "response_format", "tools", "tool_choice", "parallel_tool_calls"}
+
+// completionAccepted are the completions fields parsed outside
+// rawCompletion.
+var completionAccepted = []string{"response_format"}
 
 func merge(a, b map[string]refusal) map[string]refusal {
 	m := make(map[string]refusal, len(a)+len(b))
@@ -238,7 +230,7 @@ func supportedSet(raw any, accepted []string) map[string]bool {
 }
 
 var (
-	completionSupported = supportedSet(rawCompletion{}, nil)
+	completionSupported = supportedSet(rawCompletion{}, completionAccepted)
 	chatSupported       = supportedSet(rawChat{}, chatAccepted)
 )
 
@@ -300,37 +292,5 @@ func checkFields(body []byte, chat bool) ([]string, *Error) {
 			return unknown, BadRequest(k, "%s is not supported by kvlease: %s", k, r.why)
 		}
 	}
-	if chat {
-		if e := checkTools(fields["tools"], fields["tool_choice"]); e != nil {
-			return unknown, e
-		}
-	}
 	return unknown, nil
-}
-
-// checkTools accepts tools only with tool_choice "none", where the model
-// is told not to call any and answers in text, as it does; any tool_choice
-// that could produce a call is refused, as is a tool_choice that needs
-// tools when none are given.
-func checkTools(tools, choice json.RawMessage) *Error {
-	none := nullOrString("none")
-	auto := nullOrString("auto")
-	hasTools := tools != nil && !isNullOrEmpty(tools)
-	if tools != nil && !nullOnly(tools) && (len(bytes.TrimSpace(tools)) == 0 || bytes.TrimSpace(tools)[0] != '[') {
-		return BadRequest("tools", "tools must be an array of tool objects")
-	}
-	switch {
-	case choice == nil || nullOnly(choice):
-		if hasTools { // OpenAI's default with tools is "auto"
-			return BadRequest("tools", "tools are not supported by kvlease: tool calling is not implemented (tool_choice \"none\" is accepted)")
-		}
-	case none(choice):
-	case auto(choice):
-		if hasTools {
-			return BadRequest("tool_choice", "tool_choice \"auto\" is not supported by kvlease: tool calling is not implemented (\"none\" is accepted)")
-		}
-	default:
-		return BadRequest("tool_choice", "tool_choice %s is not supported by kvlease: tool calling is not implemented (\"none\" is accepted)", bytes.TrimSpace(choice))
-	}
-	return nil
 }

@@ -15,7 +15,6 @@ var refusedSamples = map[string]string{
 	"spaces_between_special_tokens": `false`, "allowed_token_ids": `[1, 2]`, "bad_words": `["x"]`,
 	"prompt_logprobs": `1`, "logprob_token_ids": `[3]`, "return_tokens_as_token_ids": `true`,
 	"return_token_ids": `true`, "return_token_offsets": `true`,
-	"response_format":    `{"type": "json_object"}`,
 	"structured_outputs": `{"json": {}}`, "guided_json": `{"type": "object"}`, "guided_regex": `"a+"`,
 	"guided_choice": `["a", "b"]`, "guided_grammar": `"root ::= \"a\""`,
 	"guided_decoding_backend": `"xgrammar"`, "guided_whitespace_pattern": `" "`,
@@ -37,7 +36,7 @@ var refusedSamples = map[string]string{
 var noOpOverrides = map[string][]string{
 	"frequency_penalty": {`0`}, "best_of": {`1`}, "repetition_penalty": {`1`}, "length_penalty": {`1.0`}, "use_beam_search": {`false`},
 	"skip_special_tokens": {`true`}, "logit_bias": {`{}`}, "bad_words": {`[]`},
-	"response_format": {`{"type": "text"}`}, "modalities": {`["text"]`}, "suffix": {`""`},
+	"modalities": {`["text"]`}, "suffix": {`""`},
 	"function_call": {`"none"`}, "service_tier": {`"auto"`, `"default"`}, "store": {`false`},
 	"verbosity": {`"medium"`}, "thinking_token_budget": {`-1`},
 }
@@ -120,32 +119,98 @@ func TestRefusedFieldOrderIsStable(t *testing.T) {
 }
 
 func TestToolsAndToolChoice(t *testing.T) {
-	tools := `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]`
+	tools := `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string"}}}}},` +
+		`{"type":"function","function":{"name":"g"}}]`
 	cases := []struct {
 		extra, param string
+		choice       ToolChoiceMode
+		grammar      bool
 	}{
-		{tools, "tools"},
-		{tools + `,"tool_choice":"auto"`, "tool_choice"},
-		{tools + `,"tool_choice":"required"`, "tool_choice"},
-		{tools + `,"tool_choice":{"type":"function","function":{"name":"f"}}`, "tool_choice"},
-		{`,"tool_choice":"required"`, "tool_choice"},
-		{`,"tools":{"a":1}`, "tools"},
-		{tools + `,"tool_choice":"none"`, ""},
-		{tools + `,"tool_choice":"none","parallel_tool_calls":false`, ""},
-		{`,"tool_choice":"auto"`, ""},
-		{`,"tools":[],"tool_choice":"auto"`, ""},
-		{`,"tools":null`, ""},
+		{tools, "", ToolChoiceAuto, true},
+		{tools + `,"tool_choice":"auto"`, "", ToolChoiceAuto, true},
+		{tools + `,"tool_choice":"required","parallel_tool_calls":false`, "", ToolChoiceRequired, true},
+		{tools + `,"tool_choice":{"type":"function","function":{"name":"f"}}`, "", ToolChoiceFunction, true},
+		{tools + `,"tool_choice":"none"`, "", ToolChoiceNone, false},
+		{`,"tool_choice":"auto"`, "", ToolChoiceNone, false},
+		{`,"tools":[],"tool_choice":"auto"`, "", ToolChoiceNone, false},
+		{`,"tools":null`, "", ToolChoiceNone, false},
+		{tools + `,"tool_choice":{"type":"function","function":{"name":"h"}}`, "tool_choice.function.name", 0, false},
+		{tools + `,"tool_choice":"sometimes"`, "tool_choice", 0, false},
+		{`,"tool_choice":"required"`, "tool_choice", 0, false},
+		{`,"tools":{"a":1}`, "tools", 0, false},
+		{`,"tools":[{"type":"custom","custom":{"name":"x"}}]`, "tools[0].type", 0, false},
+		{`,"tools":[{"type":"function"}]`, "tools[0].function", 0, false},
+		{`,"tools":[{"type":"function","function":{"name":"a b"}}]`, "tools[0].function.name", 0, false},
+		{`,"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}]`, "tools[1].function.name", 0, false},
+		{`,"tools":[{"type":"function","function":{"name":"a","parameters":{"type":"string"}}}]`, "tools[0].function.parameters", 0, false},
+		{`,"tools":[{"type":"function","function":{"name":"a","parameters":{"type":"object","properties":{"x":{"type":"string","pattern":"a"}}}}}]`,
+			"tools[0].function.parameters.properties.x.pattern", 0, false},
+		{tools + `,"response_format":{"type":"json_object"}`, "response_format", 0, false},
 	}
 	for _, tc := range cases {
-		e := parseFor(true, tc.extra)
+		r, e := ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}]` + tc.extra + `}`))
 		if tc.param == "" {
 			if e != nil {
 				t.Errorf("%s: %v", tc.extra, e)
+				continue
+			}
+			if r.Structure.ToolChoice != tc.choice || (r.Structure.Grammar != nil) != tc.grammar {
+				t.Errorf("%s: choice %v grammar %v", tc.extra, r.Structure.ToolChoice, r.Structure.Grammar != nil)
 			}
 			continue
 		}
 		if e == nil || e.Status != 400 || e.Param != tc.param {
 			t.Errorf("%s: got %v, want a 400 naming %s", tc.extra, e, tc.param)
+		}
+	}
+}
+
+func TestResponseFormat(t *testing.T) {
+	cases := []struct {
+		rf, param string
+		grammar   bool
+	}{
+		{`null`, "", false},
+		{`{"type":"text"}`, "", false},
+		{`{"type":"json_object"}`, "", true},
+		{`{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}`, "", true},
+		{`{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}}}`, "", true},
+		{`{"type":"json_schema","json_schema":{"name":"x"}}`, "", true},
+		{`{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}`, "response_format.json_schema.schema.additionalProperties", false},
+		{`{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"integer","minimum":3}}}}}`, "response_format.json_schema.schema.properties.a.minimum", false},
+		{`{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","format":"email"}}}`, "response_format.json_schema.schema.format", false},
+		{`{"type":"json_schema"}`, "response_format.json_schema", false},
+		{`{"type":"json_schema","json_schema":{"name":"bad name","schema":{}}}`, "response_format.json_schema.name", false},
+		{`{"type":"yaml"}`, "response_format.type", false},
+		{`{}`, "response_format.type", false},
+		{`"json"`, "response_format", false},
+	}
+	for _, chat := range []bool{false, true} {
+		for _, tc := range cases {
+			var st Structure
+			var e *Error
+			if chat {
+				var r *ChatCompletionRequest
+				r, e = ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}],"response_format":` + tc.rf + `}`))
+				if e == nil {
+					st = r.Structure
+				}
+			} else {
+				var r *CompletionRequest
+				r, e = ParseCompletionRequest([]byte(`{"prompt":"x","response_format":` + tc.rf + `}`))
+				if e == nil {
+					st = r.Structure
+				}
+			}
+			if tc.param == "" {
+				if e != nil || (st.Grammar != nil) != tc.grammar {
+					t.Errorf("%s: %v, grammar %v", tc.rf, e, st.Grammar != nil)
+				}
+				continue
+			}
+			if e == nil || e.Status != 400 || e.Param != tc.param {
+				t.Errorf("%s: got %v, want a 400 naming %s", tc.rf, e, tc.param)
+			}
 		}
 	}
 }

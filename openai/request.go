@@ -113,6 +113,9 @@ type RequestOptions struct {
 	// does kvlease (the HTTP edge logs them). Known fields kvlease does
 	// not implement are refused instead (see fields.go).
 	Ignored []string
+	// Structure constrains the output: response_format, tools and
+	// tool_choice (structured.go).
+	Structure Structure
 }
 
 // CompletionRequest is a validated POST /v1/completions body.
@@ -234,6 +237,9 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 	if r.Ignored, e = checkFields(body, false); e != nil {
 		return r, e
 	}
+	if r.Structure, e = parseStructure(body, false); e != nil {
+		return r, e
+	}
 	return r, nil
 }
 
@@ -283,6 +289,9 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 		return r, e
 	}
 	if r.Ignored, e = checkFields(body, true); e != nil {
+		return r, e
+	}
+	if r.Structure, e = parseStructure(body, true); e != nil {
 		return r, e
 	}
 	return r, nil

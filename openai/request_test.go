@@ -255,7 +255,7 @@ func TestParseChat(t *testing.T) {
 		{"role":"tool","content":"42","tool_call_id":"c1"},
 		{"role":"developer","content":""}],
 		"max_tokens":100,"max_completion_tokens":9,"logprobs":false,"top_logprobs":0,
-		"add_generation_prompt":false,"tools":[{"type":"function"}],"tool_choice":"none"}`
+		"add_generation_prompt":false,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}`
 	r, e := ParseChatCompletionRequest([]byte(body))
 	if e != nil {
 		t.Fatal(e)

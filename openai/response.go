@@ -28,11 +28,12 @@ type FinishReason string
 
 // Finish reasons, as vLLM reports them.
 const (
-	FinishNone   FinishReason = ""
-	FinishStop   FinishReason = "stop"   // EOS, a stop string or a stop token
-	FinishLength FinishReason = "length" // max_tokens or the context limit
-	FinishAbort  FinishReason = "abort"
-	FinishError  FinishReason = "error"
+	FinishNone      FinishReason = ""
+	FinishStop      FinishReason = "stop"       // EOS, a stop string or a stop token
+	FinishLength    FinishReason = "length"     // max_tokens or the context limit
+	FinishToolCalls FinishReason = "tool_calls" // the answer is complete tool calls
+	FinishAbort     FinishReason = "abort"
+	FinishError     FinishReason = "error"
 )
 
 // MarshalJSON writes null for FinishNone.
@@ -181,9 +182,21 @@ type ChatChoice struct {
 }
 
 // ChatResponseMessage is the generated message: role "assistant".
+// With ToolCalls, content is null and the calls are the answer.
 type ChatResponseMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string     `json:"role"`
+	Content   string     `json:"content"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is a function call of a chat answer (OpenAI's tool_calls,
+// type "function"). In a stream's deltas, a call's first fragment has its
+// Index, ID and Name, the later ones its Index and more Arguments.
+type ToolCall struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
 }
 
 // CompletionChunk is a streamed /v1/completions event. Usage is set on
@@ -221,9 +234,11 @@ type ChatChunkChoice struct {
 
 // ChatDelta is the new text of a chat chunk. Role is "assistant" on the
 // first chunk of a choice and empty (omitted) after it.
+// With ToolCalls, content is null.
 type ChatDelta struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content"`
+	Role      string     `json:"role,omitempty"`
+	Content   string     `json:"content"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ModelList is the GET /v1/models response.
@@ -327,7 +342,7 @@ func AppendChatResponse(dst []byte, r *ChatCompletionResponse) []byte {
 		}
 		dst = appendString(dst, role)
 		dst = append(dst, `,"content":`...)
-		dst = appendString(dst, c.Message.Content)
+		dst = appendContent(dst, c.Message.Content, c.Message.ToolCalls, false)
 		dst = append(dst, '}')
 		dst = appendEnd(dst, c.TokenLogprobs, true, c.FinishReason, c.StopReason)
 	}
@@ -360,7 +375,7 @@ func AppendChatChunk(dst []byte, c *ChatChunk) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"content":`...)
-		dst = appendString(dst, ch.Delta.Content)
+		dst = appendContent(dst, ch.Delta.Content, ch.Delta.ToolCalls, true)
 		dst = append(dst, '}')
 		dst = appendEnd(dst, ch.TokenLogprobs, true, ch.FinishReason, ch.StopReason)
 	}
@@ -429,4 +444,39 @@ func AppendSSE(dst, data []byte) []byte {
 	}
 	dst = append(dst, data[start:]...)
 	return append(dst, '\n', '\n')
+}
+
+// appendContent appends a message's content, or null and its tool_calls
+// when it has calls. In a delta, a call's id, type and name come only
+// with its first fragment (when ID is set).
+func appendContent(dst []byte, content string, calls []ToolCall, delta bool) []byte {
+	if len(calls) == 0 {
+		return appendString(dst, content)
+	}
+	dst = append(dst, `null,"tool_calls":[`...)
+	for i := range calls {
+		tc := &calls[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '{')
+		if delta {
+			dst = append(dst, `"index":`...)
+			dst = appendInt(dst, int64(tc.Index))
+			dst = append(dst, ',')
+		}
+		if !delta || tc.ID != "" {
+			dst = append(dst, `"id":`...)
+			dst = appendString(dst, tc.ID)
+			dst = append(dst, `,"type":"function","function":{"name":`...)
+			dst = appendString(dst, tc.Name)
+			dst = append(dst, ',')
+		} else {
+			dst = append(dst, `"function":{`...)
+		}
+		dst = append(dst, `"arguments":`...)
+		dst = appendString(dst, tc.Arguments)
+		dst = append(dst, "}}"...)
+	}
+	return append(dst, ']')
 }
