@@ -23,6 +23,7 @@ import (
 	"github.com/kvlease/kvlease/kvevents"
 	"github.com/kvlease/kvlease/metrics"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/model/constrain"
 	"github.com/kvlease/kvlease/model/llama"
 	"github.com/kvlease/kvlease/model/llamafile"
 	synth "github.com/kvlease/kvlease/model/synth"
@@ -459,13 +460,15 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		engineID = "kvlease-" + ln.Addr().String()
 	}
 	vocab, eos := f.prof.VocabSize, f.prof.EOS
+	var cvocab *constrain.Vocab // nil: the byte vocabulary
 	if f.llm != nil {
 		vocab, eos = f.llm.Weights.Config.VocabSize, f.llm.Weights.Config.EOS
+		cvocab = f.llm.Vocab()
 	}
 	cfg := engine.Config{
 		Pool:        f.poolConfig(),
 		Sched:       f.sched,
-		MaxModelLen: f.maxModelLen, VocabSize: vocab, EOS: eos,
+		MaxModelLen: f.maxModelLen, VocabSize: vocab, EOS: eos, Vocab: cvocab,
 		RecentFinished: 4096,
 		Role:           f.role, EngineID: engineID, Transfer: f.transfer, Secret: f.secret,
 		Offload: f.offload,

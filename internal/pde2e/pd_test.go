@@ -2,6 +2,7 @@ package pde2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/kvlease/kvlease/cluster"
 	"github.com/kvlease/kvlease/proxy"
@@ -217,6 +219,74 @@ var generators = []generator{
 		}
 		return strings.Join(texts, "|"), s.Err()
 	}, 0},
+	{"chat json_schema", func(ctx context.Context, c openai.Client) (string, error) {
+		p := chatParams("Describe a lease as JSON.")
+		p.Seed, p.Temperature, p.MaxTokens = openai.Int(4), openai.Float(1), openai.Int(400)
+		p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "lease", Strict: openai.Bool(true), Schema: leaseSchema}}}
+		r, err := c.Chat.Completions.New(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		ch := r.Choices[0]
+		if ch.FinishReason == "stop" {
+			var v struct {
+				ID     *string                   `json:"id"`
+				Blocks []int64                   `json:"blocks"`
+				Holder *struct{ Engine *string } `json:"holder"`
+			}
+			if err := json.Unmarshal([]byte(ch.Message.Content), &v); err != nil || v.ID == nil || v.Blocks == nil || v.Holder == nil || v.Holder.Engine == nil {
+				return "", fmt.Errorf("%q does not validate (%v)", ch.Message.Content, err)
+			}
+		}
+		return ch.Message.Content + "|" + ch.FinishReason, nil
+	}, 0},
+	{"chat tool_calls required streaming", func(ctx context.Context, c openai.Client) (string, error) {
+		p := chatParams("Look it up.")
+		p.Seed, p.Temperature, p.MaxTokens = openai.Int(9), openai.Float(1), openai.Int(400)
+		p.Tools = []openai.ChatCompletionToolUnionParam{
+			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "lookup", Parameters: map[string]any{
+				"type": "object", "properties": map[string]any{"key": map[string]any{"type": "string"}, "n": map[string]any{"type": "integer"}},
+				"required": []string{"key"}}}),
+			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "noop"}),
+		}
+		p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
+		s := c.Chat.Completions.NewStreaming(ctx, p)
+		defer s.Close()
+		var acc openai.ChatCompletionAccumulator
+		for s.Next() {
+			acc.AddChunk(s.Current())
+		}
+		if err := s.Err(); err != nil {
+			return "", err
+		}
+		ch := acc.Choices[0]
+		var b strings.Builder
+		for _, tc := range ch.Message.ToolCalls {
+			if ch.FinishReason == "tool_calls" && !json.Valid([]byte(tc.Function.Arguments)) {
+				return "", fmt.Errorf("%s(%s): the arguments do not parse", tc.Function.Name, tc.Function.Arguments)
+			}
+			fmt.Fprintf(&b, "%s(%s);", tc.Function.Name, tc.Function.Arguments)
+		}
+		if b.Len() == 0 {
+			return "", fmt.Errorf("no tool calls: %+v", ch)
+		}
+		return b.String() + "|" + ch.FinishReason, nil
+	}, 0},
+}
+
+// leaseSchema is a small nested strict schema for the constrained
+// generators.
+var leaseSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"id":     map[string]any{"type": "string"},
+		"blocks": map[string]any{"type": "array", "items": map[string]any{"type": "integer"}, "maxItems": 4},
+		"holder": map[string]any{"type": "object", "properties": map[string]any{"engine": map[string]any{"type": "string"}},
+			"required": []string{"engine"}, "additionalProperties": false},
+	},
+	"required":             []string{"id", "blocks", "holder"},
+	"additionalProperties": false,
 }
 
 // TestSDKThroughProxyMatchesSingleEngine: completion, chat and streaming

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kvlease/kvlease/model/constrain"
 	"github.com/kvlease/kvlease/model/gguf"
 	"github.com/kvlease/kvlease/model/llama"
 	"github.com/kvlease/kvlease/model/llama2c"
@@ -157,6 +158,22 @@ func (m *Model) AppendChat(dst []int32, msgs []openai.ChatMessage, addGeneration
 	}
 	text := m.Chat.Render(msgs, addGenerationPrompt, bos, eos)
 	return append(dst, m.Tok.Encode(text, m.AddBOS, true)...)
+}
+
+// Vocab is the vocabulary for constrained decoding: every token's text as
+// the server writes it (TokenBytes), EOS the model's. It costs a trie of
+// the vocabulary: build it once.
+func (m *Model) Vocab() *constrain.Vocab {
+	n := m.Weights.Config.VocabSize
+	text := make([][]byte, n)
+	for id := 0; id < n && id < m.Tok.VocabSize(); id++ {
+		text[id] = m.Tok.TokenBytes(int32(id))
+	}
+	eos := []int32{m.Weights.Config.EOS}
+	if e := m.Tok.EOS(); e >= 0 && e != eos[0] && int(e) < n {
+		eos = append(eos, e)
+	}
+	return constrain.NewVocab(text, eos)
 }
 
 // TokenBytes is the text of one token (nil for special tokens).
