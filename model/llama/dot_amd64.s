@@ -885,8 +885,10 @@ q4block:
 // func scoresAVX(out *float32, count int, k *float32, stride int, q *float32, n int)
 //
 // out[i] = dot4(k + i·stride, q) for i < count, n a positive multiple of
-// 4: lane j of one 4-wide accumulator sums the products of index j mod 4
-// in increasing index (VMULPS then VADDPS), then (l0+l1)+(l2+l3).
+// 4: lane j of a 4-wide accumulator sums the products of index j mod 4 in
+// increasing index (VMULPS then VADDPS), then (l0+l1)+(l2+l3). Four slots
+// at a time, each with its own accumulator, so that their chains of adds
+// overlap; then the rest one by one.
 TEXT ·scoresAVX(SB), NOSPLIT, $0-48
 	MOVQ out+0(FP), R8
 	MOVQ count+8(FP), BX
@@ -895,31 +897,90 @@ TEXT ·scoresAVX(SB), NOSPLIT, $0-48
 	SHLQ $2, DX
 	MOVQ q+32(FP), DI
 	MOVQ n+40(FP), CX
+	LEAQ (DX)(DX*2), R11 // 3 strides
+	CMPQ BX, $4
+	JLT  scone
 
-scslot:
+scfour:
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVQ   SI, AX
+	MOVQ   DI, R9
+	MOVQ   CX, R10
+
+scfourloop:
+	VMOVUPS (R9), X4
+	VMULPS  (AX), X4, X5
+	VADDPS  X5, X0, X0
+	VMULPS  (AX)(DX*1), X4, X6
+	VADDPS  X6, X1, X1
+	VMULPS  (AX)(DX*2), X4, X7
+	VADDPS  X7, X2, X2
+	VMULPS  (AX)(R11*1), X4, X8
+	VADDPS  X8, X3, X3
+	ADDQ    $16, AX
+	ADDQ    $16, R9
+	SUBQ    $4, R10
+	JNZ     scfourloop
+
+	VMOVSHDUP X0, X5
+	VADDPS    X5, X0, X0 // l0+l1, ·, l2+l3, ·
+	VMOVHLPS  X0, X0, X5
+	VADDSS    X5, X0, X0
+	VMOVSS    X0, (R8)
+	VMOVSHDUP X1, X5
+	VADDPS    X5, X1, X1
+	VMOVHLPS  X1, X1, X5
+	VADDSS    X5, X1, X1
+	VMOVSS    X1, 4(R8)
+	VMOVSHDUP X2, X5
+	VADDPS    X5, X2, X2
+	VMOVHLPS  X2, X2, X5
+	VADDSS    X5, X2, X2
+	VMOVSS    X2, 8(R8)
+	VMOVSHDUP X3, X5
+	VADDPS    X5, X3, X3
+	VMOVHLPS  X3, X3, X5
+	VADDSS    X5, X3, X3
+	VMOVSS    X3, 12(R8)
+	ADDQ      $16, R8
+	LEAQ      (SI)(DX*4), SI
+	SUBQ      $4, BX
+	CMPQ      BX, $4
+	JGE       scfour
+
+scone:
+	TESTQ BX, BX
+	JZ    scdone
+
+sconeslot:
 	VXORPS X0, X0, X0
 	MOVQ   SI, AX
 	MOVQ   DI, R9
 	MOVQ   CX, R10
 
-scloop:
+sconeloop:
 	VMOVUPS (AX), X1
 	VMULPS  (R9), X1, X1
 	VADDPS  X1, X0, X0
 	ADDQ    $16, AX
 	ADDQ    $16, R9
 	SUBQ    $4, R10
-	JNZ     scloop
+	JNZ     sconeloop
 
 	VMOVSHDUP X0, X1
-	VADDPS    X1, X0, X0 // l0+l1, ·, l2+l3, ·
+	VADDPS    X1, X0, X0
 	VMOVHLPS  X0, X0, X1
 	VADDSS    X1, X0, X0
 	VMOVSS    X0, (R8)
 	ADDQ      $4, R8
 	ADDQ      DX, SI
 	DECQ      BX
-	JNZ       scslot
+	JNZ       sconeslot
+
+scdone:
 	RET
 
 // func wsumAVX2(out *float32, n int, a *float32, count int, v *float32, stride int)
