@@ -178,6 +178,7 @@ type Core struct {
 	stats         Stats
 	spillCands    []xfer.SpillCandidate // spillStep's scratch
 	restoreWaits  []restoreWait         // restores waiting for room (spill.go)
+	need          int                   // blocks the waiting restores need (spill.go)
 }
 
 // Stats are the core's cumulative counters and current figures.
@@ -451,6 +452,9 @@ func (c *Core) Step(now clock.Instant) Ready {
 		}
 		c.producer.Tick(now)
 	}
+	// Before scheduling: a read waiting for its lease's spilled blocks
+	// gets the pool's room before new prefills do (spill.go).
+	c.need = c.restoreStep(now)
 	if c.consumer != nil {
 		admit := c.sched.NumWaiting() == 0 && c.sched.NumRunning() < c.cfg.Sched.MaxNumSeqs
 		c.consumer.Tick(now, admit)
@@ -477,9 +481,9 @@ func (c *Core) Step(now clock.Instant) Ready {
 	if c.cfg.Pool.Events {
 		rd.Events = c.pool.TakeEvents()
 	}
-	// After scheduling (and before the producer's and the offload's work
-	// is taken): restores for reads, spills under pressure.
-	c.spillStep(now)
+	// After scheduling (and before the producer's and the offload's
+	// work is taken): spills under pressure.
+	c.spillStep(now, c.need)
 	if c.offload != nil {
 		// After scheduling: admission may have planned loads.
 		w := c.offload.Take()

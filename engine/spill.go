@@ -22,7 +22,8 @@ import (
 //     (Producer.SpillReady), is the lease's primary hold on them dropped
 //     (Producer.SpillDone); otherwise the pins go and nothing changes.
 //   - read: a READ naming a spilled block pins the lease as any read does
-//     and waits; the core restores the lease's blocks under a load hold —
+//     and waits; before the next schedule (ahead of new prefills) the core
+//     restores the lease's blocks under a load hold —
 //     shared from the pool when it still caches them, loaded from the tier
 //     otherwise — and the lease takes them under its own hold before that
 //     hold goes and the tier pins are dropped; then the read is streamed
@@ -45,21 +46,23 @@ type restoreWait struct {
 	until clock.Instant
 }
 
-// spillStep runs the restores reads asked for and the spill decision; Step
-// calls it after scheduling, before it takes the producer's work, so a
-// restore that needs no load streams its reads in the same turn.
+// restoreStep runs the restores reads asked for, and retries those that
+// wait for room; Step calls it before scheduling, so a read waiting for
+// its lease's spilled blocks gets the pool's room before new prefills do
+// (a decoder waits on it; a prefill only feeds a queue), and a restore
+// that needs no load streams its reads in the same turn. It returns the
+// blocks the restores still waiting need.
 //
 // A restore the pool has no room for waits, and its blocks count as
-// pressure (so leases spill to make the room), for at most a heartbeat
-// interval; then its reads are refused busy and D retries them.
-func (c *Core) spillStep(now clock.Instant) {
+// pressure (so leases spill to make the room: spillStep), for at most a
+// heartbeat interval; then its reads are refused busy and D retries them.
+func (c *Core) restoreStep(now clock.Instant) (need int) {
 	if c.producer == nil || c.offload == nil {
-		return
+		return 0
 	}
 	for _, id := range c.producer.TakeRestores() {
 		c.restoreWaits = append(c.restoreWaits, restoreWait{lease: id, until: now.Add(c.cfg.Transfer.HeartbeatInterval)})
 	}
-	need := 0
 	keep := c.restoreWaits[:0]
 	for _, w := range c.restoreWaits {
 		if c.restore(now, w.lease) {
@@ -74,6 +77,15 @@ func (c *Core) spillStep(now clock.Instant) {
 	}
 	clear(c.restoreWaits[len(keep):])
 	c.restoreWaits = keep
+	return need
+}
+
+// spillStep is the spill decision, after scheduling: need are the blocks
+// of restores waiting for room.
+func (c *Core) spillStep(now clock.Instant, need int) {
+	if c.producer == nil || c.offload == nil {
+		return
+	}
 	want := math.MaxInt
 	switch c.offload.LeaseSpillPolicy() {
 	case offload.LeaseSpillNever:
