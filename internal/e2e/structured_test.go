@@ -347,6 +347,7 @@ func TestSDKToolCalls(t *testing.T) {
 	if calls < 3 || texts < 3 {
 		t.Errorf("auto: %d call answers, %d text answers; want both", calls, texts)
 	}
+	t.Logf("auto: %d call answers, %d text answers", calls, texts)
 }
 
 // P/D through the proxy equals a single engine under constrained

@@ -41,6 +41,7 @@ type Executor struct {
 	sampled   []int     // row of each sampling sequence
 	logits    []float32 // len(sampled) × VocabSize
 	probs     []float64
+	unmasked  []float32 // a masked row's logits before the mask, for its logprobs
 	order     []int32
 	tops      []model.TokenLogprob // the step's top logprobs, MaxTopLogprobs per sampling sequence
 	batch     *model.Batch

@@ -27,3 +27,21 @@ func TestSampleMask(t *testing.T) {
 		}
 	}
 }
+
+// With logprobs asked for, the logits are left as the model gave them
+// (logprobs are the raw distribution's, as vLLM's); without, the mask may
+// overwrite them.
+func TestSampleMaskKeepsRawLogitsForLogprobs(t *testing.T) {
+	var e Executor
+	logits := []float32{-1, -3, -2, 0, -4, 5, 1}
+	want := append([]float32(nil), logits...)
+	tok := e.sample(&model.Seq{Sampling: model.Sampling{Logprobs: true}, Mask: []uint64{1 << 2}}, logits)
+	if tok != 2 {
+		t.Fatalf("drew %d under a mask of 2", tok)
+	}
+	for i := range logits {
+		if logits[i] != want[i] {
+			t.Fatalf("logit %d changed from %v to %v", i, want[i], logits[i])
+		}
+	}
+}

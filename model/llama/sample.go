@@ -22,6 +22,12 @@ import (
 // same token on every engine. A Mask sets the logits of the tokens it
 // does not allow to -Inf first (so they are never drawn).
 func (e *Executor) sample(s *model.Seq, logits []float32) int32 {
+	if s.Mask != nil && s.Sampling.Logprobs {
+		// Logprobs are the raw distribution's: restore the logits the
+		// mask changes once the token is drawn.
+		e.unmasked = append(e.unmasked[:0], logits...)
+		defer copy(logits, e.unmasked)
+	}
 	applyMask(logits, s.Mask)
 	t, topP := s.Sampling.Temperature, s.Sampling.TopP
 	if !(t > 0) {
