@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // The field inventory. Every field of OpenAI's completions and chat
@@ -265,32 +266,56 @@ func ClassifyField(chat bool, name string) FieldClass {
 // Fields are checked in name order, so the 400 names the same field for
 // the same body.
 func checkFields(body []byte, chat bool) ([]string, *Error) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil { // unreachable: the body decoded
-		return nil, BadRequest("", "the request body must be a JSON object")
-	}
-	names := make([]string, 0, len(fields))
-	for k := range fields {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	sup, ref := completionSupported, completionRefused
 	if chat {
 		sup, ref = chatSupported, chatRefused
 	}
+	// The members that are not plainly supported: the common body has
+	// none and costs no allocation.
+	var odd []namedValue
+	ok := EachMember(body, func(rawKey []byte, start, end int) {
+		key := rawKey[1 : len(rawKey)-1]
+		name := ""
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			// Decoded as encoding/json does: escapes, and U+FFFD for
+			// each invalid byte.
+			if json.Unmarshal(rawKey, &name) != nil {
+				return // unreachable: the body decoded
+			}
+		} else if sup[string(key)] {
+			return
+		} else {
+			name = string(key)
+		}
+		if !sup[name] {
+			odd = append(odd, namedValue{name, json.RawMessage(body[start:end])})
+		}
+	})
+	if !ok { // unreachable: the body decoded
+		return nil, BadRequest("", "the request body must be a JSON object")
+	}
+	// A name given twice counts once, with its last value (encoding/json's
+	// reading); names are checked in order.
+	slices.SortStableFunc(odd, func(a, b namedValue) int { return strings.Compare(a.name, b.name) })
 	var unknown []string
-	for _, k := range names {
-		if sup[k] {
+	for i, f := range odd {
+		if i+1 < len(odd) && odd[i+1].name == f.name {
 			continue
 		}
-		r, ok := ref[k]
+		r, ok := ref[f.name]
 		if !ok {
-			unknown = append(unknown, k)
+			unknown = append(unknown, f.name)
 			continue
 		}
-		if !r.noOp(fields[k]) {
-			return unknown, BadRequest(k, "%s is not supported by kvlease: %s", k, r.why)
+		if !r.noOp(f.value) {
+			return unknown, BadRequest(f.name, "%s is not supported by kvlease: %s", f.name, r.why)
 		}
 	}
 	return unknown, nil
+}
+
+// namedValue is one member of a JSON object.
+type namedValue struct {
+	name  string
+	value json.RawMessage
 }

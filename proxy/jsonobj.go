@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+
+	"github.com/kvlease/kvlease/openai"
 )
 
 // field is one member of a JSON object: its key as it was written (a JSON
@@ -68,37 +70,27 @@ func parseObjectInto(dst object, b []byte) (object, error) {
 // parseValidObject is parseObjectInto for b already known to be valid
 // JSON (a member of a validated document).
 func parseValidObject(dst object, b []byte) (object, error) {
-	i := skipSpace(b, 0)
-	if i == len(b) || b[i] != '{' {
-		return nil, errNotObject
-	}
 	o := dst[:0]
 	if o == nil {
 		o = make(object, 0, 16)
 	}
-	i = skipSpace(b, i+1)
-	if b[i] == '}' {
-		return o, nil
-	}
-	for {
-		end := skipString(b, i)
-		rawKey := b[i:end]
+	var err error
+	isObject := openai.EachMember(b, func(rawKey []byte, start, end int) {
 		var key string // set only for a key with escapes
-		if bytes.IndexByte(rawKey, '\\') >= 0 {
-			var err error
-			if key, err = unquote(rawKey); err != nil {
-				return nil, err
-			}
+		if err == nil && bytes.IndexByte(rawKey, '\\') >= 0 {
+			key, err = unquote(rawKey)
 		}
-		i = skipSpace(b, skipSpace(b, end)+1) // past ':'
-		vend := skipValue(b, i)
-		o = o.merge(field{key: key, rawKey: rawKey, val: b[i:vend], off: i})
-		i = skipSpace(b, vend)
-		if b[i] == '}' {
-			return o, nil
+		if err == nil {
+			o = o.merge(field{key: key, rawKey: rawKey, val: b[start:end], off: start})
 		}
-		i = skipSpace(b, i+1) // past ','
+	})
+	switch {
+	case !isObject:
+		return nil, errNotObject
+	case err != nil:
+		return nil, err
 	}
+	return o, nil
 }
 
 // unquote returns the string a valid JSON string literal denotes.
@@ -125,56 +117,6 @@ func (o object) merge(f field) object {
 		}
 	}
 	return append(o, f)
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string starting at b[i].
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index just past the value starting at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	for ; i < len(b); i++ { // number, true, false, null
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-	}
-	return i
 }
 
 // index returns the position of key's member, or -1.
