@@ -525,8 +525,12 @@ func TestToolCalls(t *testing.T) {
 		}
 	}
 	ptext := `[` + text + `, {"name":"get","arguments":{}}]`
-	if !accepts(par, ptext) || accepts(par, `[]`) {
-		t.Errorf("parallel: %s refused or [] accepted", ptext)
+	if !accepts(par, ptext) || accepts(par, `[]`) || !accepts(par, text) {
+		t.Errorf("parallel: %s or a single call refused, or [] accepted", ptext)
+	}
+	autoPar := ToolCalls(tools, true, true)
+	if !accepts(autoPar, text) || !accepts(autoPar, ptext) || !accepts(autoPar, "x[") || accepts(autoPar, "[x") {
+		t.Error("auto with parallel calls: a call, an array of calls or text refused")
 	}
 	p := NewCallParser(par)
 	for i := 0; i < len(ptext); i += 5 {
@@ -552,11 +556,17 @@ func TestToolCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 200; i++ {
 		out := generate(t, par, rng)
-		var v []struct {
+		type call struct {
 			Name string          `json:"name"`
 			Args json.RawMessage `json:"arguments"`
 		}
-		if err := json.Unmarshal(out, &v); err != nil {
+		var v []call
+		if bytes.HasPrefix(bytes.TrimSpace(out), []byte("{")) {
+			v = make([]call, 1)
+			if err := json.Unmarshal(out, &v[0]); err != nil {
+				t.Fatalf("%q: %v", out, err)
+			}
+		} else if err := json.Unmarshal(out, &v); err != nil {
 			t.Fatalf("%q: %v", out, err)
 		}
 		p := NewCallParser(par)

@@ -587,10 +587,10 @@ type Tool struct {
 //
 //	{"name":"<tool>","arguments":<the tool's parameters>}
 //
-// or, with parallel, a JSON array of one to MaxParallelCalls of them.
-// With auto, the answer is a call (its first byte is the grammar's
-// first, '{' or '[') or free text (any other first byte): the model
-// chooses with its first token. CallParser reads such an answer back.
+// or, with parallel, that or a JSON array of one to MaxParallelCalls of
+// them. With auto, the answer is calls (its first byte is '{', or '['
+// with parallel) or free text (any other first byte): the model chooses
+// with its first token. CallParser reads such an answer back.
 func ToolCalls(tools []Tool, parallel, auto bool) *Grammar {
 	lits := make([][]byte, len(tools))
 	for i, t := range tools {
@@ -606,7 +606,10 @@ func ToolCalls(tools []Tool, parallel, auto bool) *Grammar {
 	}
 	root := alt
 	if parallel {
-		root = &node{kinds: kArray, items: alt, minItems: 1, maxItems: MaxParallelCalls}
+		// One call, or an array of calls.
+		both := *alt
+		both.kinds, both.items, both.minItems, both.maxItems = kObject|kArray, alt, 1, MaxParallelCalls
+		root = &both
 	}
 	return &Grammar{root: root, auto: auto, calls: names}
 }

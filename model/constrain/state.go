@@ -235,7 +235,7 @@ func (s *State) valueStart(b byte) bool {
 		return true
 	}
 	s.space = false
-	if n.alts != nil {
+	if n.alts != nil && (b != '[' || n.kinds&kArray == 0) {
 		s.startLit(n.alts, litAlt)
 		ok, _ := s.litByte(b)
 		return ok
