@@ -121,7 +121,8 @@ func TestSDKAPIKeyThroughProxy(t *testing.T) {
 			url := startProxy(t, p, d, tt.mut)
 			good, bad := sdkClient(url, tt.clientKey), sdkClient(url, "sk-wrong")
 			r, err := good.Completions.New(ctx, completion("Through the proxy with a key", 6))
-			if err != nil || len(r.Choices) != 1 || r.Choices[0].Text == "" {
+			// Not the text: an unseeded request draws EOS first once in 96.
+			if err != nil || len(r.Choices) != 1 || r.Usage.CompletionTokens == 0 {
 				t.Fatalf("with the key: %+v, %v", r, err)
 			}
 			_, err = bad.Completions.New(ctx, completion("Through the proxy without", 6))
