@@ -74,6 +74,10 @@ type Output struct {
 	// when the request asked for them (Sampling.Logprobs); nil otherwise.
 	// The output owns them.
 	Logprobs *model.Logprobs
+	// PromptLogprobs are, on a request's first output, the logprobs of
+	// its prompt tokens 1, 2, ... (entry k is token k+1's), when it asked
+	// for them (Sampling.PromptLogprobs). The output owns them.
+	PromptLogprobs []model.Logprobs
 	// Pulled is set on the first output of a request whose remote prefix
 	// was pulled; Fallback says why it was not (zero when it was, or when
 	// the request had no remote prefix).
@@ -137,6 +141,9 @@ type request struct {
 	grammar *constrain.Grammar
 	cstate  constrain.State
 	mask    []uint64
+	// promptLP are the prompt tokens' logprobs so far (Sampling.
+	// PromptLogprobs), for the first output.
+	promptLP []model.Logprobs
 }
 
 // Core is one engine: pool, scheduler and request lifecycle. It is pure
@@ -543,6 +550,9 @@ func (c *Core) drainConsumer(now clock.Instant) {
 func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 	for _, o := range c.sched.Update(res) {
 		r := c.byID[o.Req.ID]
+		if o.PromptLogprobs != nil {
+			r.addPromptLogprobs(o.PromptLogprobs)
+		}
 		if r.grammar != nil && o.Token != model.NoToken && c.advance(r, o.Token) {
 			o.Finished = sched.FinishedStopped // the text is complete
 		}
@@ -609,9 +619,20 @@ func (c *Core) finish(now clock.Instant, r *request, st sched.Status, tok int32)
 	c.outputs = append(c.outputs, out)
 }
 
+// addPromptLogprobs keeps the prompt logprobs of a step: those that
+// follow the ones kept (a preempted request computes its prompt again).
+func (r *request) addPromptLogprobs(p *model.PromptLogprobs) {
+	for k := range p.Entries {
+		if p.From+k == len(r.promptLP)+1 {
+			r.promptLP = append(r.promptLP, *ownLogprobs(&p.Entries[k]))
+		}
+	}
+}
+
 func (c *Core) announce(r *request, out *Output) {
 	if !r.announced {
 		r.announced = true
+		out.PromptLogprobs, r.promptLP = r.promptLP, nil
 		out.Pulled = r.pulled
 		out.Fallback = r.fallback
 	}

@@ -33,6 +33,9 @@ func (c *Core) onAdmit(sr *sched.Request) sched.Admission {
 		return sched.Admit
 	}
 	c.admitted++
+	if sr.Sampling.PromptLogprobs {
+		return sched.Admit // computes its whole prompt: no prefix to load
+	}
 	if r.loaded {
 		// Its loaded prefix, held since its loads ended, passes to the
 		// request's own hold now.

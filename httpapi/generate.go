@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -74,6 +75,10 @@ type seqState struct {
 	// sent), and the bytes of the tokens' text so far (text_offset).
 	lps     []openai.LogprobToken
 	textLen int
+	// echo is the prompt's text still to put before the text (echo), and
+	// echoToks its tokens, for their logprobs.
+	echo     []byte
+	echoToks []int32
 }
 
 func (s *Server) putCall(c *call) {
@@ -106,6 +111,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		modelName   string
 		promptParam string
 		prompts     []openai.Prompt // a completions request's batch, when it has several prompts
+		echoText    []byte          // the prompt's text as given, for echo
 	)
 	if chat {
 		req, pe := openai.ParseChatCompletionRequest(c.body)
@@ -136,8 +142,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			return
 		}
 		c.sp, ro, modelName = &req.SamplingParams, &req.RequestOptions, req.Model
+		if !req.Prompt.IsTokens() {
+			echoText = []byte(req.Prompt.Text)
+		}
 	}
-	c.prompt = truncate(c.prompt, ro, s.ecfg.MaxModelLen)
+	if n := len(c.prompt); len(truncate(c.prompt, ro, s.ecfg.MaxModelLen)) != n {
+		c.prompt = truncate(c.prompt, ro, s.ecfg.MaxModelLen)
+		echoText = nil // echo the tokens kept
+	}
 	if len(ro.Ignored) > 0 {
 		// vLLM's behaviour for fields it does not know: proceed, warn.
 		s.log.Warn("the request has fields kvlease does not know; they are ignored", "fields", ro.Ignored, "path", r.URL.Path)
@@ -180,8 +192,20 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	if c.req.RemoteDecode {
 		// P's answer carries only the lease: the decode engine generates
-		// the n choices from the one prompt's blocks.
-		sp.N = 1
+		// the n choices (and echoes the prompt) from the one prompt's
+		// blocks.
+		sp.N, sp.Echo = 1, false
+	}
+	if sp.Echo {
+		if sp.Logprobs {
+			if remote != nil {
+				s.fail(w, r, remote, openai.BadRequest("echo",
+					"echo with logprobs scores every prompt token, so the prompt is computed on this engine: send it without a remote prefill's kv_transfer_params"))
+				return
+			}
+			c.req.Sampling.PromptLogprobs = true
+		}
+		c.setEcho(c.prompt, echoText)
 	}
 	if ro.Structure.Calls() {
 		if sp.N > 1 {
@@ -404,6 +428,10 @@ func (c *call) foldOutput(o *engine.Output, st *node.Stream) {
 // fold applies one output: metrics, text, the finish.
 func (c *seqState) fold(o *engine.Output) {
 	m := c.s.metrics
+	if c.echo != nil {
+		c.text = append(c.text, c.echo...)
+		c.echo = nil
+	}
 	if o.Token != model.NoToken && !c.stopped {
 		if c.ntok == 0 {
 			m.ObserveFirstToken(o.At.Sub(c.arrival))
@@ -412,6 +440,9 @@ func (c *seqState) fold(o *engine.Output) {
 		}
 		c.lastAt = o.At
 		c.ntok++
+		if c.echoToks != nil {
+			c.addPromptLogprobs(o)
+		}
 		if o.Logprobs != nil {
 			c.addLogprobs(o)
 		}
@@ -437,6 +468,54 @@ func (c *seqState) addLogprobs(o *engine.Output) {
 	}
 	c.lps = append(c.lps, lt)
 	c.textLen += len(c.s.cfg.Tokenizer.TokenBytes(o.Token))
+}
+
+// setEcho prepares echo for a choice of prompt toks, given as text when
+// it was text (nil for token ids): the text is the prompt's as given,
+// or its tokens' when given as ids or truncated; with logprobs the
+// prompt's tokens come first in them, and text offsets count the prompt.
+func (c *seqState) setEcho(toks []int32, text []byte) {
+	if text == nil {
+		for _, t := range toks {
+			text = append(text, c.s.cfg.Tokenizer.TokenBytes(t)...)
+		}
+	}
+	c.echo = text
+	if c.echo == nil {
+		c.echo = []byte{}
+	}
+	c.textLen = len(text)
+	if c.sp.Logprobs {
+		c.echoToks = toks
+	}
+}
+
+// addPromptLogprobs puts the prompt's tokens first in the logprobs, from
+// the first output: the first token without a logprob (nothing precedes
+// it), each other with the model's logprob given the tokens before it.
+func (c *seqState) addPromptLogprobs(o *engine.Output) {
+	toks := c.echoToks
+	c.echoToks = nil
+	lps := make([]openai.LogprobToken, len(toks), len(toks)+len(c.lps))
+	off := 0
+	for k, t := range toks {
+		lps[k] = openai.LogprobToken{ID: t, Offset: off, None: k == 0}
+		off += len(c.s.cfg.Tokenizer.TokenBytes(t))
+		if k == 0 {
+			continue
+		}
+		if k-1 >= len(o.PromptLogprobs) {
+			lps[k].Logprob = float32(math.Inf(-1)) // unreachable: the engine scores every prompt token
+			continue
+		}
+		p := &o.PromptLogprobs[k-1]
+		lps[k].Logprob = p.Logprob
+		lps[k].Top = make([]openai.TokenLogprob, len(p.Top))
+		for i, a := range p.Top {
+			lps[k].Top[i] = openai.TokenLogprob{ID: a.Token, Logprob: a.Logprob}
+		}
+	}
+	c.lps = append(lps, c.lps...)
 }
 
 // tokenLogprobs are the logprobs to send with the choice's text: nil

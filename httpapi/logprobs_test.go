@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
+
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/kvlease/kvlease/engine"
 )
 
 // completionLogprobs is the completions shape of logprobs.
@@ -130,5 +133,82 @@ func TestChatLogprobs(t *testing.T) {
 		if text.String() != field(m, "choices", j, "message", "content") {
 			t.Errorf("choice %d: tokens %q, content %q", j, text.String(), field(m, "choices", j, "message", "content"))
 		}
+	}
+}
+
+// echo puts the prompt before the text; with logprobs the prompt's tokens
+// come first (the first without a logprob, as vLLM), scored by the model
+// even when the prompt is cached, with offsets over prompt and text;
+// streamed, the first chunk carries them.
+func TestEcho(t *testing.T) {
+	_, url := newServer(t, newNode(t, nodeOpts{}), nil)
+	const prompt = "Echo this prompt, which fills more than one block."
+	const params = `"max_tokens":5,"seed":8,"ignore_eos":true`
+	plain := completionText(t, url, `{"prompt":"`+prompt+`",`+params+`}`)
+	if got := completionText(t, url, `{"prompt":"`+prompt+`",`+params+`,"echo":true}`); got != prompt+plain {
+		t.Errorf("echo: %q, want %q", got, prompt+plain)
+	}
+	for _, stream := range []bool{false, true} {
+		body := `{"prompt":"` + prompt + `",` + params + `,"echo":true,"logprobs":1}`
+		var lp completionLogprobs
+		var text string
+		if !stream {
+			m := readJSON(t, post(t, url+"/v1/completions", body))
+			raw, _ := json.Marshal(field(m, "choices", 0, "logprobs"))
+			json.Unmarshal(raw, &lp)
+			text = field(m, "choices", 0, "text").(string)
+		} else {
+			resp := post(t, url+"/v1/completions", strings.Replace(body, "{", `{"stream":true,`, 1))
+			evs := events(t, resp.Body)
+			resp.Body.Close()
+			for _, e := range evs[:len(evs)-1] {
+				var ch map[string]any
+				json.Unmarshal([]byte(e), &ch)
+				text += field(ch, "choices", 0, "text").(string)
+				raw, _ := json.Marshal(field(ch, "choices", 0, "logprobs"))
+				var part completionLogprobs
+				json.Unmarshal(raw, &part)
+				lp.Tokens = append(lp.Tokens, part.Tokens...)
+				lp.TokenLogprobs = append(lp.TokenLogprobs, part.TokenLogprobs...)
+				lp.TopLogprobs = append(lp.TopLogprobs, part.TopLogprobs...)
+				lp.TextOffset = append(lp.TextOffset, part.TextOffset...)
+			}
+		}
+		if text != prompt+plain || strings.Join(lp.Tokens, "") != text || len(lp.Tokens) != len(prompt)+5 {
+			t.Fatalf("stream %v: text %q, tokens %q", stream, text, lp.Tokens)
+		}
+		if lp.TokenLogprobs[0] != nil || lp.TopLogprobs[0] != nil {
+			t.Errorf("the first prompt token has logprob %v top %v, want null", lp.TokenLogprobs[0], lp.TopLogprobs[0])
+		}
+		for k := 1; k < len(lp.Tokens); k++ {
+			if lp.TextOffset[k] != k || lp.TokenLogprobs[k] == nil {
+				t.Fatalf("entry %d: offset %d logprob %v", k, lp.TextOffset[k], lp.TokenLogprobs[k])
+			}
+			want := -9999.0 // a byte the synthetic model never produces
+			if tok := lp.Tokens[k]; strings.Contains("etaoinshrdlcumwfgypb,.vk\n'-jx?!qz ", tok) {
+				want = *lp.TokenLogprobs[k] // checked below for ' '
+			}
+			if lp.Tokens[k] == " " {
+				want = spaceLogprob
+			}
+			if math.Abs(*lp.TokenLogprobs[k]-want) > 1e-5 {
+				t.Errorf("stream %v: token %d %q logprob %v, want %v", stream, k, lp.Tokens[k], *lp.TokenLogprobs[k], want)
+			}
+		}
+	}
+}
+
+// A decode engine refuses echo with logprobs on a remote prefix: the
+// prompt's tokens would have no scores.
+func TestEchoLogprobsRefusesARemotePrefix(t *testing.T) {
+	eng := &recordingEngine{Node: newNode(t, nodeOpts{role: engine.RoleDecode}), refuseRemote: true}
+	_, url := newServer(t, eng, nil)
+	resp := post(t, url+"/v1/completions", decodeBody(`,"echo":true,"logprobs":1`))
+	m := readJSON(t, resp)
+	if resp.StatusCode != 400 || field(m, "error", "param") != "echo" {
+		t.Errorf("status %d: %v", resp.StatusCode, m)
+	}
+	if len(eng.takeRejected()) == 0 {
+		t.Error("P was not told")
 	}
 }

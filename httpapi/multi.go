@@ -59,7 +59,7 @@ func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, pro
 	np := max(len(prompts), 1)
 	m := &multi{s: s, c: c, w: w, n: n, choices: make([]*choiceRun, np*n)}
 	for i := range np {
-		toks, maxTokens := c.req.Prompt, c.req.MaxTokens
+		toks, maxTokens, echo := c.req.Prompt, c.req.MaxTokens, c.echo
 		if i > 0 {
 			param := "prompt[" + strconv.Itoa(i) + "]"
 			var e *openai.Error
@@ -67,7 +67,14 @@ func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, pro
 				s.fail(w, r, nil, e)
 				return
 			}
-			toks = truncate(toks, ro, s.ecfg.MaxModelLen)
+			echo = nil
+			if n := len(toks); !prompts[i].IsTokens() {
+				if toks = truncate(toks, ro, s.ecfg.MaxModelLen); len(toks) == n {
+					echo = []byte(prompts[i].Text)
+				}
+			} else {
+				toks = truncate(toks, ro, s.ecfg.MaxModelLen)
+			}
 			if maxTokens, e = s.check("", param, len(toks), c.sp, ro, nil); e != nil {
 				s.fail(w, r, nil, e)
 				return
@@ -84,6 +91,9 @@ func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, pro
 			}
 			if c.req.SeedSet {
 				ch.req.Sampling.Seed += uint64(j)
+			}
+			if c.sp.Echo {
+				ch.setEcho(toks, echo)
 			}
 			if len(c.sp.Stop) > 0 {
 				ch.det = tokenizer.NewStream(c.sp.Stop, c.sp.IncludeStopStrInOutput)

@@ -31,6 +31,30 @@ type Sampling struct {
 	// sampling parameters.
 	Logprobs    bool
 	TopLogprobs int
+	// PromptLogprobs asks, with Logprobs, for the log-probabilities of
+	// the prompt's tokens too (StepResult.PromptLogprobs): each prompt
+	// token after the first, given the tokens before it. The scheduler
+	// then computes every prompt position (no prefix-cache hit), as vLLM
+	// does for prompt_logprobs.
+	PromptLogprobs bool
+}
+
+// PromptLogprobs are the logprobs of prompt tokens From, From+1, ...
+type PromptLogprobs struct {
+	From    int
+	Entries []Logprobs
+}
+
+// PromptRange is the range [from, to) of prompt tokens a step computing
+// positions [start, start+count) of a prompt of numPrompt tokens scores:
+// position q's logits score token q+1, and token 0 has no score.
+func PromptRange(start, count, numPrompt int) (from, to int) {
+	from = start + 1
+	to = min(start+count, numPrompt-1) + 1
+	if to < from {
+		return from, from
+	}
+	return from, to
 }
 
 // MaxTopLogprobs bounds Sampling.TopLogprobs (vLLM's default
@@ -75,6 +99,9 @@ type Seq struct {
 	// its distribution restricted to them. It always allows at least one
 	// token. Owned by the engine; read-only.
 	Mask []uint64
+	// NumPromptTokens is how many of Tokens are the prompt (for
+	// Sampling.PromptLogprobs).
+	NumPromptTokens int
 }
 
 // Batch is the work of one engine step. The engine reuses its memory: an
@@ -104,6 +131,12 @@ type StepResult struct {
 	// sampled with Sampling.Logprobs (the zero value for the others). The
 	// Top slices are the executor's, valid until its next Execute.
 	Logprobs []Logprobs
+	// PromptLogprobs has one entry per Batch.Seqs entry: for a sequence
+	// with Sampling.PromptLogprobs, the logprobs of the prompt tokens
+	// this step scored (Tokens[From], Tokens[From+1], ...: the prompt
+	// tokens after each computed position); empty for the others. The
+	// executor's, valid until its next Execute.
+	PromptLogprobs []PromptLogprobs
 	// Duration is how long the step takes on the modelled hardware.
 	Duration time.Duration
 }

@@ -70,6 +70,9 @@ type SamplingParams struct {
 	// top_logprobs.
 	Logprobs    bool
 	TopLogprobs int
+	// Echo (completions) puts the prompt before each choice's text; with
+	// Logprobs, the prompt's tokens come first in the logprobs too.
+	Echo bool
 	// N is the number of choices generated from each prompt; default 1.
 	// They share the prompt's cached blocks.
 	N int
@@ -257,6 +260,10 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 	if e != nil {
 		return r, e
 	}
+	if r.Echo {
+		// vLLM's chat echo repeats the last message; kvlease does not.
+		return r, BadRequest("echo", "echo is not supported by kvlease on chat completions (it is on completions)")
+	}
 	if raw.MaxCompletionTokens != nil {
 		if *raw.MaxCompletionTokens < 1 {
 			return r, BadRequest("max_completion_tokens", "max_completion_tokens must be at least 1, got %d", *raw.MaxCompletionTokens)
@@ -415,9 +422,7 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 	}
 	sp.MinTokens = raw.MinTokens
 	sp.IncludeStopStrInOutput = raw.IncludeStopStrInOutput
-	if raw.Echo {
-		return kv, BadRequest("echo", "echo is not supported")
-	}
+	sp.Echo = raw.Echo
 
 	ro.Stream = raw.Stream
 	if so := raw.StreamOptions; so != nil {

@@ -175,7 +175,6 @@ var commonBad = []badCase{
 	{"cache_salt empty", `{P,"cache_salt":""}`, "cache_salt", 0, "non-empty"},
 	{"cache_salt type", `{P,"cache_salt":5}`, "cache_salt", 0, "string"},
 	{"user type", `{P,"user":5}`, "user", 0, "string"},
-	{"echo", `{P,"echo":true}`, "echo", 0, "echo is not supported"},
 	{"echo type", `{P,"echo":"true"}`, "echo", 0, "boolean"},
 	{"include_stop type", `{P,"include_stop_str_in_output":0}`, "include_stop_str_in_output", 0, "boolean"},
 	{"kv not object", `{P,"kv_transfer_params":[1]}`, "kv_transfer_params", 0, "object"},
@@ -239,6 +238,7 @@ func TestParseChatErrors(t *testing.T) {
 		badCase{"logprobs type", `{P,"logprobs":2}`, "logprobs", 0, "boolean"},
 		badCase{"top_logprobs without logprobs", `{P,"top_logprobs":2}`, "top_logprobs", 0, "needs logprobs"},
 		badCase{"top_logprobs over", `{P,"logprobs":true,"top_logprobs":21}`, "top_logprobs", 0, "between 0 and 20"},
+		badCase{"echo", `{P,"echo":true}`, "echo", 0, "not supported by kvlease on chat"},
 		badCase{"add_generation_prompt type", `{P,"add_generation_prompt":"no"}`, "add_generation_prompt", 0, "boolean"},
 	)
 	for _, tc := range cases {

@@ -170,6 +170,13 @@ func (c *call) legs(req object, size int) {
 		c.fail(OutcomeBadRequest, e)
 		return
 	}
+	if isTrue(req.get("echo")) && !isNullOrAbsent(req.get("logprobs")) {
+		// echo with logprobs scores every prompt token: the decode engine
+		// computes the prompt itself (a remote prefill's KV would leave
+		// nothing to score).
+		c.decode(decodeBody(make([]byte, 0, size+64), req, nil))
+		return
+	}
 	// Both legs' bodies in one allocation: the client's body and room for
 	// the edits (decodeBody may append P's kv_transfer_params).
 	legs := make([]byte, 0, 2*size+len(prefillKV)+256)

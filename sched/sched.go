@@ -208,9 +208,11 @@ type Outcome struct {
 	// Finished is the request's new status when this step finished it.
 	Finished Status
 	// Logprobs are the sampled token's, when the request asked for them
-	// (Sampling.Logprobs); nil otherwise. It points into the step's
-	// result: valid until the next Update.
-	Logprobs *model.Logprobs
+	// (Sampling.Logprobs); nil otherwise. PromptLogprobs are the prompt
+	// tokens' this step scored (Sampling.PromptLogprobs), or nil. Both
+	// point into the step's result: valid until the next Update.
+	Logprobs       *model.Logprobs
+	PromptLogprobs *model.PromptLogprobs
 }
 
 // Scheduler: see the package doc.
@@ -448,9 +450,10 @@ func (s *Scheduler) Schedule() *model.Batch {
 func (s *Scheduler) admit(r *Request, budget *int) bool {
 	hitBlocks := 0
 	computed := r.NumComputed
-	if r.Hold == 0 {
+	if r.Hold == 0 && !r.Sampling.PromptLogprobs {
 		// Longest cached prefix, leaving at least one token to compute so
-		// the step produces logits.
+		// the step produces logits. A request that asks for its prompt's
+		// logprobs computes every position.
 		maxHit := (len(r.Tokens) - 1) / s.bs
 		hashes := r.Hashes
 		if len(hashes) > maxHit {
@@ -528,6 +531,8 @@ func (s *Scheduler) add(r *Request, n int) {
 		Blocks:   s.pool.Blocks(r.Hold),
 		Sample:   r.NumComputed+n == len(r.Tokens),
 		Sampling: r.Sampling,
+
+		NumPromptTokens: r.NumPromptTokens,
 	})
 	s.batchReqs = append(s.batchReqs, r)
 	r.inBatch = true
@@ -629,6 +634,9 @@ func (s *Scheduler) Update(res *model.StepResult) []Outcome {
 		r.NumComputed += seq.Count
 		s.cacheFull(r)
 		o := Outcome{Req: r, Token: model.NoToken}
+		if seq.Sampling.PromptLogprobs && i < len(res.PromptLogprobs) && len(res.PromptLogprobs[i].Entries) > 0 {
+			o.PromptLogprobs = &res.PromptLogprobs[i]
+		}
 		if seq.Sample {
 			tok := res.Tokens[i]
 			if tok == model.NoToken {

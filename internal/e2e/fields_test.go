@@ -29,7 +29,7 @@ var completionFields = []fieldCase{
 	{"model", modelName, true},
 	{"prompt", "Hello there", true},
 	{"best_of", 2, false},
-	{"echo", true, false},
+	{"echo", true, true},
 	{"frequency_penalty", 0.5, false},
 	{"logit_bias", map[string]int{"50": 10}, false},
 	{"logprobs", 2, true},

@@ -39,11 +39,13 @@ type Executor struct {
 	rope      []float32 // n × hd: cos, sin interleaved per pair
 	scores    []float32 // per worker: MaxSeqLen+1 attention weights
 	sampled   []int     // row of each sampling sequence
-	logits    []float32 // len(sampled) × VocabSize
+	scored    []int     // rows whose logits score a prompt token (Sampling.PromptLogprobs)
+	logits    []float32 // (len(sampled) + len(scored)) × VocabSize
 	probs     []float64
 	unmasked  []float32 // a masked row's logits before the mask, for its logprobs
 	order     []int32
 	tops      []model.TokenLogprob // the step's top logprobs, MaxTopLogprobs per sampling sequence
+	plp       []model.Logprobs     // the step's prompt logprobs
 	batch     *model.Batch
 	layer     int
 
@@ -101,11 +103,12 @@ func (e *Executor) Config() Config { return e.cfg }
 func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 	out.Tokens = out.Tokens[:0]
 	out.Logprobs = out.Logprobs[:0]
+	out.PromptLogprobs = out.PromptLogprobs[:0]
 	out.Duration = 0
 	e.batch = b
-	e.tops = e.tops[:0]
+	e.tops, e.plp = e.tops[:0], e.plp[:0]
 	e.n = 0
-	e.rowPos, e.rowSeq, e.sampled = e.rowPos[:0], e.rowSeq[:0], e.sampled[:0]
+	e.rowPos, e.rowSeq, e.sampled, e.scored = e.rowPos[:0], e.rowSeq[:0], e.sampled[:0], e.scored[:0]
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
 		e.check(s)
@@ -116,25 +119,51 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 		if s.Sample {
 			e.sampled = append(e.sampled, len(e.rowPos)-1)
 		}
+		if s.Sampling.Logprobs && s.Sampling.PromptLogprobs {
+			// Position q's row scores prompt token q+1.
+			from, to := model.PromptRange(s.Start, s.Count, s.NumPromptTokens)
+			first := len(e.rowPos) - s.Count
+			for k := from; k < to; k++ {
+				e.scored = append(e.scored, first+k-1-s.Start)
+			}
+		}
 	}
 	e.n = len(e.rowPos)
 	if e.n > 0 {
 		e.forward()
 	}
-	j := 0
+	j, sc := 0, len(e.sampled)
+	V := e.cfg.VocabSize
 	for i := range b.Seqs {
 		tok := model.NoToken
 		var lp model.Logprobs
-		if s := &b.Seqs[i]; s.Sample {
-			logits := e.logits[j*e.cfg.VocabSize : (j+1)*e.cfg.VocabSize]
+		s := &b.Seqs[i]
+		var plp model.PromptLogprobs
+		if s.Sampling.Logprobs && s.Sampling.PromptLogprobs {
+			from, to := model.PromptRange(s.Start, s.Count, s.NumPromptTokens)
+			start := len(e.plp)
+			for k := from; k < to; k++ {
+				e.plp = append(e.plp, e.logprobs(e.logits[sc*V:(sc+1)*V], s.Tokens[k], s.Sampling.TopLogprobs))
+				sc++
+			}
+			plp = model.PromptLogprobs{From: from, Entries: e.plp[start:len(e.plp):len(e.plp)]}
+		}
+		if s.Sample {
+			logits := e.logits[j*V : (j+1)*V]
+			var lse float64
+			if s.Sampling.Logprobs {
+				// Before sampling: a Mask sets logits to -Inf.
+				lse, lp.Top = e.topLogprobs(logits, s.Sampling.TopLogprobs)
+			}
 			tok = e.sample(s, logits)
 			if s.Sampling.Logprobs {
-				lp = e.logprobs(logits, tok, s.Sampling.TopLogprobs)
+				lp.Logprob = logprobAt(logits, tok, lse)
 			}
 			j++
 		}
 		out.Tokens = append(out.Tokens, tok)
 		out.Logprobs = append(out.Logprobs, lp)
+		out.PromptLogprobs = append(out.PromptLogprobs, plp)
 	}
 	e.batch = nil
 }
@@ -226,12 +255,17 @@ func (e *Executor) forward() {
 		blk, slot := e.slot(r)
 		e.pool.Digests(blk)[slot] = kvblock.SlotDigest(e.pool.SlotBytes(blk, slot))
 	}
-	ns := len(e.sampled)
+	ns := len(e.sampled) + len(e.scored)
 	if ns == 0 {
 		return
 	}
-	// Only the sampling rows get the final norm and logits.
+	// Only the sampling rows (and the rows scoring prompt tokens) get the
+	// final norm and logits.
 	for j, r := range e.sampled {
+		rmsnorm(e.xb[j*c.Dim:(j+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], e.w.FinalNorm, c.NormEps)
+	}
+	for j, r := range e.scored {
+		j += len(e.sampled)
 		rmsnorm(e.xb[j*c.Dim:(j+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], e.w.FinalNorm, c.NormEps)
 	}
 	e.logits = grow(e.logits, ns*c.VocabSize)

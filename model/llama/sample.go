@@ -151,6 +151,24 @@ func mix64(z uint64) uint64 {
 // float64 around the largest logit; NaN logits count as never produced.
 // Top is a slice of e.tops, valid until the next Execute.
 func (e *Executor) logprobs(logits []float32, tok int32, k int) model.Logprobs {
+	lse, top := e.topLogprobs(logits, k)
+	return model.Logprobs{Logprob: logprobAt(logits, tok, lse), Top: top}
+}
+
+// logprobAt is tok's log-probability given the log-sum-exp of the logits.
+func logprobAt(logits []float32, tok int32, lse float64) float32 {
+	l := float64(logits[tok])
+	if math.IsNaN(l) {
+		return float32(math.Inf(-1))
+	}
+	return float32(l - lse)
+}
+
+// topLogprobs is the log-sum-exp of logits and the k most probable ids
+// with their log-probabilities (see logprobs). Taken before sampling, it
+// sees the raw logits: a Mask then changes only the logits of tokens that
+// are not sampled.
+func (e *Executor) topLogprobs(logits []float32, k int) (float64, []model.TokenLogprob) {
 	mx := float64(logits[argmax(logits)])
 	sum := 0.0
 	for _, l := range logits {
@@ -159,13 +177,6 @@ func (e *Executor) logprobs(logits []float32, tok int32, k int) model.Logprobs {
 		}
 	}
 	lse := mx + math.Log(sum)
-	at := func(id int32) float32 {
-		l := float64(logits[id])
-		if math.IsNaN(l) {
-			return float32(math.Inf(-1))
-		}
-		return float32(l - lse)
-	}
 	k = min(max(k, 0), model.MaxTopLogprobs, len(logits))
 	start := len(e.tops)
 	// Selection by insertion into a list of at most k: O(V·k), k ≤ 20.
@@ -191,7 +202,7 @@ func (e *Executor) logprobs(logits []float32, tok int32, k int) model.Logprobs {
 	}
 	top := e.tops[start:len(e.tops):len(e.tops)]
 	for i := range top {
-		top[i].Logprob = at(top[i].Token)
+		top[i].Logprob = logprobAt(logits, top[i].Token, lse)
 	}
-	return model.Logprobs{Logprob: at(tok), Top: top}
+	return lse, top
 }

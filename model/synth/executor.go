@@ -45,6 +45,7 @@ type Executor struct {
 	// rawLogprobs).
 	logprob []float32
 	top     []model.TokenLogprob
+	plp     []model.Logprobs // the step's prompt logprobs
 }
 
 var _ model.Executor = (*Executor)(nil)
@@ -106,6 +107,8 @@ func (e *Executor) Forget(req uint64) { delete(e.prefix, req) }
 func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 	out.Tokens = out.Tokens[:0]
 	out.Logprobs = out.Logprobs[:0]
+	out.PromptLogprobs = out.PromptLogprobs[:0]
+	e.plp = e.plp[:0]
 	for i := range b.Seqs {
 		e.check(&b.Seqs[i])
 	}
@@ -116,14 +119,25 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 		s := &b.Seqs[i]
 		tok := model.NoToken
 		var lp model.Logprobs
+		top := e.top[:min(max(s.Sampling.TopLogprobs, 0), len(e.top))]
 		if s.Sample {
 			tok = e.sample(s)
 			if s.Sampling.Logprobs {
-				lp = model.Logprobs{Logprob: e.logprob[tok], Top: e.top[:min(max(s.Sampling.TopLogprobs, 0), len(e.top))]}
+				lp = model.Logprobs{Logprob: e.logprob[tok], Top: top}
 			}
+		}
+		var plp model.PromptLogprobs
+		if s.Sampling.Logprobs && s.Sampling.PromptLogprobs {
+			from, to := model.PromptRange(s.Start, s.Count, s.NumPromptTokens)
+			start := len(e.plp)
+			for k := from; k < to; k++ {
+				e.plp = append(e.plp, model.Logprobs{Logprob: e.logprob[s.Tokens[k]], Top: top})
+			}
+			plp = model.PromptLogprobs{From: from, Entries: e.plp[start:len(e.plp):len(e.plp)]}
 		}
 		out.Tokens = append(out.Tokens, tok)
 		out.Logprobs = append(out.Logprobs, lp)
+		out.PromptLogprobs = append(out.PromptLogprobs, plp)
 	}
 	out.Duration = e.prof.Duration(b)
 }
