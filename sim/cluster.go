@@ -30,6 +30,8 @@ type Spec struct {
 	// Blocks is each engine's pool capacity; BlockSize its block size.
 	Blocks    int
 	BlockSize int
+	// DecodeBlocks overrides Blocks on D engines when positive.
+	DecodeBlocks int
 	// DigestOnly runs pools without KV bytes (large simulations).
 	DigestOnly bool
 	Sched      sched.Config
@@ -98,6 +100,11 @@ type Node struct {
 	// check, pool unchanged, is not checked again (see check).
 	active      bool
 	checkedPool uint64
+	// poke: something reached the core since the node was last driven;
+	// wake is Loop.NextWake as of then. With Cluster.sparse only nodes
+	// poked or due are driven (see instant).
+	poke bool
+	wake clock.Instant
 
 	// Crashed: the node is down (killed, or exited after a drain).
 	Crashed bool
@@ -192,7 +199,9 @@ type Req struct {
 	// leg is the engine with the proxy's outstanding leg, for routing.
 	leg *Node
 
-	Tokens []int32 // received from D
+	Tokens []int32 // received from D (in a fleet run only if keep)
+	ntok   int     // tokens received
+	keep   bool    // a fleet run keeps its tokens for the oracle
 	Status sched.Status
 	Done   bool
 	// Error is a rejection or failure the client saw, with its HTTP
@@ -288,6 +297,21 @@ type Cluster struct {
 
 	trace  uint64 // FNV-1a over every event, in order
 	Events uint64 // number of events traced
+
+	// sparse drives, at each instant, only the nodes with work (poked
+	// since they were last driven, or due by Loop.NextWake) instead of
+	// every node; checkEvery > 0 runs the after-instant checks (check)
+	// only once per checkEvery of simulated time. The fleet runs this way
+	// (fleet.go); Options.Sparse runs swarm seeds this way to show that it
+	// changes no outcome.
+	sparse     bool
+	checkEvery time.Duration
+	nextCheck  clock.Instant
+	checking   bool // this instant runs the checks
+	// fleet is the fleet run's bookkeeping (nil outside RunFleet);
+	// fleetPick draws its proxy's engines.
+	fleet     *fleetRun
+	fleetPick *rand.Rand
 }
 
 // MsgFaults are message faults the cluster applies to what engines send.
@@ -366,8 +390,12 @@ func (c *Cluster) boot(n *Node) {
 		sc = s.DecodeSched
 	}
 	t := s.Transfer
+	blocks := s.Blocks
+	if n.Role == engine.RoleDecode && s.DecodeBlocks > 0 {
+		blocks = s.DecodeBlocks
+	}
 	cfg := engine.Config{
-		Pool:        kvblock.Config{NumBlocks: s.Blocks, BlockSizeTokens: s.BlockSize, BytesPerToken: bpt},
+		Pool:        kvblock.Config{NumBlocks: blocks, BlockSizeTokens: s.BlockSize, BytesPerToken: bpt},
 		Sched:       sc,
 		MaxModelLen: s.Profile.MaxModelLen, VocabSize: s.Profile.VocabSize, EOS: s.Profile.EOS,
 		RecentFinished: 64, // only what a late abort is told (sim ignores it)
@@ -383,15 +411,20 @@ func (c *Cluster) boot(n *Node) {
 	n.Hung = false
 	n.backlog = nil
 	n.draining = false
-	n.active = true
+	n.touch()
+	n.wake = 0
 	if p := n.Core.Producer(); p != nil {
 		p.OnRelease(func(now clock.Instant, l wire.LeaseID, r wire.Reason) {
-			n.active = true
+			n.touch()
 			n.Released[r]++
 			n.ReleasedAt[l] = Release{At: now, Reason: r}
 			c.mix(traceRelease, uint64(l), uint64(r))
 			if (r == wire.ReasonExpired || r == wire.ReasonUnclaimed) && c.waitedFor(n, l, r) {
 				c.EarlyFrees++
+			}
+			if c.fleet != nil {
+				c.fleet.released(now, n, l)
+				delete(c.byLease, leaseKey{n.Name, l})
 			}
 		})
 	}
@@ -430,3 +463,7 @@ func pairKey(a, b transport.Addr) [2]transport.Addr {
 
 // Node returns the node named name.
 func (c *Cluster) Node(name string) *Node { return c.byName[transport.Addr(name)] }
+
+// touch marks that something reached n's core: it is checked after the
+// instant and (sparse driving) driven at the next.
+func (n *Node) touch() { n.active, n.poke = true, true }

@@ -153,10 +153,7 @@ func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
 	s.Prefill, s.Decode = p.Prefill, p.Decode
 	s.Blocks = p.Blocks
 	s.DigestOnly = !opts.FullKV
-	t := xfer.DefaultConfig(opts.Policy)
-	if opts.Policy != xfer.PolicyLegacyTimeout {
-		t = t.WithLease(p.Lease)
-	}
+	t := policyConfig(opts.Policy, p.Lease)
 	t.Fallback = p.Fallback
 	t.MaxWaiting = p.MaxWaiting
 	s.Transfer = t
@@ -199,6 +196,16 @@ func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
 		s.Routing = &rc
 	}
 	return s
+}
+
+// policyConfig is policy pol's transfer configuration with leases of
+// lease (legacy-timeout keeps its fixed timeout).
+func policyConfig(pol xfer.Policy, lease time.Duration) xfer.Config {
+	t := xfer.DefaultConfig(pol)
+	if pol != xfer.PolicyLegacyTimeout {
+		t = t.WithLease(lease)
+	}
+	return t
 }
 
 // drawWorkload submits the clients' requests: arrivals over the first 80%

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/wire"
 )
@@ -38,6 +39,14 @@ func (c *Cluster) crash(n *Node) {
 	c.dropHeld(n.Name)
 	c.Net.Crash(c.Now, n.Name)
 	c.forgetConnsOf(n.Name)
+	if c.fleet != nil && n.Role == engine.RolePrefill {
+		c.fleet.crashed(c.Now, n)
+		for k := range c.byLease {
+			if k.node == n.Name {
+				delete(c.byLease, k)
+			}
+		}
+	}
 	for _, id := range sortedNames(c.Requests) {
 		r := c.Requests[id]
 		if r.Done {
@@ -99,7 +108,7 @@ func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
 			for len(n.backlog) > 0 && !n.Hung && !n.Crashed {
 				pc := n.backlog[0]
 				n.backlog = n.backlog[1:]
-				n.active = true
+				n.touch()
 				pc.fn()
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/transport/memnet"
 	"github.com/kvlease/kvlease/wire"
@@ -24,9 +25,11 @@ func (c *Cluster) drive(n *Node) {
 		if t.Moved {
 			n.active = true
 		}
-		if p := n.Core.Producer(); p != nil {
+		if p := n.Core.Producer(); p != nil && c.checking {
 			// The sweep ran first in Step: nothing due by now may be left
 			// (DESIGN.md: expiry sweeps every lease whose deadline passed).
+			// It looks at every lease: with checkEvery, only at the
+			// instants of the checks.
 			if err := p.CheckDue(c.Now); err != nil {
 				c.violate("%s: %v", n.Name, err)
 			}
@@ -55,6 +58,9 @@ func (c *Cluster) drive(n *Node) {
 // It reports false when the message is certainly not sent (the
 // connection is not open, or it broke on this message).
 func (c *Cluster) send(n *Node, id transport.ConnID, m wire.Message) bool {
+	if c.fleet != nil {
+		c.fleet.heartbeat(m)
+	}
 	f := c.MsgFaults
 	if f.DropProb > 0 && c.faultRng.Float64() < f.DropProb {
 		c.reset(n, id)
@@ -175,6 +181,11 @@ func (c *Cluster) deliver(d memnet.Delivery) {
 		ev.Msg = m
 	}
 	c.mixEvent(ev)
+	if c.fleet != nil && n.Role == engine.RolePrefill {
+		if m, ok := ev.Msg.(*wire.Renew); ok {
+			c.fleet.renewals += uint64(len(m.Leases))
+		}
+	}
 	c.call(n, nil, func() { c.handle(n, ev) })
 }
 

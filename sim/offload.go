@@ -85,7 +85,7 @@ func (c *Cluster) copyLater(n *Node, id uint64, store bool, tier int, blocks []k
 			}
 		}
 		c.mix(traceOffload, id, uint64(k), boolBit(store))
-		n.active = true
+		n.touch()
 		n.Loop.Copied(c.Now, engine.Copied{Store: store, ID: offload.WorkID(id), Blocks: k})
 	}
 	c.At(c.Now.Add(d), done)

@@ -78,7 +78,7 @@ func (p *port) push(ev transport.Event) {
 		delete(p.links, ev.Conn)
 	}
 	p.inbox = append(p.inbox, ev)
-	p.n.active = true
+	p.n.touch()
 }
 
 func (p *port) Poll(buf []transport.Event) []transport.Event {
@@ -179,6 +179,9 @@ func (p *port) send(id transport.ConnID, m wire.Message) bool {
 	if end, ok := m.(*wire.ReadEnd); ok && end.Status == wire.StatusOK {
 		if r := p.c.byLease[leaseKey{p.n.Name, end.Lease}]; r != nil {
 			r.leaseRead = true
+		}
+		if p.c.fleet != nil {
+			p.c.fleet.read(p.c.Now, p.n, end.Lease)
 		}
 		p.c.mix(traceReadEnd, uint64(end.Lease), end.ReadID)
 	}

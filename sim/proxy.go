@@ -18,7 +18,9 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 		panic("sim: duplicate request id " + r.ID)
 	}
 	c.Requests[r.ID] = r
-	c.order = append(c.order, r.ID)
+	if c.fleet == nil { // a fleet forgets its requests once they end
+		c.order = append(c.order, r.ID)
+	}
 	c.At(t, func() {
 		r.SentAt = c.Now
 		c.mix(traceSubmit, hashString(r.ID))
@@ -56,6 +58,9 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 
 // route picks an engine of role for a leg with the proxy's routing policy.
 func (c *Cluster) route(role engine.Role) *Node {
+	if c.fleet != nil {
+		return c.fleetRoute(role)
+	}
 	pick := c.pickD
 	if role == engine.RolePrefill {
 		pick = c.pickP
@@ -218,6 +223,9 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			}
 			// P writes the response now: it reaches a client that is still
 			// there, or it is undelivered.
+			if c.fleet != nil && o.Grant != nil {
+				c.fleet.granted(c.Now, n, o.Grant)
+			}
 			c.legEnd(r)
 			ok := !r.clientGone
 			n.Loop.Delivered(c.Now, r.ID, ok)
@@ -232,6 +240,9 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 				c.byLease[leaseKey{n.Name, g.Lease}] = r
 			}
 			if r.LostAfterPrefill {
+				if c.fleet != nil {
+					c.leftAfterPrefill(r)
+				}
 				continue
 			}
 			c.After(c.Spec.HTTPDelay+r.DecodeLegDelay, func() {
@@ -253,10 +264,13 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			r.Fallback = o.Fallback
 		}
 		if o.Token != model.NoToken {
-			if len(r.Tokens) == 0 {
+			if r.ntok == 0 {
 				r.FirstAt = c.Now
 			}
-			r.Tokens = append(r.Tokens, o.Token)
+			r.ntok++
+			if c.fleet == nil || r.keep {
+				r.Tokens = append(r.Tokens, o.Token)
+			}
 		}
 		if o.Finished {
 			r.Done, r.Status, r.DoneAt = true, o.Status, c.Now

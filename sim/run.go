@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"time"
 
@@ -16,28 +15,61 @@ type event struct {
 	fn  func()
 }
 
+// evHeap is a binary min-heap of events by (at, seq), typed so that a push
+// boxes nothing (container/heap's interface would allocate per event).
+// seq is unique, so the order of pops is fully determined.
 type evHeap []event
 
-func (h evHeap) Len() int { return len(h) }
-func (h evHeap) Less(i, j int) bool {
+func (h evHeap) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
 }
-func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *evHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *evHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
+
+func (h *evHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *evHeap) pop() event {
+	q := *h
+	e := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = event{} // drop the closure
+	q = q[:last]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(q) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(q) && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
 	return e
 }
 
 // At runs fn at instant t (at once if t is not after Now, in order).
 func (c *Cluster) At(t clock.Instant, fn func()) {
 	c.evSeq++
-	heap.Push(&c.events, event{at: clock.Max(t, c.Now), seq: c.evSeq, fn: fn})
+	c.events.push(event{at: clock.Max(t, c.Now), seq: c.evSeq, fn: fn})
 }
 
 // After runs fn d after Now.
@@ -53,7 +85,7 @@ func (c *Cluster) call(n *Node, r *Req, fn func()) bool {
 	case n.Hung:
 		n.backlog = append(n.backlog, pendingCall{r, fn})
 	default:
-		n.active = true
+		n.touch()
 		fn()
 	}
 	return true
@@ -69,7 +101,14 @@ func (c *Cluster) next() clock.Instant {
 		if n.Crashed || n.Hung {
 			continue
 		}
-		t = min(t, n.Loop.NextWake())
+		if !c.sparse {
+			t = min(t, n.Loop.NextWake())
+			continue
+		}
+		if n.poke {
+			return c.Now // poked after its turn at this instant
+		}
+		t = min(t, n.wake)
 	}
 	return t
 }
@@ -124,19 +163,32 @@ func (c *Cluster) RunIdle(limit time.Duration) bool {
 
 // instant does all the work due at Now.
 func (c *Cluster) instant() {
+	c.checking = c.checkEvery <= 0 || c.Now >= c.nextCheck
 	c.deliv = c.Net.Deliver(c.Now, c.deliv[:0])
 	for _, d := range c.deliv {
 		c.deliver(d)
 	}
 	for len(c.events) > 0 && c.events[0].at <= c.Now {
-		e := heap.Pop(&c.events).(event)
+		e := c.events.pop()
 		e.fn()
 	}
 	for _, n := range c.Nodes {
+		if c.sparse {
+			if n.Crashed || n.Hung || (!n.poke && n.wake > c.Now) {
+				continue
+			}
+			n.poke = false
+			c.drive(n)
+			n.wake = n.Loop.NextWake()
+			continue
+		}
 		c.drive(n)
 	}
 	c.flushAll()
-	c.check()
+	if c.checking {
+		c.nextCheck = c.Now.Add(c.checkEvery)
+		c.check()
+	}
 	if c.OnInstant != nil {
 		c.OnInstant(c)
 	}

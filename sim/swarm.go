@@ -43,6 +43,10 @@ type Options struct {
 	// Blocks, when positive, replaces every engine's drawn pool capacity
 	// (small pools put P under memory pressure).
 	Blocks int
+	// Sparse drives, at each instant, only the engines with work (the
+	// fleet's way, fleet.go) instead of every engine; the checks stay on
+	// every instant. The swarm with and without it must pass alike.
+	Sparse bool
 	// Profile, when set, is used instead of a profile drawn from the seed
 	// (the policy report's StandardFaults); the workload and the instants
 	// of the faults are still drawn from the seed.
@@ -303,6 +307,9 @@ func ReplayCommand(seed uint64, opts Options) string {
 	if opts.Blocks > 0 {
 		cmd += fmt.Sprintf(" --blocks %d", opts.Blocks)
 	}
+	if opts.Sparse {
+		cmd += " --sparse"
+	}
 	if opts.SafetyPhase > 0 && opts.SafetyPhase != defaultSafetyPhase {
 		cmd += " --safety-phase " + opts.SafetyPhase.String()
 	}
@@ -352,6 +359,7 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	c.MsgFaults = prof.Msg
 	c.AbortBothLegs = prof.AbortBothLegs
 	c.StopOnViolation = true
+	c.sparse = opts.Sparse
 
 	reqs := drawWorkload(c, workRng, prof, opts)
 	res.Requests = len(reqs)

@@ -165,3 +165,17 @@ func TestSwarmFailureNamesSeedAndReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestSwarmSparse runs swarm seeds with sparse driving, the fleet's: an
+// engine driven only when it has work must behave as one driven at every
+// instant (every invariant and the oracle hold).
+func TestSwarmSparse(t *testing.T) {
+	n := max(swarmSeeds()/3, 10)
+	for i := range n {
+		for _, pol := range []xfer.Policy{xfer.PolicyLease, xfer.PolicyVLLM} {
+			if _, err := RunSeed(*seedFlag+uint64(i), Options{Policy: pol, Sparse: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

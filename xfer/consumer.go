@@ -176,6 +176,11 @@ type peer struct {
 	handshakeBy clock.Instant
 	// mark == Consumer.markGen: the peer has pulls (NextDeadline).
 	mark uint64
+	// pulls == Consumer.tickGen: the peer has pulls; unsent ==
+	// Consumer.tickGen: one of them is a read not sent yet. Tick sets both
+	// for every peer in one pass over the queue, so that each peer's tick
+	// need not scan it.
+	pulls, unsent uint64
 }
 
 // Consumer is D's side of the transfer. Pure; not safe for concurrent use.
@@ -200,6 +205,10 @@ type Consumer struct {
 	stats   ConsumerStats
 	hashes  []kvblock.Hash
 	hitBuf  []kvblock.BlockID
+	// sorted are the peers in the order of addrs (a new slice with it).
+	sorted []*peer
+	// tickGen numbers Tick's passes (peer.pulls, peer.unsent).
+	tickGen uint64
 	// addrs caches peerAddrs (nil: sort again); markGen numbers
 	// NextDeadline's marking of the peers that have pulls.
 	addrs   []string
@@ -352,8 +361,18 @@ func (c *Consumer) Tick(now clock.Instant, admit bool) {
 			}
 		}
 	}
-	for _, addr := range c.peerAddrs() {
-		c.tickPeer(now, c.peers[addr])
+	// A peer's tick changes only its own pulls: the marks stay true for
+	// the peers after it.
+	c.tickGen++
+	for _, p := range c.queue {
+		p.peer.pulls = c.tickGen
+		if p.state == pullReading && !p.sent && !p.aborted {
+			p.peer.unsent = c.tickGen
+		}
+	}
+	c.peerAddrs()
+	for _, pr := range c.sorted {
+		c.tickPeerMarked(now, pr, pr.pulls == c.tickGen, pr.unsent == c.tickGen)
 	}
 	if len(c.failing) > 0 {
 		c.pruneFailing(now)
@@ -376,6 +395,10 @@ func (c *Consumer) peerAddrs() []string {
 	}
 	sort.Strings(addrs)
 	c.addrs = addrs
+	c.sorted = make([]*peer, len(addrs))
+	for i, a := range addrs {
+		c.sorted[i] = c.peers[a]
+	}
 	return addrs
 }
 
@@ -426,17 +449,27 @@ func (c *Consumer) newRead(p *pull) {
 }
 
 func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
+	var pulls, unsent bool
+	for _, p := range c.queue {
+		if p.peer == pr {
+			pulls = true
+			if p.state == pullReading && !p.sent && !p.aborted {
+				unsent = true
+				break
+			}
+		}
+	}
+	c.tickPeerMarked(now, pr, pulls, unsent)
+}
+
+// tickPeerMarked is tickPeer given whether pr has pulls and whether one
+// of them is a read not sent yet.
+func (c *Consumer) tickPeerMarked(now clock.Instant, pr *peer, pulls, unsent bool) {
 	if pr.state != peerUp {
 		// Notices past their deadline are dropped: P has expired the lease.
 		c.dropNotices(now, pr)
 	}
-	wants := len(pr.releases) > 0
-	for _, p := range c.queue {
-		if p.peer == pr {
-			wants = true
-			break
-		}
-	}
+	wants := len(pr.releases) > 0 || pulls
 	switch pr.state {
 	case peerHello, peerAuth:
 		if now >= pr.handshakeBy {
@@ -461,9 +494,11 @@ func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
 	}
 	// Reads waiting for the connection (a snapshot: a read with nothing to
 	// fetch completes and leaves the queue).
-	for _, p := range c.pullsOf(pr) {
-		if p.state == pullReading && !p.sent && !p.aborted {
-			c.sendRead(now, pr, p)
+	if unsent {
+		for _, p := range c.pullsOf(pr) {
+			if p.state == pullReading && !p.sent && !p.aborted {
+				c.sendRead(now, pr, p)
+			}
 		}
 	}
 	if c.cfg.Heartbeats() && now >= pr.heartbeat {

@@ -46,6 +46,7 @@ type simFlags struct {
 	offload   string
 	spill     string
 	blocks    int
+	sparse    bool
 }
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,11 +65,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		strings.Join(offload.PolicyNames, ", ")+"); empty: drawn, one seed in four")
 	fs.StringVar(&f.spill, "lease-spill", "", "with offload tiers: the lease spill policy of every seed ("+strings.Join(offload.LeaseSpillNames, ", ")+"); empty: drawn")
 	fs.IntVar(&f.blocks, "blocks", 0, "every engine's pool capacity in blocks (0: drawn from the seed)")
-	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "with --seeds: seeds run at once (each seed runs in one goroutine)")
+	fs.BoolVar(&f.sparse, "sparse", false, "drive only the engines with work at each instant, as --fleet does (checks stay on every instant)")
+	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "with --seeds: seeds run at once (each seed runs in one goroutine); with --fleet: policies run at once")
 	fs.BoolVar(&f.keepGoing, "keep-going", false, "with --seeds: run every seed, whatever fails")
 	fs.DurationVar(&f.progress, "progress", 2*time.Second, "with --seeds: wall time between progress lines on stderr (0: none)")
 	fs.BoolVar(&f.report, "report", false, "run the standard fault mix (sim.StandardFaults) under lease, vllm, vllm-lease and legacy-timeout and print a table")
 	fs.StringVar(&f.jsonOut, "json", "", "with --report: also write the report as JSON to this file (- for stdout)")
+	fleet := addFleetFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -101,12 +104,22 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case f.report && f.seeds > 0:
 		return errors.New("--report and --seeds: give one of them")
 	case f.report && (set["policy"] || set["no-faults"] || set["full-kv"] || set["safety-phase"] || set["liveness-limit"] || set["offload"] ||
-		set["lease-spill"] || set["blocks"]):
+		set["lease-spill"] || set["blocks"] || set["sparse"]):
 		return errors.New("--report runs every policy on the standard mix: give it only --seed, --requests and --json")
 	case f.jsonOut != "" && !f.report:
 		return errors.New("--json needs --report")
+	case fleet.on && (f.report || f.seeds > 0 || set["policy"] || set["no-faults"] || set["full-kv"] || set["requests"] ||
+		set["safety-phase"] || set["liveness-limit"] || set["offload"] || set["keep-going"] || set["sparse"] || set["lease-spill"] || set["blocks"]):
+		return errors.New("--fleet runs its own workload under --policies: give it only --seed, --workers and the fleet flags")
+	}
+	pols, err := fleet.validate(set)
+	if err != nil {
+		return err
 	}
 	switch {
+	case fleet.on:
+		fleet.opts.Seed = f.seed
+		return simFleet(ctx, fleet, pols, f.workers, stdout, stderr)
 	case f.report:
 		return simReport(ctx, f, stdout)
 	case f.seeds > 0:
@@ -125,7 +138,7 @@ func policyNames() string {
 
 func (f simFlags) options() sim.Options {
 	return sim.Options{Policy: f.policy, FullKV: f.fullKV, Requests: f.requests, NoFaults: f.noFaults,
-		SafetyPhase: f.safety, LivenessLimit: f.liveness, Offload: f.offload, LeaseSpill: f.spill, Blocks: f.blocks}
+		SafetyPhase: f.safety, LivenessLimit: f.liveness, Offload: f.offload, LeaseSpill: f.spill, Blocks: f.blocks, Sparse: f.sparse}
 }
 
 // simReplay runs one seed and prints what it did.
