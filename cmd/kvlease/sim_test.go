@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -163,4 +165,69 @@ func TestSimReportIsTheSwarmsCode(t *testing.T) {
 	if mix.Rate != std.Rate || mix.AbortShare != std.AbortShare || len(std.Script) != 1 || mix.CrashAt != std.Script[0].At {
 		t.Errorf("demo's default mix %+v is not sim.StandardFaults %+v", mix, std)
 	}
+}
+
+func TestSimFleetFlagsAreValidated(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--prefill", "4"}, "--fleet"},
+		{[]string{"sim", "--fleet", "--report"}, "--fleet"},
+		{[]string{"sim", "--fleet", "--policy", "vllm"}, "--fleet"},
+		{[]string{"sim", "--fleet", "--policies", "lease,forever"}, "--policies"},
+		{[]string{"sim", "--fleet", "--decode", "0"}, "--decode"},
+		{[]string{"sim", "--fleet", "--duration", "-1s"}, "--duration"},
+		{[]string{"sim", "--fleet", "--rate", "0"}, "--rate"},
+		{[]string{"sim", "--fleet", "--crashes-per-hour", "-1"}, "--crashes-per-hour"},
+		{[]string{"sim", "--fleet", "--rate", "1", "--aborts-per-hour", "4000"}, "--aborts-per-hour"},
+	} {
+		code, _, stderr := runCmd(t, tc.args...)
+		if code != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q: want 1 and a message naming %s", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestSimFleet(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"sim", "--fleet", "--prefill", "2", "--decode", "8", "--rate", "28", "--duration", "1m",
+		"--crashes-per-hour", "60", "--partitions-per-hour", "60", "--policies", "lease,legacy-timeout", "--out", dir}
+	code, stdout, stderr := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"fleet: 2 prefill × 8 decode engines", "lease", "legacy-timeout", "heartbeats per P",
+		"P's lease releases by reason", "fleet.json", "fleet-stranded.png"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "fleet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []fleetRun
+	if err := json.Unmarshal(b, &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].Policy != "lease" || runs[1].Policy != "legacy-timeout" || len(runs[0].Result.Series) != 6 {
+		t.Fatalf("fleet.json: %+v", runs)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "fleet-stranded.png")); err != nil || st.Size() == 0 {
+		t.Fatalf("plot: %v", err)
+	}
+	// The table is the same whatever the number of workers.
+	_, again, _ := runCmd(t, append(args[:len(args)-2], "--workers", "1")...)
+	if table(again) != table(stdout) {
+		t.Errorf("one worker:\n%s\ntwo:\n%s", again, stdout)
+	}
+}
+
+// table is the fleet output up to the wall time line.
+func table(s string) string {
+	if i := strings.Index(s, "\n2 policies in"); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
