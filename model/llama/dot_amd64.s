@@ -114,6 +114,8 @@ TEXT ·dotF32x8AVX2(SB), 0, $512-48
 	LEAQ (DX)(DX*2), R8
 	LEAQ (DX)(DX*4), R9
 	LEAQ (R8)(DX*4), R10
+	MOVQ DX, R14
+	SHLQ $4, R14
 
 f8row:
 	LEAQ 0(DI), AX
@@ -177,6 +179,8 @@ f8pass0:
 	VXORPS Y7, Y7, Y7
 
 f8pass1:
+	PREFETCHT1 (CX)(R14*1) // sixteen rows ahead, into L2
+	PREFETCHT1 64(CX)(R14*1)
 	VMOVUPS (CX), Y8
 	VMULPS  (AX), Y8, Y9
 	VADDPS  Y9, Y0, Y0
@@ -406,6 +410,8 @@ TEXT ·dotF32x4AVX2(SB), 0, $256-48
 	LEAQ (DX)(DX*2), R8
 	LEAQ (DX)(DX*4), R9
 	LEAQ (R8)(DX*4), R10
+	MOVQ DX, R14
+	SHLQ $4, R14
 
 f4row:
 	LEAQ 0(DI), AX
@@ -449,6 +455,8 @@ f4pass0:
 	VXORPS Y3, Y3, Y3
 
 f4pass1:
+	PREFETCHT1 (CX)(R14*1) // sixteen rows ahead, into L2
+	PREFETCHT1 64(CX)(R14*1)
 	VMOVUPS (CX), Y8
 	VMULPS  (AX), Y8, Y9
 	VADDPS  Y9, Y0, Y0
@@ -583,6 +591,8 @@ TEXT ·dotQ8x8AVX2(SB), NOSPLIT, $0-48
 	MOVQ rows+8(FP), BX
 	MOVQ nblocks+16(FP), DX
 	IMUL3Q $34, DX, SI // row stride in bytes
+	MOVQ SI, R14
+	SHLQ $4, R14
 	SHLQ $7, DX // vector stride in bytes
 	MOVQ x+24(FP), DI
 	MOVQ out+32(FP), R12
@@ -606,6 +616,7 @@ q8row:
 
 q8block:
 	PREFETCHT0   (CX)(SI*1) // the next row
+	PREFETCHT1   (CX)(R14*1) // sixteen rows ahead, into L2
 	VPBROADCASTW (CX), X12
 	VCVTPH2PS    X12, Y12 // d in every lane
 	VPMOVSXBD    2(CX), Y8
@@ -773,6 +784,8 @@ TEXT ·dotQ8x4AVX2(SB), NOSPLIT, $0-48
 	MOVQ rows+8(FP), BX
 	MOVQ nblocks+16(FP), DX
 	IMUL3Q $34, DX, SI // row stride in bytes
+	MOVQ SI, R14
+	SHLQ $4, R14
 	SHLQ $7, DX // vector stride in bytes
 	MOVQ x+24(FP), DI
 	MOVQ out+32(FP), R12
@@ -792,6 +805,7 @@ q4row:
 
 q4block:
 	PREFETCHT0   (CX)(SI*1) // the next row
+	PREFETCHT1   (CX)(R14*1) // sixteen rows ahead, into L2
 	VPBROADCASTW (CX), X12
 	VCVTPH2PS    X12, Y12 // d in every lane
 	VPMOVSXBD    2(CX), Y8
