@@ -34,7 +34,18 @@ func spillSpec(pol offload.LeaseSpillPolicy, pBlocks int) Spec {
 // early, and — the simulator checks it at every block P sends — no read
 // streams a block whose primary copy its lease let go.
 func TestS26LeaseSpill(t *testing.T) {
+	for _, fail := range []float64{0, 0.3} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) { s26LeaseSpill(t, fail) })
+	}
+}
+
+// s26LeaseSpill runs S26 with offload copies failing part way with
+// probability fail: a failed spill store leaves the lease in the pool, a
+// failed restore ends its read READ_END internal and D retries (or, out of
+// attempts, recomputes); every answer is still the single engine's.
+func s26LeaseSpill(t *testing.T, fail float64) {
 	spec := spillSpec(offload.LeaseSpillPressure, 48)
+	spec.OffloadFailProb = fail
 	spec.DecodeSched = spec.Sched
 	spec.DecodeSched.MaxNumSeqs = 1
 	spec.DecodeSched.MaxNumBatchedTokens = 4096
@@ -48,22 +59,22 @@ func TestS26LeaseSpill(t *testing.T) {
 	}
 	settle(t, c, 2*time.Minute)
 	for _, r := range rs {
-		if !r.Done || r.Error != "" || !r.Pulled {
+		if !r.Done || r.Error != "" || (fail == 0 && !r.Pulled) {
 			t.Errorf("%s: done %v error %q pulled %v fallback %v", r.ID, r.Done, r.Error, r.Pulled, r.Fallback)
 		}
 	}
 	p := c.Node("p0")
 	st := p.Core.Offload().Stats()
 	ps := p.Core.Producer().Stats()
-	if ps.SpilledBlocks == 0 || st.LeaseRestoreLoadedBlocks == 0 {
-		t.Fatalf("spilled %d blocks, restored %d from the tier (%d from the pool): the scenario did not happen",
-			ps.SpilledBlocks, st.LeaseRestoreLoadedBlocks, st.LeaseRestoreHitBlocks)
+	if ps.SpilledBlocks == 0 || st.LeaseRestoreLoadedBlocks == 0 || (fail > 0 && st.LeaseSpillFailedBlocks+st.LeaseRestoreFailures == 0) {
+		t.Fatalf("spilled %d blocks, restored %d from the tier (%d from the pool), %d spill blocks and %d restores failed: the scenario did not happen",
+			ps.SpilledBlocks, st.LeaseRestoreLoadedBlocks, st.LeaseRestoreHitBlocks, st.LeaseSpillFailedBlocks, st.LeaseRestoreFailures)
 	}
 	if c.EarlyFrees != 0 {
 		t.Errorf("%d leases freed early", c.EarlyFrees)
 	}
-	t.Logf("spilled %d blocks of %d leases; restored %d leases: %d blocks loaded from the tier, %d still in the pool",
-		ps.SpilledBlocks, ps.SpilledLeases, ps.RestoredLeases, st.LeaseRestoreLoadedBlocks, st.LeaseRestoreHitBlocks)
+	t.Logf("spilled %d blocks of %d leases; restored %d leases: %d blocks loaded from the tier, %d still in the pool; failed: %d spill blocks, %d restores",
+		ps.SpilledBlocks, ps.SpilledLeases, ps.RestoredLeases, st.LeaseRestoreLoadedBlocks, st.LeaseRestoreHitBlocks, st.LeaseSpillFailedBlocks, st.LeaseRestoreFailures)
 }
 
 // TestLeaseSpillSwarm runs swarm seeds with offload tiers, small pools
