@@ -25,6 +25,23 @@ func init() {
 	})
 }
 
+// startCPUProfile writes a CPU profile of this process to path until the
+// returned function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 // benchFlags maps bench.Config fields to the flags that set them, so that a
 // bad value is reported under the name the user typed.
 var benchFlags = map[string]string{
@@ -152,15 +169,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	var res *bench.Result
 	var err error

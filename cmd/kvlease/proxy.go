@@ -28,6 +28,8 @@ type proxyFlags struct {
 	addr  string
 	drain time.Duration
 	cfg   proxy.Config
+	// cpuProfile is where to write a CPU profile of the proxy ("": none).
+	cpuProfile string
 }
 
 func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
@@ -49,6 +51,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 		"default "+apiKeyEnv+" or "+vllmAPIKeyEnv+"); /health and /metrics stay open")
 	fs.StringVar(&cfg.EngineAPIKey, "engine-api-key", "", "key presented to the engines (their --api-key) instead of forwarding the client's Authorization header")
 	drain := fs.Duration("drain-timeout", 5*time.Second, "on SIGTERM, time given to requests in flight before they are aborted")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file, from start to shutdown")
 	if err := parseFlags(fs, args); err != nil {
 		return proxyFlags{}, err
 	}
@@ -87,7 +90,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 	if err := cfg.Validate(); err != nil {
 		return proxyFlags{}, err
 	}
-	return proxyFlags{addr: net.JoinHostPort(*host, strconv.Itoa(*port)), drain: *drain, cfg: cfg}, nil
+	return proxyFlags{addr: net.JoinHostPort(*host, strconv.Itoa(*port)), drain: *drain, cfg: cfg, cpuProfile: *cpuProfile}, nil
 }
 
 // engineURLs parses a comma-separated list of engine base URLs.
@@ -131,6 +134,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	px, err := proxy.New(f.cfg)
 	if err != nil {
 		return err
+	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer stop()
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
