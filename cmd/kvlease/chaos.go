@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kvlease/kvlease/internal/chaos"
@@ -35,6 +37,7 @@ func parseChaosFlags(args []string, stderr io.Writer) (chaosOptions, error) {
 	fs.IntVar(&o.cfg.Workers, "workers", 4, "clients, each with one request in flight through the proxy")
 	fs.DurationVar(&o.cfg.Harness.Lease, "kv-lease", 3*time.Second, "the engines' --kv-lease; fault durations scale with it")
 	fs.IntVar(&o.cfg.Harness.Decode, "decode", 2, "decode engines (one prefill engine)")
+	faults := fs.String("faults", "", "comma-separated fault kinds to draw from (default: all): "+strings.Join(chaos.FaultKinds, ", "))
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the engines' and the proxy's logs (default: a temporary one, removed)")
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
@@ -48,6 +51,15 @@ func parseChaosFlags(args []string, stderr io.Writer) (chaosOptions, error) {
 		return o, errors.New("--kv-lease: want at least 1s (the faults are drawn around it)")
 	case o.cfg.Harness.Decode < 1 || o.cfg.Harness.Decode > chaos.MaxNodes/2:
 		return o, fmt.Errorf("--decode: want 1..%d", chaos.MaxNodes/2)
+	}
+	if *faults != "" {
+		for _, k := range strings.Split(*faults, ",") {
+			k = strings.TrimSpace(k)
+			if !slices.Contains(chaos.FaultKinds, k) {
+				return o, fmt.Errorf("--faults: no fault kind %q; want some of %s", k, strings.Join(chaos.FaultKinds, ", "))
+			}
+			o.cfg.Kinds = append(o.cfg.Kinds, k)
+		}
 	}
 	o.cfg.Harness.LogDir = o.logDir
 	return o, nil

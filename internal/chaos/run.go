@@ -23,6 +23,9 @@ type RunConfig struct {
 	Seed     uint64
 	Duration time.Duration // of the fault phase
 	Workers  int           // clients, each with one request in flight
+	// Kinds are the fault kinds drawn from, each as likely; nil is
+	// FaultKinds.
+	Kinds []string
 	// Log receives one line per fault as it starts and heals.
 	Log io.Writer
 }
@@ -111,6 +114,15 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		cfg.Harness.Decode = 2
 	}
 	cfg.Harness.Seed = cfg.Seed
+	kinds := cfg.Kinds
+	if len(kinds) == 0 {
+		kinds = FaultKinds
+	}
+	for _, k := range kinds {
+		if !slices.Contains(FaultKinds, k) {
+			return nil, fmt.Errorf("chaos: no fault kind %q (kinds: %s)", k, strings.Join(FaultKinds, ", "))
+		}
+	}
 	h, err := Start(ctx, cfg.Harness)
 	if err != nil {
 		return nil, err
@@ -132,7 +144,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		if err := sleep(ctx, lease/2+time.Duration(rng.Int64N(int64(lease)))); err != nil {
 			break
 		}
-		f, err := inject(ctx, h, rng, begin, cfg.Log)
+		f, err := inject(ctx, h, rng, kinds, begin, cfg.Log)
 		if err != nil {
 			runErr = err
 			break
@@ -174,14 +186,14 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 }
 
 // inject draws one fault, applies it, holds it and heals it.
-func inject(ctx context.Context, h *Harness, rng *rand.Rand, begin time.Time, log io.Writer) (Fault, error) {
+func inject(ctx context.Context, h *Harness, rng *rand.Rand, kinds []string, begin time.Time, log io.Writer) (Fault, error) {
 	lease := h.Lease()
 	grace := lease / 15
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	decodes := h.Cluster.URLs(proxy.RoleDecode)
 	dName := fmt.Sprintf("decode%d", rng.IntN(len(decodes)))
 	P, D := h.Node("prefill0"), h.Node(dName)
-	f := Fault{Kind: FaultKinds[rng.IntN(len(FaultKinds))]}
+	f := Fault{Kind: kinds[rng.IntN(len(kinds))]}
 	var apply, heal func() error
 	healLinks := func() error { return errors.Join(h.Net.Heal(ctx, P), h.Net.Heal(ctx, D)) }
 	restart := func(name string) func() error {
