@@ -74,7 +74,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	fs.Float64Var(&o.invalidRate, "invalid-rate", 0.1, "share of requests invalid for the decode engine only (min_tokens > max_tokens): rejected after their prefill")
 	fs.IntVar(&o.decodeSeqs, "decode-max-num-seqs", 4, "each decode engine's batch: below the load, so that requests wait in the decode queues")
 	fs.IntVar(&o.prefillBlocks, "prefill-num-blocks", 512, "the prefill engine's KV blocks (16 tokens each): room for the load, not for much stranded KV")
-	policies := fs.String("policies", "lease,vllm-lease,legacy-timeout", "release policies to compare, comma-separated (vllm too: vLLM's merged design)")
+	policies := fs.String("policies", "lease,vllm,vllm-lease,legacy-timeout", "release policies to compare, comma-separated")
 	o.model = addModelFileFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
@@ -260,7 +260,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "%-14s leases released: %s\n", r.Policy, releasedText(r.Released))
 	}
 	fmt.Fprintln(stdout, "\nunread lease block-seconds: KV memory a prefill engine held for requests nobody read (stranded).")
-	fmt.Fprintf(stdout, "goodput: completed requests per second with TTFT ≤ %v. Leases: %v for lease and vllm-lease, %v for legacy-timeout\n",
+	fmt.Fprintf(stdout, "goodput: completed requests per second with TTFT ≤ %v. Leases: %v for lease, vllm and vllm-lease, %v for legacy-timeout\n",
 		demoSLOTTFT, o.kvLease, o.legacyTimeout)
 	fmt.Fprintln(stdout, "(production defaults 30s and 480s: stranded block-seconds grow with them).")
 
@@ -318,7 +318,7 @@ func printDemoIntro(w io.Writer, o *demoOptions) {
 	fmt.Fprintf(w, "  faults: %.0f%% of requests abandoned by their client (within %v of sending, or mid-stream);\n", o.abortRate*100, demoAbortMaxDelay)
 	fmt.Fprintf(w, "    %.0f%% invalid for the decode engine only (rejected after their prefill); decode0 killed (SIGKILL) at %.0f%% of the run, restarted at %.0f%%\n",
 		o.invalidRate*100, demoCrashAt*100, demoBackAt*100)
-	fmt.Fprintf(w, "  shortened so that the demo fits a minute: lease and vllm-lease run with --kv-lease %v (default 30s),\n", o.kvLease)
+	fmt.Fprintf(w, "  shortened so that the demo fits a minute: lease, vllm and vllm-lease run with --kv-lease %v (default 30s),\n", o.kvLease)
 	fmt.Fprintf(w, "    legacy-timeout with a %v timeout (vLLM's: 480s)\n\n", o.legacyTimeout)
 }
 

@@ -128,7 +128,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	// One table row per policy of the demo's default --policies, every
 	// output verified, nothing held.
-	for _, p := range []xfer.Policy{xfer.PolicyLease, xfer.PolicyVLLMLease, xfer.PolicyLegacyTimeout} {
+	for _, p := range xfer.Policies {
 		var row []string
 		for _, line := range strings.Split(text, "\n") {
 			if f := strings.Fields(line); len(f) > 0 && f[0] == p.String() && len(f) >= 12 {
@@ -153,7 +153,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Policies) != 3 {
+	if len(rep.Policies) != len(xfer.Policies) {
 		t.Fatalf("%d policies in %s", len(rep.Policies), demoJSON)
 	}
 	for _, r := range rep.Policies {
