@@ -33,16 +33,23 @@ func dotQ8(raw []byte, x []float32) float32 {
 func dotF32x8AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
 
 //go:noescape
+func dotF32x1AVX2(w *float32, rows, n int, x *float32, out *float32)
+
+//go:noescape
 func dotF32x4AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
 
 //go:noescape
 func dotQ8x8AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
 
 //go:noescape
+func dotQ8x1AVX2(raw *byte, rows, nblocks int, x *float32, out *float32)
+
+//go:noescape
 func dotQ8x4AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
 
 // mulF32 is mulF32Generic, register-blocked: each row of w is loaded once
-// for eight (then four) vectors of x at a time. The kernels check nothing,
+// for eight (then four) vectors of x at a time; the rest one vector at a
+// time, with the rows prefetched ahead. The kernels check nothing,
 // so the bounds are checked here, before they run.
 func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int) {
 	rows := len(w) / cols
@@ -59,9 +66,7 @@ func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int
 		dotF32x4AVX2(&w[0], rows, cols, &x[r*cols], &out[r*stride], stride)
 	}
 	for ; r < n; r++ {
-		for i := 0; i < rows; i++ {
-			out[r*stride+i] = dot32AVX2(&w[i*cols], &x[r*cols], cols)
-		}
+		dotF32x1AVX2(&w[0], rows, cols, &x[r*cols], &out[r*stride])
 	}
 }
 
@@ -84,9 +89,7 @@ func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) 
 		dotQ8x4AVX2(&raw[0], rows, nb, &x[r*cols], &out[r*stride], stride)
 	}
 	for ; r < n; r++ {
-		for i := 0; i < rows; i++ {
-			out[r*stride+i] = dotQ8AVX2(&raw[i*rb], &x[r*cols], nb)
-		}
+		dotQ8x1AVX2(&raw[0], rows, nb, &x[r*cols], &out[r*stride])
 	}
 }
 

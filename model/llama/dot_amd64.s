@@ -1033,3 +1033,124 @@ wsloop:
 	JNZ     wschunk
 	VZEROUPPER
 	RET
+
+// func dotF32x1AVX2(w *float32, rows, n int, x *float32, out *float32)
+//
+// out[i] = row i of w (rows rows of n floats, n a positive multiple of 32)
+// times x, each row as dot32AVX2 computes it; the row loop is here, so
+// that the next rows are prefetched while this one is summed (one vector
+// is bound by the weights' stream from memory).
+TEXT ·dotF32x1AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rows+8(FP), BX
+	MOVQ n+16(FP), DX
+	SHLQ $2, DX
+	MOVQ x+24(FP), DI
+	MOVQ out+32(FP), R12
+	MOVQ DX, R14
+	SHLQ $4, R14
+
+x1row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   DI, AX
+	MOVQ   DX, CX
+
+x1loop:
+	PREFETCHT0 (SI)(DX*2) // two rows ahead
+	PREFETCHT0 64(SI)(DX*2)
+	PREFETCHT1 (SI)(R14*1) // sixteen rows ahead, into L2
+	PREFETCHT1 64(SI)(R14*1)
+	VMOVUPS    (SI), Y4
+	VMULPS     (AX), Y4, Y4
+	VADDPS     Y4, Y0, Y0
+	VMOVUPS    32(SI), Y5
+	VMULPS     32(AX), Y5, Y5
+	VADDPS     Y5, Y1, Y1
+	VMOVUPS    64(SI), Y6
+	VMULPS     64(AX), Y6, Y6
+	VADDPS     Y6, Y2, Y2
+	VMOVUPS    96(SI), Y7
+	VMULPS     96(AX), Y7, Y7
+	VADDPS     Y7, Y3, Y3
+	ADDQ       $128, SI
+	ADDQ       $128, AX
+	SUBQ       $128, CX
+	JNZ        x1loop
+
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R12)
+	ADDQ         $4, R12
+	DECQ         BX
+	JNZ          x1row
+	VZEROUPPER
+	RET
+
+// func dotQ8x1AVX2(raw *byte, rows, nblocks int, x *float32, out *float32)
+//
+// out[i] = Q8_0 row i times x, each row as dotQ8AVX2 computes it, with the
+// row loop here and the next rows prefetched (see dotF32x1AVX2).
+TEXT ·dotQ8x1AVX2(SB), NOSPLIT, $0-40
+	MOVQ   raw+0(FP), SI
+	MOVQ   rows+8(FP), BX
+	MOVQ   nblocks+16(FP), DX
+	MOVQ   x+24(FP), DI
+	MOVQ   out+32(FP), R12
+	IMUL3Q $34, DX, R13 // row stride in bytes
+	MOVQ   R13, R14
+	SHLQ   $4, R14
+
+q1row:
+	VXORPS Y0, Y0, Y0
+	MOVQ   DI, AX
+	MOVQ   DX, CX
+
+q1loop:
+	PREFETCHT0   (SI)(R13*2) // two rows ahead
+	PREFETCHT1   (SI)(R14*1) // sixteen rows ahead, into L2
+	VPBROADCASTW (SI), X7
+	VCVTPH2PS    X7, Y7 // d in every lane
+	VPMOVSXBD    2(SI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       (AX), Y1, Y1
+	VPMOVSXBD    10(SI), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       32(AX), Y2, Y2
+	VPMOVSXBD    18(SI), Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       64(AX), Y3, Y3
+	VPMOVSXBD    26(SI), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       96(AX), Y4, Y4
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VMULPS       Y7, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $34, SI
+	ADDQ         $128, AX
+	DECQ         CX
+	JNZ          q1loop
+
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R12)
+	ADDQ         $4, R12
+	DECQ         BX
+	JNZ          q1row
+	VZEROUPPER
+	RET
