@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
 )
 
 func TestParseSpecRefuses(t *testing.T) {
@@ -254,4 +256,30 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatalf("round trip of %+v: %+v, %v", s, again, err)
 		}
 	})
+}
+
+func TestPlanToTransferFaults(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		p          Plan
+		reason     wire.Reason
+		after      time.Duration
+		refuse     bool
+		stallReads time.Duration
+	}{
+		{Plan{}, 0, 0, false, 0},
+		{Plan{Expire: true, ExpireAfter: 5 * ms}, wire.ReasonExpired, 5 * ms, false, 0},
+		{Plan{Revoke: true, RevokeAfter: 7 * ms, RefuseReads: true}, wire.ReasonAborted, 7 * ms, true, 0},
+		{Plan{Expire: true, ExpireAfter: 9 * ms, Revoke: true, RevokeAfter: 3 * ms}, wire.ReasonAborted, 3 * ms, false, 0},
+		{Plan{Expire: true, ExpireAfter: 3 * ms, Revoke: true, RevokeAfter: 3 * ms, StallBlocks: ms}, wire.ReasonExpired, 3 * ms, false, ms},
+	} {
+		lf := tc.p.LeaseFaults()
+		if lf.EndReason != tc.reason || lf.EndAfter != tc.after || lf.RefuseReads != tc.refuse || lf.StallReads != tc.stallReads {
+			t.Errorf("%+v: %+v", tc.p, lf)
+		}
+	}
+	p := Plan{StopHeartbeats: true, StallPull: 2 * ms, Fallback: true}
+	if pf := p.PullFaults(); pf != (xfer.PullFaults{NoHeartbeats: true, Stall: 2 * ms, Fallback: true}) {
+		t.Errorf("pull faults %+v", pf)
+	}
 }

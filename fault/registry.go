@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/wire"
+	"github.com/kvlease/kvlease/xfer"
 )
 
 // DefaultMaxActive is Registry's default bound on active faults.
@@ -275,4 +277,24 @@ func (p *Plan) apply(s *Spec) {
 	default:
 		panic("fault: a plan for an invalid kind")
 	}
+}
+
+// LeaseFaults are the plan's faults on a prefill leg's lease, for the
+// producer (engine.Request.LeaseFaults). When both an expiry and a
+// revocation hit, the earlier one ends the lease (the expiry on a tie).
+func (p *Plan) LeaseFaults() xfer.LeaseFaults {
+	lf := xfer.LeaseFaults{RefuseReads: p.RefuseReads, StallReads: p.StallBlocks, CorruptReads: p.CorruptReads}
+	switch {
+	case p.Expire && (!p.Revoke || p.ExpireAfter <= p.RevokeAfter):
+		lf.EndReason, lf.EndAfter = wire.ReasonExpired, p.ExpireAfter
+	case p.Revoke:
+		lf.EndReason, lf.EndAfter = wire.ReasonAborted, p.RevokeAfter
+	}
+	return lf
+}
+
+// PullFaults are the plan's faults on a decode leg's pull, for the
+// consumer (xfer.Remote.Faults).
+func (p *Plan) PullFaults() xfer.PullFaults {
+	return xfer.PullFaults{NoHeartbeats: p.StopHeartbeats, Stall: p.StallPull, Fallback: p.Fallback}
 }

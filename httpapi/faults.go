@@ -16,8 +16,6 @@ import (
 
 	"github.com/kvlease/kvlease/fault"
 	"github.com/kvlease/kvlease/openai"
-	"github.com/kvlease/kvlease/wire"
-	"github.com/kvlease/kvlease/xfer"
 )
 
 // FaultsPath is the fault-injection API's endpoint: POST adds a fault, GET
@@ -263,19 +261,12 @@ func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, c *call) b
 		return false
 	}
 	if c.req.RemoteDecode {
-		lf := xfer.LeaseFaults{RefuseReads: p.RefuseReads, StallReads: p.StallBlocks, CorruptReads: p.CorruptReads}
-		switch {
-		case p.Expire && (!p.Revoke || p.ExpireAfter <= p.RevokeAfter):
-			lf.EndReason, lf.EndAfter = wire.ReasonExpired, p.ExpireAfter
-		case p.Revoke:
-			lf.EndReason, lf.EndAfter = wire.ReasonAborted, p.RevokeAfter
-		}
-		c.req.LeaseFaults = lf
+		c.req.LeaseFaults = p.LeaseFaults()
 		c.answerDelay, c.dropAnswer = p.DelayAnswer, p.DropAnswer
 	}
 	if c.req.Remote != nil {
 		// c.remote is the same Remote: a refusal tells P either way.
-		c.req.Remote.Faults = xfer.PullFaults{NoHeartbeats: p.StopHeartbeats, Stall: p.StallPull, Fallback: p.Fallback}
+		c.req.Remote.Faults = p.PullFaults()
 	}
 	return true
 }

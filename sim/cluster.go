@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/fault"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	synth "github.com/kvlease/kvlease/model/synth"
@@ -192,6 +193,9 @@ type Req struct {
 	// answered (a slow or stalled proxy): a leg later than the claim
 	// timeout finds the lease released unclaimed (S25).
 	DecodeLegDelay time.Duration
+	// injected is set once a fault of the fault API (InjectFaults) hit
+	// the request; dropAnswer: P's answer is dropped after the grant.
+	injected, dropAnswer bool
 
 	// P and D are the request's engines; nil ones are chosen by the
 	// proxy's routing policy (Spec.Routing) when it sends the leg.
@@ -288,6 +292,11 @@ type Cluster struct {
 	cands        []*Node
 
 	byLease map[leaseKey]*Req
+	// apiFaults and apiRng decide the fault API's faults (apifaults.go);
+	// nil: none.
+	apiFaults     *fault.Registry
+	apiRng        *rand.Rand
+	injectedKinds map[fault.Kind]int
 	// EarlyFrees counts leases that expired (or went unclaimed) while their
 	// request waited for them at a decoder that was up and could reach P:
 	// memory freed under a reader that still wanted it.
@@ -438,7 +447,7 @@ func (c *Cluster) boot(n *Node) {
 // it yet.
 func (c *Cluster) waitedFor(n *Node, l wire.LeaseID, r wire.Reason) bool {
 	q := c.byLease[leaseKey{n.Name, l}]
-	if q == nil || !q.atD || q.Done || q.Pulled || q.leaseRead || q.Fallback != 0 || q.D.Crashed || q.D.Hung {
+	if q == nil || !q.atD || q.Done || q.Pulled || q.leaseRead || q.Fallback != 0 || q.D.Crashed || q.D.Hung || q.injected {
 		return false
 	}
 	last := max(n.lastFault, q.D.lastFault, c.lastFault[pairKey(n.Name, q.D.Name)])

@@ -22,7 +22,8 @@ import (
 //     READ_END is not OK.
 //   - Any message naming such a lease ends it (now, or when its reads end)
 //     as expired, peer_lost or unclaimed, never for another reason (a
-//     claim that arrives at or after the claim deadline is too late).
+//     claim that arrives at or after the claim deadline is too late) —
+//     or for the reason of an injected end (the fault API) due first.
 //   - No RENEW_ACK carries an ExpiresInMs beyond the policy's maximum
 //     (xfer.Config.MaxExpiresIn): a negative remainder wrapped to ~49 days
 //     would be one.
@@ -155,7 +156,9 @@ func (c *Cluster) checkDueHandled(n *Node, conn transport.ConnID, m wire.Message
 				reason = rel.Reason
 			}
 		}
-		if reason != 0 && reason != wire.ReasonExpired && reason != wire.ReasonPeerLost && reason != wire.ReasonUnclaimed {
+		injected := d.info.FaultReason != 0 && d.info.FaultAt <= min(d.info.Deadline, d.info.LostAt, d.info.ClaimBy)
+		if reason != 0 && reason != wire.ReasonExpired && reason != wire.ReasonPeerLost && reason != wire.ReasonUnclaimed &&
+			!(injected && reason == d.info.FaultReason) {
 			c.violate("%s: %T of lease %d, due at %v, ended it as %s at %v", n.Name, m, d.id, was, reason, c.Now)
 		}
 	}
@@ -178,6 +181,9 @@ func (c *Cluster) checkDueHandled(n *Node, conn transport.ConnID, m wire.Message
 }
 
 // dueAt is when the lease info describes falls due: its deadline, the end
-// of the peer grace after its session was lost, or its claim deadline while
-// no D session has claimed it, whichever is first.
-func dueAt(info xfer.LeaseInfo) clock.Instant { return min(info.Deadline, info.LostAt, info.ClaimBy) }
+// of the peer grace after its session was lost, its claim deadline while
+// no D session has claimed it, or the end an injected fault set (the fault
+// API), whichever is first.
+func dueAt(info xfer.LeaseInfo) clock.Instant {
+	return min(info.Deadline, info.LostAt, info.ClaimBy, info.FaultAt)
+}

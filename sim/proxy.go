@@ -3,6 +3,7 @@ package sim
 import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/fault"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/proxy/route"
 	"github.com/kvlease/kvlease/sched"
@@ -40,13 +41,36 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 				if r.clientGone {
 					return
 				}
-				res, _ := r.P.Loop.Add(c.Now, &engine.Request{
-					ID: r.ID, Prompt: r.Prompt, MaxTokens: 1, Sampling: r.Sampling, SeedSet: r.SeedSet,
-					RemoteDecode: true,
-				})
-				if res != engine.Accepted {
-					c.fail(r, "prefill rejected: "+res.String(), res.HTTPStatus())
+				p := c.decideFaults(r, fault.Request{ID: r.ID, Prefill: true})
+				if p.HTTPStatus > 0 {
+					c.fail(r, "injected http_error", p.HTTPStatus)
+					return
 				}
+				r.dropAnswer = p.DropAnswer
+				r.DecodeLegDelay += p.DelayAnswer
+				add := func() {
+					if r.clientGone {
+						return
+					}
+					res, _ := r.P.Loop.Add(c.Now, &engine.Request{
+						ID: r.ID, Prompt: r.Prompt, MaxTokens: 1, Sampling: r.Sampling, SeedSet: r.SeedSet,
+						RemoteDecode: true, LeaseFaults: p.LeaseFaults(),
+					})
+					if res != engine.Accepted {
+						c.fail(r, "prefill rejected: "+res.String(), res.HTTPStatus())
+					}
+				}
+				if p.Latency > 0 {
+					// The engine's edge holds the request, then hands it
+					// to its core (which may have crashed or hung since).
+					c.After(p.Latency, func() {
+						if !c.call(r.P, r, add) {
+							c.fail(r, "prefill engine crashed", 502)
+						}
+					})
+					return
+				}
+				add()
 			})
 			if !ok {
 				c.unreachable(r.P)
@@ -190,9 +214,36 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 			c.fail(r, "decode rejected: "+r.EdgeReject, 400)
 			return
 		}
-		if res, _ := d.Loop.Add(c.Now, in); res != engine.Accepted {
-			c.fail(r, "decode rejected: "+res.String(), res.HTTPStatus())
+		p := c.decideFaults(r, fault.Request{ID: r.ID, Decode: remote != nil})
+		if st := max(p.HTTPStatus, p.RejectStatus); st > 0 {
+			d.Loop.Reject(c.Now, remote)
+			c.fail(r, "injected rejection", st)
+			return
 		}
+		if remote != nil {
+			remote.Faults = p.PullFaults()
+		}
+		add := func() {
+			if r.clientGone || r.Done {
+				d.Loop.Reject(c.Now, remote) // the client left during the latency
+				return
+			}
+			if res, _ := d.Loop.Add(c.Now, in); res != engine.Accepted {
+				c.fail(r, "decode rejected: "+res.String(), res.HTTPStatus())
+			}
+		}
+		if p.Latency > 0 {
+			c.After(p.Latency, func() {
+				if !c.call(d, r, add) {
+					c.fail(r, "decode engine crashed", 502)
+					if g != nil {
+						c.releaseAtP(r)
+					}
+				}
+			})
+			return
+		}
+		add()
 	})
 	if !ok {
 		c.unreachable(d)
@@ -227,8 +278,11 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 				c.fleet.granted(c.Now, n, o.Grant)
 			}
 			c.legEnd(r)
-			ok := !r.clientGone
+			ok := !r.clientGone && !r.dropAnswer
 			n.Loop.Delivered(c.Now, r.ID, ok)
+			if r.dropAnswer && !r.clientGone {
+				c.fail(r, "injected drop_response", 502)
+			}
 			if !ok {
 				continue
 			}

@@ -47,6 +47,11 @@ type Options struct {
 	// fleet's way, fleet.go) instead of every engine; the checks stay on
 	// every instant. The swarm with and without it must pass alike.
 	Sparse bool
+	// APIFaults injects the fault API's faults (package fault) during
+	// the safety phase: each kind with probability one half, hitting a
+	// share of the requests it applies to, drawn from a source of the seed
+	// of its own (the seed's other draws stay as they were).
+	APIFaults bool
 	// Profile, when set, is used instead of a profile drawn from the seed
 	// (the policy report's StandardFaults); the workload and the instants
 	// of the faults are still drawn from the seed.
@@ -278,6 +283,10 @@ type Result struct {
 	HeldAtEnd  int
 	Mismatches int
 
+	// Injected counts the fault API's faults that hit requests, by kind
+	// (Options.APIFaults).
+	Injected map[string]int
+
 	// Failures lists every invariant violation, liveness failure and
 	// output mismatch (empty when the seed passed).
 	Failures []string
@@ -303,6 +312,9 @@ func ReplayCommand(seed uint64, opts Options) string {
 	}
 	if opts.LeaseSpill != "" {
 		cmd += " --lease-spill " + opts.LeaseSpill
+	}
+	if opts.APIFaults {
+		cmd += " --api-faults"
 	}
 	if opts.Blocks > 0 {
 		cmd += fmt.Sprintf(" --blocks %d", opts.Blocks)
@@ -366,8 +378,20 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	end := clock.Instant(opts.SafetyPhase)
 	down := scheduleFaults(c, faultRng, prof, end)
 
+	if opts.APIFaults && !opts.NoFaults {
+		frng := rand.New(rand.NewPCG(seed, 0x6661756c7473))
+		c.InjectFaults(drawAPIFaults(frng, prof.Lease), frng)
+	}
+
 	// Safety phase.
 	c.RunUntil(end)
+	c.InjectFaults(nil, nil) // the liveness phase is fault-free
+	for k, n := range c.FaultsInjected() {
+		if res.Injected == nil {
+			res.Injected = map[string]int{}
+		}
+		res.Injected[k.String()] = n
+	}
 	if len(c.Violations) > 0 {
 		res.SimTime = time.Duration(c.Now)
 		res.Failures = append(res.Failures, c.Violations...)

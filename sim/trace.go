@@ -66,6 +66,7 @@ const (
 	traceExit
 	traceReset
 	traceOffload
+	traceInjected
 )
 
 func (c *Cluster) mix(vals ...uint64) {

@@ -499,11 +499,15 @@ type LeaseInfo struct {
 	LostAt clock.Instant
 	// ClaimBy is when the lease goes as unclaimed (clock.Never once a D
 	// session claimed it, or without a claim deadline).
-	ClaimBy   clock.Instant
-	Session   SessionID
-	Reads     int         // reads in flight (pins)
-	Pending   wire.Reason // a release decided while pinned, or 0
-	Delivered bool
+	ClaimBy clock.Instant
+	// FaultAt is when an injected fault ends the lease with FaultReason
+	// (LeaseFaults; clock.Never without one).
+	FaultAt     clock.Instant
+	FaultReason wire.Reason
+	Session     SessionID
+	Reads       int         // reads in flight (pins)
+	Pending     wire.Reason // a release decided while pinned, or 0
+	Delivered   bool
 	// Blocks are in the pool under the lease's hold; Spilled are in an
 	// offload tier (their primary copies dropped).
 	Blocks, Spilled int
@@ -515,7 +519,8 @@ func (p *Producer) Lease(id wire.LeaseID) (LeaseInfo, bool) {
 	if !ok {
 		return LeaseInfo{}, false
 	}
-	info := LeaseInfo{Req: l.req, Deadline: l.deadline, LostAt: l.lostAt, ClaimBy: l.claimBy, Session: l.session, Reads: l.reads,
+	info := LeaseInfo{Req: l.req, Deadline: l.deadline, LostAt: l.lostAt, ClaimBy: l.claimBy, FaultAt: l.faultAt, FaultReason: l.faultReason,
+		Session: l.session, Reads: l.reads,
 		Pending: l.pending, Delivered: l.delivered, Blocks: p.pool.Len(l.hold)}
 	if l.spill != nil {
 		info.Spilled = l.spill.n

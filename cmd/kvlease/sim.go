@@ -47,6 +47,7 @@ type simFlags struct {
 	spill     string
 	blocks    int
 	sparse    bool
+	apiFaults bool
 }
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,6 +67,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.spill, "lease-spill", "", "with offload tiers: the lease spill policy of every seed ("+strings.Join(offload.LeaseSpillNames, ", ")+"); empty: drawn")
 	fs.IntVar(&f.blocks, "blocks", 0, "every engine's pool capacity in blocks (0: drawn from the seed)")
 	fs.BoolVar(&f.sparse, "sparse", false, "drive only the engines with work at each instant, as --fleet does (checks stay on every instant)")
+	fs.BoolVar(&f.apiFaults, "api-faults", false, "also inject the fault API's faults (kvlease serve --enable-fault-api) in the safety phase, each kind with probability 1/2 at a rate drawn from the seed")
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "with --seeds: seeds run at once (each seed runs in one goroutine); with --fleet: policies run at once")
 	fs.BoolVar(&f.keepGoing, "keep-going", false, "with --seeds: run every seed, whatever fails")
 	fs.DurationVar(&f.progress, "progress", 2*time.Second, "with --seeds: wall time between progress lines on stderr (0: none)")
@@ -104,7 +106,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case f.report && f.seeds > 0:
 		return errors.New("--report and --seeds: give one of them")
 	case f.report && (set["policy"] || set["no-faults"] || set["full-kv"] || set["safety-phase"] || set["liveness-limit"] || set["offload"] ||
-		set["lease-spill"] || set["blocks"] || set["sparse"]):
+		set["lease-spill"] || set["blocks"] || set["sparse"] || set["api-faults"]):
 		return errors.New("--report runs every policy on the standard mix: give it only --seed, --requests and --json")
 	case f.jsonOut != "" && !f.report:
 		return errors.New("--json needs --report")
@@ -138,7 +140,8 @@ func policyNames() string {
 
 func (f simFlags) options() sim.Options {
 	return sim.Options{Policy: f.policy, FullKV: f.fullKV, Requests: f.requests, NoFaults: f.noFaults,
-		SafetyPhase: f.safety, LivenessLimit: f.liveness, Offload: f.offload, LeaseSpill: f.spill, Blocks: f.blocks, Sparse: f.sparse}
+		SafetyPhase: f.safety, LivenessLimit: f.liveness, Offload: f.offload, LeaseSpill: f.spill, Blocks: f.blocks, Sparse: f.sparse,
+		APIFaults: f.apiFaults}
 }
 
 // simReplay runs one seed and prints what it did.
@@ -152,6 +155,20 @@ func simReplay(f simFlags, stdout io.Writer) error {
 	return nil
 }
 
+// writeCounts writes a line of label and the counts by name, sorted.
+func writeCounts(w io.Writer, label string, counts map[string]int) {
+	names := make([]string, 0, len(counts))
+	for n := range counts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprint(w, label)
+	for _, n := range names {
+		fmt.Fprintf(w, " %s=%d", n, counts[n])
+	}
+	fmt.Fprintln(w)
+}
+
 func writeResult(w io.Writer, res sim.Result, opts sim.Options) {
 	mode := "digest-only"
 	if opts.FullKV {
@@ -163,19 +180,13 @@ func writeResult(w io.Writer, res sim.Result, opts sim.Options) {
 		res.Requests, res.Completed, res.Pulled, res.Failed, res.Aborted, res.Fallbacks)
 	fmt.Fprintf(w, "goodput %.1f req/s, p99 TTFT %v, lease block·s unread %.2f read %.2f, early frees %d, engine exits %d\n",
 		res.Goodput, res.P99TTFT.Round(time.Microsecond), res.UnreadBlockSeconds, res.ReadBlockSeconds, res.EarlyFrees, res.Exits)
-	reasons := make([]string, 0, len(res.Released))
-	for r := range res.Released {
-		reasons = append(reasons, r)
-	}
-	sort.Strings(reasons)
-	fmt.Fprint(w, "lease releases:")
-	for _, r := range reasons {
-		fmt.Fprintf(w, " %s=%d", r, res.Released[r])
-	}
-	fmt.Fprintln(w)
+	writeCounts(w, "lease releases:", res.Released)
 	if res.Profile.Offload != "" {
 		fmt.Fprintf(w, "lease spill %s: %d blocks spilled, %d restored from tiers, %d from pools\n",
 			res.Profile.LeaseSpill, res.Spill.SpilledBlocks, res.Spill.RestoredTier, res.Spill.RestoredPool)
+	}
+	if len(res.Injected) > 0 {
+		writeCounts(w, "faults injected:", res.Injected)
 	}
 	fmt.Fprintf(w, "simulated %v, %d events, trace hash %016x\n", res.SimTime.Round(time.Microsecond), res.Events, res.TraceHash)
 	if len(res.Failures) == 0 {
