@@ -22,6 +22,9 @@ import (
 // Lossy, Slow) act on the bridge path only, so they do not combine with
 // an Impair on the same pair of nodes. Heal ends it.
 func (n *Net) Impair(ctx context.Context, nd *Node, fault netem.Fault) error {
+	if err := NetemAvailable(); err != nil {
+		return err
+	}
 	if err := fault.Validate(); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 // counters show the corrupted packets caught. Heal puts the routes back
 // on the bridge.
 func TestImpairRealTCP(t *testing.T) {
+	needNetem(t)
 	ctx := context.Background()
 	n, a, b := twoNodes(t, 42)
 	fault := netem.Fault{Delay: 5 * time.Millisecond, Jitter: 5 * time.Millisecond,

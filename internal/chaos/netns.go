@@ -53,6 +53,19 @@ func Available() error {
 	return nil
 }
 
+// NetemAvailable reports why Impair (the userspace netem) cannot run
+// here, or nil: besides Available's needs, it needs /dev/net/tun. Without
+// it a Net still makes every tc fault and Impair fails saying so.
+func NetemAvailable() error {
+	if err := Available(); err != nil {
+		return err
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return fmt.Errorf("chaos: netem faults need /dev/net/tun (the tun module): %w", err)
+	}
+	return nil
+}
+
 // Net is a private network on this machine: a bridge in the root
 // namespace with 10.213.S.1/24, and one network namespace per node joined
 // to it by a veth pair, with 10.213.S.(2+i). Nodes have no default route,
@@ -257,6 +270,9 @@ func (n *Net) AddNode(ctx context.Context, name string) (*Node, error) {
 		if err := run(ctx, args...); err != nil {
 			return nil, fmt.Errorf("chaos: node %s: %w", name, err)
 		}
+	}
+	if NetemAvailable() != nil {
+		return nd, nil // Impair will say why it cannot
 	}
 	tun, err := openTun(nd.NS)
 	if err != nil {

@@ -123,6 +123,14 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			return nil, fmt.Errorf("chaos: no fault kind %q (kinds: %s)", k, strings.Join(FaultKinds, ", "))
 		}
 	}
+	if err := NetemAvailable(); err != nil {
+		// Draw the other kinds only, and say why.
+		kinds = slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return slices.Contains(netemKinds, k) })
+		fmt.Fprintf(cfg.Log, "%v: no %s faults\n", err, strings.Join(netemKinds, ", "))
+		if len(kinds) == 0 {
+			return nil, err
+		}
+	}
 	h, err := Start(ctx, cfg.Harness)
 	if err != nil {
 		return nil, err
@@ -222,7 +230,7 @@ func inject(ctx context.Context, h *Harness, rng *rand.Rand, kinds []string, beg
 		f.Target, f.For = fmt.Sprintf("%s %d%%", nd.Name, pct), between(lease, 3*lease)
 		apply = func() error { return errors.Join(h.Net.Lossy(ctx, nd, pct), h.Net.Slow(ctx, nd, "20mbit")) }
 		heal = func() error { return h.Net.Heal(ctx, nd) }
-	case "jitter-loss", "reorder", "duplicate", "corrupt":
+	case "jitter-loss", "reorder", "duplicate", "corrupt": // netemKinds
 		nd := []*Node{P, D}[rng.IntN(2)]
 		fault := netemFault(f.Kind, rng)
 		f.Target, f.For = nd.Name+" "+fault.String(), between(lease, 3*lease)
@@ -277,6 +285,9 @@ func inject(ctx context.Context, h *Harness, rng *rand.Rand, kinds []string, beg
 	}
 	return f, nil
 }
+
+// netemKinds are the FaultKinds made by the userspace netem.
+var netemKinds = []string{"jitter-loss", "reorder", "duplicate", "corrupt"}
 
 // netemFault draws the netem fault of one of the netem kinds.
 func netemFault(kind string, rng *rand.Rand) netem.Fault {

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,9 +71,7 @@ func TestNetemFaultsValid(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	kinds := 0
 	for _, k := range FaultKinds {
-		switch k {
-		case "jitter-loss", "reorder", "duplicate", "corrupt":
-		default:
+		if !slices.Contains(netemKinds, k) {
 			continue
 		}
 		kinds++

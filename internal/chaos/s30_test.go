@@ -229,6 +229,7 @@ func TestS30PartitionShorterThanGrace(t *testing.T) {
 // after its first token, as the load does everywhere): every answer
 // equals the single engine's and nothing leaks.
 func TestS30LossyPrefillLink(t *testing.T) {
+	needNetem(t)
 	h := start(t, Options{Lease: 3 * time.Second, Seed: 1})
 	ctx := context.Background()
 	P := h.Node("prefill0")
@@ -257,6 +258,7 @@ func TestS30LossyPrefillLink(t *testing.T) {
 // corrupted segment by its checksum (counted) and retransmits it, and
 // reorders and deduplicates the rest; nothing leaks.
 func TestS30ReorderDuplicateCorruptPrefillLink(t *testing.T) {
+	needNetem(t)
 	h := start(t, Options{Lease: 3 * time.Second, Seed: 2})
 	ctx := context.Background()
 	P := h.Node("prefill0")
