@@ -27,6 +27,7 @@ func TestServeFlagsAreValidated(t *testing.T) {
 	short := filepath.Join(dir, "short")
 	os.WriteFile(short, []byte("tiny"), 0o600)
 	t.Setenv(secretEnv, "")
+	t.Setenv("KVLEASE_ADMIN_KEY", "")
 	cases := []struct {
 		args []string
 		want string
@@ -74,6 +75,11 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "30s"}, "shorter than the lease duration"},
 		{[]string{"--cluster-secret-file", secret, "--kv-claim-timeout", "-1s"}, "--kv-claim-timeout: want a duration"},
 		{[]string{"--cluster-secret-file", secret, "--release-policy", "vllm-lease", "--kv-claim-timeout", "5s"}, "--release-policy lease only"},
+		{[]string{"--enable-fault-api"}, "--enable-fault-api: needs --admin-key"},
+		{[]string{"--enable-fault-api", "--admin-key", " "}, "--enable-fault-api: needs --admin-key"},
+		{[]string{"--enable-fault-api", "--admin-key", "k", "--max-faults", "0"}, "--max-faults"},
+		{[]string{"--admin-key", "k"}, "go with --enable-fault-api"},
+		{[]string{"--fault-seed", "3"}, "go with --enable-fault-api"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCmd(t, append([]string{"serve"}, c.args...)...)
@@ -92,6 +98,14 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		string(f.secret) != strings.Repeat("ab", 32) || f.model != "kvlease-zero" || f.sched.MaxWaiting != 7 ||
 		f.numBlocks != 8192 || f.maxModelLen != 8192 {
 		t.Errorf("parsed %+v", f)
+	}
+	if f.faults != nil {
+		t.Errorf("the fault API is on without --enable-fault-api: %+v", f.faults)
+	}
+	t.Setenv("KVLEASE_ADMIN_KEY", "from-env")
+	if f, err := parseServeFlags([]string{"--enable-fault-api", "--fault-seed", "9"}, io.Discard); err != nil ||
+		f.faults == nil || f.faults.AdminKey != "from-env" || f.faults.Seed != 9 || f.faults.MaxActive != 64 {
+		t.Errorf("--enable-fault-api with KVLEASE_ADMIN_KEY: %+v %v", f.faults, err)
 	}
 	// The claim deadline: lease policy only, --kv-lease/3 unless given.
 	for _, c := range []struct {
