@@ -18,7 +18,7 @@ import (
 // stream from a to b arrives whole and unchanged — the kernels' TCP
 // retransmits what was lost and drops what was corrupted by its checksum
 // — while the forwarder's counts show each fault acted and the kernels'
-// counters show the corrupted packets caught. Heal puts the routes back
+// counters show (nearly) every corrupted packet caught. Heal puts the routes back
 // on the bridge.
 func TestImpairRealTCP(t *testing.T) {
 	needNetem(t)
@@ -83,8 +83,12 @@ func TestImpairRealTCP(t *testing.T) {
 	hdr, tcp, err := n.ChecksumErrors(ctx)
 	must(t, err)
 	t.Logf("caught by checksums: %d IP headers, %d TCP segments", hdr, tcp)
-	if hdr+tcp == 0 {
-		t.Error("no corrupted packet was caught by a checksum")
+	// Nothing else corrupts packets here, so the kernels' counts are at
+	// most the netem's; a flip that makes the packet IPv6 (dropped,
+	// uncounted) or the TCP header length too small (counted as InErrs,
+	// not a checksum error) escapes them, rarely.
+	if caught := uint64(hdr+tcp) + s.WriteErrors; caught > s.Corrupted || caught < s.Corrupted*3/4 {
+		t.Errorf("%d packets corrupted, %d dropped by a checksum or refused by the TUN device", s.Corrupted, caught)
 	}
 
 	must(t, n.Heal(ctx, a))
