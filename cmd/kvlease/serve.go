@@ -190,8 +190,6 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		return f, errors.New("--max-faults: want at least 1")
 	case *faultAPI:
 		f.faults = &httpapi.FaultConfig{AdminKey: *adminKey, Seed: *faultSeed, MaxActive: *maxFaults}
-	case set["admin-key"] || set["fault-seed"] || set["max-faults"]:
-		return f, errors.New("--admin-key, --fault-seed and --max-faults go with --enable-fault-api")
 	}
 	var err error
 	if f.kvEvents, err = kvEvents(); err != nil {

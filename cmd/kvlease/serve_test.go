@@ -78,8 +78,6 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--enable-fault-api"}, "--enable-fault-api: needs --admin-key"},
 		{[]string{"--enable-fault-api", "--admin-key", " "}, "--enable-fault-api: needs --admin-key"},
 		{[]string{"--enable-fault-api", "--admin-key", "k", "--max-faults", "0"}, "--max-faults"},
-		{[]string{"--admin-key", "k"}, "go with --enable-fault-api"},
-		{[]string{"--fault-seed", "3"}, "go with --enable-fault-api"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCmd(t, append([]string{"serve"}, c.args...)...)
@@ -107,6 +105,11 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		f.faults == nil || f.faults.AdminKey != "from-env" || f.faults.Seed != 9 || f.faults.MaxActive != 64 {
 		t.Errorf("--enable-fault-api with KVLEASE_ADMIN_KEY: %+v %v", f.faults, err)
 	}
+	// A key in the environment turns nothing on by itself.
+	if f, err := parseServeFlags(nil, io.Discard); err != nil || f.faults != nil {
+		t.Errorf("KVLEASE_ADMIN_KEY alone: %+v %v", f.faults, err)
+	}
+	t.Setenv("KVLEASE_ADMIN_KEY", "")
 	// The claim deadline: lease policy only, --kv-lease/3 unless given.
 	for _, c := range []struct {
 		args []string
