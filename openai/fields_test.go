@@ -262,3 +262,31 @@ func TestTruncatePromptTokens(t *testing.T) {
 		}
 	}
 }
+
+// An assistant message's tool calls are rendered into the prompt as the
+// model generates them.
+func TestAssistantToolCallsRendered(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":"w?"},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\"city\": \"Oslo\"}"}}]},
+		{"role":"tool","tool_call_id":"c1","content":"rain"},
+		{"role":"assistant","content":"hm","tool_calls":[{"type":"function","function":{"name":"a","arguments":"{}"}},{"type":"function","function":{"name":"b","arguments":"not json"}}]}]}`
+	r, e := ParseChatCompletionRequest([]byte(body))
+	if e != nil {
+		t.Fatal(e)
+	}
+	if got, want := r.Messages[1].Content, `{"name":"w","arguments":{"city": "Oslo"}}`; got != want {
+		t.Errorf("one call rendered %s, want %s", got, want)
+	}
+	if got, want := r.Messages[3].Content, "hm\n"+`[{"name":"a","arguments":{}},{"name":"b","arguments":"not json"}]`; got != want {
+		t.Errorf("two calls rendered %s, want %s", got, want)
+	}
+	for _, bad := range []string{
+		`{"messages":[{"role":"user","content":"x","tool_calls":[{"type":"function","function":{"name":"a","arguments":"{}"}}]}]}`,
+		`{"messages":[{"role":"assistant","tool_calls":{"a":1}}]}`,
+		`{"messages":[{"role":"assistant","tool_calls":[{"type":"custom"}]}]}`,
+	} {
+		if _, e := ParseChatCompletionRequest([]byte(bad)); e == nil || e.Status != 400 {
+			t.Errorf("%s: got %v, want a 400", bad, e)
+		}
+	}
+}

@@ -576,9 +576,10 @@ func promptParam(i, n int) string {
 var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
 type rawMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	Name      string          `json:"name"`
+	ToolCalls json.RawMessage `json:"tool_calls"`
 }
 
 type rawPart struct {
@@ -621,6 +622,9 @@ func parseMessages(raw json.RawMessage) ([]ChatMessage, *Error) {
 		}
 		content, e := parseContent(param+".content", m.Role, m.Content)
 		if e != nil {
+			return nil, e
+		}
+		if content, e = appendToolCalls(content, param+".tool_calls", m.Role, m.ToolCalls); e != nil {
 			return nil, e
 		}
 		msgs[i] = ChatMessage{Role: m.Role, Content: content, Name: m.Name}

@@ -290,3 +290,60 @@ func parseToolChoice(raw json.RawMessage, tools []constrain.Tool, st *Structure)
 	}
 	return BadRequest("tool_choice.function.name", "tool_choice names function %q, which is not among the tools", named.Function.Name)
 }
+
+// appendToolCalls renders an assistant message's tool_calls after its
+// content, in the form the model generates them (constrain.ToolCalls): one
+// call as {"name":...,"arguments":...}, several as an array. The next
+// turn's prompt then holds the calls as the model wrote them. Arguments
+// that are not JSON are rendered as a JSON string.
+func appendToolCalls(content, param, role string, raw json.RawMessage) (string, *Error) {
+	if raw == nil || isNullOrEmpty(raw) {
+		return content, nil
+	}
+	if role != "assistant" {
+		return "", BadRequest(param, "%s: only assistant messages carry tool calls", param)
+	}
+	var calls []struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	if bytes.TrimSpace(raw)[0] != '[' || json.Unmarshal(raw, &calls) != nil {
+		return "", BadRequest(param, "%s must be an array of tool calls", param)
+	}
+	b := []byte(content)
+	if len(b) > 0 {
+		b = append(b, '\n')
+	}
+	if len(calls) > 1 {
+		b = append(b, '[')
+	}
+	for i, c := range calls {
+		if c.Function == nil || (c.Type != "" && c.Type != "function") {
+			return "", BadRequest(fmt.Sprintf("%s[%d]", param, i), "%s[%d] must be a function call", param, i)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = append(b, mustJSON(c.Function.Name)...)
+		b = append(b, `,"arguments":`...)
+		if args := strings.TrimSpace(c.Function.Arguments); json.Valid([]byte(args)) {
+			b = append(b, args...)
+		} else {
+			b = append(b, mustJSON(c.Function.Arguments)...)
+		}
+		b = append(b, '}')
+	}
+	if len(calls) > 1 {
+		b = append(b, ']')
+	}
+	return string(b), nil
+}
+
+func mustJSON(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}

@@ -317,6 +317,30 @@ func TestSDKToolCalls(t *testing.T) {
 			}
 		}
 	}
+	// A conversation goes on after a call: the assistant's call and the
+	// tool's answer go back in the messages (the call is rendered into
+	// the prompt as the model wrote it).
+	p := base(1)
+	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
+	r, err := c.Chat.Completions.New(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Messages = append(p.Messages, r.Choices[0].Message.ToParam())
+	for _, call := range r.Choices[0].Message.ToolCalls {
+		p.Messages = append(p.Messages, openai.ToolMessage("sunny", call.ID))
+	}
+	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
+	next, err := c.Chat.Completions.New(context.Background(), p)
+	if err != nil || next.Usage.PromptTokens <= r.Usage.PromptTokens {
+		t.Fatalf("the next turn: %v, %+v", err, next)
+	}
+	// n > 1 with calls is refused, naming n.
+	p = base(1)
+	p.N = openai.Int(2)
+	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
+	_, err = c.Chat.Completions.New(context.Background(), p)
+	checkFieldAnswer(t, fieldCase{field: "n"}, err)
 	// auto: the model chooses a call or text with its first token; over
 	// seeds both happen, and each answer is one or the other, whole.
 	calls, texts := 0, 0
