@@ -185,6 +185,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	if sp.Seed != nil {
 		c.req.Sampling.Seed, c.req.SeedSet = uint64(*sp.Seed), true
 	}
+	if e := s.setPenalties(&c.req.Sampling, sp); e != nil {
+		s.fail(w, r, remote, e)
+		return
+	}
 	if kv != nil && len(prompts) > 1 {
 		s.fail(w, r, remote, openai.BadRequest("kv_transfer_params",
 			"kv_transfer_params go with one prompt: send the prompts of a batch one by one"))
@@ -241,6 +245,24 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	} else {
 		s.serveWhole(w, r, c, st)
 	}
+}
+
+// setPenalties puts sp's penalties and logit biases in ms, checking the
+// biased token ids against the vocabulary.
+func (s *Server) setPenalties(ms *model.Sampling, sp *openai.SamplingParams) *openai.Error {
+	ms.PresencePenalty, ms.FrequencyPenalty = float32(sp.PresencePenalty), float32(sp.FrequencyPenalty)
+	ms.RepetitionPenalty = float32(sp.RepetitionPenalty)
+	if len(sp.LogitBias) == 0 {
+		return nil
+	}
+	ms.LogitBias = make([]model.TokenBias, len(sp.LogitBias))
+	for i, b := range sp.LogitBias {
+		if int(b.Token) >= s.ecfg.VocabSize {
+			return openai.BadRequest("logit_bias", "logit_bias token id %d is out of vocabulary (0..%d)", b.Token, s.ecfg.VocabSize-1)
+		}
+		ms.LogitBias[i] = model.TokenBias{Token: b.Token, Bias: float32(b.Bias)}
+	}
+	return nil
 }
 
 // appendPrompt appends the tokens of completion prompt p to dst: token ids

@@ -37,6 +37,77 @@ type Sampling struct {
 	// then computes every prompt position (no prefix-cache hit), as vLLM
 	// does for prompt_logprobs.
 	PromptLogprobs bool
+	// Penalties and biases change the logits before sampling (greedy
+	// decoding included), in vLLM's order: LogitBias is added to its
+	// tokens' logits; then RepetitionPenalty (off at 0 or 1) divides the
+	// positive and multiplies the negative logits of the tokens in the
+	// prompt or the output; FrequencyPenalty times its count and
+	// PresencePenalty once are subtracted from the logit of each token in
+	// the output. Logprobs are taken before them. See ApplyPenalties.
+	LogitBias         []TokenBias
+	RepetitionPenalty float32
+	FrequencyPenalty  float32
+	PresencePenalty   float32
+}
+
+// TokenBias is a logit_bias entry.
+type TokenBias struct {
+	Token int32
+	Bias  float32
+}
+
+// Penalized reports whether s changes the logits (ApplyPenalties has
+// something to do).
+func (s *Sampling) Penalized() bool {
+	return len(s.LogitBias) > 0 || (s.RepetitionPenalty > 0 && s.RepetitionPenalty != 1) ||
+		s.FrequencyPenalty != 0 || s.PresencePenalty != 0
+}
+
+// ApplyPenalties applies seq's logit biases and penalties (Sampling) to
+// logits, indexed by token id, in place. counts is scratch of at least
+// len(logits) zeros, left zeroed. Tokens out of range of logits are
+// skipped; a -Inf logit stays -Inf.
+func ApplyPenalties(logits []float32, seq *Seq, counts []int32) {
+	sp := &seq.Sampling
+	for _, b := range sp.LogitBias {
+		if b.Token >= 0 && int(b.Token) < len(logits) {
+			logits[b.Token] += b.Bias
+		}
+	}
+	out := seq.Tokens[min(seq.NumPromptTokens, len(seq.Tokens)):]
+	if rp := sp.RepetitionPenalty; rp > 0 && rp != 1 {
+		// counts marks each token once: 1 seen.
+		for _, t := range seq.Tokens {
+			if t >= 0 && int(t) < len(logits) && counts[t] == 0 {
+				counts[t] = 1
+				if l := logits[t]; l > 0 {
+					logits[t] = l / rp
+				} else {
+					logits[t] = l * rp
+				}
+			}
+		}
+		for _, t := range seq.Tokens {
+			if t >= 0 && int(t) < len(logits) {
+				counts[t] = 0
+			}
+		}
+	}
+	if sp.FrequencyPenalty == 0 && sp.PresencePenalty == 0 {
+		return
+	}
+	for _, t := range out {
+		if t >= 0 && int(t) < len(logits) {
+			counts[t]++
+		}
+	}
+	for _, t := range out {
+		if t < 0 || int(t) >= len(logits) || counts[t] == 0 {
+			continue // counted already
+		}
+		logits[t] -= sp.FrequencyPenalty*float32(counts[t]) + sp.PresencePenalty
+		counts[t] = 0
+	}
 }
 
 // PromptLogprobs are the logprobs of prompt tokens From, From+1, ...

@@ -108,7 +108,6 @@ const (
 	whyLogprobsVocab = "kvlease does not return token ids or offsets beyond the text"
 	whyGuided        = "structured output and guided decoding are not implemented"
 	whyNoBeam        = "beam search is not implemented"
-	whyPenalty       = "sampling penalties and logit biases are not implemented"
 	whyTokens        = "sampling restrictions by token are not implemented"
 	whyNoMM          = "kvlease serves a text-only model"
 	whyNoReasoning   = "kvlease serves no reasoning model"
@@ -119,15 +118,10 @@ const (
 
 // sharedRefused are refused on both endpoints.
 var sharedRefused = map[string]refusal{
-	// OpenAI.
-	"frequency_penalty": {nullOrNumber(0), whyPenalty},
-	"presence_penalty":  {nullOrNumber(0), whyPenalty},
-	"logit_bias":        {isNullOrEmpty, whyPenalty},
 	// vLLM sampling parameters.
 	"best_of":                       {nullOrNumber(1), "best_of > 1 is not supported"},
 	"use_beam_search":               {nullOrBool(false), whyNoBeam},
 	"length_penalty":                {nullOrNumber(1), whyNoBeam},
-	"repetition_penalty":            {nullOrNumber(1), whyPenalty},
 	"skip_special_tokens":           {nullOrBool(true), "special tokens are always skipped"},
 	"spaces_between_special_tokens": {nullOrBool(true), "special tokens are always skipped"},
 	"allowed_token_ids":             {nullOnly, whyTokens},

@@ -10,8 +10,7 @@ import (
 // something kvlease does not do. The test fails when a refused field has
 // no sample, so the table and the inventory cannot drift apart.
 var refusedSamples = map[string]string{
-	"frequency_penalty": `0.5`, "presence_penalty": `-1`, "logit_bias": `{"50": 10}`,
-	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "repetition_penalty": `1.2`, "skip_special_tokens": `false`,
+	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "skip_special_tokens": `false`,
 	"spaces_between_special_tokens": `false`, "allowed_token_ids": `[1, 2]`, "bad_words": `["x"]`,
 	"prompt_logprobs": `1`, "logprob_token_ids": `[3]`, "return_tokens_as_token_ids": `true`,
 	"return_token_ids": `true`, "return_token_offsets": `true`,
@@ -34,8 +33,8 @@ var refusedSamples = map[string]string{
 // noOpOverrides are no-op values for fields whose null is not the only
 // no-op worth testing; the others are tested with null.
 var noOpOverrides = map[string][]string{
-	"frequency_penalty": {`0`}, "best_of": {`1`}, "repetition_penalty": {`1`}, "length_penalty": {`1.0`}, "use_beam_search": {`false`},
-	"skip_special_tokens": {`true`}, "logit_bias": {`{}`}, "bad_words": {`[]`},
+	"best_of": {`1`}, "length_penalty": {`1.0`}, "use_beam_search": {`false`},
+	"skip_special_tokens": {`true`}, "bad_words": {`[]`},
 	"modalities": {`["text"]`}, "suffix": {`""`},
 	"function_call": {`"none"`}, "service_tier": {`"auto"`, `"default"`}, "store": {`false`},
 	"verbosity": {`"medium"`}, "thinking_token_budget": {`-1`},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,6 +24,8 @@ const (
 	// prompts of a batch times n).
 	MaxN       = 128
 	MaxChoices = 256
+	// MaxLogitBias bounds the entries of logit_bias.
+	MaxLogitBias = 1024
 	// MaxTopLogprobs bounds completions' logprobs and chat's top_logprobs
 	// (vLLM's default max_logprobs).
 	MaxTopLogprobs = 20
@@ -73,6 +76,15 @@ type SamplingParams struct {
 	// Echo (completions) puts the prompt before each choice's text; with
 	// Logprobs, the prompt's tokens come first in the logprobs too.
 	Echo bool
+	// PresencePenalty and FrequencyPenalty in [-2, 2] (default 0),
+	// RepetitionPenalty in (0, 2] (default 1, off) and LogitBias (token
+	// id → bias in [-100, 100], at most MaxLogitBias entries, sorted by
+	// token) change the logits before sampling, as vLLM does (see
+	// model.Sampling).
+	PresencePenalty   float64
+	FrequencyPenalty  float64
+	RepetitionPenalty float64
+	LogitBias         []TokenBias
 	// N is the number of choices generated from each prompt; default 1.
 	// They share the prompt's cached blocks.
 	N int
@@ -186,6 +198,10 @@ type rawCommon struct {
 	IncludeStopStrInOutput bool            `json:"include_stop_str_in_output"`
 	KVTransferParams       json.RawMessage `json:"kv_transfer_params"`
 	TruncatePromptTokens   *int            `json:"truncate_prompt_tokens"`
+	PresencePenalty        *float64        `json:"presence_penalty"`
+	FrequencyPenalty       *float64        `json:"frequency_penalty"`
+	RepetitionPenalty      *float64        `json:"repetition_penalty"`
+	LogitBias              json.RawMessage `json:"logit_bias"`
 	TruncationSide         *string         `json:"truncation_side"`
 }
 
@@ -393,6 +409,30 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 		sp.MinP = *m
 	}
 	sp.Seed = raw.Seed
+	sp.RepetitionPenalty = 1
+	for _, pen := range []struct {
+		name string
+		v    *float64
+		dst  *float64
+	}{{"presence_penalty", raw.PresencePenalty, &sp.PresencePenalty}, {"frequency_penalty", raw.FrequencyPenalty, &sp.FrequencyPenalty}} {
+		if pen.v == nil {
+			continue
+		}
+		if !(*pen.v >= -2 && *pen.v <= 2) {
+			return kv, BadRequest(pen.name, "%s must be between -2 and 2, got %v", pen.name, *pen.v)
+		}
+		*pen.dst = *pen.v
+	}
+	if rp := raw.RepetitionPenalty; rp != nil {
+		if !(*rp > 0 && *rp <= 2) {
+			return kv, BadRequest("repetition_penalty", "repetition_penalty must be in (0, 2], got %v", *rp)
+		}
+		sp.RepetitionPenalty = *rp
+	}
+	var e1 *Error
+	if sp.LogitBias, e1 = parseLogitBias(raw.LogitBias); e1 != nil {
+		return kv, e1
+	}
 	sp.N = 1
 	if raw.N != nil {
 		if *raw.N < 1 || *raw.N > MaxN {
@@ -457,6 +497,41 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 		}
 	}
 	return kv, nil
+}
+
+// TokenBias is a logit_bias entry.
+type TokenBias struct {
+	Token int32
+	Bias  float64
+}
+
+// parseLogitBias parses logit_bias: an object from token ids (decimal
+// strings) to biases in [-100, 100], sorted by token id. The server checks
+// the ids against the vocabulary.
+func parseLogitBias(raw json.RawMessage) ([]TokenBias, *Error) {
+	if raw == nil || isNull(raw) {
+		return nil, nil
+	}
+	var m map[string]float64
+	if bytes.TrimSpace(raw)[0] != '{' || json.Unmarshal(raw, &m) != nil {
+		return nil, BadRequest("logit_bias", "logit_bias must be an object from token ids to numbers")
+	}
+	if len(m) > MaxLogitBias {
+		return nil, BadRequest("logit_bias", "logit_bias has %d entries; at most %d are allowed", len(m), MaxLogitBias)
+	}
+	out := make([]TokenBias, 0, len(m))
+	for k, v := range m {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil || id < 0 {
+			return nil, BadRequest("logit_bias", "logit_bias keys must be token ids, got %q", k)
+		}
+		if !(v >= -100 && v <= 100) {
+			return nil, BadRequest("logit_bias", "logit_bias values must be between -100 and 100, got %v for token %d", v, id)
+		}
+		out = append(out, TokenBias{Token: int32(id), Bias: v})
+	}
+	slices.SortFunc(out, func(a, b TokenBias) int { return int(a.Token - b.Token) })
+	return out, nil
 }
 
 func parseStop(raw json.RawMessage) ([]string, *Error) {

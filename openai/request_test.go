@@ -15,7 +15,7 @@ func TestParseCompletionDefaults(t *testing.T) {
 		Model:          "m",
 		Prompts:        []Prompt{{Text: "hi"}},
 		Prompt:         Prompt{Text: "hi"},
-		SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1},
+		SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1, RepetitionPenalty: 1},
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v\nwant %+v", r, want)
@@ -42,7 +42,7 @@ func TestParseCompletionAllFields(t *testing.T) {
 		Model:   "tiny",
 		Prompts: []Prompt{{Tokens: []int32{1, 2, 256}}},
 		Prompt:  Prompt{Tokens: []int32{1, 2, 256}},
-		SamplingParams: SamplingParams{N: 1, MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: &seed,
+		SamplingParams: SamplingParams{N: 1, RepetitionPenalty: 1, MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: &seed,
 			Stop: []string{"a", "b"}, StopTokenIDs: []int32{5, 6}, IgnoreEOS: true, MinTokens: 2,
 			IncludeStopStrInOutput: true},
 		RequestOptions: RequestOptions{Stream: true,
@@ -301,7 +301,7 @@ func TestParseNullsAreDefaults(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	want := &CompletionRequest{Prompts: []Prompt{{Text: "x"}}, Prompt: Prompt{Text: "x"}, SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1}}
+	want := &CompletionRequest{Prompts: []Prompt{{Text: "x"}}, Prompt: Prompt{Text: "x"}, SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1, RepetitionPenalty: 1}}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v", r)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -105,5 +106,60 @@ func TestSDKLogprobs(t *testing.T) {
 	}
 	if len(content) != 5 || text.String() != cr.Choices[0].Message.Content {
 		t.Errorf("content %d tokens %q, message %q", len(content), text.String(), cr.Choices[0].Message.Content)
+	}
+}
+
+// Penalties and logit_bias through the official SDK behave as OpenAI
+// documents them: a bias of 100 makes its token (nearly) exclusive, −100
+// bans it; a frequency penalty lowers the most repeated token's count;
+// out of range is a 400 naming the field.
+func TestSDKPenaltiesAndLogitBias(t *testing.T) {
+	c := startEngine(t, engineOpts{}).client()
+	ctx := context.Background()
+	gen := func(mut func(*openai.CompletionNewParams)) string {
+		t.Helper()
+		p := completion("Bias and penalties", 120)
+		p.Seed = openai.Int(9)
+		mut(&p)
+		r, err := c.Completions.New(ctx, p, option.WithJSONSet("ignore_eos", true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Choices[0].Text
+	}
+	if x := gen(func(p *openai.CompletionNewParams) { p.LogitBias = map[string]int64{"107": 100} }); strings.Count(x, "k") < 115 {
+		t.Errorf("logit_bias +100 on 'k': %q", x)
+	}
+	if x := gen(func(p *openai.CompletionNewParams) { p.LogitBias = map[string]int64{"32": -100, "101": -100} }); strings.ContainsAny(x, " e") {
+		t.Errorf("logit_bias -100 on ' ' and 'e': %q", x)
+	}
+	most := func(s string) int {
+		n := map[rune]int{}
+		top := 0
+		for _, r := range s {
+			n[r]++
+			top = max(top, n[r])
+		}
+		return top
+	}
+	plain := gen(func(*openai.CompletionNewParams) {})
+	if pen := gen(func(p *openai.CompletionNewParams) { p.FrequencyPenalty = openai.Float(2) }); most(pen) >= most(plain) {
+		t.Errorf("frequency_penalty 2: most repeated byte %d times, %d without", most(pen), most(plain))
+	}
+	p := completion("x", 2)
+	p.PresencePenalty = openai.Float(3)
+	_, err := c.Completions.New(ctx, p)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "presence_penalty" {
+		t.Errorf("presence_penalty 3: %v", err)
+	}
+	cp := openai.ChatCompletionNewParams{
+		Model:     modelName,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")},
+		LogitBias: map[string]int64{"300": 5}, MaxTokens: openai.Int(3),
+	}
+	_, err = c.Chat.Completions.New(ctx, cp)
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "logit_bias" {
+		t.Errorf("logit_bias out of vocabulary: %v", err)
 	}
 }

@@ -251,6 +251,30 @@ var generators = []generator{
 		fmt.Fprintf(&b, "%s\n%v", text.String(), cols)
 		return b.String(), s.Err()
 	}, -1}, // the proxy sends it to D alone: P's KV would leave the prompt unscored
+	{"completion penalties and logit_bias", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("Penalties apply on the decode engine as on one engine")
+		p.Seed, p.Temperature = openai.Int(17), openai.Float(0.8)
+		p.PresencePenalty, p.FrequencyPenalty = openai.Float(0.5), openai.Float(1)
+		p.LogitBias = map[string]int64{"101": -100, "116": 3}
+		r, err := c.Completions.New(ctx, p, option.WithJSONSet("ignore_eos", true), option.WithJSONSet("repetition_penalty", 1.3))
+		if err != nil {
+			return "", err
+		}
+		return r.Choices[0].Text, nil
+	}, 0},
+	{"chat greedy logit_bias streaming", func(ctx context.Context, c openai.Client) (string, error) {
+		p := chatParams("Biased, greedy")
+		p.Temperature, p.LogitBias = openai.Float(0), map[string]int64{"32": -50, "97": 4}
+		s := c.Chat.Completions.NewStreaming(ctx, p, option.WithJSONSet("ignore_eos", true))
+		defer s.Close()
+		var b strings.Builder
+		for s.Next() {
+			for _, ch := range s.Current().Choices {
+				b.WriteString(ch.Delta.Content)
+			}
+		}
+		return b.String(), s.Err()
+	}, 0},
 	{"chat n=2 streaming", func(ctx context.Context, c openai.Client) (string, error) {
 		p := chatParams("Say it twice, differently.")
 		p.Seed, p.N = openai.Int(8), openai.Int(2)

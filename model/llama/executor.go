@@ -46,6 +46,8 @@ type Executor struct {
 	order     []int32
 	tops      []model.TokenLogprob // the step's top logprobs, MaxTopLogprobs per sampling sequence
 	plp       []model.Logprobs     // the step's prompt logprobs
+	pen       []float32            // penalized logits (Sampling.Penalized)
+	counts    []int32              // ApplyPenalties' scratch, zeros
 	batch     *model.Batch
 	layer     int
 
@@ -155,7 +157,18 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 				// Before sampling: a Mask sets logits to -Inf.
 				lse, lp.Top = e.topLogprobs(logits, s.Sampling.TopLogprobs)
 			}
-			tok = e.sample(s, logits)
+			if s.Sampling.Penalized() {
+				// On a copy: the logprobs stay the model's.
+				e.pen = grow(e.pen, V)
+				copy(e.pen, logits)
+				if len(e.counts) < V {
+					e.counts = make([]int32, V)
+				}
+				model.ApplyPenalties(e.pen, s, e.counts)
+				tok = e.sample(s, e.pen)
+			} else {
+				tok = e.sample(s, logits)
+			}
 			if s.Sampling.Logprobs {
 				lp.Logprob = logprobAt(logits, tok, lse)
 			}

@@ -80,3 +80,29 @@ func TestLogprobs(t *testing.T) {
 		t.Errorf("tops of one step: %+v %+v", a.Top, b.Top)
 	}
 }
+
+// Penalties reach the llama backend's sampling, greedy included, while
+// the logprobs stay the model's: a +100 bias makes its token the greedy
+// choice; the sampled token's logprob is the raw one.
+func TestPenalizedSampling(t *testing.T) {
+	logits := []float32{-1, -3, -2, 0, -4}
+	var e Executor
+	// Through Execute's order: top logprobs, then sampling on a
+	// penalized copy.
+	s := &model.Seq{Tokens: []int32{3, 3}, NumPromptTokens: 1,
+		Sampling: model.Sampling{Logprobs: true, LogitBias: []model.TokenBias{{Token: 4, Bias: 100}}}}
+	pen := append([]float32(nil), logits...)
+	model.ApplyPenalties(pen, s, make([]int32, len(logits)))
+	if tok := e.sample(s, pen); tok != 4 {
+		t.Errorf("greedy with +100 on 4 picked %d", tok)
+	}
+	s.Sampling = model.Sampling{FrequencyPenalty: 2}
+	pen = append(pen[:0], logits...)
+	model.ApplyPenalties(pen, s, make([]int32, len(logits)))
+	if tok := e.sample(s, pen); tok != 0 {
+		t.Errorf("greedy with token 3 (output once) penalized by 2 picked %d, want 0", tok)
+	}
+	if logits[3] != 0 {
+		t.Error("the raw logits changed")
+	}
+}

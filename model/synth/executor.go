@@ -46,6 +46,12 @@ type Executor struct {
 	logprob []float32
 	top     []model.TokenLogprob
 	plp     []model.Logprobs // the step's prompt logprobs
+
+	// Scratch of samplePenalized.
+	pen    []float32
+	counts []int32
+	probs  []float64
+	order  []int32
 }
 
 var _ model.Executor = (*Executor)(nil)
@@ -267,6 +273,9 @@ func (e *Executor) sample(s *model.Seq) int32 {
 	} else {
 		r = combine(combine(combine(e.sampledKey, c), s.Sampling.Seed), uint64(len(s.Tokens)))
 		tb = e.shaped(k)
+	}
+	if s.Sampling.Penalized() {
+		return e.samplePenalized(s, r, k, sampled)
 	}
 	if s.Mask != nil {
 		return e.sampleMasked(s.Mask, r)

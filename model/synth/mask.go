@@ -37,14 +37,7 @@ func allowed(mask []uint64, id int32) bool {
 // among the allowed ones (uniformly when they all weigh nothing).
 // Temperature, top_p, top_k and min_p do not reshape it.
 func (e *Executor) sampleMasked(mask []uint64, r uint64) int32 {
-	var total uint64
-	n := 0
-	for b := 0; b < 256; b++ {
-		if allowed(mask, int32(b)) {
-			total += maskWeights[b]
-			n++
-		}
-	}
+	total, n := maskedBytes(mask)
 	if allowed(mask, e.prof.EOS) && (n == 0 || isEOS(r, e.prof.EOSProbability)) {
 		return e.prof.EOS
 	}
@@ -76,4 +69,16 @@ func (e *Executor) sampleMasked(mask []uint64, r uint64) int32 {
 		}
 	}
 	return last // unreachable: target < total
+}
+
+// maskedBytes is the total maskWeights of the bytes mask allows, and
+// their number.
+func maskedBytes(mask []uint64) (total uint64, n int) {
+	for b := 0; b < 256; b++ {
+		if allowed(mask, int32(b)) {
+			total += maskWeights[b]
+			n++
+		}
+	}
+	return total, n
 }
