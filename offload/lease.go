@@ -192,7 +192,7 @@ func (c *Coordinator) SpillLease(lease uint64, blocks []kvblock.BlockID, hashes 
 		c.account(t, plan, true, len(absent))
 		j := c.submitStore(t, absentB, absent, plan)
 		j.spill = &spillJob{lease: lease, hashes: append([]kvblock.Hash(nil), hashes...), pinned: ready}
-		c.leases.spilling[lease] = c.nextID
+		c.leases.spilling[lease] = c.nextID // submitStore's work id
 		c.leases.storing += n
 		return SpillStoring
 	}

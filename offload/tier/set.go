@@ -37,7 +37,9 @@ func job(pool *kvblock.Pool, id uint64, k JobKind, blocks []kvblock.BlockID, has
 // Apply feeds a completion back into the coordinator (StoreDone or
 // LoadDone by its kind) and returns what LoadDone returns (zero for a
 // store): the request whose loads all ended, and whether it is ready to be
-// scheduled.
+// scheduled. It is for a coordinator driven on its own: with lease spill,
+// completions go through the engine core (engine.Core.StoreDone and
+// LoadDone), which hands a spill's or a restore's end to the lease too.
 func Apply(c *offload.Coordinator, comp Completion) (req uint64, ready bool) {
 	switch comp.Kind {
 	case JobStore:
