@@ -113,3 +113,30 @@ func TestCoreConstrainedOutputParses(t *testing.T) {
 		}
 	}
 }
+
+// A constrained request the core refuses leaves no constraint behind;
+// an aborted one gives its up.
+func TestCoreConstrainedRefusedAndAborted(t *testing.T) {
+	prof, _ := synth.LookupProfile("tiny")
+	sc := sched.DefaultConfig()
+	sc.MaxWaiting = 1
+	core := NewCore(Config{
+		Pool:        kvblock.Config{NumBlocks: 64, BlockSizeTokens: 16},
+		Sched:       sc,
+		MaxModelLen: prof.MaxModelLen, VocabSize: prof.VocabSize, EOS: prof.EOS, RecentFinished: 16,
+	}, rand.New(rand.NewPCG(1, 2)))
+	g := constrain.Any()
+	if res := core.Add(0, &Request{ID: "a", Prompt: []int32{1, 2}, MaxTokens: 9, Grammar: g}); res != Accepted {
+		t.Fatal(res)
+	}
+	if res := core.Add(0, &Request{ID: "b", Prompt: []int32{1, 2}, MaxTokens: 9, Grammar: g}); res != RejectedQueueFull {
+		t.Fatal(res)
+	}
+	if core.constrained != 1 {
+		t.Fatalf("%d constrained requests, want 1", core.constrained)
+	}
+	core.Abort(0, "a")
+	if core.constrained != 0 {
+		t.Fatalf("%d constrained requests after the abort, want 0", core.constrained)
+	}
+}

@@ -349,7 +349,6 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 	}
 	r.remoteDecode = in.RemoteDecode
 	r.leaseFaults = in.LeaseFaults
-	c.constrain(r, in.Grammar)
 	if in.Remote != nil {
 		rm := *in.Remote
 		r.remote = &rm
@@ -361,6 +360,7 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 	} else if c.sched.Add(&r.Request) == sched.QueueFull {
 		return RejectedQueueFull
 	}
+	c.constrain(r, in.Grammar) // once accepted: finish undoes it
 	c.byID[r.ID] = r
 	c.byExt[r.ext] = r
 	return Accepted
