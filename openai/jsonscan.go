@@ -2,11 +2,15 @@ package openai
 
 // EachMember calls f with each member of the JSON object b, in order: its
 // key as written (a JSON string, quotes included) and the bounds of its
-// value in b (b[start:end], without the space around it). b must be valid
-// JSON (json.Valid, or a body encoding/json decoded); EachMember reports
-// false, calling f for nothing, when b is not an object. It allocates
-// nothing: a caller picks out the members it needs without decoding the
-// others.
+// value in b (b[start:end], without the space around it). It reports false
+// when b is not an object. It allocates nothing: a caller picks out the
+// members it needs without decoding the others.
+//
+// b should be valid JSON (json.Valid, or a body encoding/json decoded):
+// the scan relies on it to split members, not to check them. On invalid
+// JSON it does not fail but may split wrongly, and reports false if it
+// meets a member it cannot split at all (after calling f for the members
+// before it).
 func EachMember(b []byte, f func(rawKey []byte, start, end int)) bool {
 	i := skipSpace(b, 0)
 	if i == len(b) || b[i] != '{' {
@@ -16,19 +20,27 @@ func EachMember(b []byte, f func(rawKey []byte, start, end int)) bool {
 	if i < len(b) && b[i] == '}' {
 		return true
 	}
-	for i < len(b) {
+	for i < len(b) && b[i] == '"' {
 		end := skipString(b, i)
 		rawKey := b[i:end]
-		i = skipSpace(b, skipSpace(b, end)+1) // past ':'
+		if len(rawKey) < 2 || rawKey[len(rawKey)-1] != '"' {
+			return false // unterminated
+		}
+		if i = skipSpace(b, end); i == len(b) || b[i] != ':' {
+			return false
+		}
+		if i = skipSpace(b, i+1); i == len(b) {
+			return false
+		}
 		vend := skipValue(b, i)
 		f(rawKey, i, vend)
 		i = skipSpace(b, vend)
-		if i >= len(b) || b[i] == '}' {
-			break
+		if i == len(b) || b[i] != ',' {
+			return true // '}', or the end of a truncated object
 		}
 		i = skipSpace(b, i+1) // past ','
 	}
-	return true
+	return false // a member that does not start with a key
 }
 
 func skipSpace(b []byte, i int) int {

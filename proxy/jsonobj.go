@@ -285,10 +285,13 @@ func cachedTokens(resp object) (n int64, ok bool) {
 //
 // It splices: the result is body with only the bytes of that one value
 // replaced (or the member inserted), so the rest of the answer passes as D
-// wrote it, at the cost of one copy.
+// wrote it, at the cost of one copy. It does not validate body first (D's
+// answer is passed on either way, and a scan of the whole answer would
+// cost more than the splice): a valid body gets a valid result; an invalid
+// one stays invalid, spliced or not.
 func withCachedTokens(body []byte, n int64) ([]byte, bool) {
 	var scratch [3][16]field
-	resp, err := parseObjectInto(scratch[0][:0], body)
+	resp, err := parseValidObject(scratch[0][:0], body)
 	if err != nil {
 		return body, false
 	}

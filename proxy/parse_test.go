@@ -120,6 +120,11 @@ func TestJSONObject(t *testing.T) {
 			t.Errorf("withCachedTokens(%s) = %s, %v, want %s", in, got, ok, want)
 		}
 	}
+	// D's answer is not validated first: a broken one must not break the
+	// proxy (it passes on, broken).
+	for _, b := range []string{`{"`, `{"a"`, `{"a":`, `{"usage":{`, `{"usage":{"prompt_tokens_details":{"cached_tokens":5`, `{"usage" "x"}`, `{1:2}`} {
+		withCachedTokens([]byte(b), 5)
+	}
 	for _, b := range []string{`{"usage":null}`, `[1]`, `{"usage":{"prompt_tokens_details":7}}`} {
 		if got, ok := withCachedTokens([]byte(b), 5); ok || string(got) != b {
 			t.Errorf("withCachedTokens(%s) = %s, %v: want it unchanged", b, got, ok)
@@ -200,6 +205,19 @@ func FuzzParseObject(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// Any body, valid or not: withCachedTokens must not fail, and
+		// keeps a valid one valid, with the count spliced in.
+		if r, ok := withCachedTokens(b, 3); ok && json.Valid(b) {
+			ro, err := parseObject(r)
+			if err != nil {
+				t.Fatalf("withCachedTokens wrote invalid JSON %q", r)
+			}
+			if n, ok := cachedTokens(ro); !ok || n != 3 {
+				t.Fatalf("withCachedTokens(%q) = %q: cached_tokens reads %d, %v", b, r, n, ok)
+			}
+		} else if !ok && string(r) != string(b) {
+			t.Fatalf("withCachedTokens(%q) = %q, false: changed the body", b, r)
+		}
 		o, err := parseObject(b)
 		if err != nil {
 			return
@@ -216,15 +234,6 @@ func FuzzParseObject(f *testing.F) {
 		gb, _ := json.Marshal(got)
 		if string(wb) != string(gb) {
 			t.Fatalf("round trip changed the object: %s -> %s", wb, gb)
-		}
-		if r, ok := withCachedTokens(b, 3); ok {
-			ro, err := parseObject(r)
-			if err != nil {
-				t.Fatalf("withCachedTokens wrote invalid JSON %q", r)
-			}
-			if n, ok := cachedTokens(ro); !ok || n != 3 {
-				t.Fatalf("withCachedTokens(%q) = %q: cached_tokens reads %d, %v", b, r, n, ok)
-			}
 		}
 	})
 }
