@@ -80,9 +80,15 @@ func send(url, body, id string, hdr ...string) leg {
 
 // decodeBody is j's decode leg with P's kv_transfer_params.
 func decodeBody(j job, kv json.RawMessage) string {
+	return completionBody(j, `,"kv_transfer_params":`+string(kv))
+}
+
+// completionBody is j as a client sends it (as job.params), with extra
+// fields.
+func completionBody(j job, extra string) string {
 	p, _ := json.Marshal(j.prompt)
 	return `{"model":"` + modelName + `","prompt":` + string(p) + `,"max_tokens":` + itoa(j.maxTokens) +
-		`,"seed":` + itoa(j.seed) + `,"temperature":0.8,"ignore_eos":true,"kv_transfer_params":` + string(kv) + `}`
+		`,"seed":` + itoa(j.seed) + `,"temperature":0.8,"ignore_eos":true` + extra + `}`
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
@@ -174,6 +180,19 @@ func wantFallbacks(t *testing.T, d *engine, m metrics, reason string, n float64)
 	}
 }
 
+// faultCase runs body as subtest name over engines (P first, then the D
+// whose counters it snapshots, then any others), then checks that every
+// engine settles and clears their faults.
+func faultCase(t *testing.T, name string, body func(t *testing.T, c counters), engines ...*engine) {
+	t.Run(name, func(t *testing.T) {
+		for _, e := range engines {
+			defer e.clearFaults(t)
+		}
+		body(t, snapshot(t, engines[0], engines[1]))
+		checkSettled(t, engines...)
+	})
+}
+
 func TestE2EFaultInjection(t *testing.T) {
 	skipShort(t)
 	p := startP(t, faultArgs()...)
@@ -182,16 +201,7 @@ func TestE2EFaultInjection(t *testing.T) {
 	newJob := func(id string) job {
 		return job{id: id, prompt: pdPrompt + " Case " + id + ".", maxTokens: 12, seed: 3}
 	}
-	// run runs one case: faults on P and on D, then body, then checks
-	// that both engines settle and clears the faults.
-	run := func(name string, body func(t *testing.T, c counters)) {
-		t.Run(name, func(t *testing.T) {
-			defer p.clearFaults(t)
-			defer d.clearFaults(t)
-			body(t, snapshot(t, p, d))
-			checkSettled(t, p, d)
-		})
-	}
+	run := func(name string, body func(t *testing.T, c counters)) { faultCase(t, name, body, p, d) }
 
 	run("expire_lease", func(t *testing.T, c counters) {
 		j := newJob("flt-expire")
