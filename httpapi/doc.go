@@ -12,6 +12,14 @@
 //	GET  /version                            {"version": "..."}
 //	GET  /metrics                            Prometheus text (package metrics)
 //	POST /kvlease/v1/requests/{id}/abort     abort a request by X-Request-Id
+//	POST|GET|DELETE /kvlease/v1/faults[/{id}] the fault-injection API (Config.Faults)
+//
+// With Config.Faults set (kvlease serve --enable-fault-api), FaultsPath
+// adds, lists and deletes injected faults (package fault decides which
+// requests they hit; faults.go carries them out), guarded by its own admin
+// key, and X-Return-Error answers a generation request with the status it
+// names, as llm-d's simulator. Without it FaultsPath answers 404 and the
+// header is ignored.
 //
 // With Config.APIKeys set (kvlease serve --api-key), every path under /v1
 // and the abort endpoint require "Authorization: Bearer <key>", as vLLM's
