@@ -75,6 +75,7 @@ type serveFlags struct {
 	streamInterval      int
 	drain               time.Duration
 	logLevel            slog.Level
+	cpuProfile          string
 	offload             *offload.Config      // nil: no offload
 	apiKeys             []string             // required on /v1 and the abort endpoint; none: open
 	faults              *httpapi.FaultConfig // the fault-injection API; nil: off
@@ -155,6 +156,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	streamInterval := fs.Int("stream-interval", 1, "tokens per event of a stream, as vLLM's --stream-interval (the first token at once, then every N; 1: an event per token); 0: an event carries whatever tokens are ready")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, time given to requests in flight, and to a prefill engine's outstanding leases, before they are aborted and released")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the engine to this file, from start to shutdown")
 	offloadTiers := fs.String("offload", "", "offload tiers for KV blocks: cpu:SIZE, disk:PATH:SIZE or both comma-separated "+
 		"(SIZE such as 512MiB, 8G or 4096blocks); empty: no offload")
 	var keys keyList
@@ -182,7 +184,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 
 	f := serveFlags{host: *host, port: *port, transferPort: *transferPort, advertiseHost: *advertise,
 		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly,
-		sched: sc, seed: *seed, maxBodyBytes: *maxBody, streamInterval: *streamInterval, drain: *drain, apiKeys: apiKeys(keys)}
+		sched: sc, seed: *seed, maxBodyBytes: *maxBody, streamInterval: *streamInterval, cpuProfile: *cpuProfile, drain: *drain, apiKeys: apiKeys(keys)}
 	switch {
 	case *faultAPI && strings.TrimSpace(*adminKey) == "":
 		return f, errors.New("--enable-fault-api: needs --admin-key (or KVLEASE_ADMIN_KEY): the fault API can break any request")
@@ -663,6 +665,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer stop()
+	}
 	es, err := startEngine(f, log)
 	if err != nil {
 		return err
