@@ -233,6 +233,7 @@ func TestE2EFaultInjection(t *testing.T) {
 		if got := delta(t, d, c.d, "kvlease_transfer_failures_total", "kind", "read_internal"); got < 1 {
 			t.Errorf("D counted %v refused reads", got)
 		}
+		wantInjected(t, p, c.p, "refuse_read", 1)
 	})
 
 	run("stall_blocks", func(t *testing.T, c counters) {
@@ -246,6 +247,7 @@ func TestE2EFaultInjection(t *testing.T) {
 		}
 		c.wantReleasedSince(t, p, map[string]float64{"read_done": 1})
 		wantFallbacks(t, d, c.d, "", 0)
+		wantInjected(t, p, c.p, "stall_blocks", 1)
 	})
 
 	run("corrupt_blocks", func(t *testing.T, c counters) {
@@ -278,6 +280,7 @@ func TestE2EFaultInjection(t *testing.T) {
 		}
 		textOf(t, j, send(dURL, decodeBody(j, kv), j.id))
 		c.wantReleasedSince(t, p, map[string]float64{"read_done": 1})
+		wantInjected(t, p, c.p, "delay_prefill", 1)
 	})
 
 	run("drop_response", func(t *testing.T, c counters) {
@@ -292,6 +295,7 @@ func TestE2EFaultInjection(t *testing.T) {
 		kv := kvOf(t, send(pURL, prefillBody(j.prompt), j.id))
 		textOf(t, j, send(dURL, decodeBody(j, kv), j.id))
 		c.wantReleasedSince(t, p, map[string]float64{"undelivered": 1, "read_done": 1})
+		wantInjected(t, p, c.p, "drop_response", 1)
 	})
 
 	run("stop_heartbeats_and_stall_pull", func(t *testing.T, c counters) {
@@ -346,6 +350,7 @@ func TestE2EFaultInjection(t *testing.T) {
 		textOf(t, j, send(dURL, decodeBody(j, kv), j.id))
 		c.wantReleasedSince(t, p, map[string]float64{"fallback": 1})
 		wantFallbacks(t, d, c.d, "injected", 1)
+		wantInjected(t, d, c.d, "fallback", 1)
 	})
 
 	run("http_error", func(t *testing.T, c counters) {
