@@ -289,3 +289,30 @@ func TestAssistantToolCallsRendered(t *testing.T) {
 		}
 	}
 }
+
+// Tools that may be called are shown to the model in the system message;
+// with tool_choice none they are not.
+func TestToolsPrompt(t *testing.T) {
+	tools := `"tools":[{"type":"function","function":{"name":"f","description":"Finds.","parameters":{"type":"object", "properties":{}}}}]`
+	r, e := ParseChatCompletionRequest([]byte(`{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"x"}],` + tools + `}`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	want := "You can call these tools:\n" + `{"name":"f","description":"Finds.","parameters":{"type":"object","properties":{}}}` + "\n" +
+		`To call one, answer with {"name": <tool>, "arguments": <object>} or an array of calls.` +
+		"\n\nBe brief."
+	if len(r.Messages) != 2 || r.Messages[0].Content != want {
+		t.Errorf("system message %q, want %q", r.Messages[0].Content, want)
+	}
+	r, e = ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}],` + tools + `,"tool_choice":{"type":"function","function":{"name":"f"}}}`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	if len(r.Messages) != 2 || r.Messages[0].Role != "system" || !strings.HasSuffix(r.Messages[0].Content, "Call f: answer with its arguments.") {
+		t.Errorf("messages %+v", r.Messages)
+	}
+	r, e = ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}],` + tools + `,"tool_choice":"none"}`))
+	if e != nil || len(r.Messages) != 1 {
+		t.Errorf("tool_choice none: %v %+v", e, r.Messages)
+	}
+}

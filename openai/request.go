@@ -317,6 +317,7 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 	if r.Structure, e = parseStructure(body, true); e != nil {
 		return r, e
 	}
+	r.Messages = withToolsPrompt(r.Messages, r.Structure.ToolsPrompt)
 	return r, nil
 }
 

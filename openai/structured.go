@@ -36,6 +36,10 @@ type Structure struct {
 	ToolChoice        ToolChoiceMode
 	Tool              string
 	ParallelToolCalls bool
+	// ToolsPrompt tells the model of the tools it may call and of the form
+	// of a call; "" when no call may be made. ParseChatCompletionRequest
+	// puts it first in the system message (see withToolsPrompt).
+	ToolsPrompt string
 }
 
 // Calls reports whether the answer may be tool calls rather than text.
@@ -75,7 +79,7 @@ func parseStructure(body []byte, chat bool) (Structure, *Error) {
 		return st, nil
 	}
 	st.ParallelToolCalls = raw.ParallelToolCalls == nil || *raw.ParallelToolCalls
-	tools, e := parseTools(raw.Tools)
+	tools, defs, e := parseTools(raw.Tools)
 	if e != nil {
 		return st, e
 	}
@@ -88,6 +92,7 @@ func parseStructure(body []byte, chat bool) (Structure, *Error) {
 	if g != nil {
 		return st, BadRequest("response_format", "response_format %s together with tool calls is not supported: use tool_choice \"none\", or give the answer's schema as a tool", rfType(raw.ResponseFormat))
 	}
+	st.ToolsPrompt = toolsPrompt(defs, &st)
 	if st.ToolChoice == ToolChoiceFunction {
 		for _, t := range tools {
 			if t.Name == st.Tool {
@@ -190,44 +195,54 @@ func validName(s string) bool {
 // arguments, {}.
 var emptyParams = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
 
-func parseTools(raw json.RawMessage) ([]constrain.Tool, *Error) {
+// toolDef is a tool as the tools prompt shows it.
+type toolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// parseTools compiles the tools' parameters; defs are the tools for the
+// prompt.
+func parseTools(raw json.RawMessage) (tools []constrain.Tool, defs []toolDef, _ *Error) {
 	if raw == nil || nullOnly(raw) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var items []json.RawMessage
 	if bytes.TrimSpace(raw)[0] != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, BadRequest("tools", "tools must be an array of tool objects")
+		return nil, nil, BadRequest("tools", "tools must be an array of tool objects")
 	}
 	if len(items) > constrain.MaxTools {
-		return nil, BadRequest("tools", "tools has %d entries; at most %d are allowed", len(items), constrain.MaxTools)
+		return nil, nil, BadRequest("tools", "tools has %d entries; at most %d are allowed", len(items), constrain.MaxTools)
 	}
-	tools := make([]constrain.Tool, 0, len(items))
+	tools = make([]constrain.Tool, 0, len(items))
 	seen := map[string]bool{}
 	for i, it := range items {
 		p := fmt.Sprintf("tools[%d]", i)
 		var t struct {
 			Type     string `json:"type"`
 			Function *struct {
-				Name       string          `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-				Strict     *bool           `json:"strict"`
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+				Strict      *bool           `json:"strict"`
 			} `json:"function"`
 		}
 		if len(bytes.TrimSpace(it)) == 0 || bytes.TrimSpace(it)[0] != '{' || json.Unmarshal(it, &t) != nil {
-			return nil, BadRequest(p, "%s must be a tool object", p)
+			return nil, nil, BadRequest(p, "%s must be a tool object", p)
 		}
 		if t.Type != "function" {
-			return nil, BadRequest(p+".type", "%s.type must be \"function\", got %q: only function tools are supported", p, t.Type)
+			return nil, nil, BadRequest(p+".type", "%s.type must be \"function\", got %q: only function tools are supported", p, t.Type)
 		}
 		if t.Function == nil {
-			return nil, BadRequest(p+".function", "%s.function is required", p)
+			return nil, nil, BadRequest(p+".function", "%s.function is required", p)
 		}
 		name := t.Function.Name
 		if !validName(name) {
-			return nil, BadRequest(p+".function.name", "%s.function.name must be 1 to %d letters, digits, '_' or '-', got %q", p, MaxToolNameBytes, name)
+			return nil, nil, BadRequest(p+".function.name", "%s.function.name must be 1 to %d letters, digits, '_' or '-', got %q", p, MaxToolNameBytes, name)
 		}
 		if seen[name] {
-			return nil, BadRequest(p+".function.name", "%s.function.name %q is already the name of another tool", p, name)
+			return nil, nil, BadRequest(p+".function.name", "%s.function.name %q is already the name of another tool", p, name)
 		}
 		seen[name] = true
 		params := t.Function.Parameters
@@ -236,14 +251,63 @@ func parseTools(raw json.RawMessage) ([]constrain.Tool, *Error) {
 		}
 		g, err := constrain.Compile(params, t.Function.Strict != nil && *t.Function.Strict)
 		if err != nil {
-			return nil, schemaError(p+".function.parameters", err)
+			return nil, nil, schemaError(p+".function.parameters", err)
 		}
 		if !g.IsObject() {
-			return nil, BadRequest(p+".function.parameters", "%s.function.parameters must be a schema of type object", p)
+			return nil, nil, BadRequest(p+".function.parameters", "%s.function.parameters must be a schema of type object", p)
 		}
 		tools = append(tools, constrain.Tool{Name: name, Params: g})
+		defs = append(defs, toolDef{Name: name, Description: t.Function.Description, Parameters: compactJSON(params)})
 	}
-	return tools, nil
+	return tools, defs, nil
+}
+
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil { // unreachable: it decoded
+		return raw
+	}
+	return b.Bytes()
+}
+
+// toolsPrompt is the system text that tells the model of the tools and of
+// the form of a call, as a chat template's tools section does.
+func toolsPrompt(defs []toolDef, st *Structure) string {
+	var b strings.Builder
+	b.WriteString("You can call these tools:\n")
+	for _, d := range defs {
+		j, _ := json.Marshal(d) // fields of JSON types always marshal
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	switch st.ToolChoice {
+	case ToolChoiceFunction:
+		fmt.Fprintf(&b, "Call %s: answer with its arguments.", st.Tool)
+		return b.String()
+	case ToolChoiceRequired:
+		b.WriteString("Call one: answer with ")
+	default:
+		b.WriteString("To call one, answer with ")
+	}
+	b.WriteString(`{"name": <tool>, "arguments": <object>}`)
+	if st.ParallelToolCalls {
+		b.WriteString(" or an array of calls")
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+// withToolsPrompt puts the tools prompt first in msgs' first system
+// message, or in a system message of its own before them.
+func withToolsPrompt(msgs []ChatMessage, prompt string) []ChatMessage {
+	if prompt == "" {
+		return msgs
+	}
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		msgs[0].Content = prompt + "\n\n" + msgs[0].Content
+		return msgs
+	}
+	return append([]ChatMessage{{Role: "system", Content: prompt}}, msgs...)
 }
 
 func parseToolChoice(raw json.RawMessage, tools []constrain.Tool, st *Structure) *Error {

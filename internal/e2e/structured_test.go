@@ -332,7 +332,7 @@ func TestSDKToolCalls(t *testing.T) {
 	}
 	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
 	next, err := c.Chat.Completions.New(context.Background(), p)
-	if err != nil || next.Usage.PromptTokens <= r.Usage.PromptTokens {
+	if err != nil || next.Usage.PromptTokens <= r.Usage.CompletionTokens {
 		t.Fatalf("the next turn: %v, %+v", err, next)
 	}
 	// n > 1 with calls is refused, naming n.

@@ -315,11 +315,10 @@ var generators = []generator{
 	}, 0},
 	{"chat tool_calls required streaming", func(ctx context.Context, c openai.Client) (string, error) {
 		p := chatParams("Look it up.")
-		p.Seed, p.Temperature, p.MaxTokens = openai.Int(9), openai.Float(1), openai.Int(400)
+		p.Seed, p.Temperature, p.MaxTokens = openai.Int(9), openai.Float(1), openai.Int(80)
 		p.Tools = []openai.ChatCompletionToolUnionParam{
 			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "lookup", Parameters: map[string]any{
-				"type": "object", "properties": map[string]any{"key": map[string]any{"type": "string"}, "n": map[string]any{"type": "integer"}},
-				"required": []string{"key"}}}),
+				"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}}}),
 			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "noop"}),
 		}
 		p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
