@@ -220,6 +220,9 @@ type recordingEngine struct {
 	// refuseRemote refuses (queue full) requests with a remote prefix, so
 	// no pull to an arbitrary address is ever started.
 	refuseRemote bool
+	// refuseID, when set, refuses (queue full) the requests whose id it
+	// matches.
+	refuseID func(id string) bool
 
 	mu       sync.Mutex
 	rejected []xfer.Remote
@@ -228,6 +231,9 @@ type recordingEngine struct {
 func (e *recordingEngine) Start(req *engine.Request, opt node.SubmitOptions) *node.Stream {
 	if e.refuse != engine.Accepted {
 		return node.RefusedStream(req.ID, e.refuse)
+	}
+	if e.refuseID != nil && e.refuseID(req.ID) {
+		return node.RefusedStream(req.ID, engine.RejectedQueueFull)
 	}
 	if e.refuseRemote && req.Remote != nil {
 		return node.RefusedStream(req.ID, engine.RejectedQueueFull)

@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/kvlease/kvlease/sched"
 )
 
 // completionText is choice 0's text of a single-prompt completion.
@@ -189,6 +193,68 @@ func TestBatchErrors(t *testing.T) {
 		m := readJSON(t, resp)
 		if resp.StatusCode != 400 || field(m, "error", "param") != tc.param || !strings.Contains(fmt.Sprint(field(m, "error", "message")), tc.msg) {
 			t.Errorf("%s: %d %v, want 400 param %s (%q)", tc.body, resp.StatusCode, m, tc.param, tc.msg)
+		}
+	}
+}
+
+// A client that leaves a stream of n choices aborts all of them.
+func TestNChoicesDisconnectAbortsAll(t *testing.T) {
+	n := newNode(t, nodeOpts{profile: "slow"})
+	_, url := newServer(t, n, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions",
+		strings.NewReader(`{"prompt":"long ones","max_tokens":1900,"ignore_eos":true,"stream":true,"n":3}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "three running choices", func() bool { return n.Stats().Requests == 3 })
+	cancel()
+	resp.Body.Close()
+	waitFor(t, "the aborted choices' blocks", func() bool { s := n.Stats(); return s.Pool.Held == 0 && s.Requests == 0 })
+	if got := n.Stats().Finished[sched.FinishedAborted]; got != 3 {
+		t.Errorf("aborted count %d, want 3", got)
+	}
+}
+
+// When the engine refuses one choice, the request gets the refusal (429
+// with Retry-After; in a stream, which starts with the first choice's
+// first token, before the later choices are submitted, an error event)
+// and the other choices are aborted.
+func TestNChoicesRefusalAbortsTheOthers(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		eng := &recordingEngine{Node: newNode(t, nodeOpts{profile: "slow"}),
+			refuseID: func(id string) bool { return strings.HasSuffix(id, "-2") }}
+		_, url := newServer(t, eng, nil)
+		body := fmt.Sprintf(`{"prompt":"p","max_tokens":1900,"ignore_eos":true,"n":3,"stream":%v}`, stream)
+		resp := post(t, url+"/v1/completions", body, "X-Request-Id", "nref")
+		if !stream {
+			m := readJSON(t, resp)
+			if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("status %d %v", resp.StatusCode, m)
+			}
+		} else {
+			evs := events(t, resp.Body)
+			resp.Body.Close()
+			if n := len(evs); n < 2 || evs[n-1] != "[DONE]" || !strings.Contains(evs[n-2], `"code":"rate_limit_exceeded"`) {
+				t.Errorf("stream: %q", evs)
+			}
+		}
+		waitFor(t, "the other choices aborted", func() bool { s := eng.Stats(); return s.Pool.Held == 0 && s.Requests == 0 })
+		if got := eng.Stats().Finished[sched.FinishedAborted]; got != 2 {
+			t.Errorf("stream %v: aborted %d, want 2", stream, got)
+		}
+	}
+}
+
+// Stop strings end each choice on its own.
+func TestNChoicesStopStrings(t *testing.T) {
+	_, url := newServer(t, newNode(t, nodeOpts{}), nil)
+	m := readJSON(t, post(t, url+"/v1/completions", `{"prompt":"stop","max_tokens":300,"ignore_eos":true,"seed":4,"n":4,"stop":["e"]}`))
+	for j := range 4 {
+		text := field(m, "choices", j, "text").(string)
+		if strings.Contains(text, "e") || field(m, "choices", j, "finish_reason") != "stop" || field(m, "choices", j, "stop_reason") != "e" {
+			t.Errorf("choice %d: %v", j, field(m, "choices", j))
 		}
 	}
 }

@@ -371,14 +371,31 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	f.Add([]byte(`{"prompt":[[1,2]],"kv_transfer_params":{"do_remote_decode":true,"x":[1]}}`))
 	f.Add([]byte(`{"prompt":[1,2],"temperature":0.5,"top_p":1}`))
 	f.Add([]byte(`[`))
+	f.Add([]byte(`{"prompt":["a","b"],"n":3,"echo":true,"logprobs":2}`))
+	f.Add([]byte(`{"prompt":[[1],[2,3]],"logit_bias":{"5":-100,"7":2.5},"presence_penalty":1,"frequency_penalty":-1,"repetition_penalty":1.5}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, e := ParseCompletionRequest(body)
 		if e == nil {
-			if r == nil || (r.Prompt.Text == "" && len(r.Prompt.Tokens) == 0) {
-				t.Fatalf("accepted without a prompt: %+v", r)
+			if r == nil || len(r.Prompts) == 0 || len(r.Prompts) > MaxPrompts {
+				t.Fatalf("accepted without a prompt or with too many: %+v", r)
+			}
+			for _, p := range r.Prompts {
+				if p.Text == "" && len(p.Tokens) == 0 {
+					t.Fatalf("accepted an empty prompt: %+v", r)
+				}
 			}
 			if r.Temperature < 0 || r.Temperature > 2 || r.TopP <= 0 || r.TopP > 1 || r.MaxTokens < 0 || len(r.Stop) > MaxStop {
 				t.Fatalf("accepted out of range: %+v", r)
+			}
+			if r.N < 1 || r.N > MaxN || r.N*len(r.Prompts) > MaxChoices || r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs ||
+				r.PresencePenalty < -2 || r.PresencePenalty > 2 || r.FrequencyPenalty < -2 || r.FrequencyPenalty > 2 ||
+				r.RepetitionPenalty <= 0 || r.RepetitionPenalty > 2 || len(r.LogitBias) > MaxLogitBias {
+				t.Fatalf("accepted out of range: %+v", r)
+			}
+			for _, b := range r.LogitBias {
+				if b.Token < 0 || b.Bias < -100 || b.Bias > 100 {
+					t.Fatalf("accepted a bad logit_bias entry %+v", b)
+				}
 			}
 			if r.KVTransferParams.Validate() != nil {
 				t.Fatalf("accepted invalid kv params")
