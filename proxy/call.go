@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -387,7 +386,7 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 		c.passError(resp, OutcomeDecodeError, e)
 		return legFinal, ""
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+	if isEventStream(resp.Header.Get("Content-Type")) {
 		return c.stream(ctx, e, resp, start)
 	}
 	raw, err := readBody(resp, c.p.cfg.MaxResponseBytes)
@@ -513,6 +512,14 @@ var (
 	no              = []string{"no"}
 	emptyValue      = []string{""}
 )
+
+// isEventStream reports whether a Content-Type is text/event-stream, with
+// any parameters: the media type, case-insensitive, as mime.ParseMediaType
+// reads it, without its allocations.
+func isEventStream(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
 
 // contentType returns h's Content-Type as a header value to pass on.
 func contentType(h http.Header) []string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"slices"
 	"strings"
 	"testing"
@@ -273,5 +274,19 @@ func TestEventReaderReady(t *testing.T) {
 			t.Errorf("ready after the first event of %q = %v", in, got)
 		}
 		er.release()
+	}
+}
+
+func TestIsEventStream(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream": true, "Text/Event-Stream; charset=utf-8": true, " text/event-stream ;x=y": true,
+		"application/json": false, "": false, "text/event-streams": false, "text/plain; text/event-stream": false,
+	} {
+		if got := isEventStream(ct); got != want {
+			t.Errorf("isEventStream(%q) = %v", ct, got)
+		}
+		if mt, _, _ := mime.ParseMediaType(ct); (mt == "text/event-stream") != want {
+			t.Errorf("%q: mime.ParseMediaType reads %q", ct, mt)
+		}
 	}
 }
