@@ -404,3 +404,19 @@ func TestStrictDecoding(t *testing.T) {
 		t.Fatal("a Deployment with an unknown field decoded")
 	}
 }
+
+// TestChartLeaseSpill: prefill.leaseSpill becomes the prefill engines'
+// KVLEASE_LEASE_SPILL beside their offload tiers; unset, no variable.
+func TestChartLeaseSpill(t *testing.T) {
+	r := mustRender(t, map[string]any{"prefill": map[string]any{"offload": "cpu:8GiB", "leaseSpill": "pressure"}})
+	c := container(r.deployments["demo-kvlease-prefill"], "kvlease")
+	if e := env(c, "KVLEASE_LEASE_SPILL"); e == nil || e.Value != "pressure" {
+		t.Fatalf("KVLEASE_LEASE_SPILL %+v, want pressure", e)
+	}
+	if e := env(container(r.deployments["demo-kvlease-decode"], "kvlease"), "KVLEASE_LEASE_SPILL"); e != nil {
+		t.Errorf("decode engines got KVLEASE_LEASE_SPILL %q", e.Value)
+	}
+	if e := env(container(mustRender(t, nil).deployments["demo-kvlease-prefill"], "kvlease"), "KVLEASE_LEASE_SPILL"); e != nil {
+		t.Errorf("KVLEASE_LEASE_SPILL %q set by default", e.Value)
+	}
+}

@@ -29,7 +29,8 @@ func TestChartEnvStartsServe(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	leases := map[string]any{"kvEvents": map[string]any{"leaseTopic": "kvlease-leases@$(POD_IP):8000"}}
-	for _, values := range []map[string]any{nil, {"topology": "llm-d"}, {"mode": "aggregated"}, leases} {
+	spill := map[string]any{"prefill": map[string]any{"offload": "cpu:64MiB", "leaseSpill": "pressure"}}
+	for _, values := range []map[string]any{nil, {"topology": "llm-d"}, {"mode": "aggregated"}, leases, spill} {
 		r := mustRender(t, values)
 		for _, name := range keys(r.deployments) {
 			if strings.HasSuffix(name, "-proxy") {

@@ -189,6 +189,10 @@ spec:
             - name: KVLEASE_OFFLOAD
               value: {{ $spec.offload | quote }}
             {{- end }}
+            {{- if $spec.leaseSpill }}
+            - name: KVLEASE_LEASE_SPILL
+              value: {{ $spec.leaseSpill | quote }}
+            {{- end }}
             {{- if $v.kvEvents.enabled }}
             - name: KVLEASE_KV_EVENTS_ENDPOINT
               value: {{ printf "tcp://*:%d" (int $v.ports.kvEvents) | quote }}
