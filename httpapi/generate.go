@@ -142,7 +142,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			return
 		}
 		c.sp, ro, modelName = &req.SamplingParams, &req.RequestOptions, req.Model
-		if !req.Prompt.IsTokens() {
+		if req.Echo && !req.Prompt.IsTokens() {
 			echoText = []byte(req.Prompt.Text)
 		}
 	}

@@ -138,11 +138,12 @@ type CompletionRequest struct {
 	// Model is the requested model; "" when not given (the server picks
 	// its default, as vLLM does). Parse does not check it.
 	Model string
-	// Prompts are the prompts of the request: one, or a batch (prompt as
-	// an array of strings or of token-id arrays), answered with N choices
-	// each, prompt i's choice j at index i×N+j. Prompt is Prompts[0].
-	Prompts []Prompt
+	// Prompt is the request's prompt, the first of a batch. Prompts are
+	// the prompts of a batch (prompt as an array of several strings or
+	// token-id arrays), answered with N choices each, prompt i's choice j
+	// at index i×N+j; nil for a single prompt.
 	Prompt  Prompt
+	Prompts []Prompt
 	SamplingParams
 	RequestOptions
 }
@@ -246,13 +247,12 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 		}
 		r.Logprobs, r.TopLogprobs = true, k
 	}
-	if r.Prompts, e = parsePrompts(raw.Prompt); e != nil {
+	if r.Prompt, r.Prompts, e = parsePrompts(raw.Prompt); e != nil {
 		return r, e
 	}
 	if len(r.Prompts)*r.N > MaxChoices {
 		return r, BadRequest("n", "%d prompts with n = %d ask for %d choices; at most %d are allowed", len(r.Prompts), r.N, len(r.Prompts)*r.N, MaxChoices)
 	}
-	r.Prompt = r.Prompts[0]
 	if r.Ignored, e = checkFields(body, false); e != nil {
 		return r, e
 	}
@@ -565,78 +565,90 @@ const promptShapes = "prompt must be a string, an array of token ids, or an arra
 
 // parsePrompts parses a completion prompt: one prompt (a string, an array
 // of token ids, or a batch of one) or a batch of them (an array of
-// strings or an array of arrays of token ids), at most MaxPrompts.
-func parsePrompts(raw json.RawMessage) ([]Prompt, *Error) {
+// strings or an array of arrays of token ids), at most MaxPrompts. It
+// returns the first prompt, and all of them when there are several (a
+// single prompt allocates no list).
+func parsePrompts(raw json.RawMessage) (Prompt, []Prompt, *Error) {
 	if raw == nil || isNull(raw) {
-		return nil, BadRequest("prompt", "prompt is required")
+		return Prompt{}, nil, BadRequest("prompt", "prompt is required")
 	}
+	var p Prompt
 	switch raw[0] {
 	case '"':
-		var p Prompt
 		if json.Unmarshal(raw, &p.Text) != nil { // unreachable
-			return nil, BadRequest("prompt", promptShapes)
+			return Prompt{}, nil, BadRequest("prompt", promptShapes)
 		}
 		if p.Text == "" {
-			return nil, BadRequest("prompt", "prompt must not be empty")
+			return Prompt{}, nil, BadRequest("prompt", "prompt must not be empty")
 		}
-		return []Prompt{p}, nil
+		return p, nil, nil
 	case '[':
 	default:
-		return nil, BadRequest("prompt", promptShapes)
+		return Prompt{}, nil, BadRequest("prompt", promptShapes)
 	}
 	inner := bytes.TrimSpace(raw[1:])
 	if len(inner) == 0 || inner[0] == ']' {
-		return nil, BadRequest("prompt", "prompt must not be empty")
+		return Prompt{}, nil, BadRequest("prompt", "prompt must not be empty")
 	}
 	var ps []Prompt
 	switch inner[0] {
 	case '"':
 		var ss []string
 		if json.Unmarshal(raw, &ss) != nil {
-			return nil, BadRequest("prompt", promptShapes)
+			return Prompt{}, nil, BadRequest("prompt", promptShapes)
 		}
 		if len(ss) > MaxPrompts {
-			return nil, BadRequest("prompt", "prompt has %d entries; at most %d are allowed", len(ss), MaxPrompts)
+			return Prompt{}, nil, BadRequest("prompt", "prompt has %d entries; at most %d are allowed", len(ss), MaxPrompts)
 		}
 		ps = make([]Prompt, len(ss))
 		for i, s := range ss {
 			if s == "" {
-				return nil, BadRequest(promptParam(i, len(ss)), "%s must not be empty", promptParam(i, len(ss)))
+				return Prompt{}, nil, BadRequest(promptParam(i, len(ss)), "%s must not be empty", promptParam(i, len(ss)))
 			}
 			ps[i].Text = s
 		}
-		return ps, nil
 	case '[':
 		var batch [][]int32
 		if json.Unmarshal(raw, &batch) != nil {
-			return nil, BadRequest("prompt", promptShapes)
+			return Prompt{}, nil, BadRequest("prompt", promptShapes)
 		}
 		if len(batch) > MaxPrompts {
-			return nil, BadRequest("prompt", "prompt has %d entries; at most %d are allowed", len(batch), MaxPrompts)
+			return Prompt{}, nil, BadRequest("prompt", "prompt has %d entries; at most %d are allowed", len(batch), MaxPrompts)
 		}
 		ps = make([]Prompt, len(batch))
 		for i, toks := range batch {
 			ps[i].Tokens = toks
-		}
-	default:
-		ps = make([]Prompt, 1)
-		if json.Unmarshal(raw, &ps[0].Tokens) != nil {
-			return nil, BadRequest("prompt", promptShapes)
-		}
-	}
-	for i, p := range ps {
-		param := promptParam(i, len(ps))
-		if len(p.Tokens) == 0 {
-			return nil, BadRequest(param, "%s must not be empty", param)
-		}
-		for _, t := range p.Tokens {
-			if t < 0 {
-				// The upper bound is the served model's: the server checks it.
-				return nil, BadRequest(param, "token id %d is out of vocabulary", t)
+			if e := checkTokens(toks, promptParam(i, len(batch))); e != nil {
+				return Prompt{}, nil, e
 			}
 		}
+	default:
+		if json.Unmarshal(raw, &p.Tokens) != nil {
+			return Prompt{}, nil, BadRequest("prompt", promptShapes)
+		}
+		if e := checkTokens(p.Tokens, "prompt"); e != nil {
+			return Prompt{}, nil, e
+		}
+		return p, nil, nil
 	}
-	return ps, nil
+	if len(ps) == 1 {
+		return ps[0], nil, nil
+	}
+	return ps[0], ps, nil
+}
+
+// checkTokens refuses an empty token-id prompt and negative ids; the
+// upper bound is the served model's (the server checks it).
+func checkTokens(toks []int32, param string) *Error {
+	if len(toks) == 0 {
+		return BadRequest(param, "%s must not be empty", param)
+	}
+	for _, t := range toks {
+		if t < 0 {
+			return BadRequest(param, "token id %d is out of vocabulary", t)
+		}
+	}
+	return nil
 }
 
 // promptParam names prompt i of a batch of n: "prompt" alone, else

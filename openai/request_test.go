@@ -13,7 +13,6 @@ func TestParseCompletionDefaults(t *testing.T) {
 	}
 	want := &CompletionRequest{
 		Model:          "m",
-		Prompts:        []Prompt{{Text: "hi"}},
 		Prompt:         Prompt{Text: "hi"},
 		SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1, RepetitionPenalty: 1},
 	}
@@ -39,9 +38,8 @@ func TestParseCompletionAllFields(t *testing.T) {
 	}
 	seed := int64(-3)
 	want := &CompletionRequest{
-		Model:   "tiny",
-		Prompts: []Prompt{{Tokens: []int32{1, 2, 256}}},
-		Prompt:  Prompt{Tokens: []int32{1, 2, 256}},
+		Model:  "tiny",
+		Prompt: Prompt{Tokens: []int32{1, 2, 256}},
 		SamplingParams: SamplingParams{N: 1, RepetitionPenalty: 1, MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: &seed,
 			Stop: []string{"a", "b"}, StopTokenIDs: []int32{5, 6}, IgnoreEOS: true, MinTokens: 2,
 			IncludeStopStrInOutput: true},
@@ -301,7 +299,7 @@ func TestParseNullsAreDefaults(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	want := &CompletionRequest{Prompts: []Prompt{{Text: "x"}}, Prompt: Prompt{Text: "x"}, SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1, RepetitionPenalty: 1}}
+	want := &CompletionRequest{Prompt: Prompt{Text: "x"}, SamplingParams: SamplingParams{Temperature: 1, TopP: 1, N: 1, RepetitionPenalty: 1}}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v", r)
 	}
@@ -376,10 +374,10 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, e := ParseCompletionRequest(body)
 		if e == nil {
-			if r == nil || len(r.Prompts) == 0 || len(r.Prompts) > MaxPrompts {
-				t.Fatalf("accepted without a prompt or with too many: %+v", r)
+			if r == nil || len(r.Prompts) == 1 || len(r.Prompts) > MaxPrompts {
+				t.Fatalf("accepted a batch of one or too many: %+v", r)
 			}
-			for _, p := range r.Prompts {
+			for _, p := range append(r.Prompts, r.Prompt) {
 				if p.Text == "" && len(p.Tokens) == 0 {
 					t.Fatalf("accepted an empty prompt: %+v", r)
 				}
@@ -387,7 +385,7 @@ func FuzzParseCompletionRequest(f *testing.F) {
 			if r.Temperature < 0 || r.Temperature > 2 || r.TopP <= 0 || r.TopP > 1 || r.MaxTokens < 0 || len(r.Stop) > MaxStop {
 				t.Fatalf("accepted out of range: %+v", r)
 			}
-			if r.N < 1 || r.N > MaxN || r.N*len(r.Prompts) > MaxChoices || r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs ||
+			if r.N < 1 || r.N > MaxN || r.N*max(len(r.Prompts), 1) > MaxChoices || r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs ||
 				r.PresencePenalty < -2 || r.PresencePenalty > 2 || r.FrequencyPenalty < -2 || r.FrequencyPenalty > 2 ||
 				r.RepetitionPenalty <= 0 || r.RepetitionPenalty > 2 || len(r.LogitBias) > MaxLogitBias {
 				t.Fatalf("accepted out of range: %+v", r)
