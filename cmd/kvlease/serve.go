@@ -164,7 +164,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		"default "+apiKeyEnv+" or "+vllmAPIKeyEnv+"); /health and /metrics stay open")
 	offloadPolicy := fs.String("offload-policy", "store-on-compute", "which blocks go to the offload tiers: "+strings.Join(offload.PolicyNames, ", "))
 	leaseSpill := fs.String("lease-spill", "never", "prefill engine with --offload: when leased, unread blocks move to the offload tier and are read back from it: "+
-		strings.Join(offload.LeaseSpillNames, ", ")+" (pressure: while the pool is short of free blocks)")
+		strings.Join(offload.LeaseSpillNames, ", ")+" (pressure: while the pool is short of free blocks); a decode engine holds no leases and ignores it")
 	faultAPI := fs.Bool("enable-fault-api", false, "serve the fault-injection API for router testing ("+httpapi.FaultsPath+
 		", and llm-d's X-Return-Error header); needs --admin-key. Never on a production engine")
 	adminKey := fs.String("admin-key", "", "--enable-fault-api: the key required as \"Authorization: Bearer KEY\" on "+httpapi.FaultsPath)
