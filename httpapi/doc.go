@@ -59,6 +59,23 @@
 // event was written share the next write, so a stream does not cost one
 // system call per token.
 //
+// A request with several choices — a completions batch (prompt as an
+// array of strings or of token-id arrays) or n > 1 — is answered by
+// multi.go: each choice is an engine request of its own (id: the
+// request's for choice 0, the request's + "-" + the index for the
+// others), prompt i's choice j at index i×n+j with seed + j; a prompt's
+// later choices start once its choice 0 produced a token, so they hit the
+// prompt's cached blocks instead of computing them. Streamed, each chunk
+// carries one choice's text under its index; one usage chunk and [DONE]
+// end the stream. A refusal or failure of any choice aborts the others.
+//
+// logprobs (completions' count, chat's logprobs and top_logprobs) come
+// from the executor's raw distribution with each token (openai's
+// completions and chat shapes); echo puts the prompt first, and with
+// logprobs asks the engine for the prompt's scores (the request then
+// computes its whole prompt, so a decode engine refuses it with a remote
+// prefix). Penalties and logit_bias go to the engine in model.Sampling.
+//
 // finish_reason is "stop" (EOS, a stop string, a stop token id: stop_reason
 // says which string or id), "length" (max_tokens or the context) or "abort"
 // (the engine shut down under the request). Stop strings are applied here,

@@ -29,6 +29,19 @@
 // answer's usage.prompt_tokens_details.cached_tokens (in a streamed answer,
 // every event with a usage) is P's, since the prompt's KV came from P.
 // Members of the body keep their order; only the edited ones are decoded.
+// The prefill leg also drops n, logprobs, top_logprobs and echo: P's
+// answer is only the lease, D generates the choices.
+//
+// Two kinds of request take another path. A completions batch (prompt as
+// an array of several strings or token-id arrays; batch.go) runs each
+// prompt through both legs as a request of its own (id + "-" + the
+// prompt's index) and merges the answers as one engine answers a batch:
+// choices renumbered (prompt i's choice j at i×n+j), usage summed, one
+// usage chunk and one [DONE] closing a stream; the first failing prompt
+// answers the request (or ends its stream with an error event) and the
+// others are cancelled, aborting their legs. A completion with echo and
+// logprobs skips the prefill leg: its prompt's tokens are scored where
+// the prompt is computed, so the decode engine computes it.
 //
 // # Failures and aborts
 //
