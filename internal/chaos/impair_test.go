@@ -75,14 +75,18 @@ func TestImpairRealTCP(t *testing.T) {
 		t.Fatalf("the stream arrived changed: sha256 %x (echoed %x), sent %x", sum, echo, want)
 	}
 
+	// The kernels' counts first: the connection's last packets (FINs,
+	// ACKs) may still be on their way, and a packet the kernels caught
+	// was corrupted before they were read, so it is in the netem's counts
+	// read after.
+	hdr, tcp, err := n.ChecksumErrors(ctx)
+	must(t, err)
 	s := n.NetemStats()
 	t.Logf("netem %v: %+v", fault, s)
+	t.Logf("caught by checksums: %d IP headers, %d TCP segments", hdr, tcp)
 	if s.Lost == 0 || s.Duplicated == 0 || s.Reordered == 0 || s.Corrupted == 0 || s.Delivered == 0 {
 		t.Errorf("a fault did not act: %+v", s)
 	}
-	hdr, tcp, err := n.ChecksumErrors(ctx)
-	must(t, err)
-	t.Logf("caught by checksums: %d IP headers, %d TCP segments", hdr, tcp)
 	// Nothing else corrupts packets here, so the kernels' counts are at
 	// most the netem's; a flip that makes the packet IPv6 (dropped,
 	// uncounted) or the TCP header length too small (counted as InErrs,
