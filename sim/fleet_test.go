@@ -9,7 +9,10 @@ import (
 	"github.com/kvlease/kvlease/xfer"
 )
 
-var fleetProbe = flag.Duration("fleet-probe", 0, "run the default fleet for this long and log the result (a profiling aid)")
+var (
+	fleetProbe = flag.Duration("fleet-probe", 0, "run the default fleet for this long and log the result (a profiling aid)")
+	fleetScale = flag.Float64("fleet-scale", 1, "with -fleet-probe: engines, rate and aborts scaled by this")
+)
 
 // smallFleet is a 2 P × 8 D fleet for two simulated minutes with every
 // fault kind at rates high enough to happen.
@@ -116,6 +119,9 @@ func TestFleetProbe(t *testing.T) {
 	}
 	o := DefaultFleetOptions()
 	o.Duration = *fleetProbe
+	s := *fleetScale
+	o.Prefill, o.Decode = int(float64(o.Prefill)*s), int(float64(o.Decode)*s)
+	o.Rate, o.AbortsPerHour = o.Rate*s, o.AbortsPerHour*s
 	start := time.Now()
 	res, err := RunFleet(o)
 	t.Logf("wall %v err %v", time.Since(start), err)
