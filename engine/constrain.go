@@ -27,7 +27,7 @@ func (c *Core) constrain(r *request, g *constrain.Grammar) {
 		c.vocab = constrain.ByteVocab(c.cfg.VocabSize, c.cfg.EOS)
 	}
 	r.grammar = g
-	r.cstate = g.Start()
+	r.cstate = c.vocab.Start(g)
 	c.constrained++
 }
 

@@ -91,7 +91,8 @@ type State struct {
 }
 
 // Start is the position before the first byte. One space may precede the
-// value (a SentencePiece model's first token often carries one).
+// value (a SentencePiece model's first token often carries one; see
+// Vocab.Start for a start that depends on the vocabulary).
 func (g *Grammar) Start() State {
 	if g.auto {
 		return State{mode: mAuto, cur: g.root, space: true}

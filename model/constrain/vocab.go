@@ -14,6 +14,10 @@ type Vocab struct {
 	size int
 	text [][]byte
 	eos  []int32
+	// spaced: the vocabulary has word tokens that carry their leading
+	// space (SentencePiece's "▁word", byte-level BPE's "Ġword"), so a
+	// model's first token may well be " {": Start allows one space first.
+	spaced bool
 
 	// plain are the tokens made only of bytes a JSON string takes as they
 	// are, in whole UTF-8 characters: inside a free string, each of them
@@ -44,6 +48,9 @@ func NewVocab(text [][]byte, eos []int32) *Vocab {
 		}
 		v.text[id] = bytes.Clone(t)
 		ids = append(ids, int32(id))
+		if len(t) > 1 && t[0] == ' ' && t[1] != ' ' {
+			v.spaced = true
+		}
 		if isPlain(t) {
 			v.plain[id/64] |= 1 << (id % 64)
 		} else {
@@ -104,6 +111,16 @@ func (v *Vocab) build(ids []int32) {
 	}
 	v.first = append(v.first, int32(len(v.eb)))
 	v.tfirst = append(v.tfirst, int32(len(v.toks)))
+}
+
+// Start is the position before the first byte of a text of g generated
+// with this vocabulary: one space may come first if the vocabulary's
+// words carry their leading space, none otherwise (a byte vocabulary
+// starts with the value).
+func (v *Vocab) Start(g *Grammar) State {
+	s := g.Start()
+	s.space = v.spaced
+	return s
 }
 
 // Size is the number of token ids.

@@ -143,13 +143,19 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 func TestByteVocab(t *testing.T) {
 	v := ByteVocab(257, 256)
 	g := Any()
-	s := g.Start()
+	s := v.Start(g)
 	m := v.Mask(&s, nil)
 	for b := 0; b < 257; b++ {
-		want := b == '{' || b == ' '
+		want := b == '{' // a byte vocabulary's text starts with the value
 		if Allowed(m, int32(b)) != want {
 			t.Errorf("token %d: allowed %v, want %v", b, !want, want)
 		}
+	}
+	text, eos := testVocab(300, 1)
+	spaced := NewVocab(text, []int32{eos})
+	s = spaced.Start(g)
+	if !s.Feed(' ') {
+		t.Error("a vocabulary of spaced words may not start with a space")
 	}
 	auto := ToolCalls([]Tool{{Name: "f", Params: Any()}}, false, true)
 	s = auto.Start()
