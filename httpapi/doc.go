@@ -67,7 +67,9 @@
 // later choices start once its choice 0 produced a token, so they hit the
 // prompt's cached blocks instead of computing them. Streamed, each chunk
 // carries one choice's text under its index; one usage chunk and [DONE]
-// end the stream. A refusal or failure of any choice aborts the others.
+// end the stream, which starts once every choice produced output, so a
+// refused choice still makes the request's HTTP error (a 429 a router can
+// retry). A refusal or failure of any choice aborts the others.
 //
 // logprobs (completions' count, chat's logprobs and top_logprobs) come
 // from the executor's raw distribution with each token (openai's

@@ -29,7 +29,8 @@ type multi struct {
 	mu        sync.Mutex
 	err       *openai.Error // the first failure: it ends the request
 	wroteHead bool
-	done      int // finished choices, for the stream's end
+	answered  int // choices that produced output (a stream starts when all have)
+	done      int // choices whose end was written, for the stream's end
 	js, out   []byte
 }
 
@@ -40,6 +41,8 @@ type choiceRun struct {
 	req      engine.Request
 	st       *node.Stream
 	sentRole bool // a chat stream's first chunk (role "assistant") went out
+	answered bool // it produced output (stream)
+	sentEnd  bool // its last chunk went out (stream)
 }
 
 // serveMulti answers c, a request with several choices (the prompts of a
@@ -143,9 +146,6 @@ func (m *multi) start(ch *choiceRun) {
 func (m *multi) run(ch *choiceRun, first bool) {
 	defer m.wg.Done()
 	for !ch.finished {
-		if m.c.stream {
-			ch.text = ch.text[:0]
-		}
 		outs, err := ch.st.Recv(m.ctx, ch.outs)
 		ch.outs = outs
 		if err == node.ErrRefused {
@@ -156,6 +156,17 @@ func (m *multi) run(ch *choiceRun, first bool) {
 			ch.st.Abort()
 			return
 		}
+		if first {
+			first = false
+			for j := 1; j < m.n; j++ {
+				m.start(m.choices[ch.index+j])
+			}
+		}
+		// A stream's choices fold and write under mu: a choice's text
+		// waits there until the stream may start (emit).
+		if m.c.stream {
+			m.mu.Lock()
+		}
 		for i := range outs {
 			ch.fold(&outs[i])
 		}
@@ -163,20 +174,26 @@ func (m *multi) run(ch *choiceRun, first bool) {
 			ch.stopSent = true
 			ch.st.Stop()
 		}
-		if first {
-			first = false
-			for j := 1; j < m.n; j++ {
-				m.start(m.choices[ch.index+j])
-			}
-		}
+		failed := ch.finished && ch.fin.Status == sched.FinishedError
 		if ch.finished {
 			m.s.observeFinished(&ch.seqState, ch.st)
-			if ch.fin.Status == sched.FinishedError {
-				m.fail(errorFinish(&ch.seqState))
-				return
-			}
 		}
-		if m.c.stream && !m.emit(ch) {
+		ok := true
+		if m.c.stream {
+			if !ch.answered {
+				ch.answered = true
+				m.answered++
+			}
+			if !failed {
+				ok = m.emit(ch)
+			}
+			m.mu.Unlock()
+		}
+		if failed {
+			m.fail(errorFinish(&ch.seqState))
+			return
+		}
+		if !ok {
 			ch.st.Abort()
 			return
 		}
@@ -193,45 +210,37 @@ func (m *multi) fail(e *openai.Error) {
 	m.cancel()
 }
 
-// emit writes ch's new text (and its end) as stream events. It reports
-// false when the client cannot be written to.
+// emit writes what ch has to say as stream events; m.mu is held. The
+// stream starts (its 200 goes out) only once every choice has answered
+// (produced output): until then a refusal of a later choice can still be
+// the request's HTTP error, so the choices' text waits, and goes out in
+// index order when the last answers. It reports false when the client
+// cannot be written to.
 func (m *multi) emit(ch *choiceRun) bool {
-	if len(ch.text) == 0 && !ch.finished {
-		return true // held back: nothing to say yet
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.err != nil {
 		return true // the request ends with the error
 	}
 	c := m.c
+	m.out = m.out[:0]
 	if !m.wroteHead {
+		if m.answered < len(m.choices) {
+			return true
+		}
 		m.wroteHead = true
 		h := m.w.Header()
 		h["X-Request-Id"] = []string{c.id}
 		h["Content-Type"] = hdrEventStream
 		h["Cache-Control"] = hdrNoCache
 		m.w.WriteHeader(http.StatusOK)
-	}
-	m.out = m.out[:0]
-	if c.chat && !ch.sentRole {
-		ch.sentRole = true
-		m.appendChunk(ch, openai.ChatDelta{Role: "assistant"}, openai.FinishNone, openai.StopReason{}, nil)
-	}
-	fr, sr := openai.FinishNone, openai.StopReason{}
-	if ch.finished {
-		fr, sr = ch.finish()
-		m.done++
-	}
-	var u *openai.Usage
-	if c.usageOpts.ContinuousUsageStats {
-		v := openai.NewUsage(len(ch.req.Prompt), ch.ntok, 0)
-		if ch.finished {
-			v = ch.usage()
+		for _, o := range m.choices {
+			m.appendPending(o)
 		}
-		u = &v
+	} else {
+		m.appendPending(ch)
 	}
-	m.appendChunk(ch, openai.ChatDelta{Content: string(ch.text)}, fr, sr, u)
+	if len(m.out) == 0 {
+		return true // held back: nothing to say yet
+	}
 	if m.done == len(m.choices) {
 		if c.usageOpts.IncludeUsage {
 			u := m.usage()
@@ -252,6 +261,35 @@ func (m *multi) emit(ch *choiceRun) bool {
 	}
 	err := http.NewResponseController(m.w).Flush()
 	return err == nil
+}
+
+// appendPending appends ch's unsent text (and its end, once) to m.out as
+// chunks, and clears it; m.mu is held.
+func (m *multi) appendPending(ch *choiceRun) {
+	if ch.sentEnd || (len(ch.text) == 0 && !ch.finished) {
+		return
+	}
+	c := m.c
+	if c.chat && !ch.sentRole {
+		ch.sentRole = true
+		m.appendChunk(ch, openai.ChatDelta{Role: "assistant"}, openai.FinishNone, openai.StopReason{}, nil)
+	}
+	fr, sr := openai.FinishNone, openai.StopReason{}
+	if ch.finished {
+		fr, sr = ch.finish()
+		ch.sentEnd = true
+		m.done++
+	}
+	var u *openai.Usage
+	if c.usageOpts.ContinuousUsageStats {
+		v := openai.NewUsage(len(ch.req.Prompt), ch.ntok, 0)
+		if ch.finished {
+			v = ch.usage()
+		}
+		u = &v
+	}
+	m.appendChunk(ch, openai.ChatDelta{Content: string(ch.text)}, fr, sr, u)
+	ch.text = ch.text[:0]
 }
 
 // appendChunk appends one chunk of choice ch to m.out: a chat delta, or
