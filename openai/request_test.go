@@ -410,6 +410,11 @@ func FuzzParseChatCompletionRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":3}`))
 	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"add_generation_prompt":false}`))
 	f.Add([]byte(`{"messages":[{"role":"assistant","content":null}],"logprobs":false}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","strict":true,` +
+		`"schema":{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"array","items":{"enum":[1,"b"]}}]}},"required":["a"],"additionalProperties":false}}}}`))
+	f.Add([]byte(`{"messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}],` +
+		`"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object","properties":{"n":{"type":"integer"}}}}}],` +
+		`"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, e := ParseChatCompletionRequest(body)
 		if e == nil {

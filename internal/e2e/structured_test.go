@@ -159,6 +159,19 @@ func TestSDKStructuredOutput(t *testing.T) {
 			t.Fatalf("request %d: %q is not a JSON object: %v", i, text, err)
 		}
 	}
+	// n choices each follow the schema.
+	pn := openai.ChatCompletionNewParams{Model: modelName, MaxTokens: openai.Int(3000), N: openai.Int(3), Seed: openai.Int(5),
+		Temperature: openai.Float(1), ResponseFormat: jsonSchemaFormat("person", personSchema),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Three people.")}}
+	rn, err := c.Chat.Completions.New(ctx, pn)
+	if err != nil || len(rn.Choices) != 3 {
+		t.Fatalf("n=3: %v", err)
+	}
+	for _, ch := range rn.Choices {
+		if err := validPerson(ch.Message.Content); err != nil || ch.FinishReason != "stop" {
+			t.Fatalf("n=3 choice %d: %q (%s): %v", ch.Index, ch.Message.Content, ch.FinishReason, err)
+		}
+	}
 	// The completions endpoint takes response_format too (vLLM's does).
 	r, err := c.Completions.New(ctx, completion("JSON please:", 3000), option.WithJSONSet("response_format", map[string]any{"type": "json_object"}))
 	if err != nil {
