@@ -17,9 +17,15 @@ import (
 // a request of its own (engine id: the request's id + "-" + the prompt's
 // index) and merges the answers as one engine answers a batch: prompt i's
 // choice j at index i×n+j, usage summed, one usage chunk and one [DONE]
-// at the end of a stream. The first failure answers the request (or ends
-// its stream with an error event) and cancels the other prompts, whose
-// legs then abort on their engines as for a client that left.
+// at the end of a stream. At most maxBatchInFlight prompts are in flight
+// at once. The first failure answers the request (or ends its stream with
+// an error event) and cancels the other prompts, whose legs then abort on
+// their engines as for a client that left.
+
+// maxBatchInFlight bounds the prompts of one batch in flight at once:
+// the batch holds one of the proxy's MaxConcurrentRequests, and its
+// prompts' legs must not multiply that by openai.MaxPrompts.
+const maxBatchInFlight = 16
 
 // batchPrompts splits a completions prompt that is a batch into its
 // prompts, raw; a single prompt gives nil. A batch over openai.MaxPrompts
@@ -71,6 +77,7 @@ func (c *call) runBatch(req object, prompts []json.RawMessage, size int) {
 	b.cancel = cancel
 	r := c.r.WithContext(ctx)
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxBatchInFlight)
 	b.subs = make([]*batchWriter, len(prompts))
 	for i, p := range prompts {
 		sub := append(object(nil), req...)
@@ -82,7 +89,13 @@ func (c *call) runBatch(req object, prompts []json.RawMessage, size int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sc.legs(sub, size) // the batch's size bounds each prompt's
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+				sc.legs(sub, size) // the batch's size bounds each prompt's
+			case <-ctx.Done():
+				sc.outcome = OutcomeClientCancelled // never sent
+			}
 			b.done(bw)
 		}()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -120,5 +121,40 @@ func TestBatchPromptsBound(t *testing.T) {
 	}
 	if n := len(r.pre[0].requests()); n != 0 {
 		t.Errorf("P got %d requests", n)
+	}
+}
+
+// A batch keeps at most maxBatchInFlight prompts in flight, and answers
+// every prompt.
+func TestBatchBoundsPromptsInFlight(t *testing.T) {
+	r := newRig(t, 1, 1, nil)
+	var mu sync.Mutex
+	inFlight, peak := 0, 0
+	r.pre[0].hook = func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		r.pre[0].answerPrefill(w, req)
+		return true
+	}
+	r.dec[0].hook = func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool {
+		r.dec[0].answerDecode(ctx, w, req, 0)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return true
+	}
+	prompts := make([]string, 40)
+	for i := range prompts {
+		prompts[i] = fmt.Sprintf("%q", fmt.Sprint("p", i))
+	}
+	resp := r.post("/v1/completions", `{"prompt":[`+strings.Join(prompts, ",")+`],"max_tokens":1}`)
+	body := readAll(t, resp)
+	if resp.StatusCode != 200 || strings.Count(body, `"index":`) != 40 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if peak > maxBatchInFlight || peak == 0 {
+		t.Errorf("%d prompts in flight at once, want at most %d", peak, maxBatchInFlight)
 	}
 }

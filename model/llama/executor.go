@@ -40,7 +40,9 @@ type Executor struct {
 	scores    []float32 // per worker: MaxSeqLen+1 attention weights
 	sampled   []int     // row of each sampling sequence
 	scored    []int     // rows whose logits score a prompt token (Sampling.PromptLogprobs)
-	logits    []float32 // (len(sampled) + len(scored)) × VocabSize
+	logits    []float32 // len(sampled) × VocabSize
+	sxb       []float32 // scoreRows × Dim: scored rows' normed input
+	slogits   []float32 // scoreRows × VocabSize: their logits
 	probs     []float64
 	unmasked  []float32 // a masked row's logits before the mask, for its logprobs
 	order     []int32
@@ -133,8 +135,9 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 	e.n = len(e.rowPos)
 	if e.n > 0 {
 		e.forward()
+		e.scorePrompt()
 	}
-	j, sc := 0, len(e.sampled)
+	j, sc := 0, 0
 	V := e.cfg.VocabSize
 	for i := range b.Seqs {
 		tok := model.NoToken
@@ -143,12 +146,8 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 		var plp model.PromptLogprobs
 		if s.Sampling.Logprobs && s.Sampling.PromptLogprobs {
 			from, to := model.PromptRange(s.Start, s.Count, s.NumPromptTokens)
-			start := len(e.plp)
-			for k := from; k < to; k++ {
-				e.plp = append(e.plp, e.logprobs(e.logits[sc*V:(sc+1)*V], s.Tokens[k], s.Sampling.TopLogprobs))
-				sc++
-			}
-			plp = model.PromptLogprobs{From: from, Entries: e.plp[start:len(e.plp):len(e.plp)]}
+			plp = model.PromptLogprobs{From: from, Entries: e.plp[sc : sc+to-from : sc+to-from]}
+			sc += to - from
 		}
 		if s.Sample {
 			logits := e.logits[j*V : (j+1)*V]
@@ -268,21 +267,43 @@ func (e *Executor) forward() {
 		blk, slot := e.slot(r)
 		e.pool.Digests(blk)[slot] = kvblock.SlotDigest(e.pool.SlotBytes(blk, slot))
 	}
-	ns := len(e.sampled) + len(e.scored)
+	ns := len(e.sampled)
 	if ns == 0 {
 		return
 	}
-	// Only the sampling rows (and the rows scoring prompt tokens) get the
-	// final norm and logits.
+	// Only the sampling rows get the final norm and logits (the rows
+	// scoring prompt tokens get theirs in scorePrompt).
 	for j, r := range e.sampled {
-		rmsnorm(e.xb[j*c.Dim:(j+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], e.w.FinalNorm, c.NormEps)
-	}
-	for j, r := range e.scored {
-		j += len(e.sampled)
 		rmsnorm(e.xb[j*c.Dim:(j+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], e.w.FinalNorm, c.NormEps)
 	}
 	e.logits = grow(e.logits, ns*c.VocabSize)
 	e.matmul(e.logits, &e.w.Output, e.xb, ns)
+}
+
+// scoreRows bounds the rows scorePrompt computes logits for at once: a
+// prompt's logits are never all in memory (a 8,192-token chunk of a
+// 32,000-token vocabulary would be 1 GiB).
+const scoreRows = 32
+
+// scorePrompt computes the logprobs of the prompt tokens the step's
+// scored rows predict (Sampling.PromptLogprobs) into e.plp, in row order,
+// scoreRows rows at a time.
+func (e *Executor) scorePrompt() {
+	c := e.cfg
+	for lo := 0; lo < len(e.scored); lo += scoreRows {
+		rows := e.scored[lo:min(lo+scoreRows, len(e.scored))]
+		e.sxb = grow(e.sxb, len(rows)*c.Dim)
+		e.slogits = grow(e.slogits, len(rows)*c.VocabSize)
+		for j, r := range rows {
+			rmsnorm(e.sxb[j*c.Dim:(j+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], e.w.FinalNorm, c.NormEps)
+		}
+		e.matmul(e.slogits, &e.w.Output, e.sxb, len(rows))
+		for j, r := range rows {
+			s := &e.batch.Seqs[e.rowSeq[r]]
+			tok := s.Tokens[e.rowPos[r]+1]
+			e.plp = append(e.plp, e.logprobs(e.slogits[j*c.VocabSize:(j+1)*c.VocabSize], tok, s.Sampling.TopLogprobs))
+		}
+	}
 }
 
 // slot is the pool slot of row r.

@@ -13,10 +13,15 @@ import (
 // logprob a step sampling there reports for that token.
 func TestPromptLogprobsChunked(t *testing.T) {
 	w := llamatest.Random(llamatest.Shape260K, 5, false)
-	prompt := []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250, 12, 7}
+	// 70 tokens: scored at once, the rows span three of scorePrompt's
+	// blocks of 32.
+	prompt := make([]int32, 70)
+	for i := range prompt {
+		prompt[i] = int32(1 + (i*37+i*i)%500)
+	}
 	sp := model.Sampling{Logprobs: true, PromptLogprobs: true, TopLogprobs: 3}
 	run := func(chunk int) []model.Logprobs {
-		h := newHarness(t, w, 64, 4, nil)
+		h := newHarness(t, w, 128, 4, nil)
 		s := h.newSeq(1, prompt, sp)
 		other := h.newSeq(2, []int32{9, 8, 7, 6, 5}, model.Sampling{})
 		var got []model.Logprobs
