@@ -67,6 +67,8 @@ var edge = map[string]bool{
 	// kveventstest: its test clients.
 	"kvevents":              true,
 	"kvevents/kveventstest": true,
+	// kvleasebin: builds cmd/kvlease for the tests that run it.
+	"internal/kvleasebin": true,
 }
 
 // forbiddenImports are the standard-library packages a pure package may not

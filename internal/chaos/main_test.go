@@ -2,50 +2,27 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-)
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-	buildDir  string
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	kvleasebin.Remove()
 	os.Exit(code)
 }
 
-// kvleaseBinary builds cmd/kvlease once per test process.
+// kvleaseBinary is the kvlease binary (built once per test process).
 func kvleaseBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if buildDir, buildErr = os.MkdirTemp("", "kvlease-chaos-*"); buildErr != nil {
-			return
-		}
-		binary = filepath.Join(buildDir, "kvlease")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/kvlease/kvlease/cmd/kvlease").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v", buildErr)
-	}
-	return binary
+	return kvleasebin.Build(t)
 }
 
 // start skips the test when the harness cannot run here, and otherwise

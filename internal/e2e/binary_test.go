@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -17,45 +16,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-	buildDir  string
-)
-
-// kvleaseBinary builds cmd/kvlease once per test process.
+// kvleaseBinary is the kvlease binary (built once per test process).
 func kvleaseBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the kvlease binary")
 	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "kvlease-e2e-*")
-		if buildErr != nil {
-			return
-		}
-		binary = filepath.Join(buildDir, "kvlease")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/kvlease/kvlease/cmd/kvlease").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v", buildErr)
-	}
-	return binary
+	return kvleasebin.Build(t)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	kvleasebin.Remove()
 	os.Exit(code)
 }
 

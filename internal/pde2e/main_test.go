@@ -12,14 +12,12 @@ package pde2e
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +28,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 )
 
 const model = "kvlease-tiny" // serve's default name for the tiny profile
@@ -40,45 +39,23 @@ const model = "kvlease-tiny" // serve's default name for the tiny profile
 // a wait for the engines to be quiet.
 const waitTimeout = 15 * time.Second
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-	buildDir  string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if singleCmd != nil && singleCmd.Process != nil {
 		singleCmd.Process.Signal(os.Interrupt)
 		singleCmd.Wait()
 	}
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	kvleasebin.Remove()
 	os.Exit(code)
 }
 
-// kvleaseBinary builds cmd/kvlease once per test process.
+// kvleaseBinary is the kvlease binary (built once per test process).
 func kvleaseBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the kvlease binary and runs engines as processes")
 	}
-	buildOnce.Do(func() {
-		if buildDir, buildErr = os.MkdirTemp("", "kvlease-pde2e-*"); buildErr != nil {
-			return
-		}
-		binary = filepath.Join(buildDir, "kvlease")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/kvlease/kvlease/cmd/kvlease").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v", buildErr)
-	}
-	return binary
+	return kvleasebin.Build(t)
 }
 
 // startCluster starts a cluster of the built binary; the test's cleanup

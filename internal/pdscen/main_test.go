@@ -39,6 +39,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -82,13 +83,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if binPath = os.Getenv("KVLEASE_BINARY"); binPath == "" {
-			binPath = filepath.Join(tmpDir, "kvlease")
-			out, err := exec.Command("go", "build", "-o", binPath, "github.com/kvlease/kvlease/cmd/kvlease").CombinedOutput()
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-				return 1
-			}
+		defer kvleasebin.Remove()
+		if binPath, err = kvleasebin.Path(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
 		defer stopReference()
 		return m.Run()
