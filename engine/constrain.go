@@ -2,6 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"slices"
+
+	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/sched"
 
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/model/constrain"
@@ -33,8 +37,12 @@ func (c *Core) constrain(r *request, g *constrain.Grammar) {
 
 // maskBatch sets the masks of the batch's constrained, sampling
 // sequences. A text that the grammar leaves free (an auto tool choice
-// that chose text) gets no mask.
-func (c *Core) maskBatch(b *model.Batch) {
+// that chose text) gets no mask. A text that no token of the vocabulary
+// can continue (a vocabulary without the bytes an enum value needs, say)
+// ends the request with an error, Output.Stuck, rather than with a text
+// that breaks the grammar; its sequence samples under an EOS-only mask
+// and the step's token is dropped.
+func (c *Core) maskBatch(now clock.Instant, b *model.Batch) {
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
 		if !s.Sample {
@@ -47,6 +55,12 @@ func (c *Core) maskBatch(b *model.Batch) {
 		r.mask = c.vocab.Mask(&r.cstate, r.mask)
 		if r.mask == nil {
 			continue
+		}
+		if !slices.ContainsFunc(r.mask, func(w uint64) bool { return w != 0 }) {
+			r.stuck = true
+			c.finish(now, r, sched.FinishedError, model.NoToken)
+			r.mask = append(r.mask[:0], make([]uint64, c.vocab.Words())...)
+			r.mask[c.cfg.EOS/64] |= 1 << (c.cfg.EOS % 64)
 		}
 		s.Mask = r.mask
 	}

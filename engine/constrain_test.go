@@ -140,3 +140,58 @@ func TestCoreConstrainedRefusedAndAborted(t *testing.T) {
 		t.Fatalf("%d constrained requests after the abort, want 0", core.constrained)
 	}
 }
+
+// A grammar that the vocabulary cannot continue (no token for '"' or '}'
+// after '{') ends the request with an error, marked Stuck, and nothing is
+// left held.
+func TestCoreConstrainedStuck(t *testing.T) {
+	prof, _ := synth.LookupProfile("tiny")
+	text := make([][]byte, prof.VocabSize)
+	for b := 0; b < 256; b++ {
+		if b != '"' && b != '}' {
+			text[b] = []byte{byte(b)}
+		}
+	}
+	core := NewCore(Config{
+		Pool:        kvblock.Config{NumBlocks: 64, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken()},
+		Sched:       sched.DefaultConfig(),
+		MaxModelLen: prof.MaxModelLen, VocabSize: prof.VocabSize, EOS: prof.EOS, RecentFinished: 16,
+		Vocab: constrain.NewVocab(text, []int32{prof.EOS}),
+	}, rand.New(rand.NewPCG(1, 2)))
+	exec := synth.New(prof, core.Pool(), 5)
+	if res := core.Add(0, &Request{ID: "a", Prompt: []int32{1, 2}, MaxTokens: 50, Grammar: constrain.Any()}); res != Accepted {
+		t.Fatal(res)
+	}
+	var res model.StepResult
+	var fin *Output
+	var toks []int32
+	now := clock.Instant(0)
+	for step := 0; fin == nil; step++ {
+		if step > 100 {
+			t.Fatal("the request did not finish")
+		}
+		rd := core.Step(now)
+		for i, o := range rd.Outputs {
+			if o.Token != model.NoToken {
+				toks = append(toks, o.Token)
+			}
+			if o.Finished {
+				fin = &rd.Outputs[i]
+			}
+		}
+		if rd.Batch != nil {
+			exec.Execute(rd.Batch, &res)
+			now = now.Add(res.Duration)
+			core.Complete(now, &res)
+		}
+	}
+	if fin.Status != sched.FinishedError || !fin.Stuck || string(tokenizer.Decode(toks)) != "{" {
+		t.Fatalf("finished %v stuck %v after %q", fin.Status, fin.Stuck, tokenizer.Decode(toks))
+	}
+	for range 3 {
+		core.Step(now)
+	}
+	if err := core.pool.Check(); err != nil || core.pool.NumFree() != 64 || core.constrained != 0 {
+		t.Fatalf("after the stuck request: %v, %d free, %d constrained", err, core.pool.NumFree(), core.constrained)
+	}
+}

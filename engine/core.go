@@ -83,6 +83,9 @@ type Output struct {
 	// the request had no remote prefix).
 	Pulled   bool
 	Fallback xfer.FallbackReason
+	// Stuck is set on the finished (error) output of a request whose
+	// grammar no token of the vocabulary could continue (constrain.go).
+	Stuck bool
 }
 
 // Ready is what one Step hands to the caller. Its slices are owned by the
@@ -141,6 +144,7 @@ type request struct {
 	grammar *constrain.Grammar
 	cstate  constrain.State
 	mask    []uint64
+	stuck   bool // no token could continue the text
 	// promptLP are the prompt tokens' logprobs so far (Sampling.
 	// PromptLogprobs), for the first output.
 	promptLP []model.Logprobs
@@ -472,7 +476,7 @@ func (c *Core) Step(now clock.Instant) Ready {
 		preemptions := c.sched.Stats().Preemptions
 		b := c.sched.Schedule()
 		if c.constrained > 0 {
-			c.maskBatch(b)
+			c.maskBatch(now, b)
 		}
 		if len(b.Seqs) > 0 {
 			rd.Batch = b
@@ -607,6 +611,7 @@ func (c *Core) finish(now clock.Instant, r *request, st sched.Status, tok int32)
 	if r.pulled {
 		out.Usage.CachedTokens = r.NumPromptTokens // computed elsewhere
 	}
+	out.Stuck = r.stuck
 	c.announce(r, &out)
 	c.stats.Finished[st]++
 	delete(c.byExt, r.ext)

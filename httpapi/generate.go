@@ -611,8 +611,11 @@ func (s *Server) observeFinished(c *seqState, st *node.Stream) {
 
 // errorFinish is the client's error for a request that finished with an
 // error (a decode engine that could not get its remote prefix under the
-// fail policy).
+// fail policy, or a constrained text no token could continue).
 func errorFinish(c *seqState) *openai.Error {
+	if c.fin.Stuck {
+		return openai.Internal("the request failed: no token of the model's vocabulary continues the constrained text after %d tokens (the schema needs bytes the vocabulary cannot write)", c.ntok)
+	}
 	why := "unknown"
 	if c.fin.Fallback.Valid() {
 		why = c.fin.Fallback.String()
