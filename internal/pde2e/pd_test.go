@@ -562,3 +562,36 @@ func waitQuiet(t testing.TB, c *cluster.Cluster) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPDNChoicesSharePulledPrefix: through P/D, n=3 pulls the prompt's KV
+// once (one lease) and the decode engine's later choices hit the pulled
+// blocks in its prefix cache instead of computing the prompt.
+func TestPDNChoicesSharePulledPrefix(t *testing.T) {
+	c := startCluster(t, cluster.Options{})
+	pd := client(c.URL())
+	d := c.URLs(proxy.RoleDecode)[0]
+	p := c.URLs(proxy.RolePrefill)[0]
+	hits := func() float64 { return metric(t, d, `vllm:prefix_cache_hits_total{model_name="`+model+`"}`) }
+	run := func(prompt string, n int64) {
+		t.Helper()
+		params := completionParams(prompt)
+		params.MaxTokens, params.N = openai.Int(4), openai.Int(n)
+		r, err := pd.Completions.New(context.Background(), params, option.WithJSONSet("ignore_eos", true))
+		if err != nil || len(r.Choices) != int(n) {
+			t.Fatalf("n=%d: %v %+v", n, err, r)
+		}
+	}
+	prompt := strings.Repeat("seventy tokens or so of a shared prompt. ", 2) // 84 tokens: 5 full blocks
+	h0 := hits()
+	run("A"+prompt, 1)
+	h1 := hits()
+	run("B"+prompt, 3)
+	h2 := hits()
+	if extra := (h2 - h1) - (h1 - h0); extra < 2*5*16 {
+		t.Errorf("n=3 hit %v more prefix tokens on D than n=1, want at least %d (two choices on 5 pulled blocks)", extra, 2*5*16)
+	}
+	if granted := metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted != 2 {
+		t.Errorf("P granted %v leases for two requests", granted)
+	}
+	waitQuiet(t, c)
+}
