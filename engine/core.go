@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"
@@ -29,6 +30,10 @@ type Request struct {
 	SeedSet   bool
 	Priority  int
 	CacheSalt string
+	// Adapter is the LoRA adapter to run with (the zero Adapter: the base
+	// model). It is part of the prefix-cache key of every block, and the
+	// executor applies it (model.Seq.Adapter).
+	Adapter kvblock.Adapter
 	// RemoteDecode marks a prefill for a remote decoder (P side): when it
 	// finishes, its prompt blocks are leased and the finished output
 	// carries the Grant.
@@ -166,6 +171,9 @@ type Core struct {
 	byID        map[uint64]*request
 	byExt       map[string]*request
 	recent      recentSet
+	// adapters counts the live requests with a LoRA adapter (Stats lists
+	// their names only when there are some).
+	adapters int
 
 	producer *xfer.Producer       // P side, nil without transfer or as decoder
 	consumer *xfer.Consumer       // D side, nil without transfer or as prefill
@@ -201,6 +209,12 @@ type Stats struct {
 	// Finished counts finished requests by status.
 	Finished map[sched.Status]uint64
 	Rejected map[AddResult]uint64
+	// RunningAdapters and WaitingAdapters are the names of the LoRA
+	// adapters of the running requests and of the others (waiting,
+	// preempted, pulling their prefix), each name once, sorted; nil when
+	// none (vLLM's lora_requests_info labels).
+	RunningAdapters []string
+	WaitingAdapters []string
 }
 
 // NewCore returns a core. rng supplies sampling seeds for requests that do
@@ -346,7 +360,7 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 	r.IgnoreEOS = in.IgnoreEOS
 	r.EOS = c.cfg.EOS
 	r.Priority = in.Priority
-	r.Extras = kvblock.Extras{Key: c.cfg.HashKey, CacheSalt: in.CacheSalt}
+	r.Extras = kvblock.Extras{Key: c.cfg.HashKey, CacheSalt: in.CacheSalt, Adapter: in.Adapter}
 	r.Sampling = in.Sampling
 	if !in.SeedSet && in.Sampling.Temperature > 0 {
 		r.Sampling.Seed = c.rng.Uint64()
@@ -366,6 +380,9 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 	}
 	c.constrain(r, in.Grammar) // once accepted: finish undoes it
 	c.byID[r.ID] = r
+	if !in.Adapter.IsBase() {
+		c.adapters++
+	}
 	c.byExt[r.ext] = r
 	return Accepted
 }
@@ -674,6 +691,9 @@ func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
 	}
 	r.loading = false
 	delete(c.byID, r.ID)
+	if !r.Extras.Adapter.IsBase() {
+		c.adapters--
+	}
 	return grant
 }
 
@@ -796,7 +816,28 @@ func (c *Core) Stats() Stats {
 	s.Running = c.sched.NumRunning()
 	s.Waiting = c.sched.NumWaiting()
 	s.Requests = len(c.byID)
+	if c.adapters > 0 {
+		for _, r := range c.byID {
+			if r.Extras.Adapter.IsBase() {
+				continue
+			}
+			if r.Status() == sched.Running {
+				s.RunningAdapters = addName(s.RunningAdapters, r.Extras.Adapter.Name)
+			} else {
+				s.WaitingAdapters = addName(s.WaitingAdapters, r.Extras.Adapter.Name)
+			}
+		}
+		slices.Sort(s.RunningAdapters)
+		slices.Sort(s.WaitingAdapters)
+	}
 	return s
+}
+
+func addName(names []string, n string) []string {
+	if slices.Contains(names, n) {
+		return names
+	}
+	return append(names, n)
 }
 
 // recentSet remembers the last n ids added (a ring plus a set).

@@ -91,7 +91,7 @@ func BenchmarkPrefixLookup(b *testing.B) {
 // BenchmarkPrefixLookupExtras is PrefixLookup with a cache salt and an
 // adapter, which puts extra keys into every block's hash.
 func BenchmarkPrefixLookupExtras(b *testing.B) {
-	benchmarkPrefixLookup(b, Extras{CacheSalt: "tenant-42", Adapter: "lora-sql"})
+	benchmarkPrefixLookup(b, Extras{CacheSalt: "tenant-42", Adapter: Adapter{Name: "lora-sql"}})
 }
 
 func benchmarkPrefixLookup(b *testing.B, ex Extras) {

@@ -36,4 +36,7 @@ type Event struct {
 	// Medium is where the blocks live: "GPU" for the primary pool, "CPU" or
 	// "DISK" for offload tiers.
 	Medium string
+	// Adapter is the LoRA adapter the stored blocks were computed under
+	// (the zero Adapter for the base model); BlockStored only.
+	Adapter Adapter
 }

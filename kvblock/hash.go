@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"strconv"
 )
 
 // Hash is the chained prefix hash of a full block: a function of the parent
@@ -150,19 +151,50 @@ type Extras struct {
 	// sets it on every request, so everything that hashes a request's
 	// tokens (scheduler, transfer consumer, offload) agrees.
 	Key       HashKey
-	CacheSalt string // mixed into the first block only
-	Adapter   string // mixed into every block
+	CacheSalt string  // mixed into the first block only
+	Adapter   Adapter // mixed into every block (the zero Adapter: none)
+}
+
+// Adapter is a LoRA adapter a request runs with: KV computed under one
+// adapter is not KV of another adapter, nor of the base model, so the
+// adapter is part of every block's prefix hash (as vLLM puts the LoRA
+// name in every block's extra keys). The zero Adapter is the base model.
+type Adapter struct {
+	// Name is the adapter's served name (vLLM's lora_name), which requests
+	// give as their model.
+	Name string
+	// ID is the engine's number of the adapter (vLLM's lora_int_id: 1, 2,
+	// ... in load order); KV events report it. It is not hashed: engines
+	// number their adapters independently.
+	ID int32
+	// Digest identifies the adapter's weights (a digest of its files):
+	// it is hashed with Name, so an adapter unloaded and loaded again
+	// under the same name with other weights never hits the blocks of the
+	// first. The simulated model derives its adapted KV from it.
+	Digest uint64
+}
+
+// IsBase reports whether a is the zero Adapter (the base model).
+func (a Adapter) IsBase() bool { return a.Name == "" && a.Digest == 0 }
+
+// key is the adapter's part of a block's extra key.
+func (a Adapter) key() string {
+	if a.Digest == 0 {
+		return "adapter:" + a.Name
+	}
+	return "adapter:" + a.Name + "\x00" + strconv.FormatUint(a.Digest, 16)
 }
 
 func (e Extras) forBlock(i int) string {
+	base := e.Adapter.IsBase()
 	if i == 0 && e.CacheSalt != "" {
-		if e.Adapter == "" {
+		if base {
 			return "salt:" + e.CacheSalt
 		}
-		return "salt:" + e.CacheSalt + "\x00adapter:" + e.Adapter
+		return "salt:" + e.CacheSalt + "\x00" + e.Adapter.key()
 	}
-	if e.Adapter != "" {
-		return "adapter:" + e.Adapter
+	if !base {
+		return e.Adapter.key()
 	}
 	return ""
 }

@@ -65,8 +65,8 @@ func TestHashGolden(t *testing.T) {
 		{Extras{}, []string{"a0f7d92fe73354402df0dcb9f0493e0d", "a85c0b1ce0a5ffd1b6b793e60f5eb30d"}},
 		{Extras{Key: key}, []string{"afb1653fa4de713d81fb6e7fb1409d56", "150a9d0c1adba2cb87be884cc7bea81e"}},
 		{Extras{Key: key, CacheSalt: "s"}, []string{"a0b117c197ce48e79e8e833f265052e0", "29855387d492f4bdc442ab6e1efa404c"}},
-		{Extras{Key: key, Adapter: "a"}, []string{"75c16f437a2e0cd83069cc7933190a35", "209d3ae77d9275a05d1fdc4d48781108"}},
-		{Extras{Key: key, CacheSalt: "s", Adapter: "a"}, []string{"37bf461903fb3be2679bd9bd670a6aba", "50f6e5fdcf0b4f1ec87c05585ac5fafe"}},
+		{Extras{Key: key, Adapter: Adapter{Name: "a"}}, []string{"75c16f437a2e0cd83069cc7933190a35", "209d3ae77d9275a05d1fdc4d48781108"}},
+		{Extras{Key: key, CacheSalt: "s", Adapter: Adapter{Name: "a"}}, []string{"37bf461903fb3be2679bd9bd670a6aba", "50f6e5fdcf0b4f1ec87c05585ac5fafe"}},
 	}
 	for _, tt := range tests {
 		got := AppendHashes(nil, tokens, 16, tt.ex)
@@ -75,7 +75,7 @@ func TestHashGolden(t *testing.T) {
 			gotHex = append(gotHex, hex.EncodeToString(h[:]))
 		}
 		if !slices.Equal(gotHex, tt.want) {
-			t.Errorf("AppendHashes(salt %q adapter %q key %x) = %q, want %q", tt.ex.CacheSalt, tt.ex.Adapter, tt.ex.Key, gotHex, tt.want)
+			t.Errorf("AppendHashes(salt %q adapter %q key %x) = %q, want %q", tt.ex.CacheSalt, tt.ex.Adapter.Name, tt.ex.Key, gotHex, tt.want)
 		}
 	}
 	// The layout, spelled out independently: SipHash-2-4-128 of the parent
@@ -126,7 +126,7 @@ func TestHashKeyed(t *testing.T) {
 func TestAppendHashesIncremental(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, bs := range []int{1, 3, 16, 100} { // 100: longer than HashBlock's stack buffer
-		for _, ex := range []Extras{{}, {CacheSalt: "salt"}, {Adapter: "lora"}, {CacheSalt: "salt", Adapter: "lora"}} {
+		for _, ex := range []Extras{{}, {CacheSalt: "salt"}, {Adapter: Adapter{Name: "lora"}}, {CacheSalt: "salt", Adapter: Adapter{Name: "lora"}}} {
 			tokens := randTokens(rng, 10*bs+bs/2, 5)
 			oneShot := AppendHashes(nil, tokens, bs, ex)
 			if len(oneShot) != 10 {
@@ -195,8 +195,8 @@ func TestExtrasScope(t *testing.T) {
 	plain := AppendHashes(nil, tokens, bs, Extras{})
 	salted := AppendHashes(nil, tokens, bs, Extras{CacheSalt: "tenant-a"})
 	salted2 := AppendHashes(nil, tokens, bs, Extras{CacheSalt: "tenant-b"})
-	adapted := AppendHashes(nil, tokens, bs, Extras{Adapter: "lora-1"})
-	both := AppendHashes(nil, tokens, bs, Extras{CacheSalt: "tenant-a", Adapter: "lora-1"})
+	adapted := AppendHashes(nil, tokens, bs, Extras{Adapter: Adapter{Name: "lora-1"}})
+	both := AppendHashes(nil, tokens, bs, Extras{CacheSalt: "tenant-a", Adapter: Adapter{Name: "lora-1"}})
 	for i := range plain {
 		seen := map[Hash]string{}
 		for name, hs := range map[string][]Hash{"plain": plain, "salted": salted, "salted2": salted2, "adapted": adapted, "both": both} {
@@ -219,7 +219,7 @@ func TestExtrasScope(t *testing.T) {
 		}
 	}
 	// A salt and an adapter with the same name are different keys.
-	if a, b := AppendHashes(nil, tokens[:bs], bs, Extras{CacheSalt: "x"}), AppendHashes(nil, tokens[:bs], bs, Extras{Adapter: "x"}); a[0] == b[0] {
+	if a, b := AppendHashes(nil, tokens[:bs], bs, Extras{CacheSalt: "x"}), AppendHashes(nil, tokens[:bs], bs, Extras{Adapter: Adapter{Name: "x"}}); a[0] == b[0] {
 		t.Fatal("salt x and adapter x hash alike")
 	}
 }
@@ -259,5 +259,30 @@ func TestHashOrderMatters(t *testing.T) {
 	if HashBlock(HashKey{}, RootHash, []int32{1, 256}, "") == HashBlock(HashKey{}, RootHash, []int32{256, 1}, "") ||
 		HashBlock(HashKey{}, RootHash, []int32{-1}, "") == HashBlock(HashKey{}, RootHash, []int32{1}, "") {
 		t.Fatal("distinct token sequences hash alike")
+	}
+}
+
+// TestAdapterIdentity: an adapter's weights digest is part of the key (the
+// same name loaded again with other weights never hits the first one's
+// blocks); its per-engine ID is not (engines number adapters
+// independently).
+func TestAdapterIdentity(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const bs = 16
+	tokens := randTokens(rng, 3*bs, 1000)
+	a := AppendHashes(nil, tokens, bs, Extras{Adapter: Adapter{Name: "sql", ID: 1, Digest: 42}})
+	renumbered := AppendHashes(nil, tokens, bs, Extras{Adapter: Adapter{Name: "sql", ID: 7, Digest: 42}})
+	reloaded := AppendHashes(nil, tokens, bs, Extras{Adapter: Adapter{Name: "sql", ID: 1, Digest: 43}})
+	nameOnly := AppendHashes(nil, tokens, bs, Extras{Adapter: Adapter{Name: "sql"}})
+	if !slices.Equal(a, renumbered) {
+		t.Fatal("the adapter's ID changed its hashes")
+	}
+	for i := range a {
+		if a[i] == reloaded[i] || a[i] == nameOnly[i] {
+			t.Fatalf("block %d: another digest hashes alike", i)
+		}
+	}
+	if (Adapter{Name: "x"}).IsBase() || !(Adapter{}).IsBase() {
+		t.Fatal("IsBase")
 	}
 }

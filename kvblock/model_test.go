@@ -329,7 +329,7 @@ func (d *driver) newPrompt() prompt {
 		case 0:
 			pr.ex.CacheSalt = "s"
 		case 1:
-			pr.ex.Adapter = "a"
+			pr.ex.Adapter = Adapter{Name: "a"}
 		}
 	}
 	for n := d.src.IntN(8 * d.cfg.BlockSizeTokens); n > 0; n-- {

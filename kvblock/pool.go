@@ -383,6 +383,12 @@ func (p *Pool) Cache(b BlockID, hash Hash) bool {
 // its first newly cached block. tokens are the blocks' token ids, blockSize
 // per block (copied when events are on; ignored, and may be nil, when off).
 func (p *Pool) CacheRun(blocks []BlockID, hashes []Hash, parent Hash, tokens []int32) {
+	p.CacheRunAdapter(blocks, hashes, parent, tokens, Adapter{})
+}
+
+// CacheRunAdapter is CacheRun for blocks computed under adapter a, which
+// the event reports (lora_name, lora_id).
+func (p *Pool) CacheRunAdapter(blocks []BlockID, hashes []Hash, parent Hash, tokens []int32, a Adapter) {
 	if len(blocks) != len(hashes) {
 		panic("kvblock: CacheRun with mismatched blocks and hashes")
 	}
@@ -398,7 +404,7 @@ func (p *Pool) CacheRun(blocks []BlockID, hashes []Hash, parent Hash, tokens []i
 		}
 		if !stored {
 			stored = true
-			ev = Event{Kind: BlockStored, BlockSize: bs, Medium: p.cfg.Medium, Parent: parent}
+			ev = Event{Kind: BlockStored, BlockSize: bs, Medium: p.cfg.Medium, Parent: parent, Adapter: a}
 			if i > 0 {
 				ev.Parent = hashes[i-1]
 			}

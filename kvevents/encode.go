@@ -108,6 +108,25 @@ func encodeEvents(e *msgpack.Encoder, enc Encoding, events []kvblock.Event) {
 	}
 }
 
+// encodeLoRAID and encodeLoRAName write a stored event's adapter as vLLM
+// does (lora_request.lora_int_id, lora_request.lora_name), nil for the base
+// model.
+func encodeLoRAID(e *msgpack.Encoder, ev *kvblock.Event) {
+	if ev.Adapter.IsBase() {
+		e.EncodeNil()
+		return
+	}
+	e.EncodeInt(int64(ev.Adapter.ID))
+}
+
+func encodeLoRAName(e *msgpack.Encoder, ev *kvblock.Event) {
+	if ev.Adapter.IsBase() {
+		e.EncodeNil()
+		return
+	}
+	e.EncodeString(ev.Adapter.Name)
+}
+
 func medium(ev *kvblock.Event) string {
 	if ev.Medium == "" {
 		return "GPU"
@@ -145,9 +164,9 @@ func encodeStored(e *msgpack.Encoder, enc Encoding, ev *kvblock.Event) {
 		parent()
 		tokens()
 		e.EncodeInt(int64(ev.BlockSize))
-		e.EncodeNil() // lora_id
+		encodeLoRAID(e, ev)
 		e.EncodeString(medium(ev))
-		e.EncodeNil() // lora_name
+		encodeLoRAName(e, ev)
 		return
 	}
 	e.EncodeMapLen(10)
@@ -162,11 +181,11 @@ func encodeStored(e *msgpack.Encoder, enc Encoding, ev *kvblock.Event) {
 	e.EncodeString("block_size")
 	e.EncodeInt(int64(ev.BlockSize))
 	e.EncodeString("lora_id")
-	e.EncodeNil()
+	encodeLoRAID(e, ev)
 	e.EncodeString("medium")
 	e.EncodeString(medium(ev))
 	e.EncodeString("lora_name")
-	e.EncodeNil()
+	encodeLoRAName(e, ev)
 	e.EncodeString("group_idx")
 	e.EncodeInt(0)
 	e.EncodeString("kv_cache_spec_kind")

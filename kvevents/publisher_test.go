@@ -71,7 +71,8 @@ func sample() ([]kvblock.Event, []kveventstest.Event) {
 	h3 := kvblock.HashBlock(key, h2, []int32{5, 6}, "")
 	in := []kvblock.Event{
 		{Kind: kvblock.BlockStored, Hashes: []kvblock.Hash{h1, h2}, Parent: kvblock.RootHash, Tokens: []int32{1, 2, 3, 4}, BlockSize: 2, Medium: "GPU"},
-		{Kind: kvblock.BlockStored, Hashes: []kvblock.Hash{h3}, Parent: h2, Tokens: []int32{5, 6}, BlockSize: 2},
+		{Kind: kvblock.BlockStored, Hashes: []kvblock.Hash{h3}, Parent: h2, Tokens: []int32{5, 6}, BlockSize: 2,
+			Adapter: kvblock.Adapter{Name: "sql-lora", ID: 2, Digest: 9}},
 		{Kind: kvblock.BlockRemoved, Hashes: []kvblock.Hash{h3}, Medium: "GPU", BlockSize: 2},
 		{Kind: kvblock.BlockRemoved, Hashes: []kvblock.Hash{h2}, Medium: "GPU", BlockSize: 2},
 		{Kind: kvblock.BlockStored, Hashes: []kvblock.Hash{h1}, BlockSize: 2, Medium: "CPU"}, // a tier's: hashes only
@@ -80,7 +81,8 @@ func sample() ([]kvblock.Event, []kveventstest.Event) {
 	}
 	want := []kveventstest.Event{
 		{Type: "BlockStored", BlockHashes: []string{hs(h1), hs(h2)}, TokenIDs: []int64{1, 2, 3, 4}, BlockSize: 2, Medium: "GPU"},
-		{Type: "BlockStored", BlockHashes: []string{hs(h3)}, Parent: ptr(h2), TokenIDs: []int64{5, 6}, BlockSize: 2, Medium: "GPU"},
+		{Type: "BlockStored", BlockHashes: []string{hs(h3)}, Parent: ptr(h2), TokenIDs: []int64{5, 6}, BlockSize: 2, Medium: "GPU",
+			LoRAID: new(int64(2)), LoRAName: new("sql-lora")},
 		// Consecutive evictions of one medium travel as one event.
 		{Type: "BlockRemoved", BlockHashes: []string{hs(h3), hs(h2)}, Medium: "GPU"},
 		{Type: "BlockStored", BlockHashes: []string{hs(h1)}, BlockSize: 2, Medium: "CPU"},
@@ -116,7 +118,12 @@ func sameEvents(t *testing.T, enc Encoding, got, want []kveventstest.Event) {
 
 func equalEvent(a, b kveventstest.Event) bool {
 	return a.Type == b.Type && a.BlockSize == b.BlockSize && a.Medium == b.Medium &&
+		equalPtr(a.LoRAID, b.LoRAID) && equalPtr(a.LoRAName, b.LoRAName) &&
 		equalSlice(a.BlockHashes, b.BlockHashes) && equalSlice(a.TokenIDs, b.TokenIDs)
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 func equalSlice[T comparable](a, b []T) bool {

@@ -173,6 +173,10 @@ type Seq struct {
 	// NumPromptTokens is how many of Tokens are the prompt (for
 	// Sampling.PromptLogprobs).
 	NumPromptTokens int
+	// Adapter is the LoRA adapter the sequence runs with (the zero
+	// Adapter: the base model). An executor that cannot apply adapters is
+	// never given one: the edge refuses them at start.
+	Adapter kvblock.Adapter
 }
 
 // Batch is the work of one engine step. The engine reuses its memory: an

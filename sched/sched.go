@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
@@ -48,6 +49,12 @@ type Config struct {
 	// it a prompt longer than the step's remaining budget waits.
 	ChunkedPrefill bool
 	Policy         Policy
+	// MaxLoRAs is the most distinct LoRA adapters among the running
+	// requests (vLLM's --max-loras); 0 is no limit. A waiting request
+	// whose adapter would be one too many is passed over (it keeps its
+	// place) and the requests behind it are considered, as vLLM's
+	// scheduler does. Base-model requests are never held back.
+	MaxLoRAs int
 }
 
 // DefaultConfig returns vLLM-like defaults.
@@ -64,6 +71,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sched: MaxNumBatchedTokens must be positive, got %d", c.MaxNumBatchedTokens)
 	case c.MaxWaiting <= 0:
 		return fmt.Errorf("sched: MaxWaiting must be positive, got %d", c.MaxWaiting)
+	case c.MaxLoRAs < 0:
+		return fmt.Errorf("sched: MaxLoRAs must be 0 (no limit) or more, got %d", c.MaxLoRAs)
 	case c.Policy > Priority:
 		return fmt.Errorf("sched: unknown policy %d", c.Policy)
 	}
@@ -231,6 +240,11 @@ type Scheduler struct {
 	outcomes  []Outcome
 	hits      []kvblock.BlockID
 	short     bool // the last admit failed for want of blocks
+	// loras are the distinct adapters running (MaxLoRAs), and passed the
+	// waiting requests a Schedule passed over for want of an adapter
+	// slot; scratch of Schedule.
+	loras  []kvblock.Adapter
+	passed []*Request
 
 	// OnPreempt, when set, is called for a request about to be preempted,
 	// before its hold is released: an offload policy may take store holds.
@@ -419,9 +433,17 @@ func (s *Scheduler) Schedule() *model.Batch {
 	}
 
 	if !preempted {
+		s.runningLoRAs()
 		for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs && len(s.waiting.items) > 0 {
 			r := s.waiting.peek()
+			if s.tooManyLoRAs(r) {
+				s.passed = append(s.passed, s.waiting.pop())
+				continue
+			}
 			if s.admit(r, &budget) {
+				if r.status == Running {
+					s.addLoRA(r.Extras.Adapter)
+				}
 				continue
 			}
 			// Nothing runs, so nothing will free a block: if the head
@@ -432,6 +454,11 @@ func (s *Scheduler) Schedule() *model.Batch {
 			}
 			break
 		}
+		for _, r := range s.passed {
+			s.waiting.push(r) // its place: the queue orders by (priority, arrival)
+		}
+		clear(s.passed)
+		s.passed = s.passed[:0]
 	}
 	if len(s.batch.Seqs) > 0 {
 		s.inFlight = true
@@ -444,6 +471,31 @@ func (s *Scheduler) Schedule() *model.Batch {
 		}
 	}
 	return &s.batch
+}
+
+// runningLoRAs collects the distinct adapters of the running requests
+// into s.loras, when MaxLoRAs limits them.
+func (s *Scheduler) runningLoRAs() {
+	s.loras = s.loras[:0]
+	if s.cfg.MaxLoRAs == 0 {
+		return
+	}
+	for _, r := range s.running {
+		s.addLoRA(r.Extras.Adapter)
+	}
+}
+
+func (s *Scheduler) addLoRA(a kvblock.Adapter) {
+	if s.cfg.MaxLoRAs > 0 && !a.IsBase() && !slices.Contains(s.loras, a) {
+		s.loras = append(s.loras, a)
+	}
+}
+
+// tooManyLoRAs reports whether admitting r would run more than MaxLoRAs
+// distinct adapters.
+func (s *Scheduler) tooManyLoRAs(r *Request) bool {
+	a := r.Extras.Adapter
+	return s.cfg.MaxLoRAs > 0 && !a.IsBase() && len(s.loras) >= s.cfg.MaxLoRAs && !slices.Contains(s.loras, a)
 }
 
 // admit tries to move the head of the waiting queue to running.
@@ -533,6 +585,7 @@ func (s *Scheduler) add(r *Request, n int) {
 		Sampling: r.Sampling,
 
 		NumPromptTokens: r.NumPromptTokens,
+		Adapter:         r.Extras.Adapter,
 	})
 	s.batchReqs = append(s.batchReqs, r)
 	r.inBatch = true
@@ -683,8 +736,8 @@ func (s *Scheduler) cacheFull(r *Request) {
 	if r.cachedBlocks > 0 {
 		parent = r.Hashes[r.cachedBlocks-1]
 	}
-	s.pool.CacheRun(blocks[r.cachedBlocks:full], r.Hashes[r.cachedBlocks:full], parent,
-		r.Tokens[r.cachedBlocks*s.bs:full*s.bs])
+	s.pool.CacheRunAdapter(blocks[r.cachedBlocks:full], r.Hashes[r.cachedBlocks:full], parent,
+		r.Tokens[r.cachedBlocks*s.bs:full*s.bs], r.Extras.Adapter)
 	r.cachedBlocks = full
 }
 

@@ -595,3 +595,44 @@ func TestNoReclaimWhileRunning(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxLoRAs: with MaxLoRAs 1, a request for a second adapter waits while
+// the first adapter runs; the requests behind it (the running adapter's,
+// the base model's) are admitted past it, and it keeps its place: it runs
+// first once the first adapter's requests are done. Each batch runs at
+// most one adapter.
+func TestMaxLoRAs(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxLoRAs = 1
+	h := newHarness(t, 64, cfg)
+	a := kvblock.Adapter{Name: "a", ID: 1, Digest: 1}
+	b := kvblock.Adapter{Name: "b", ID: 2, Digest: 2}
+	reqs := []*Request{newReq(1, 4, 2), newReq(2, 4, 3), newReq(3, 4, 2), newReq(4, 4, 2)}
+	reqs[0].Extras.Adapter, reqs[1].Extras.Adapter, reqs[2].Extras.Adapter = a, b, a
+	for _, r := range reqs {
+		h.s.Add(r)
+	}
+	got, _ := h.step()
+	if ids := []int{got[0][0], got[1][0], got[2][0]}; len(got) != 3 || !slices.Equal(ids, []int{1, 3, 4}) {
+		t.Fatalf("first step ran %v, want requests 1, 3 (adapter a) and 4 (base) past 2 (adapter b)", got)
+	}
+	if h.s.NumWaiting() != 1 || reqs[1].Status() != Waiting {
+		t.Fatalf("request 2 is %v with %d waiting", reqs[1].Status(), h.s.NumWaiting())
+	}
+	for reqs[0].Status() == Running || reqs[2].Status() == Running {
+		got, _ = h.step()
+		for _, g := range got {
+			if g[0] == 2 && (reqs[0].Status() == Running || reqs[2].Status() == Running) {
+				t.Fatal("adapter b ran beside adapter a")
+			}
+		}
+	}
+	for reqs[1].Status() == Waiting {
+		if got, _ = h.step(); got == nil {
+			t.Fatal("request 2 never ran after adapter a finished")
+		}
+	}
+	if err := (Config{MaxNumSeqs: 1, MaxNumBatchedTokens: 1, MaxWaiting: 1, MaxLoRAs: -1}).Validate(); err == nil {
+		t.Fatal("MaxLoRAs -1 validated")
+	}
+}

@@ -593,7 +593,7 @@ func (c *Consumer) complete(now clock.Instant, p *pull) {
 		if p.hits > 0 {
 			parent = c.hashes[p.hits-1]
 		}
-		c.pool.CacheRun(blocks[p.hits:full], c.hashes[p.hits:full], parent, p.Prompt[p.hits*bs:full*bs])
+		c.pool.CacheRunAdapter(blocks[p.hits:full], c.hashes[p.hits:full], parent, p.Prompt[p.hits*bs:full*bs], p.Extras.Adapter)
 	}
 	c.stats.Pulls++
 	c.stats.PulledBlocks += uint64(p.Remote.NumBlocks - p.hits)

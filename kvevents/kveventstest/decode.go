@@ -31,6 +31,10 @@ type Event struct {
 	TokenIDs  []int64
 	BlockSize int64
 	Medium    string
+	// LoRAID and LoRAName are a stored event's adapter; nil when sent nil
+	// (the base model).
+	LoRAID   *int64
+	LoRAName *string
 	// GroupIdx and SpecKind are sent by the map encoding only.
 	GroupIdx int64
 	SpecKind string

@@ -205,15 +205,21 @@ func (e *Event) stored(hs, parent, tokens, blockSize, loraID, medium, loraName a
 		return fmt.Errorf("block_size: %v", err)
 	}
 	if loraID != nil {
-		if _, err := integer(loraID); err != nil {
+		id, err := integer(loraID)
+		if err != nil {
 			return fmt.Errorf("lora_id: %v", err)
 		}
+		e.LoRAID = &id
 	}
 	if e.Medium, err = optString(medium); err != nil {
 		return fmt.Errorf("medium: %v", err)
 	}
-	if _, err := optString(loraName); err != nil {
-		return fmt.Errorf("lora_name: %v", err)
+	if loraName != nil {
+		name, err := optString(loraName)
+		if err != nil {
+			return fmt.Errorf("lora_name: %v", err)
+		}
+		e.LoRAName = &name
 	}
 	return nil
 }

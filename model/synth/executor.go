@@ -163,7 +163,7 @@ func (e *Executor) check(s *model.Seq) {
 // prefixState returns h_{Start-1} (prefixRoot when Start is 0), from the
 // cache when it fits and otherwise recomputed from Tokens[:Start].
 func (e *Executor) prefixState(s *model.Seq) uint64 {
-	h, from := uint64(prefixRoot), 0
+	h, from := adapterRoot(s.Adapter), 0
 	if en, ok := e.prefix[s.Req]; ok && en.pos > 0 && en.pos <= s.Start && s.Tokens[en.pos-1] == en.last {
 		h, from = en.hash, en.pos
 	}
@@ -171,6 +171,20 @@ func (e *Executor) prefixState(s *model.Seq) uint64 {
 		h = prefixStep(h, s.Tokens[q], q)
 	}
 	return h
+}
+
+// adapterRoot is h_{-1} of a sequence run with adapter a: prefixRoot for
+// the base model, and for an adapter a root keyed by its weights' digest.
+// So an adapter changes every position's KV, and through the KV every
+// token, as real low-rank updates to the projections would, while two
+// engines with the same adapter files agree exactly (a P/D pair). The name
+// is left out: one adapter served under two names answers alike (their
+// prefix-cache entries stay apart, by the hash's extra keys).
+func adapterRoot(a kvblock.Adapter) uint64 {
+	if a.Digest == 0 {
+		return prefixRoot
+	}
+	return combine(prefixRoot, a.Digest^domainAdapter)
 }
 
 func (e *Executor) write(s *model.Seq) {

@@ -519,3 +519,35 @@ func TestBlockSizeDoesNotMatter(t *testing.T) {
 		}
 	}
 }
+
+// TestAdapterChangesOutput: an adapter (its weights' digest) changes every
+// position's KV and so the tokens, greedy and sampled; the same adapter
+// gives the same tokens however it is chunked or numbered, and its name
+// does not enter (one adapter under two names answers alike).
+func TestAdapterChangesOutput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	prompt := randomTokens(rng, 40)
+	run := func(a kvblock.Adapter, s model.Sampling, chunk func(*hreq) int) ([]int32, []byte) {
+		h := newHarness(t, tinyProfile(), true, 16, 5)
+		r := h.add(1, prompt, s)
+		r.adapter = a
+		h.run([]*hreq{r}, 24, chunk)
+		return r.gen, slices.Clone(h.pool.SlotBytes(h.pool.Blocks(r.hold)[0], 0))
+	}
+	sql := kvblock.Adapter{Name: "sql", ID: 1, Digest: 0x5eed}
+	for _, s := range []model.Sampling{{}, {Temperature: 0.8, TopP: 1, Seed: 3}} {
+		base, baseKV := run(kvblock.Adapter{}, s, whole)
+		adapted, adaptedKV := run(sql, s, whole)
+		if equalTokens(base, adapted) || bytes.Equal(baseKV, adaptedKV) {
+			t.Fatalf("temperature %v: the adapter changes neither tokens nor KV", s.Temperature)
+		}
+		other, _ := run(kvblock.Adapter{Name: "sql", ID: 1, Digest: 0x5eee}, s, whole)
+		if equalTokens(other, adapted) {
+			t.Fatalf("temperature %v: two adapters' weights answer alike", s.Temperature)
+		}
+		again, _ := run(kvblock.Adapter{Name: "alias", ID: 9, Digest: 0x5eed}, s, func(*hreq) int { return 7 })
+		if !equalTokens(again, adapted) {
+			t.Fatalf("temperature %v: the same adapter chunked and renamed answers %v, want %v", s.Temperature, again, adapted)
+		}
+	}
+}

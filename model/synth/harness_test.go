@@ -24,6 +24,7 @@ type hreq struct {
 	hold     kvblock.HoldID
 	computed int
 	sampling model.Sampling
+	adapter  kvblock.Adapter
 	gen      []int32
 }
 
@@ -92,6 +93,7 @@ func (h *harness) step(reqs []*hreq, chunk func(*hreq) int) {
 		b.Seqs = append(b.Seqs, model.Seq{
 			Req: r.id, Tokens: r.tokens, Start: r.computed, Count: n,
 			Blocks: h.pool.Blocks(r.hold), Sample: r.computed+n == len(r.tokens), Sampling: r.sampling,
+			Adapter: r.adapter,
 		})
 	}
 	h.ex.Execute(&b, &h.out)

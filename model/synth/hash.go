@@ -13,6 +13,7 @@ const (
 	domainContext = 0x636f6e7465787421
 	domainBytes   = 0x6279746573212121
 	domainFill    = 0x66696c6c6b762121
+	domainAdapter = 0x6c6f726121212121
 )
 
 // mix64 is the splitmix64 finalizer: a bijection of uint64 with full
