@@ -110,6 +110,26 @@ func TestAcceptsAndRefuses(t *testing.T) {
 	}
 }
 
+// $ref to the root's $defs (and definitions) compiles the definition in
+// place, as schema generators write nested types.
+func TestRefs(t *testing.T) {
+	g := mustCompile(t, `{"$defs":{"Addr":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false},
+		"a~1b":{"enum":["x","y"]}},
+		"definitions":{"N":{"type":"integer"}},
+		"type":"object","properties":{"home":{"$ref":"#/$defs/Addr","description":"where"},"work":{"$ref":"#/$defs/Addr"},
+		"k":{"$ref":"#/$defs/a~01b"},"n":{"$ref":"#/definitions/N"}},"required":["home"],"additionalProperties":false}`)
+	for _, good := range []string{`{"home":{"city":"A"}}`, `{"home":{"city":"A"},"work":{"city":"B"},"k":"y","n":3}`} {
+		if !accepts(g, good) {
+			t.Errorf("refused %s", good)
+		}
+	}
+	for _, bad := range []string{`{"home":{}}`, `{"home":{"city":"A"},"k":"z"}`, `{"home":{"city":"A"},"n":1.5}`} {
+		if accepts(g, bad) {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
 func TestTopLevelValues(t *testing.T) {
 	cases := []struct {
 		schema string
@@ -175,6 +195,18 @@ func TestCompileErrors(t *testing.T) {
 		{`{"type":"string","enum":[1,2]}`, "enum"},
 	}
 	for _, c := range cases {
+		_, err := Compile(json.RawMessage(c.schema), false)
+		var e *Error
+		if !errors.As(err, &e) || e.Keyword != c.keyword {
+			t.Errorf("%s: got %v, want an error naming %q", c.schema, err, c.keyword)
+		}
+	}
+	for _, c := range []struct{ schema, keyword string }{
+		{`{"$ref":"#/$defs/x"}`, "$ref"},
+		{`{"$defs":{"n":{"type":"object","properties":{"c":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}`, "$ref"},
+		{`{"$defs":{"a":{"type":"string"}},"type":"object","properties":{"x":{"$ref":"#/$defs/a","type":"string"}}}`, "type"},
+		{`{"$ref":"http://example.com/s.json"}`, "$ref"},
+	} {
 		_, err := Compile(json.RawMessage(c.schema), false)
 		var e *Error
 		if !errors.As(err, &e) || e.Keyword != c.keyword {

@@ -11,8 +11,10 @@
 // supported subset: type (a name or an array of names: object, array,
 // string, number, integer, boolean, null), properties, required,
 // additionalProperties (false, true or a schema), items, minItems,
-// maxItems, enum, const, and anyOf whose branches have distinct types
-// (the first byte of a value tells which applies). Annotations (title,
+// maxItems, enum, const, anyOf whose branches have distinct types (the
+// first byte of a value tells which applies), and $ref to the root's
+// $defs or definitions, compiled in place (a recursive reference is
+// refused: its values could nest beyond any bound). Annotations (title,
 // description, default, examples, $schema, ...) are ignored; any other
 // keyword is an *Error naming it. With strict, OpenAI's rules for strict
 // schemas apply too (every object closes additionalProperties and

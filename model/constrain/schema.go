@@ -157,7 +157,14 @@ func Any() *Grammar {
 // apply: every object sets additionalProperties false and requires every
 // property.
 func Compile(schema json.RawMessage, strict bool) (*Grammar, error) {
-	c := compiler{strict: strict}
+	c := compiler{strict: strict, resolving: map[string]bool{}}
+	var root struct {
+		Defs        map[string]json.RawMessage `json:"$defs"`
+		Definitions map[string]json.RawMessage `json:"definitions"`
+	}
+	if json.Unmarshal(schema, &root) == nil {
+		c.defs, c.definitions = root.Defs, root.Definitions
+	}
 	n, err := c.compile(schema, "", 0)
 	if err != nil {
 		return nil, err
@@ -168,6 +175,10 @@ func Compile(schema json.RawMessage, strict bool) (*Grammar, error) {
 type compiler struct {
 	strict bool
 	nodes  int
+	// The root's definitions, for $ref; resolving holds the references
+	// being compiled, to refuse recursion.
+	defs, definitions map[string]json.RawMessage
+	resolving         map[string]bool
 }
 
 // annotations are keywords that describe and never constrain: accepted
@@ -181,6 +192,7 @@ var annotations = map[string]bool{
 var known = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true,
+	"$ref": true, "$defs": true, "definitions": true,
 }
 
 func errAt(path, kw, format string, args ...any) *Error {
@@ -211,8 +223,11 @@ func (c *compiler) compile(raw json.RawMessage, path string, depth int) (*node, 
 	}
 	if len(unsupported) > 0 {
 		sort.Strings(unsupported)
-		return nil, errAt(path, unsupported[0], "unsupported keyword(s): %s (supported: type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf)",
+		return nil, errAt(path, unsupported[0], "unsupported keyword(s): %s (supported: type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, $ref to $defs)",
 			strings.Join(unsupported, ", "))
+	}
+	if v, ok := kw["$ref"]; ok {
+		return c.ref(v, kw, path, depth)
 	}
 	if v, ok := kw["enum"]; ok {
 		return c.enum(v, kw, path, "enum")
@@ -622,4 +637,40 @@ func (g *Grammar) IsObject() bool {
 
 func callPrefix(name string) []byte {
 	return []byte(`{"name":` + string(encodeString(name)) + `,"arguments":`)
+}
+
+// ref compiles a $ref to one of the root's $defs (or definitions) where
+// it appears, as if the definition were written there. A recursive
+// reference is refused: a recursive schema can require values deeper
+// than any bound, or than the model will ever finish.
+func (c *compiler) ref(raw json.RawMessage, kw map[string]json.RawMessage, path string, depth int) (*node, error) {
+	for k := range kw {
+		if k != "$ref" && k != "$defs" && k != "definitions" && !annotations[k] {
+			return nil, errAt(path, k, "%s together with $ref is not supported", k)
+		}
+	}
+	var ref string
+	if json.Unmarshal(raw, &ref) != nil {
+		return nil, errAt(path, "$ref", "$ref must be a string")
+	}
+	var target json.RawMessage
+	var ok bool
+	if name, found := strings.CutPrefix(ref, "#/$defs/"); found {
+		target, ok = c.defs[pointerUnescape(name)]
+	} else if name, found := strings.CutPrefix(ref, "#/definitions/"); found {
+		target, ok = c.definitions[pointerUnescape(name)]
+	}
+	if !ok {
+		return nil, errAt(path, "$ref", "$ref %q does not name one of the root's $defs or definitions", ref)
+	}
+	if c.resolving[ref] {
+		return nil, errAt(path, "$ref", "$ref %q is recursive; recursive schemas are not supported", ref)
+	}
+	c.resolving[ref] = true
+	defer delete(c.resolving, ref)
+	return c.compile(target, path, depth)
+}
+
+func pointerUnescape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
 }
