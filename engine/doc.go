@@ -27,6 +27,11 @@
 // finished at once (its output says so) but torn down when the step
 // completes, so its blocks are never reused under a running step.
 //
+// A request with a Grammar (structured output, tool calls) is decoded under
+// it: Step puts each of its sampling sequences' token masks in the batch,
+// Complete advances the text's position and finishes the request once the
+// text is complete (constrain.go).
+//
 // # Offload
 //
 // With Config.Offload the core owns an offload.Coordinator and calls it at

@@ -9,4 +9,8 @@
 // with deterministic KV content. model/llama is a real llama-architecture
 // transformer on the CPU over the same pool slots (kvlease serve
 // --model-file).
+//
+// A sequence's Mask (constrained decoding: model/constrain computes it in
+// the engine core) restricts its draw to the tokens it allows; an
+// executor must honour it whatever the sampling parameters.
 package model
