@@ -146,6 +146,8 @@ func TestTopLevelValues(t *testing.T) {
 		{`{"type":"object","properties":{},"additionalProperties":false}`, []string{`{}`}, []string{`{"a":1}`}},
 		{`{"type":"object","additionalProperties":{"type":"integer"}}`, []string{`{}`, `{"a":1,"a":2}`}, []string{`{"a":"x"}`}},
 		{`true`, []string{`{"a":[null]}`, `"s"`, `-1`}, []string{`{a:1}`}},
+		{`{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"日本語"`, `"a\n"`, `"🎉x"`}, []string{`"a"`, `"abcd"`, `"\u0041b"`, `""`}},
+		{`{"type":["string","null"],"maxLength":0}`, []string{`""`, `null`}, []string{`"a"`}},
 	}
 	for _, c := range cases {
 		g := mustCompile(t, c.schema)
@@ -193,6 +195,9 @@ func TestCompileErrors(t *testing.T) {
 		{`{"type":"string","properties":{}}`, "properties"},
 		{`{"type":"object","required":["z"],"additionalProperties":false}`, "required"},
 		{`{"type":"string","enum":[1,2]}`, "enum"},
+		{`{"type":"integer","maxLength":3}`, "maxLength"},
+		{`{"type":"string","minLength":3,"maxLength":2}`, "minLength"},
+		{`{"type":"string","minLength":-1}`, "minLength"},
 	}
 	for _, c := range cases {
 		_, err := Compile(json.RawMessage(c.schema), false)
@@ -362,6 +367,14 @@ func validate(v any, schema any) error {
 		}
 	}
 	switch x := v.(type) {
+	case string:
+		n := float64(len([]rune(x)))
+		if m, ok := sc["minLength"].(float64); ok && n < m {
+			return fmt.Errorf("%q is shorter than minLength %v", x, m)
+		}
+		if m, ok := sc["maxLength"].(float64); ok && n > m {
+			return fmt.Errorf("%q is longer than maxLength %v", x, m)
+		}
 	case map[string]any:
 		props, _ := sc["properties"].(map[string]any)
 		for _, r := range asList(sc["required"]) {
@@ -443,6 +456,8 @@ var fuzzSchemas = []string{
 	`{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"},"v":{"type":["string","number","boolean","null"]}},"required":["id","v"]}}`,
 	`{"type":"object","properties":{"e":{"enum":["a","ab","abc",0,-1.5,[1,2],{"k":"v"}]}},"required":["e"]}`,
 	`{"type":"object","additionalProperties":{"type":"array","items":{"type":"number"},"maxItems":4}}`,
+	`{"type":"object","properties":{"code":{"type":"string","minLength":3,"maxLength":5},"note":{"type":["string","null"],"maxLength":2},` +
+		`"tags":{"type":"array","items":{"type":"string","minLength":1}}},"required":["code","note","tags"]}`,
 }
 
 // TestGeneratedTextsValidate is the property: every text a random walk of

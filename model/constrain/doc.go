@@ -11,7 +11,8 @@
 // supported subset: type (a name or an array of names: object, array,
 // string, number, integer, boolean, null), properties, required,
 // additionalProperties (false, true or a schema), items, minItems,
-// maxItems, enum, const, anyOf whose branches have distinct types (the
+// maxItems, minLength, maxLength (characters; a bounded string has no \u
+// escapes, which could pair two into one character), enum, const, anyOf whose branches have distinct types (the
 // first byte of a value tells which applies), and $ref to the root's
 // $defs or definitions, compiled in place (a recursive reference is
 // refused: its values could nest beyond any bound). Annotations (title,

@@ -117,6 +117,11 @@ type node struct {
 	minItems int
 	maxItems int
 
+	// Strings: at least minLen characters, at most maxLen (-1: unbounded;
+	// the zero node is unbounded only through anyNode and stringBounds).
+	minLen int
+	maxLen int
+
 	// Tool calls: the value is one of alts (a literal prefix that names
 	// the call), then the value of altNodes[i], then suffix.
 	alts     *literals
@@ -126,7 +131,7 @@ type node struct {
 
 // anyNode is a free-form JSON value of any type.
 var anyNode = func() *node {
-	n := &node{kinds: kAll, freeKeys: true, maxItems: -1}
+	n := &node{kinds: kAll, freeKeys: true, maxItems: -1, maxLen: -1}
 	n.extra, n.items = n, n
 	return n
 }()
@@ -148,7 +153,7 @@ func (g *Grammar) CallName(i int) string { return g.calls[i] }
 // Any is the grammar of any JSON object (response_format json_object):
 // OpenAI's JSON mode answers with an object.
 func Any() *Grammar {
-	n := &node{kinds: kObject, freeKeys: true, extra: anyNode, maxItems: -1}
+	n := &node{kinds: kObject, freeKeys: true, extra: anyNode, maxItems: -1, maxLen: -1}
 	return &Grammar{root: n}
 }
 
@@ -192,7 +197,7 @@ var annotations = map[string]bool{
 var known = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true,
-	"$ref": true, "$defs": true, "definitions": true,
+	"$ref": true, "$defs": true, "definitions": true, "minLength": true, "maxLength": true,
 }
 
 func errAt(path, kw, format string, args ...any) *Error {
@@ -223,7 +228,7 @@ func (c *compiler) compile(raw json.RawMessage, path string, depth int) (*node, 
 	}
 	if len(unsupported) > 0 {
 		sort.Strings(unsupported)
-		return nil, errAt(path, unsupported[0], "unsupported keyword(s): %s (supported: type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, $ref to $defs)",
+		return nil, errAt(path, unsupported[0], "unsupported keyword(s): %s (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, $ref to $defs)",
 			strings.Join(unsupported, ", "))
 	}
 	if v, ok := kw["$ref"]; ok {
@@ -241,7 +246,7 @@ func (c *compiler) compile(raw json.RawMessage, path string, depth int) (*node, 
 		}
 		return c.anyOf(v, path, depth)
 	}
-	n := &node{kinds: kAll, maxItems: -1}
+	n := &node{kinds: kAll, maxItems: -1, maxLen: -1}
 	if t, ok := kw["type"]; ok {
 		k, err := parseType(t, path)
 		if err != nil {
@@ -267,7 +272,42 @@ func (c *compiler) compile(raw json.RawMessage, path string, depth int) (*node, 
 	} else if k, ok := firstOf(kw, "items", "minItems", "maxItems"); ok {
 		return nil, errAt(path, k, "%s needs type array", k)
 	}
+	if n.kinds&kString != 0 {
+		if err := stringBounds(n, kw, path); err != nil {
+			return nil, err
+		}
+	} else if k, ok := firstOf(kw, "minLength", "maxLength"); ok {
+		return nil, errAt(path, k, "%s needs type string", k)
+	}
 	return n, nil
+}
+
+// MaxStringLength bounds minLength and maxLength.
+const MaxStringLength = 1 << 20
+
+// stringBounds reads minLength and maxLength (in characters, as JSON
+// Schema counts them).
+func stringBounds(n *node, kw map[string]json.RawMessage, path string) error {
+	n.maxLen = -1
+	for _, k := range []string{"minLength", "maxLength"} {
+		v, ok := kw[k]
+		if !ok {
+			continue
+		}
+		var x int
+		if json.Unmarshal(v, &x) != nil || x < 0 || x > MaxStringLength {
+			return errAt(path, k, "%s must be an integer in [0, %d]", k, MaxStringLength)
+		}
+		if k == "minLength" {
+			n.minLen = x
+		} else {
+			n.maxLen = x
+		}
+	}
+	if n.maxLen >= 0 && n.minLen > n.maxLen {
+		return errAt(path, "minLength", "minLength %d is more than maxLength %d", n.minLen, n.maxLen)
+	}
+	return nil
 }
 
 func firstOf(kw map[string]json.RawMessage, names ...string) (string, bool) {
@@ -466,7 +506,7 @@ func (c *compiler) enum(raw json.RawMessage, kw map[string]json.RawMessage, path
 	if len(lits) == 0 {
 		return nil, errAt(path, name, "no %s value has the schema's type", name)
 	}
-	return &node{kinds: kAll, enum: newLiterals(lits), maxItems: -1}, nil
+	return &node{kinds: kAll, enum: newLiterals(lits), maxItems: -1, maxLen: -1}, nil
 }
 
 func isIntegral(num []byte) bool {
@@ -560,7 +600,7 @@ func (c *compiler) anyOf(raw json.RawMessage, path string, depth int) (*node, er
 	if json.Unmarshal(raw, &branches) != nil || len(branches) == 0 {
 		return nil, errAt(path, "anyOf", "anyOf must be a non-empty array of schemas")
 	}
-	n := &node{maxItems: -1}
+	n := &node{maxItems: -1, maxLen: -1}
 	for i, b := range branches {
 		x, err := c.compile(b, fmt.Sprintf("%s/anyOf/%d", path, i), depth)
 		if err != nil {
@@ -587,6 +627,9 @@ func (c *compiler) anyOf(raw json.RawMessage, path string, depth int) (*node, er
 		if x.kinds&kArray != 0 {
 			n.items, n.minItems, n.maxItems = x.items, x.minItems, x.maxItems
 		}
+		if x.kinds&kString != 0 {
+			n.minLen, n.maxLen = x.minLen, x.maxLen
+		}
 	}
 	return n, nil
 }
@@ -611,7 +654,7 @@ func ToolCalls(tools []Tool, parallel, auto bool) *Grammar {
 	for i, t := range tools {
 		lits[i] = callPrefix(t.Name)
 	}
-	alt := &node{kinds: kObject, alts: newLiterals(lits), suffix: newLiterals([][]byte{[]byte("}")}), maxItems: -1}
+	alt := &node{kinds: kObject, alts: newLiterals(lits), suffix: newLiterals([][]byte{[]byte("}")}), maxItems: -1, maxLen: -1}
 	alt.altNodes = make([]*node, len(alt.alts.s))
 	names := make([]string, len(alt.alts.s))
 	for _, t := range tools {

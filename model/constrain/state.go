@@ -74,6 +74,9 @@ type State struct {
 	hi   int32
 	pos  int32
 	call int32 // the tool call being generated (its alt index)
+	// slen counts a bounded string's characters (bounded: cur's minLen
+	// or maxLen applies).
+	slen int32
 
 	depth   uint8
 	mode    mode
@@ -86,6 +89,7 @@ type State struct {
 	chi     byte
 	space   bool // one space may come now
 	key     bool // mString: the string is a free property name
+	bounded bool // mString: cur's minLength or maxLength applies
 	integer bool // mNumber: no fraction, no exponent
 	inArgs  bool // inside a tool call's arguments
 }
@@ -261,6 +265,7 @@ func (s *State) valueStart(b byte) bool {
 		return true
 	case b == '"' && n.kinds&kString != 0:
 		s.mode, s.key, s.esc, s.need = mString, false, 0, 0
+		s.bounded, s.slen = n.minLen > 0 || n.maxLen >= 0, 0
 		return true
 	case (b == '-' || isDigit(b)) && n.kinds&(kNumber|kInteger) != 0:
 		s.mode, s.integer, s.digits = mNumber, n.kinds&kNumber == 0, 0
@@ -315,6 +320,11 @@ func (s *State) stringByte(b byte) bool {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			s.esc = 0
 		case 'u':
+			if s.bounded {
+				// \u escapes may pair into one character from two:
+				// bounded strings write characters as they are.
+				return false
+			}
 			s.esc = 5
 		default:
 			return false
@@ -339,6 +349,9 @@ func (s *State) stringByte(b byte) bool {
 	}
 	switch {
 	case b == '"':
+		if s.bounded && int(s.slen) < s.cur.minLen {
+			return false
+		}
 		if s.key {
 			f := *s.top
 			f.key = -1
@@ -348,11 +361,20 @@ func (s *State) stringByte(b byte) bool {
 			s.valueDone()
 		}
 		return true
+	case b < 0x20:
+		return false
+	}
+	if s.bounded {
+		// A character starts here: count it.
+		if s.cur.maxLen >= 0 && int(s.slen) >= s.cur.maxLen {
+			return false
+		}
+		s.slen++
+	}
+	switch {
 	case b == '\\':
 		s.esc = 1
 		return true
-	case b < 0x20:
-		return false
 	case b < 0x80:
 		return true
 	}
@@ -460,7 +482,7 @@ func (s *State) objKey(b byte) bool {
 	switch b {
 	case '"':
 		if n.freeKeys {
-			s.mode, s.key, s.esc, s.need = mString, true, 0, 0
+			s.mode, s.key, s.esc, s.need, s.bounded = mString, true, 0, 0, false
 			return true
 		}
 		s.startLit(n.keys, litKey)

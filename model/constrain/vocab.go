@@ -158,7 +158,7 @@ func (v *Vocab) Mask(s *State, dst []uint64) []uint64 {
 		dst = make([]uint64, w)
 	}
 	dst = dst[:w]
-	if s.mode == mString && s.esc == 0 && s.need == 0 {
+	if s.mode == mString && s.esc == 0 && s.need == 0 && !s.bounded {
 		copy(dst, v.plain)
 		for _, id := range v.other {
 			st := *s
