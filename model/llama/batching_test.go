@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -182,5 +183,33 @@ func TestDecodeStepAllocatesNothing(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(20, step); n != 0 {
 		t.Fatalf("%v allocations per decode step", n)
+	}
+}
+
+// TestAttentionPathsAgree runs the same requests through attention's two
+// ways of reading the pool: float32 views of whole blocks with the vector
+// kernels, and bytes decoded one float at a time (the path of a machine
+// that cannot view them in place). Every step's logits must be the same
+// bits.
+func TestAttentionPathsAgree(t *testing.T) {
+	w := llamatest.Random(llamatest.Shape260K, 4, false)
+	r := rand.New(rand.NewPCG(5, 6))
+	for i, p := range prompts(w.Config.VocabSize, r) {
+		view, dec := newHarness(t, w, 64, 3, nil), newHarness(t, w, 64, 3, nil)
+		llama.DecodePoolBytes(dec.exec)
+		a, b := view.newSeq(1, p, samplings[i%len(samplings)]), dec.newSeq(1, p, samplings[i%len(samplings)])
+		for len(a.tokens) < len(p)+genTokens {
+			view.step([]*seq{a}, []int{len(a.tokens) - a.computed})
+			dec.step([]*seq{b}, []int{len(b.tokens) - b.computed})
+			la, lb := view.exec.Logits(0), dec.exec.Logits(0)
+			for k := range la {
+				if math.Float32bits(la[k]) != math.Float32bits(lb[k]) {
+					t.Fatalf("prompt %d, %d tokens: logit %d is %v through float32 views, %v through bytes", i, len(a.tokens), k, la[k], lb[k])
+				}
+			}
+			if !slices.Equal(a.tokens, b.tokens) {
+				t.Fatalf("prompt %d: tokens %v and %v", i, a.tokens, b.tokens)
+			}
+		}
 	}
 }

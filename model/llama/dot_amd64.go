@@ -29,8 +29,8 @@ func dotQ8(raw []byte, x []float32) float32 {
 	return dotQ8Generic(raw, x)
 }
 
-//go:noescape
-func dotF32x8AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
+// The matrix kernels: rows consecutive rows of a matrix times one, four or
+// eight consecutive vectors of x (see each in dot_amd64.s).
 
 //go:noescape
 func dotF32x1AVX2(w *float32, rows, n int, x *float32, out *float32)
@@ -39,13 +39,16 @@ func dotF32x1AVX2(w *float32, rows, n int, x *float32, out *float32)
 func dotF32x4AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
 
 //go:noescape
-func dotQ8x8AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
+func dotF32x8AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
 
 //go:noescape
 func dotQ8x1AVX2(raw *byte, rows, nblocks int, x *float32, out *float32)
 
 //go:noescape
 func dotQ8x4AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
+
+//go:noescape
+func dotQ8x8AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
 
 // mulF32 is mulF32Generic, register-blocked: each row of w is loaded once
 // for eight (then four) vectors of x at a time; the rest one vector at a
@@ -71,7 +74,8 @@ func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int
 }
 
 // mulQ8 is mulQ8Generic, register-blocked as mulF32 is: each block of a
-// row is converted once for eight (then four) vectors.
+// row is converted once for eight (then four) vectors; the rest one at a
+// time.
 func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) {
 	rb := cols / Q8Block * q8BlockBytes
 	rows := len(raw) / rb
