@@ -12,10 +12,11 @@
 // string, number, integer, boolean, null), properties, required,
 // additionalProperties (false, true or a schema), items, minItems,
 // maxItems, minLength, maxLength (characters; a bounded string has no \u
-// escapes, which could pair two into one character), enum, const, anyOf whose branches have distinct types (the
-// first byte of a value tells which applies), and $ref to the root's
-// $defs or definitions, compiled in place (a recursive reference is
-// refused: its values could nest beyond any bound). Annotations (title,
+// escapes, which could pair two into one character), enum, const, anyOf
+// whose branches have distinct types (the first byte of a value tells
+// which applies), and $ref to the root's $defs or definitions, compiled
+// in place (a recursive reference is refused: its values could nest
+// beyond any bound). Annotations (title,
 // description, default, examples, $schema, ...) are ignored; any other
 // keyword is an *Error naming it. With strict, OpenAI's rules for strict
 // schemas apply too (every object closes additionalProperties and

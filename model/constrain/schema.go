@@ -288,26 +288,9 @@ const MaxStringLength = 1 << 20
 // stringBounds reads minLength and maxLength (in characters, as JSON
 // Schema counts them).
 func stringBounds(n *node, kw map[string]json.RawMessage, path string) error {
-	n.maxLen = -1
-	for _, k := range []string{"minLength", "maxLength"} {
-		v, ok := kw[k]
-		if !ok {
-			continue
-		}
-		var x int
-		if json.Unmarshal(v, &x) != nil || x < 0 || x > MaxStringLength {
-			return errAt(path, k, "%s must be an integer in [0, %d]", k, MaxStringLength)
-		}
-		if k == "minLength" {
-			n.minLen = x
-		} else {
-			n.maxLen = x
-		}
-	}
-	if n.maxLen >= 0 && n.minLen > n.maxLen {
-		return errAt(path, "minLength", "minLength %d is more than maxLength %d", n.minLen, n.maxLen)
-	}
-	return nil
+	var err error
+	n.minLen, n.maxLen, err = bounds(kw, path, "minLength", "maxLength", MaxStringLength)
+	return err
 }
 
 func firstOf(kw map[string]json.RawMessage, names ...string) (string, bool) {
@@ -441,28 +424,34 @@ func (c *compiler) array(n *node, kw map[string]json.RawMessage, path string, de
 		}
 		n.items = x
 	}
-	for _, k := range []string{"minItems", "maxItems"} {
+	var err error
+	n.minItems, n.maxItems, err = bounds(kw, path, "minItems", "maxItems", 1<<20)
+	return err
+}
+
+// bounds reads a pair of bounds such as minItems and maxItems: integers
+// in [0, limit], min 0 and max -1 (none) when absent, min ≤ max.
+func bounds(kw map[string]json.RawMessage, path, minKey, maxKey string, limit int) (lo, hi int, err error) {
+	hi = -1
+	for _, k := range []string{minKey, maxKey} {
 		v, ok := kw[k]
 		if !ok {
 			continue
 		}
 		var x int
-		if json.Unmarshal(v, &x) != nil || x < 0 {
-			return errAt(path, k, "%s must be a non-negative integer", k)
+		if json.Unmarshal(v, &x) != nil || x < 0 || x > limit {
+			return 0, 0, errAt(path, k, "%s must be an integer in [0, %d]", k, limit)
 		}
-		if k == "minItems" {
-			n.minItems = x
+		if k == minKey {
+			lo = x
 		} else {
-			n.maxItems = x
+			hi = x
 		}
 	}
-	if n.maxItems >= 0 && n.minItems > n.maxItems {
-		return errAt(path, "minItems", "minItems %d is more than maxItems %d", n.minItems, n.maxItems)
+	if hi >= 0 && lo > hi {
+		return 0, 0, errAt(path, minKey, "%s %d is more than %s %d", minKey, lo, maxKey, hi)
 	}
-	if n.minItems > 1<<20 {
-		return errAt(path, "minItems", "minItems %d is too large", n.minItems)
-	}
-	return nil
+	return lo, hi, nil
 }
 
 // enum compiles enum (or const, given as a one-value array) to literals:
