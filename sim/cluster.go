@@ -103,9 +103,16 @@ type Node struct {
 	checkedPool uint64
 	// poke: something reached the core since the node was last driven;
 	// wake is Loop.NextWake as of then. With Cluster.sparse only nodes
-	// poked or due are driven (see instant).
-	poke bool
-	wake clock.Instant
+	// poked or due are driven (wake.go): idx is the node's index in
+	// Cluster.Nodes, wakeKey and hix its key and place in the wake queue,
+	// visited the pass that last listed it.
+	poke    bool
+	wake    clock.Instant
+	wakeKey clock.Instant
+	idx     int
+	hix     int
+	visited uint64
+	c       *Cluster
 
 	// Crashed: the node is down (killed, or exited after a drain).
 	Crashed bool
@@ -314,6 +321,12 @@ type Cluster struct {
 	// (fleet.go); Options.Sparse runs swarm seeds this way to show that it
 	// changes no outcome.
 	sparse     bool
+	wakes      wakeQueue
+	pokes      []*Node // poked, to be driven at the next instant
+	visit      []int   // this pass's nodes, a min-heap of indices
+	passGen    uint64
+	passIdx    int
+	inPass     bool
 	checkEvery time.Duration
 	nextCheck  clock.Instant
 	checking   bool // this instant runs the checks
@@ -381,7 +394,8 @@ func New(spec Spec) *Cluster {
 }
 
 func (c *Cluster) addNode(name transport.Addr, role engine.Role) {
-	n := &Node{Name: name, Role: role, Released: map[wire.Reason]int{}, ReleasedAt: map[wire.LeaseID]Release{}}
+	n := &Node{Name: name, Role: role, Released: map[wire.Reason]int{}, ReleasedAt: map[wire.LeaseID]Release{},
+		idx: len(c.Nodes), hix: -1, c: c}
 	c.boot(n)
 	c.Nodes = append(c.Nodes, n)
 	c.byName[name] = n
@@ -421,7 +435,7 @@ func (c *Cluster) boot(n *Node) {
 	n.backlog = nil
 	n.draining = false
 	n.touch()
-	n.wake = 0
+	c.setWake(n, 0)
 	if p := n.Core.Producer(); p != nil {
 		p.OnRelease(func(now clock.Instant, l wire.LeaseID, r wire.Reason) {
 			n.touch()
@@ -475,4 +489,10 @@ func (c *Cluster) Node(name string) *Node { return c.byName[transport.Addr(name)
 
 // touch marks that something reached n's core: it is checked after the
 // instant and (sparse driving) driven at the next.
-func (n *Node) touch() { n.active, n.poke = true, true }
+func (n *Node) touch() {
+	n.active = true
+	if !n.poke {
+		n.poke = true
+		n.c.poked(n)
+	}
+}

@@ -29,6 +29,7 @@ func (c *Cluster) crash(n *Node) {
 	n.pastSpill = n.SpillCounts()
 	n.Crashed = true
 	n.Hung = false
+	c.setWake(n, n.wake)
 	for _, pc := range n.backlog {
 		if pc.req != nil {
 			c.fail(pc.req, string(n.Name)+" crashed", 502)
@@ -95,6 +96,7 @@ func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
 		}
 		c.mix(traceHang, hashString(name))
 		n.Hung = true
+		c.setWake(n, n.wake)
 		n.lastFault = c.Now
 		n.hangGen++
 		gen := n.hangGen
@@ -103,6 +105,10 @@ func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
 				return
 			}
 			n.Hung = false
+			c.setWake(n, n.wake)
+			if n.poke {
+				c.poked(n) // poked while hung
+			}
 			n.lastFault = c.Now
 			c.mix(traceResume, hashString(name))
 			for len(n.backlog) > 0 && !n.Hung && !n.Crashed {
@@ -174,6 +180,7 @@ func (c *Cluster) exit(n *Node) {
 	}
 	c.Net.Unlisten(n.Name)
 	n.Crashed, n.Exited, n.draining = true, true, false
+	c.setWake(n, n.wake)
 }
 
 // Inject sends m at instant t from node from to node to on their live

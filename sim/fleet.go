@@ -437,7 +437,7 @@ func RunFleet(opts FleetOptions) (res FleetResult, err error) {
 	workRng, faultRng, pickRng := sub(), sub(), sub()
 	spec := fleetSpec(o, root.Uint64())
 	c := New(spec)
-	c.sparse = true
+	c.setSparse()
 	c.checkEvery = o.CheckEvery
 	c.StopOnViolation = true
 	f := &fleetRun{opts: o, leases: map[*Node]map[wire.LeaseID]*fleetLease{}, held: map[*Node]int{}, res: &res}

@@ -97,18 +97,14 @@ func (c *Cluster) next() clock.Instant {
 	if len(c.events) > 0 {
 		t = min(t, c.events[0].at)
 	}
+	if c.sparse {
+		return min(t, c.nextSparse())
+	}
 	for _, n := range c.Nodes {
 		if n.Crashed || n.Hung {
 			continue
 		}
-		if !c.sparse {
-			t = min(t, n.Loop.NextWake())
-			continue
-		}
-		if n.poke {
-			return c.Now // poked after its turn at this instant
-		}
-		t = min(t, n.wake)
+		t = min(t, n.Loop.NextWake())
 	}
 	return t
 }
@@ -172,17 +168,12 @@ func (c *Cluster) instant() {
 		e := c.events.pop()
 		e.fn()
 	}
-	for _, n := range c.Nodes {
-		if c.sparse {
-			if n.Crashed || n.Hung || (!n.poke && n.wake > c.Now) {
-				continue
-			}
-			n.poke = false
+	if c.sparse {
+		c.driveSparse()
+	} else {
+		for _, n := range c.Nodes {
 			c.drive(n)
-			n.wake = n.Loop.NextWake()
-			continue
 		}
-		c.drive(n)
 	}
 	c.flushAll()
 	if c.checking {

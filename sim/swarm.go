@@ -371,7 +371,9 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	c.MsgFaults = prof.Msg
 	c.AbortBothLegs = prof.AbortBothLegs
 	c.StopOnViolation = true
-	c.sparse = opts.Sparse
+	if opts.Sparse {
+		c.setSparse()
+	}
 
 	reqs := drawWorkload(c, workRng, prof, opts)
 	res.Requests = len(reqs)
