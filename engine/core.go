@@ -604,7 +604,7 @@ func ownLogprobs(lp *model.Logprobs) *model.Logprobs {
 	if lp == nil {
 		return nil
 	}
-	return &model.Logprobs{Logprob: lp.Logprob, Top: append([]model.TokenLogprob(nil), lp.Top...)}
+	return &model.Logprobs{Logprob: lp.Logprob, Rank: lp.Rank, Top: append([]model.TokenLogprob(nil), lp.Top...)}
 }
 
 // finish records the terminal output of r and tears it down, now or when

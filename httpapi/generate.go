@@ -79,6 +79,10 @@ type seqState struct {
 	// echoToks its tokens, for their logprobs.
 	echo     []byte
 	echoToks []int32
+	// plpToks is the prompt, for prompt_logprobs until the first output;
+	// plp the prompt_logprobs then.
+	plpToks []int32
+	plp     *openai.PromptLogprobs
 }
 
 func (s *Server) putCall(c *call) {
@@ -198,7 +202,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		// P's answer carries only the lease: the decode engine generates
 		// the n choices (and echoes the prompt) from the one prompt's
 		// blocks.
-		sp.N, sp.Echo = 1, false
+		sp.N, sp.Echo, sp.PromptLogprobs = 1, false, nil
 	}
 	if sp.Echo {
 		if sp.Logprobs {
@@ -208,8 +212,19 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 				return
 			}
 			c.req.Sampling.PromptLogprobs = true
+			c.req.Sampling.PromptTopLogprobs = sp.TopLogprobs
 		}
 		c.setEcho(c.prompt, echoText)
+	}
+	if k := sp.PromptLogprobs; k != nil {
+		if remote != nil {
+			s.fail(w, r, remote, openai.BadRequest("prompt_logprobs",
+				"prompt_logprobs score every prompt token, so the prompt is computed on this engine: send it without a remote prefill's kv_transfer_params"))
+			return
+		}
+		c.req.Sampling.PromptLogprobs = true
+		c.req.Sampling.PromptTopLogprobs = max(c.req.Sampling.PromptTopLogprobs, *k)
+		c.plpToks = c.prompt
 	}
 	if ro.Structure.Calls() {
 		if sp.N > 1 {
@@ -462,6 +477,9 @@ func (c *seqState) fold(o *engine.Output) {
 		}
 		c.lastAt = o.At
 		c.ntok++
+		if c.plpToks != nil {
+			c.setPromptLogprobs(o)
+		}
 		if c.echoToks != nil {
 			c.addPromptLogprobs(o)
 		}
@@ -483,11 +501,7 @@ func (c *seqState) fold(o *engine.Output) {
 
 // addLogprobs records the logprobs of output o's token.
 func (c *seqState) addLogprobs(o *engine.Output) {
-	lt := openai.LogprobToken{ID: o.Token, Logprob: o.Logprobs.Logprob, Offset: c.textLen,
-		Top: make([]openai.TokenLogprob, len(o.Logprobs.Top))}
-	for i, t := range o.Logprobs.Top {
-		lt.Top[i] = openai.TokenLogprob{ID: t.Token, Logprob: t.Logprob}
-	}
+	lt := openai.LogprobToken{ID: o.Token, Logprob: o.Logprobs.Logprob, Offset: c.textLen, Top: convTop(o.Logprobs.Top)}
 	c.lps = append(c.lps, lt)
 	c.textLen += len(c.s.cfg.Tokenizer.TokenBytes(o.Token))
 }
@@ -532,12 +546,34 @@ func (c *seqState) addPromptLogprobs(o *engine.Output) {
 		}
 		p := &o.PromptLogprobs[k-1]
 		lps[k].Logprob = p.Logprob
-		lps[k].Top = make([]openai.TokenLogprob, len(p.Top))
-		for i, a := range p.Top {
-			lps[k].Top[i] = openai.TokenLogprob{ID: a.Token, Logprob: a.Logprob}
-		}
+		lps[k].Top = convTop(p.Top[:min(len(p.Top), c.sp.TopLogprobs)])
 	}
 	c.lps = append(lps, c.lps...)
+}
+
+// setPromptLogprobs keeps the first output's prompt logprobs for vLLM's
+// prompt_logprobs: each prompt token after the first with its logprob,
+// rank and the prompt_logprobs most probable tokens.
+func (c *seqState) setPromptLogprobs(o *engine.Output) {
+	toks := c.plpToks
+	c.plpToks = nil
+	k := *c.sp.PromptLogprobs
+	p := &openai.PromptLogprobs{Text: c.s.cfg.Tokenizer.TokenBytes}
+	for i := 1; i < len(toks) && i-1 < len(o.PromptLogprobs); i++ {
+		e := &o.PromptLogprobs[i-1]
+		p.Tokens = append(p.Tokens, openai.LogprobToken{ID: toks[i], Logprob: e.Logprob, Top: convTop(e.Top[:min(len(e.Top), k)])})
+		p.Ranks = append(p.Ranks, e.Rank)
+	}
+	c.plp = p
+}
+
+// convTop converts the model's top tokens.
+func convTop(top []model.TokenLogprob) []openai.TokenLogprob {
+	out := make([]openai.TokenLogprob, len(top))
+	for i, a := range top {
+		out[i] = openai.TokenLogprob{ID: a.Token, Logprob: a.Logprob}
+	}
+	return out
 }
 
 // tokenLogprobs are the logprobs to send with the choice's text: nil
@@ -671,10 +707,10 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 		c.chatCh[0] = openai.ChatChoice{Message: msg, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(false)}
 		c.out = openai.AppendChatResponse(c.out, &openai.ChatCompletionResponse{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
-			Choices: c.chatCh[:], Usage: u, KVTransferParams: kv})
+			Choices: c.chatCh[:], Usage: u, KVTransferParams: kv, PromptLogprobs: c.plp})
 	} else {
 		c.choice[0] = openai.CompletionChoice{Text: string(c.text), FinishReason: fr, StopReason: sr,
-			TokenLogprobs: c.tokenLogprobs(false)}
+			TokenLogprobs: c.tokenLogprobs(false), PromptLogprobs: c.plp}
 		c.out = openai.AppendCompletionResponse(c.out, &openai.CompletionResponse{
 			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
 			Choices: c.choice[:], Usage: u, KVTransferParams: kv})

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"math"
 	"strings"
@@ -210,5 +211,55 @@ func TestEchoLogprobsRefusesARemotePrefix(t *testing.T) {
 	}
 	if len(eng.takeRejected()) == 0 {
 		t.Error("P was not told")
+	}
+}
+
+// vLLM's prompt_logprobs: per prompt token null (the first) or an object
+// from token ids to logprob, rank and decoded token, holding the prompt
+// token and the top ones; on completions per choice, on chat for the
+// response; not with stream; a decode engine refuses them with a remote
+// prefix.
+func TestPromptLogprobs(t *testing.T) {
+	_, url := newServer(t, newNode(t, nodeOpts{}), nil)
+	const prompt = "score a prompt"
+	m := readJSON(t, post(t, url+"/v1/completions", `{"prompt":"`+prompt+`","max_tokens":2,"prompt_logprobs":2}`))
+	plp, _ := field(m, "choices", 0, "prompt_logprobs").([]any)
+	if len(plp) != len(prompt) || plp[0] != nil {
+		t.Fatalf("prompt_logprobs %v", field(m, "choices", 0))
+	}
+	for k := 1; k < len(prompt); k++ {
+		entry := plp[k].(map[string]any)
+		tok := fmt.Sprint(int(prompt[k]))
+		own, ok := entry[tok].(map[string]any)
+		if !ok || own["decoded_token"] != string(prompt[k]) {
+			t.Fatalf("entry %d %v lacks the prompt token %s", k, entry, tok)
+		}
+		top := entry["32"].(map[string]any) // ' ', the most probable
+		if top["rank"] != 1.0 || math.Abs(top["logprob"].(float64)-spaceLogprob) > 1e-6 {
+			t.Errorf("entry %d: ' ' is %v", k, top)
+		}
+		if n := len(entry); n != 2 && n != 3 {
+			t.Errorf("entry %d has %d tokens, want the prompt token and the top 2", k, n)
+		}
+		if prompt[k] == ' ' && own["rank"] != 1.0 || prompt[k] == 'o' && own["rank"] != 5.0 {
+			t.Errorf("entry %d: %q ranks %v", k, prompt[k], own["rank"])
+		}
+	}
+	if m := readJSON(t, post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":2}`)); strings.Contains(fmt.Sprint(m), "prompt_logprobs") {
+		t.Errorf("prompt_logprobs without asking: %v", m)
+	}
+	m = readJSON(t, post(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"prompt_logprobs":0,"n":2}`))
+	if plp, _ := field(m, "prompt_logprobs").([]any); len(plp) < 5 || plp[0] != nil || len(plp[3].(map[string]any)) != 1 {
+		t.Errorf("chat prompt_logprobs %v", field(m, "prompt_logprobs"))
+	}
+	resp := post(t, url+"/v1/completions", `{"prompt":"x","stream":true,"prompt_logprobs":1}`)
+	if m := readJSON(t, resp); resp.StatusCode != 400 || field(m, "error", "param") != "prompt_logprobs" {
+		t.Errorf("stream: %d %v", resp.StatusCode, m)
+	}
+	eng := &recordingEngine{Node: newNode(t, nodeOpts{role: engine.RoleDecode}), refuseRemote: true}
+	_, durl := newServer(t, eng, nil)
+	resp = post(t, durl+"/v1/completions", decodeBody(`,"prompt_logprobs":1`))
+	if m := readJSON(t, resp); resp.StatusCode != 400 || field(m, "error", "param") != "prompt_logprobs" || len(eng.takeRejected()) == 0 {
+		t.Errorf("decode with a remote prefix: %d %v", resp.StatusCode, m)
 	}
 }

@@ -98,6 +98,9 @@ func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, pro
 			if c.sp.Echo {
 				ch.setEcho(toks, echo)
 			}
+			if c.sp.PromptLogprobs != nil {
+				ch.plpToks = toks
+			}
 			if len(c.sp.Stop) > 0 {
 				ch.det = tokenizer.NewStream(c.sp.Stop, c.sp.IncludeStopStrInOutput)
 			} else if c.stream {
@@ -345,13 +348,13 @@ func (m *multi) writeWhole() {
 		}
 		m.out = openai.AppendChatResponse(m.out[:0], &openai.ChatCompletionResponse{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,
-			Choices: cs, Usage: u})
+			Choices: cs, Usage: u, PromptLogprobs: m.choices[0].plp})
 	} else {
 		cs := make([]openai.CompletionChoice, len(m.choices))
 		for k, ch := range m.choices {
 			fr, sr := ch.finish()
 			cs[k] = openai.CompletionChoice{Index: k, Text: string(ch.text), FinishReason: fr, StopReason: sr,
-				TokenLogprobs: ch.tokenLogprobs(false)}
+				TokenLogprobs: ch.tokenLogprobs(false), PromptLogprobs: ch.plp}
 		}
 		m.out = openai.AppendCompletionResponse(m.out[:0], &openai.CompletionResponse{
 			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,

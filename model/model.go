@@ -31,12 +31,13 @@ type Sampling struct {
 	// sampling parameters.
 	Logprobs    bool
 	TopLogprobs int
-	// PromptLogprobs asks, with Logprobs, for the log-probabilities of
-	// the prompt's tokens too (StepResult.PromptLogprobs): each prompt
-	// token after the first, given the tokens before it. The scheduler
-	// then computes every prompt position (no prefix-cache hit), as vLLM
-	// does for prompt_logprobs.
-	PromptLogprobs bool
+	// PromptLogprobs asks for the log-probabilities of the prompt's tokens
+	// (StepResult.PromptLogprobs): each prompt token after the first,
+	// given the tokens before it, with its rank and the PromptTopLogprobs
+	// most probable tokens. The scheduler then computes every prompt
+	// position (no prefix-cache hit), as vLLM does for prompt_logprobs.
+	PromptLogprobs    bool
+	PromptTopLogprobs int
 	// Penalties and biases change the logits before sampling (greedy
 	// decoding included), in vLLM's order: LogitBias is added to its
 	// tokens' logits; then RepetitionPenalty (off at 0 or 1) divides the
@@ -140,9 +141,11 @@ type TokenLogprob struct {
 }
 
 // Logprobs are a sampled token's log-probability and the most probable
-// tokens' (most probable first, ties by smaller id).
+// tokens' (most probable first, ties by smaller id). Rank (prompt
+// logprobs only) is 1 + the number of tokens more probable than it.
 type Logprobs struct {
 	Logprob float32
+	Rank    int32
 	Top     []TokenLogprob
 }
 

@@ -126,7 +126,6 @@ var sharedRefused = map[string]refusal{
 	"spaces_between_special_tokens": {nullOrBool(true), "special tokens are always skipped"},
 	"allowed_token_ids":             {nullOnly, whyTokens},
 	"bad_words":                     {isNullOrEmpty, whyTokens},
-	"prompt_logprobs":               {nullOnly, "vLLM's prompt_logprobs shape is not implemented (echo with logprobs returns the prompt's logprobs in OpenAI's shape)"},
 	"logprob_token_ids":             {isNullOrEmpty, "logprobs of chosen token ids are not implemented (logprobs and top_logprobs are)"},
 	"return_tokens_as_token_ids":    {nullOrBool(false), whyLogprobsVocab},
 	"return_token_ids":              {nullOrBool(false), whyLogprobsVocab},

@@ -149,3 +149,46 @@ func (l *Logprobs) appendChatToken(dst []byte, id int32, lp float32) []byte {
 	}
 	return append(dst, "]}"...)
 }
+
+// PromptLogprobs are vLLM's prompt_logprobs: for each prompt token, null
+// for the first (nothing precedes it), else an object from token ids to
+// {"logprob", "rank", "decoded_token"} holding the prompt token and the
+// most probable tokens at its position.
+type PromptLogprobs struct {
+	// Tokens are the prompt's tokens after the first; Offset is unused.
+	Tokens []LogprobToken
+	// Ranks are the tokens' ranks (1 + the number of more probable
+	// tokens), one per entry of Tokens.
+	Ranks []int32
+	Text  func(id int32) []byte
+}
+
+func (p *PromptLogprobs) appendJSON(dst []byte) []byte {
+	dst = append(dst, "[null"...)
+	for i := range p.Tokens {
+		t := &p.Tokens[i]
+		dst = append(dst, ",{"...)
+		dst = p.appendEntry(dst, t.ID, t.Logprob, p.Ranks[i])
+		for j, a := range t.Top {
+			if a.ID == t.ID {
+				continue
+			}
+			dst = append(dst, ',')
+			dst = p.appendEntry(dst, a.ID, a.Logprob, int32(j+1))
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func (p *PromptLogprobs) appendEntry(dst []byte, id int32, lp float32, rank int32) []byte {
+	dst = append(dst, '"')
+	dst = appendInt(dst, int64(id))
+	dst = append(dst, `":{"logprob":`...)
+	dst = appendLogprob(dst, lp)
+	dst = append(dst, `,"rank":`...)
+	dst = appendInt(dst, int64(rank))
+	dst = append(dst, `,"decoded_token":`...)
+	dst = appendString(dst, string(p.Text(id)))
+	return append(dst, '}')
+}

@@ -73,6 +73,11 @@ type SamplingParams struct {
 	// top_logprobs.
 	Logprobs    bool
 	TopLogprobs int
+	// PromptLogprobs (vLLM's prompt_logprobs), when not nil, asks for
+	// every prompt token's logprob and rank with that many (at most
+	// MaxTopLogprobs) most probable tokens, in vLLM's prompt_logprobs
+	// shape; not with stream.
+	PromptLogprobs *int
 	// Echo (completions) puts the prompt before each choice's text; with
 	// Logprobs, the prompt's tokens come first in the logprobs too.
 	Echo bool
@@ -203,6 +208,7 @@ type rawCommon struct {
 	FrequencyPenalty       *float64        `json:"frequency_penalty"`
 	RepetitionPenalty      *float64        `json:"repetition_penalty"`
 	LogitBias              json.RawMessage `json:"logit_bias"`
+	PromptLogprobs         *int            `json:"prompt_logprobs"`
 	TruncationSide         *string         `json:"truncation_side"`
 }
 
@@ -433,6 +439,15 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 	var e1 *Error
 	if sp.LogitBias, e1 = parseLogitBias(raw.LogitBias); e1 != nil {
 		return kv, e1
+	}
+	if k := raw.PromptLogprobs; k != nil {
+		if *k < 0 || *k > MaxTopLogprobs {
+			return kv, BadRequest("prompt_logprobs", "prompt_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *k)
+		}
+		if raw.Stream {
+			return kv, BadRequest("prompt_logprobs", "prompt_logprobs are not available when stream is true")
+		}
+		sp.PromptLogprobs = k
 	}
 	sp.N = 1
 	if raw.N != nil {

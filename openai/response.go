@@ -156,6 +156,9 @@ type CompletionChoice struct {
 	// TokenLogprobs are written as logprobs in the completions shape;
 	// nil writes null.
 	TokenLogprobs *Logprobs `json:"-"`
+	// PromptLogprobs, when set, are written as vLLM's prompt_logprobs
+	// (omitted when nil).
+	PromptLogprobs *PromptLogprobs `json:"-"`
 }
 
 // ChatCompletionResponse is a /v1/chat/completions response.
@@ -167,6 +170,9 @@ type ChatCompletionResponse struct {
 	Choices          []ChatChoice      `json:"choices"`
 	Usage            Usage             `json:"usage"`
 	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
+	// PromptLogprobs, when set, are written as vLLM's response-level
+	// prompt_logprobs (omitted when nil).
+	PromptLogprobs *PromptLogprobs `json:"-"`
 }
 
 // ChatChoice is a choice of a chat response.
@@ -299,6 +305,11 @@ func appendCompletionChoices(dst []byte, cs []CompletionChoice) []byte {
 		dst = append(dst, `,"text":`...)
 		dst = appendString(dst, c.Text)
 		dst = appendEnd(dst, c.TokenLogprobs, false, c.FinishReason, c.StopReason)
+		if c.PromptLogprobs != nil {
+			dst = append(dst[:len(dst)-1], `,"prompt_logprobs":`...) // reopen the choice
+			dst = c.PromptLogprobs.appendJSON(dst)
+			dst = append(dst, '}')
+		}
 	}
 	return append(dst, ']')
 }
@@ -347,6 +358,10 @@ func AppendChatResponse(dst []byte, r *ChatCompletionResponse) []byte {
 		dst = appendEnd(dst, c.TokenLogprobs, true, c.FinishReason, c.StopReason)
 	}
 	dst = append(dst, ']')
+	if r.PromptLogprobs != nil {
+		dst = append(dst, `,"prompt_logprobs":`...)
+		dst = r.PromptLogprobs.appendJSON(dst)
+	}
 	return appendTail(dst, &r.Usage, r.KVTransferParams)
 }
 

@@ -169,10 +169,10 @@ func (c *call) legs(req object, size int) {
 		c.fail(OutcomeBadRequest, e)
 		return
 	}
-	if isTrue(req.get("echo")) && !isNullOrAbsent(req.get("logprobs")) {
-		// echo with logprobs scores every prompt token: the decode engine
-		// computes the prompt itself (a remote prefill's KV would leave
-		// nothing to score).
+	if (isTrue(req.get("echo")) && !isNullOrAbsent(req.get("logprobs"))) || !isNullOrAbsent(req.get("prompt_logprobs")) {
+		// echo with logprobs, and prompt_logprobs, score every prompt
+		// token: the decode engine computes the prompt itself (a remote
+		// prefill's KV would leave nothing to score).
 		c.decode(decodeBody(make([]byte, 0, size+64), req, nil))
 		return
 	}

@@ -275,6 +275,19 @@ var generators = []generator{
 		}
 		return b.String(), s.Err()
 	}, 0},
+	{"completion prompt_logprobs", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("vLLM's prompt logprobs, every token scored")
+		p.Seed = openai.Int(3)
+		r, err := c.Completions.New(ctx, p, option.WithJSONSet("ignore_eos", true), option.WithJSONSet("prompt_logprobs", 2))
+		if err != nil {
+			return "", err
+		}
+		plp := r.Choices[0].JSON.ExtraFields["prompt_logprobs"].Raw()
+		if !strings.HasPrefix(plp, "[null,{") {
+			return "", fmt.Errorf("prompt_logprobs %.80s", plp)
+		}
+		return r.Choices[0].Text + plp, nil
+	}, -1}, // the proxy sends it to D alone, as echo with logprobs
 	{"chat n=2 streaming", func(ctx context.Context, c openai.Client) (string, error) {
 		p := chatParams("Say it twice, differently.")
 		p.Seed, p.N = openai.Int(8), openai.Int(2)

@@ -123,7 +123,7 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 		if s.Sample {
 			e.sampled = append(e.sampled, len(e.rowPos)-1)
 		}
-		if s.Sampling.Logprobs && s.Sampling.PromptLogprobs {
+		if s.Sampling.PromptLogprobs {
 			// Position q's row scores prompt token q+1.
 			from, to := model.PromptRange(s.Start, s.Count, s.NumPromptTokens)
 			first := len(e.rowPos) - s.Count
@@ -144,7 +144,7 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 		var lp model.Logprobs
 		s := &b.Seqs[i]
 		var plp model.PromptLogprobs
-		if s.Sampling.Logprobs && s.Sampling.PromptLogprobs {
+		if s.Sampling.PromptLogprobs {
 			from, to := model.PromptRange(s.Start, s.Count, s.NumPromptTokens)
 			plp = model.PromptLogprobs{From: from, Entries: e.plp[sc : sc+to-from : sc+to-from]}
 			sc += to - from
@@ -301,7 +301,10 @@ func (e *Executor) scorePrompt() {
 		for j, r := range rows {
 			s := &e.batch.Seqs[e.rowSeq[r]]
 			tok := s.Tokens[e.rowPos[r]+1]
-			e.plp = append(e.plp, e.logprobs(e.slogits[j*c.VocabSize:(j+1)*c.VocabSize], tok, s.Sampling.TopLogprobs))
+			logits := e.slogits[j*c.VocabSize : (j+1)*c.VocabSize]
+			lp := e.logprobs(logits, tok, s.Sampling.PromptTopLogprobs)
+			lp.Rank = rank(logits, tok)
+			e.plp = append(e.plp, lp)
 		}
 	}
 }

@@ -19,7 +19,7 @@ func TestPromptLogprobsChunked(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = int32(1 + (i*37+i*i)%500)
 	}
-	sp := model.Sampling{Logprobs: true, PromptLogprobs: true, TopLogprobs: 3}
+	sp := model.Sampling{PromptLogprobs: true, PromptTopLogprobs: 3}
 	run := func(chunk int) []model.Logprobs {
 		h := newHarness(t, w, 128, 4, nil)
 		s := h.newSeq(1, prompt, sp)
@@ -40,7 +40,7 @@ func TestPromptLogprobsChunked(t *testing.T) {
 				t.Fatalf("chunk at %d scores from token %d, want %d", s.computed, p.From, len(got)+1)
 			}
 			for _, e := range p.Entries {
-				got = append(got, model.Logprobs{Logprob: e.Logprob, Top: append([]model.TokenLogprob(nil), e.Top...)})
+				got = append(got, model.Logprobs{Logprob: e.Logprob, Rank: e.Rank, Top: append([]model.TokenLogprob(nil), e.Top...)})
 			}
 			s.computed += n
 			other.computed = len(other.tokens)
@@ -61,6 +61,12 @@ func TestPromptLogprobsChunked(t *testing.T) {
 		}
 		if whole[k].Logprob > whole[k].Top[0].Logprob {
 			t.Errorf("token %d: logprob %v above the top's %v", k+1, whole[k].Logprob, whole[k].Top[0].Logprob)
+		}
+		// The rank agrees with the top: first when it is the top token,
+		// after the top ones otherwise.
+		if r, tok := whole[k].Rank, prompt[k+1]; r != chunked[k].Rank || (tok == whole[k].Top[0].Token) != (r == 1) ||
+			(r > 3 && (tok == whole[k].Top[1].Token || tok == whole[k].Top[2].Token)) || r < 1 {
+			t.Errorf("token %d (%d): rank %d, top %+v", k+1, tok, r, whole[k].Top)
 		}
 	}
 	// The last prompt token's alternatives are those a step sampling at

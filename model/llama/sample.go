@@ -206,3 +206,19 @@ func (e *Executor) topLogprobs(logits []float32, k int) (float64, []model.TokenL
 	}
 	return lse, top
 }
+
+// rank is 1 + the number of ids whose logit is larger than tok's (NaN
+// logits are never larger; a NaN tok ranks after every other id).
+func rank(logits []float32, tok int32) int32 {
+	l := logits[tok]
+	if math.IsNaN(float64(l)) {
+		return int32(len(logits))
+	}
+	n := int32(1)
+	for _, v := range logits {
+		if v > l {
+			n++
+		}
+	}
+	return n
+}

@@ -44,6 +44,7 @@ type Executor struct {
 	// distribution, and top the tokens by decreasing probability (see
 	// rawLogprobs).
 	logprob []float32
+	rank    []int32 // each token's rank under logprob
 	top     []model.TokenLogprob
 	plp     []model.Logprobs // the step's prompt logprobs
 
@@ -85,6 +86,7 @@ func New(p Profile, pool *kvblock.Pool, modelSeed uint64) *Executor {
 	}
 	e.base = *buildTable(1, 1, 0, 0)
 	e.logprob, e.top = rawLogprobs(p)
+	e.rank = ranks(e.logprob)
 	return e
 }
 
@@ -133,11 +135,13 @@ func (e *Executor) Execute(b *model.Batch, out *model.StepResult) {
 			}
 		}
 		var plp model.PromptLogprobs
-		if s.Sampling.Logprobs && s.Sampling.PromptLogprobs {
+		if s.Sampling.PromptLogprobs {
 			from, to := model.PromptRange(s.Start, s.Count, s.NumPromptTokens)
 			start := len(e.plp)
+			ptop := e.top[:min(max(s.Sampling.PromptTopLogprobs, 0), len(e.top))]
 			for k := from; k < to; k++ {
-				e.plp = append(e.plp, model.Logprobs{Logprob: e.logprob[s.Tokens[k]], Top: top})
+				t := s.Tokens[k]
+				e.plp = append(e.plp, model.Logprobs{Logprob: e.logprob[t], Rank: e.rank[t], Top: ptop})
 			}
 			plp = model.PromptLogprobs{From: from, Entries: e.plp[start:len(e.plp):len(e.plp)]}
 		}

@@ -176,3 +176,15 @@ func rawLogprobs(p Profile) ([]float32, []model.TokenLogprob) {
 	}
 	return lp, top
 }
+
+// ranks is each token's rank under lp: 1 + the number of tokens with a
+// larger log-probability.
+func ranks(lp []float32) []int32 {
+	sorted := append([]float32(nil), lp...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] > sorted[j] })
+	r := make([]int32, len(lp))
+	for i, v := range lp {
+		r[i] = int32(sort.Search(len(sorted), func(k int) bool { return sorted[k] <= v })) + 1
+	}
+	return r
+}
