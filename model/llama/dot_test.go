@@ -26,15 +26,6 @@ func TestDotKernelsAgree(t *testing.T) {
 			t.Fatalf("n=%d: %v, float64 sum %v", n, g, ref)
 		}
 	}
-	if n := 288; hasAVX2 {
-		w, x := make([]float32, n), make([]float32, n)
-		for i := range w {
-			w[i], x[i] = float32(i%7)-3, float32(i%5)*0.1
-		}
-		if dot32AVX2(&w[0], &x[0], n) != dot32Generic(w, x) {
-			t.Fatal("AVX2 kernel differs at 288")
-		}
-	}
 }
 
 func TestDotQ8KernelsAgree(t *testing.T) {
