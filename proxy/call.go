@@ -184,7 +184,11 @@ func (c *call) legs(req object, size int) {
 	if !ok {
 		return
 	}
-	c.decode(decodeBody(pre[len(pre):], req, kv))
+	rest := pre[len(pre):]
+	if need := size + len(kv) + len(`,"kv_transfer_params":`); cap(rest) < need {
+		rest = make([]byte, 0, need) // P's parameters did not fit: one buffer, not a growing one
+	}
+	c.decode(decodeBody(rest, req, kv))
 }
 
 // prefillEdits are the prefill leg's edits of the client's body
