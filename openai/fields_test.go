@@ -176,7 +176,7 @@ func TestResponseFormat(t *testing.T) {
 		{`{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}}}`, "", true},
 		{`{"type":"json_schema","json_schema":{"name":"x"}}`, "", true},
 		{`{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}`, "response_format.json_schema.schema.additionalProperties", false},
-		{`{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"integer","minimum":3}}}}}`, "response_format.json_schema.schema.properties.a.minimum", false},
+		{`{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"integer","multipleOf":3}}}}}`, "response_format.json_schema.schema.properties.a.multipleOf", false},
 		{`{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","format":"email"}}}`, "response_format.json_schema.schema.format", false},
 		{`{"type":"json_schema"}`, "response_format.json_schema", false},
 		{`{"type":"json_schema","json_schema":{"name":"bad name","schema":{}}}`, "response_format.json_schema.name", false},

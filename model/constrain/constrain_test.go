@@ -148,6 +148,10 @@ func TestTopLevelValues(t *testing.T) {
 		{`true`, []string{`{"a":[null]}`, `"s"`, `-1`}, []string{`{a:1}`}},
 		{`{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"日本語"`, `"a\n"`, `"🎉x"`}, []string{`"a"`, `"abcd"`, `"\u0041b"`, `""`}},
 		{`{"type":["string","null"],"maxLength":0}`, []string{`""`, `null`}, []string{`"a"`}},
+		{`{"type":"integer","minimum":-5,"maximum":120}`, []string{`0`, `-0`, `-5`, `7`, `120`, `99`}, []string{`-6`, `121`, `1000`, `-10`, `0.5`}},
+		{`{"type":"number","exclusiveMinimum":0.5,"exclusiveMaximum":3}`, []string{`1`, `2`}, []string{`0`, `3`, `1.5`, `-1`}},
+		{`{"type":"integer","minimum":10}`, []string{`10`, `123456789012345`}, []string{`9`, `0`, `-11`}},
+		{`{"type":"integer","maximum":-10}`, []string{`-10`, `-999`}, []string{`-9`, `-0`, `0`, `5`}},
 	}
 	for _, c := range cases {
 		g := mustCompile(t, c.schema)
@@ -185,7 +189,10 @@ func TestCompileErrors(t *testing.T) {
 		{`{"type":"string","pattern":"^a"}`, "pattern"},
 		{`{"type":"object","properties":{"a":{"type":"string","format":"date","maxLength":3}}}`, "format"},
 		{`{"$ref":"#/$defs/x"}`, "$ref"},
-		{`{"type":"number","minimum":1}`, "minimum"},
+		{`{"type":"number","multipleOf":2}`, "multipleOf"},
+		{`{"type":"string","minimum":1}`, "minimum"},
+		{`{"type":"integer","minimum":3,"maximum":2}`, "minimum"},
+		{`{"type":"integer","exclusiveMinimum":true}`, "exclusiveMinimum"},
 		{`{"oneOf":[{"type":"string"}]}`, "oneOf"},
 		{`{"type":"strange"}`, "type"},
 		{`{"enum":[]}`, "enum"},
@@ -367,6 +374,19 @@ func validate(v any, schema any) error {
 		}
 	}
 	switch x := v.(type) {
+	case float64:
+		if m, ok := sc["minimum"].(float64); ok && x < m {
+			return fmt.Errorf("%v < minimum %v", x, m)
+		}
+		if m, ok := sc["maximum"].(float64); ok && x > m {
+			return fmt.Errorf("%v > maximum %v", x, m)
+		}
+		if m, ok := sc["exclusiveMinimum"].(float64); ok && x <= m {
+			return fmt.Errorf("%v <= exclusiveMinimum %v", x, m)
+		}
+		if m, ok := sc["exclusiveMaximum"].(float64); ok && x >= m {
+			return fmt.Errorf("%v >= exclusiveMaximum %v", x, m)
+		}
 	case string:
 		n := float64(len([]rune(x)))
 		if m, ok := sc["minLength"].(float64); ok && n < m {
@@ -458,6 +478,9 @@ var fuzzSchemas = []string{
 	`{"type":"object","additionalProperties":{"type":"array","items":{"type":"number"},"maxItems":4}}`,
 	`{"type":"object","properties":{"code":{"type":"string","minLength":3,"maxLength":5},"note":{"type":["string","null"],"maxLength":2},` +
 		`"tags":{"type":"array","items":{"type":"string","minLength":1}}},"required":["code","note","tags"]}`,
+	`{"type":"object","properties":{"age":{"type":"integer","minimum":0,"maximum":130},"t":{"type":"number","exclusiveMinimum":-273.15,"maximum":-200},` +
+		`"big":{"type":["integer","null"],"minimum":1000000},"ns":{"type":"array","items":{"type":"integer","minimum":-3,"exclusiveMaximum":4}}},` +
+		`"required":["age","t","big","ns"]}`,
 }
 
 // TestGeneratedTextsValidate is the property: every text a random walk of

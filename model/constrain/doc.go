@@ -12,7 +12,9 @@
 // string, number, integer, boolean, null), properties, required,
 // additionalProperties (false, true or a schema), items, minItems,
 // maxItems, minLength, maxLength (characters; a bounded string has no \u
-// escapes, which could pair two into one character), enum, const, anyOf
+// escapes, which could pair two into one character), minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum (a bounded number is generated as
+// an integer within them), enum, const, anyOf
 // whose branches have distinct types (the first byte of a value tells
 // which applies), and $ref to the root's $defs or definitions, compiled
 // in place (a recursive reference is refused: its values could nest

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -117,6 +118,9 @@ type node struct {
 	minItems int
 	maxItems int
 
+	// Numbers: rng bounds them (nil: unbounded).
+	rng *numRange
+
 	// Strings: at least minLen characters, at most maxLen (-1: unbounded;
 	// the zero node is unbounded only through anyNode and stringBounds).
 	minLen int
@@ -198,6 +202,7 @@ var known = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true,
 	"$ref": true, "$defs": true, "definitions": true, "minLength": true, "maxLength": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
 }
 
 func errAt(path, kw, format string, args ...any) *Error {
@@ -228,7 +233,7 @@ func (c *compiler) compile(raw json.RawMessage, path string, depth int) (*node, 
 	}
 	if len(unsupported) > 0 {
 		sort.Strings(unsupported)
-		return nil, errAt(path, unsupported[0], "unsupported keyword(s): %s (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, $ref to $defs)",
+		return nil, errAt(path, unsupported[0], "unsupported keyword(s): %s (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, $ref to $defs)",
 			strings.Join(unsupported, ", "))
 	}
 	if v, ok := kw["$ref"]; ok {
@@ -279,7 +284,87 @@ func (c *compiler) compile(raw json.RawMessage, path string, depth int) (*node, 
 	} else if k, ok := firstOf(kw, "minLength", "maxLength"); ok {
 		return nil, errAt(path, k, "%s needs type string", k)
 	}
+	if k, ok := firstOf(kw, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"); ok {
+		if n.kinds&(kNumber|kInteger) == 0 {
+			return nil, errAt(path, k, "%s needs type number or integer", k)
+		}
+		r, err := numberRange(kw, path)
+		if err != nil {
+			return nil, err
+		}
+		n.rng = r
+	}
 	return n, nil
+}
+
+// numRange bounds a number: generated as an integer in [lo, hi].
+type numRange struct{ lo, hi int64 }
+
+// maxMagnitude is the largest integer of maxIntDigits digits.
+const maxMagnitude = 999_999_999_999_999
+
+// numberRange reads minimum, maximum, exclusiveMinimum and
+// exclusiveMaximum as the integers they allow (of at most maxIntDigits
+// digits): a bounded number is generated as an integer, which every
+// bound that has one in range admits.
+func numberRange(kw map[string]json.RawMessage, path string) (*numRange, error) {
+	r := &numRange{lo: -maxMagnitude, hi: maxMagnitude}
+	clamp := func(f float64) int64 {
+		return int64(math.Max(-maxMagnitude-1, math.Min(maxMagnitude+1, f)))
+	}
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		v, ok := kw[k]
+		if !ok {
+			continue
+		}
+		var f float64
+		if json.Unmarshal(v, &f) != nil {
+			return nil, errAt(path, k, "%s must be a number", k)
+		}
+		switch k {
+		case "minimum":
+			r.lo = max(r.lo, clamp(math.Ceil(f)))
+		case "maximum":
+			r.hi = min(r.hi, clamp(math.Floor(f)))
+		case "exclusiveMinimum":
+			r.lo = max(r.lo, clamp(math.Floor(f))+1)
+		case "exclusiveMaximum":
+			r.hi = min(r.hi, clamp(math.Ceil(f))-1)
+		}
+	}
+	if r.lo > r.hi {
+		return nil, errAt(path, "minimum", "no integer of at most %d digits is within the bounds", maxIntDigits)
+	}
+	return r, nil
+}
+
+// feasible reports whether some integer in r is written with the digits
+// p (k of them, no leading zero unless p is 0) followed by at most
+// maxIntDigits-k more, negative with neg.
+func (r *numRange) feasible(neg bool, p int64, k int) bool {
+	if p == 0 { // a leading 0 is the whole number; -0 is 0
+		return r.lo <= 0 && 0 <= r.hi
+	}
+	width := int64(1)
+	for j := k; j <= maxIntDigits; j++ {
+		a, b := p*width, p*width+width-1
+		if neg {
+			a, b = -b, -a
+		}
+		if a <= r.hi && b >= r.lo {
+			return true
+		}
+		width *= 10
+	}
+	return false
+}
+
+// contains reports whether the integer ±p is in r.
+func (r *numRange) contains(neg bool, p int64) bool {
+	if neg {
+		p = -p
+	}
+	return r.lo <= p && p <= r.hi
 }
 
 // MaxStringLength bounds minLength and maxLength.
@@ -618,6 +703,9 @@ func (c *compiler) anyOf(raw json.RawMessage, path string, depth int) (*node, er
 		}
 		if x.kinds&kString != 0 {
 			n.minLen, n.maxLen = x.minLen, x.maxLen
+		}
+		if x.kinds&(kNumber|kInteger) != 0 {
+			n.rng = x.rng
 		}
 	}
 	return n, nil

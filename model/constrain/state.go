@@ -77,6 +77,10 @@ type State struct {
 	// slen counts a bounded string's characters (bounded: cur's minLen
 	// or maxLen applies).
 	slen int32
+	// nval is a bounded number's digits so far (its magnitude), neg its
+	// sign.
+	nval int64
+	neg  bool
 
 	depth   uint8
 	mode    mode
@@ -268,10 +272,11 @@ func (s *State) valueStart(b byte) bool {
 		s.bounded, s.slen = n.minLen > 0 || n.maxLen >= 0, 0
 		return true
 	case (b == '-' || isDigit(b)) && n.kinds&(kNumber|kInteger) != 0:
-		s.mode, s.integer, s.digits = mNumber, n.kinds&kNumber == 0, 0
+		s.mode, s.integer, s.digits = mNumber, n.kinds&kNumber == 0 || n.rng != nil, 0
+		s.nval, s.neg = 0, b == '-'
 		if b == '-' {
 			s.num = nSign
-			return true
+			return n.rng == nil || n.rng.lo <= 0
 		}
 		s.num = nSign
 		ok, _ := s.numberByte(b)
@@ -545,10 +550,13 @@ func (s *State) arrByte(b byte) bool {
 	return s.valueStart(b)
 }
 
-// numberEnds reports whether the number so far is complete.
+// numberEnds reports whether the number so far is complete (and within
+// its bounds).
 func (s *State) numberEnds() bool {
 	switch s.num {
-	case nZero, nInt, nFrac, nExpDig:
+	case nZero, nInt:
+		return s.cur.rng == nil || s.cur.rng.contains(s.neg, s.nval)
+	case nFrac, nExpDig:
 		return true
 	}
 	return false
@@ -563,16 +571,18 @@ func (s *State) numberByte(b byte) (ok, again bool) {
 		switch {
 		case b == '0':
 			s.num = nZero
-			return true, false
+			return s.cur.rng == nil || s.cur.rng.contains(false, 0), false
 		case d:
-			s.num, s.digits = nInt, 1
-			return true, false
+			s.num, s.digits, s.nval = nInt, 1, int64(b-'0')
+			return s.cur.rng == nil || s.cur.rng.feasible(s.neg, s.nval, 1), false
 		}
 		return false, false
 	case nZero, nInt:
 		switch {
-		case d && s.num == nInt && s.digits < maxIntDigits:
+		case d && s.num == nInt && s.digits < maxIntDigits &&
+			(s.cur.rng == nil || s.cur.rng.feasible(s.neg, s.nval*10+int64(b-'0'), int(s.digits)+1)):
 			s.digits++
+			s.nval = s.nval*10 + int64(b-'0')
 			return true, false
 		case b == '.' && !s.integer:
 			s.num = nDot
