@@ -169,7 +169,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	c.id = id
-	maxTokens, e := s.check(modelName, promptParam, len(c.prompt), c.sp, ro, kv)
+	adapter, e := s.resolveModel(modelName)
+	if e != nil {
+		s.fail(w, r, remote, e)
+		return
+	}
+	maxTokens, e := s.check(promptParam, len(c.prompt), c.sp, ro, kv)
 	if e != nil {
 		s.fail(w, r, remote, e)
 		return
@@ -181,7 +186,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		StopTokenIDs: sp.StopTokenIDs, IgnoreEOS: sp.IgnoreEOS,
 		Sampling: model.Sampling{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, MinP: sp.MinP,
 			Logprobs: sp.Logprobs, TopLogprobs: sp.TopLogprobs},
-		Priority: ro.Priority, CacheSalt: ro.CacheSalt,
+		Priority: ro.Priority, CacheSalt: ro.CacheSalt, Adapter: adapter,
 		RemoteDecode: kv != nil && kv.DoRemoteDecode && s.producer,
 		Remote:       remote,
 		Grammar:      ro.Structure.Grammar,
@@ -352,14 +357,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, remote *xfer.Remot
 	s.writeError(w, id, e)
 }
 
-// check validates what the parser cannot know: the model, the lengths
-// against this engine's context, and P/D combinations. It returns the
-// max_tokens to submit.
-func (s *Server) check(modelName, promptParam string, promptLen int, sp *openai.SamplingParams,
+// check validates what the parser cannot know: the lengths against this
+// engine's context, and P/D combinations (resolveModel checks the model).
+// It returns the max_tokens to submit.
+func (s *Server) check(promptParam string, promptLen int, sp *openai.SamplingParams,
 	ro *openai.RequestOptions, kv *openai.KVTransferParams) (int, *openai.Error) {
-	if modelName != "" && modelName != s.cfg.ModelName {
-		return 0, openai.ModelNotFound(modelName)
-	}
 	if kv != nil && kv.DoRemoteDecode && ro.Stream && s.producer {
 		return 0, openai.BadRequest("stream",
 			"kv_transfer_params.do_remote_decode needs stream false: the lease is returned in the response body")
@@ -706,13 +708,13 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 		}
 		c.chatCh[0] = openai.ChatChoice{Message: msg, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(false)}
 		c.out = openai.AppendChatResponse(c.out, &openai.ChatCompletionResponse{
-			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
+			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 			Choices: c.chatCh[:], Usage: u, KVTransferParams: kv, PromptLogprobs: c.plp})
 	} else {
 		c.choice[0] = openai.CompletionChoice{Text: string(c.text), FinishReason: fr, StopReason: sr,
 			TokenLogprobs: c.tokenLogprobs(false), PromptLogprobs: c.plp}
 		c.out = openai.AppendCompletionResponse(c.out, &openai.CompletionResponse{
-			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: s.cfg.ModelName,
+			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 			Choices: c.choice[:], Usage: u, KVTransferParams: kv})
 	}
 	h := w.Header()
@@ -858,7 +860,7 @@ func (s *Server) appendEnd(c *call, delta openai.ChatDelta) {
 		if c.chat {
 			obj, prefix = openai.ObjectChatCompletionChunk, openai.ChatCompletionIDPrefix
 		}
-		c.js = openai.AppendUsageChunk(c.js[:0], obj, prefix+c.id, c.created, s.cfg.ModelName, &u)
+		c.js = openai.AppendUsageChunk(c.js[:0], obj, prefix+c.id, c.created, c.model(), &u)
 		c.out = openai.AppendSSE(c.out, c.js)
 	}
 	c.out = append(c.out, openai.SSEDone...)
@@ -893,6 +895,15 @@ func (c *call) runningUsage(withUsage bool) *openai.Usage {
 	return &u
 }
 
+// model is the model the response names: the request's LoRA adapter, as
+// vLLM answers, or the served model.
+func (c *call) model() string {
+	if !c.req.Adapter.IsBase() {
+		return c.req.Adapter.Name
+	}
+	return c.s.cfg.ModelName
+}
+
 func (c *call) appendChatChunk(d openai.ChatDelta, fr openai.FinishReason, sr openai.StopReason, withUsage bool) {
 	c.chatCk[0] = openai.ChatChunkChoice{Delta: d, FinishReason: fr, StopReason: sr}
 	if d.Role == "" {
@@ -900,7 +911,7 @@ func (c *call) appendChatChunk(d openai.ChatDelta, fr openai.FinishReason, sr op
 		c.lps = c.lps[:0]
 	}
 	c.js = openai.AppendChatChunk(c.js[:0], &openai.ChatChunk{
-		ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.s.cfg.ModelName,
+		ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 		Choices: c.chatCk[:], Usage: c.runningUsage(withUsage)})
 	c.out = openai.AppendSSE(c.out, c.js)
 }
@@ -909,7 +920,7 @@ func (c *call) appendCompletionChunk(text string, fr openai.FinishReason, sr ope
 	c.chunk[0] = openai.CompletionChoice{Text: text, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(true)}
 	c.lps = c.lps[:0]
 	c.js = openai.AppendCompletionChunk(c.js[:0], &openai.CompletionChunk{
-		ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.s.cfg.ModelName,
+		ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 		Choices: c.chunk[:], Usage: c.runningUsage(withUsage)})
 	c.out = openai.AppendSSE(c.out, c.js)
 }

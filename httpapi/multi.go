@@ -78,7 +78,7 @@ func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, pro
 			} else {
 				toks = truncate(toks, ro, s.ecfg.MaxModelLen)
 			}
-			if maxTokens, e = s.check("", param, len(toks), c.sp, ro, nil); e != nil {
+			if maxTokens, e = s.check(param, len(toks), c.sp, ro, nil); e != nil {
 				s.fail(w, r, nil, e)
 				return
 			}
@@ -251,7 +251,7 @@ func (m *multi) emit(ch *choiceRun) bool {
 			if c.chat {
 				obj, prefix = openai.ObjectChatCompletionChunk, openai.ChatCompletionIDPrefix
 			}
-			m.js = openai.AppendUsageChunk(m.js[:0], obj, prefix+c.id, c.created, m.s.cfg.ModelName, &u)
+			m.js = openai.AppendUsageChunk(m.js[:0], obj, prefix+c.id, c.created, c.model(), &u)
 			m.out = openai.AppendSSE(m.out, m.js)
 		}
 		m.out = append(m.out, openai.SSEDone...)
@@ -305,11 +305,11 @@ func (m *multi) appendChunk(ch *choiceRun, d openai.ChatDelta, fr openai.FinishR
 	}
 	if c.chat {
 		m.js = openai.AppendChatChunk(m.js[:0], &openai.ChatChunk{
-			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,
+			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 			Choices: []openai.ChatChunkChoice{{Index: ch.index, Delta: d, FinishReason: fr, StopReason: sr, TokenLogprobs: lp}}, Usage: u})
 	} else {
 		m.js = openai.AppendCompletionChunk(m.js[:0], &openai.CompletionChunk{
-			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,
+			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 			Choices: []openai.CompletionChoice{{Index: ch.index, Text: d.Content, FinishReason: fr, StopReason: sr, TokenLogprobs: lp}}, Usage: u})
 	}
 	if d.Role == "" {
@@ -347,7 +347,7 @@ func (m *multi) writeWhole() {
 				FinishReason: fr, StopReason: sr, TokenLogprobs: ch.tokenLogprobs(false)}
 		}
 		m.out = openai.AppendChatResponse(m.out[:0], &openai.ChatCompletionResponse{
-			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,
+			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 			Choices: cs, Usage: u, PromptLogprobs: m.choices[0].plp})
 	} else {
 		cs := make([]openai.CompletionChoice, len(m.choices))
@@ -357,7 +357,7 @@ func (m *multi) writeWhole() {
 				TokenLogprobs: ch.tokenLogprobs(false), PromptLogprobs: ch.plp}
 		}
 		m.out = openai.AppendCompletionResponse(m.out[:0], &openai.CompletionResponse{
-			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: m.s.cfg.ModelName,
+			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 			Choices: cs, Usage: u})
 	}
 	h := m.w.Header()

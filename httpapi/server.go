@@ -109,6 +109,12 @@ type Config struct {
 	// FaultsPath, guarded by its admin key, and the X-Return-Error header.
 	// Nil: FaultsPath answers 404 and the header is ignored.
 	Faults *FaultConfig
+	// LoRA, when set, serves LoRA adapters (lora.go): requests name them
+	// as their model, /v1/models lists them, vllm:lora_requests_info
+	// reports them, and with RuntimeUpdates the load and unload endpoints
+	// change them. The executor must apply kvblock.Adapter (the simulated
+	// model does). Nil: adapters are unknown models.
+	LoRA *LoRAConfig
 }
 
 // Tokenizer is the text side of the served model. Implementations must be
@@ -186,6 +192,7 @@ type Server struct {
 	calls sync.Pool // *call
 
 	faults *faultState // nil: the fault API is off
+	loras  *loraSet    // nil: no LoRA adapters
 }
 
 // New returns a server over eng. It reports a configuration error.
@@ -221,6 +228,13 @@ func New(eng Engine, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if cfg.LoRA != nil {
+		var err error
+		if s.loras, err = newLoRASet(*cfg.LoRA, cfg.ModelName); err != nil {
+			return nil, err
+		}
+		s.metrics.RegisterLoRA(eng, s.loras.cfg.MaxLoRAs)
+	}
 	if s.ecfg.Transfer != nil {
 		s.producer = s.ecfg.Role != engine.RoleDecode
 		s.consumer = s.ecfg.Role != engine.RolePrefill
@@ -235,9 +249,7 @@ func New(eng Engine, cfg Config) (*Server, error) {
 	rand.Read(b[:])
 	s.idPrefix = hex.EncodeToString(b[:]) + "-"
 	s.created = time.Now().Unix()
-	s.modelsBody = openai.AppendModelList(nil, []openai.ModelCard{{
-		ID: cfg.ModelName, Created: s.created, MaxModelLen: s.ecfg.MaxModelLen,
-	}})
+	s.modelsBody = openai.AppendModelList(nil, []openai.ModelCard{s.baseCard()})
 	s.versionBody = append(append([]byte(`{"version":`), strconv.Quote(cfg.Version)...), '}')
 	s.calls.New = func() any { return &call{seqState: seqState{s: s}} }
 	return s, nil
@@ -278,8 +290,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/v1/models":
 		if s.method(w, r, http.MethodGet) {
-			s.writeJSON(w, http.StatusOK, s.modelsBody)
+			s.models(w)
 		}
+	case loadLoRAPath, unloadLoRAPath:
+		s.serveLoRA(w, r, p == loadLoRAPath)
 	case "/tokenize":
 		if s.method(w, r, http.MethodPost) {
 			s.tokenize(w, r)

@@ -40,8 +40,8 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "", openai.BadRequest("", "the request body must be a JSON object with prompt or messages: %v", err))
 		return
 	}
-	if req.Model != "" && req.Model != s.cfg.ModelName {
-		s.writeError(w, "", openai.ModelNotFound(req.Model))
+	if _, e := s.resolveModel(req.Model); e != nil { // an adapter tokenizes as its base model
+		s.writeError(w, "", e)
 		return
 	}
 	var toks []int32
@@ -98,8 +98,8 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "", openai.BadRequest("tokens", "tokens must be an array of token ids: %v", err))
 		return
 	}
-	if req.Model != "" && req.Model != s.cfg.ModelName {
-		s.writeError(w, "", openai.ModelNotFound(req.Model))
+	if _, e := s.resolveModel(req.Model); e != nil { // an adapter tokenizes as its base model
+		s.writeError(w, "", e)
 		return
 	}
 	if req.Tokens == nil {

@@ -253,12 +253,16 @@ type ModelList struct {
 	Data   []ModelCard `json:"data"`
 }
 
-// ModelCard describes a served model.
+// ModelCard describes a served model: the base model, or a LoRA adapter
+// on it (vLLM's cards: an adapter's Root is its path and its Parent the
+// base model's name; the base model's Parent is null).
 type ModelCard struct {
 	ID          string `json:"id"`
 	Object      string `json:"object"`
 	Created     int64  `json:"created"`
 	OwnedBy     string `json:"owned_by"`
+	Root        string `json:"root"`
+	Parent      string `json:"parent"`
 	MaxModelLen int    `json:"max_model_len"`
 }
 
@@ -412,7 +416,8 @@ func AppendUsageChunk(dst []byte, object, id string, created int64, model string
 }
 
 // AppendModelList appends the GET /v1/models body for models. Each card's
-// object is written as "model" and an empty OwnedBy as "kvlease".
+// object is written as "model", an empty OwnedBy as "kvlease", an empty
+// Root as the card's ID, an empty Parent and a zero MaxModelLen as null.
 func AppendModelList(dst []byte, models []ModelCard) []byte {
 	dst = append(dst, `{"object":"list","data":[`...)
 	for i := range models {
@@ -430,8 +435,24 @@ func AppendModelList(dst []byte, models []ModelCard) []byte {
 			owner = OwnedBy
 		}
 		dst = appendString(dst, owner)
+		dst = append(dst, `,"root":`...)
+		root := m.Root
+		if root == "" {
+			root = m.ID
+		}
+		dst = appendString(dst, root)
+		dst = append(dst, `,"parent":`...)
+		if m.Parent == "" {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendString(dst, m.Parent)
+		}
 		dst = append(dst, `,"max_model_len":`...)
-		dst = appendInt(dst, int64(m.MaxModelLen))
+		if m.MaxModelLen == 0 {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendInt(dst, int64(m.MaxModelLen))
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, "]}"...)

@@ -79,6 +79,7 @@ type serveFlags struct {
 	offload             *offload.Config      // nil: no offload
 	apiKeys             []string             // required on /v1 and the abort endpoint; none: open
 	faults              *httpapi.FaultConfig // the fault-injection API; nil: off
+	lora                *httpapi.LoRAConfig  // LoRA adapters; nil: off
 	// llm is the model file of --model-file (nil: the simulated model of
 	// --profile). The engine built from these flags closes it.
 	llm      *llamafile.Model
@@ -171,7 +172,8 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	faultSeed := fs.Uint64("fault-seed", 0, "--enable-fault-api: seed of the faults' rate draws, for a reproducible run; 0 draws one")
 	maxFaults := fs.Int("max-faults", 64, "--enable-fault-api: active faults at most (409 beyond)")
 	kvEvents := kvEventsFlagVars(fs)
-	if err := parseFlags(fs, args); err != nil {
+	lora := loraFlagVars(fs)
+	if err := parseFlags(fs, expandLoRAModules(args)); err != nil {
 		return serveFlags{}, err
 	}
 	// Every flag can also come from the environment (KVLEASE_PORT, ...),
@@ -196,6 +198,12 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	var err error
 	if f.kvEvents, err = kvEvents(); err != nil {
 		return f, err
+	}
+	if f.lora, err = lora.config(set, *modelFile != ""); err != nil {
+		return f, err
+	}
+	if f.lora != nil {
+		f.sched.MaxLoRAs = f.lora.MaxLoRAs
 	}
 	if f.role, err = engine.ParseRole(*role); err != nil {
 		return f, fmt.Errorf("--role %q: want prefill, decode or both", *role)
@@ -530,7 +538,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	es.node = node.New(core, exec, ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes, StreamInterval: f.streamInterval,
 		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...), Tokenizer: tok,
-		Faults: f.faults})
+		Faults: f.faults, LoRA: f.lora})
 	if err != nil {
 		es.close()
 		return nil, err
