@@ -23,7 +23,10 @@
 // Update applies an executor's StepResult: computed positions advance, full
 // blocks are cached under their prefix hashes, sampled tokens are appended
 // and stop conditions (length, stop token ids, EOS unless ignored) finish
-// requests. Finishing only changes a request's status and removes it from
+// requests. Length is MaxTokens, MaxModelLen or the pool's capacity in
+// tokens (Scheduler.MaxLen), whichever comes first: a request never grows
+// to need more blocks than the pool has, which would leave it, once
+// preempted, at the head of the queue forever. Finishing only changes a request's status and removes it from
 // the queues: the request's hold belongs to the caller, which runs teardown.
 //
 // A Scheduler is pure and not safe for concurrent use. Schedule and Update

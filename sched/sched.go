@@ -157,8 +157,11 @@ type Request struct {
 	Priority int
 	Sampling model.Sampling
 	// Stop conditions.
-	MaxTokens    int // generated tokens; ≥ 1
-	MaxModelLen  int // prompt + generated; 0 = unlimited
+	MaxTokens int // generated tokens; ≥ 1
+	// MaxModelLen bounds prompt + generated tokens; 0 = unlimited. The
+	// pool's capacity in tokens bounds them too, whatever MaxModelLen says
+	// (see Scheduler.MaxLen).
+	MaxModelLen  int
 	MinTokens    int // EOS and stop tokens are ignored before this many
 	StopTokenIDs []int32
 	IgnoreEOS    bool
@@ -229,6 +232,9 @@ type Scheduler struct {
 	cfg  Config
 	pool *kvblock.Pool
 	bs   int
+	// maxLen is the pool's capacity in tokens: the longest sequence that
+	// can ever hold its blocks (MaxLen).
+	maxLen int
 
 	waiting reqHeap
 	running []*Request
@@ -288,7 +294,7 @@ func New(cfg Config, pool *kvblock.Pool) *Scheduler {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	s := &Scheduler{cfg: cfg, pool: pool, bs: pool.BlockSizeTokens()}
+	s := &Scheduler{cfg: cfg, pool: pool, bs: pool.BlockSizeTokens(), maxLen: pool.Capacity() * pool.BlockSizeTokens()}
 	s.waiting.priority = cfg.Policy == Priority
 	return s
 }
@@ -298,6 +304,16 @@ func (s *Scheduler) Config() Config { return s.cfg }
 
 // Stats returns the cumulative counters.
 func (s *Scheduler) Stats() Stats { return s.stats }
+
+// MaxLen is the longest sequence (prompt plus generated tokens) the
+// scheduler lets a request reach: the pool's capacity in tokens. A request
+// that reaches it finishes with FinishedLength, as at its MaxModelLen,
+// whatever its MaxTokens and MaxModelLen allow: one token more would need
+// a block more than the pool has, so the request, preempted to make room,
+// could never be admitted again, and every request behind it in the queue
+// would wait forever. A prompt longer than MaxLen can never run at all:
+// the caller refuses it before Add (engine.Core.Add does).
+func (s *Scheduler) MaxLen() int { return s.maxLen }
 
 // NumWaiting is the number of waiting (and preempted) requests.
 func (s *Scheduler) NumWaiting() int { return len(s.waiting.items) }
@@ -701,7 +717,7 @@ func (s *Scheduler) Update(res *model.StepResult) []Outcome {
 			if seq.Sampling.Logprobs && i < len(res.Logprobs) {
 				o.Logprobs = &res.Logprobs[i]
 			}
-			if st := r.stopStatus(tok); st != Running {
+			if st := r.stopStatus(tok, s.maxLen); st != Running {
 				r.status = st
 				o.Finished = st
 				finished = true
@@ -741,8 +757,9 @@ func (s *Scheduler) cacheFull(r *Request) {
 	r.cachedBlocks = full
 }
 
-// stopStatus decides whether the token just appended ends the request.
-func (r *Request) stopStatus(tok int32) Status {
+// stopStatus decides whether the token just appended ends the request;
+// maxLen is the scheduler's MaxLen.
+func (r *Request) stopStatus(tok int32, maxLen int) Status {
 	out := r.NumOutputTokens()
 	if out >= r.MinTokens {
 		if tok == r.EOS && !r.IgnoreEOS {
@@ -754,7 +771,7 @@ func (r *Request) stopStatus(tok int32) Status {
 			}
 		}
 	}
-	if out >= r.MaxTokens || (r.MaxModelLen > 0 && len(r.Tokens) >= r.MaxModelLen) {
+	if out >= r.MaxTokens || (r.MaxModelLen > 0 && len(r.Tokens) >= r.MaxModelLen) || len(r.Tokens) >= maxLen {
 		return FinishedLength
 	}
 	return Running

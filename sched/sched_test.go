@@ -636,3 +636,40 @@ func TestMaxLoRAs(t *testing.T) {
 		t.Fatal("MaxLoRAs -1 validated")
 	}
 }
+
+// A request whose MaxTokens (and MaxModelLen, here unlimited) would let it
+// grow past what the whole pool can hold stops with FinishedLength at the
+// pool's capacity in tokens (MaxLen). Before, it was preempted (it was the
+// only victim) when it needed one block more than there are, and then
+// waited at the head of the queue forever: nothing running could free the
+// block it lacked, and every request behind it waited too (a decoder's
+// hang in the simulator: kvlease sim --seed 1103 --blocks 48).
+func TestGrowthStopsAtPoolCapacity(t *testing.T) {
+	const blocks, bs = 8, 4
+	h := newHarness(t, blocks, DefaultConfig())
+	if h.s.MaxLen() != blocks*bs {
+		t.Fatalf("MaxLen %d, want %d", h.s.MaxLen(), blocks*bs)
+	}
+	long := newReq(1, 10, 1000)
+	h.s.Add(long)
+	var behind *Request
+	for i := 0; h.s.NumWaiting()+h.s.NumRunning() > 0; i++ {
+		if behind == nil && len(long.Tokens) >= blocks*bs-2 {
+			behind = newReq(2, 5, 3) // arrives as the long one nears the pool's end
+			h.s.Add(behind)
+		}
+		if got, _ := h.step(); got == nil {
+			t.Fatalf("step %d: nothing scheduled with %d waiting, %d running: request 1 is %v with %d tokens, more than %d blocks hold",
+				i, h.s.NumWaiting(), h.s.NumRunning(), long.Status(), len(long.Tokens), blocks)
+		}
+	}
+	if long.Status() != FinishedLength || len(long.Tokens) != blocks*bs {
+		t.Fatalf("request 1: %v with %d tokens, want length with %d (the pool's capacity)", long.Status(), len(long.Tokens), blocks*bs)
+	}
+	if behind == nil || behind.Status() != FinishedLength || behind.NumOutputTokens() != 3 {
+		t.Fatalf("request 2, behind it: %+v", behind)
+	}
+	if h.pool.NumHeld() != 0 {
+		t.Fatalf("%d blocks still held", h.pool.NumHeld())
+	}
+}

@@ -39,6 +39,14 @@ func (o *Oracle) Run(r *Req) ([]int32, sched.Status) {
 		bpt = 0
 	}
 	need := (len(r.Prompt)+r.MaxTokens)/s.BlockSize + 2
+	// A decoder stops a request at its pool's capacity in tokens
+	// (sched.Scheduler.MaxLen) when MaxTokens would take it further: so
+	// does the reference, on a pool of the same capacity.
+	dblocks := s.Blocks
+	if s.DecodeBlocks > 0 {
+		dblocks = s.DecodeBlocks
+	}
+	need = min(need, dblocks)
 	core := engine.NewCore(engine.Config{
 		Pool:  kvblock.Config{NumBlocks: need, BlockSizeTokens: s.BlockSize, BytesPerToken: bpt},
 		Sched: sched.DefaultConfig(), MaxModelLen: s.Profile.MaxModelLen,
