@@ -274,16 +274,15 @@ func (c *call) prefill(body []byte, skip []bool) (kv json.RawMessage, ok bool) {
 func (c *call) prefillOn(e *engine, body []byte) (json.RawMessage, legResult, string) {
 	defer e.inflight.Add(-1)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(c.ctx, c.p.cfg.PrefillTimeout)
-	defer cancel()
-	resp, err := c.post(ctx, e, body)
+	deadline := start.Add(c.p.cfg.PrefillTimeout)
+	resp, err := c.post(deadline, e, body)
 	if err != nil {
 		if isDialError(err) && c.ctx.Err() == nil {
 			c.p.markDown(e)
 			c.p.log.Warn("prefill engine unreachable", "req", c.id, "peer", e.base, "reason", err)
 			return nil, legRetry, fmt.Sprintf("%s: %v", e.hostPort, err)
 		}
-		c.legFailed(ctx, err, e, RolePrefill, e)
+		c.legFailed(deadline, err, e, RolePrefill, e)
 		return nil, legFinal, ""
 	}
 	defer resp.Body.Close()
@@ -294,7 +293,7 @@ func (c *call) prefillOn(e *engine, body []byte) (json.RawMessage, legResult, st
 	}
 	raw, err := readBody(resp, c.p.cfg.MaxPrefillResponseBytes)
 	if err != nil {
-		c.legFailed(ctx, err, e, RolePrefill, e)
+		c.legFailed(deadline, err, e, RolePrefill, e)
 		return nil, legFinal, ""
 	}
 	c.p.m.legPrefill.Observe(time.Since(start).Seconds())
@@ -362,12 +361,11 @@ func (c *call) decode(body []byte) {
 func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 	defer e.inflight.Add(-1)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(c.ctx, c.p.cfg.DecodeTimeout)
-	defer cancel()
-	resp, err := c.post(ctx, e, body)
+	deadline := start.Add(c.p.cfg.DecodeTimeout)
+	resp, err := c.post(deadline, e, body)
 	if err != nil {
-		if c.ctx.Err() != nil || ctx.Err() != nil {
-			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
+		if c.ctx.Err() != nil || expired(deadline) {
+			c.legFailed(deadline, err, e, RoleDecode, e, c.holder)
 			return legFinal, ""
 		}
 		c.p.markDown(e)
@@ -391,12 +389,12 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 		return legFinal, ""
 	}
 	if isEventStream(resp.Header.Get("Content-Type")) {
-		return c.stream(ctx, e, resp, start)
+		return c.stream(deadline, e, resp, start)
 	}
 	raw, err := readBody(resp, c.p.cfg.MaxResponseBytes)
 	if err != nil {
-		if c.ctx.Err() != nil || ctx.Err() != nil || errors.Is(err, errTooLarge) {
-			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
+		if c.ctx.Err() != nil || expired(deadline) || errors.Is(err, errTooLarge) {
+			c.legFailed(deadline, err, e, RoleDecode, e, c.holder)
 			return legFinal, ""
 		}
 		c.p.abortAll(c.ctx, c.id, c.r.Header, e)
@@ -419,13 +417,13 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 // no event waits on the proxy). The
 // stream starts (and the decode engine can no longer be replaced) when
 // D's first event has arrived whole.
-func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start time.Time) (legResult, string) {
+func (c *call) stream(deadline time.Time, e *engine, resp *http.Response, start time.Time) (legResult, string) {
 	events := newEventReader(resp.Body, c.p.cfg.MaxEventBytes)
 	defer events.release()
 	ev, err := events.next()
 	if err != nil && (len(ev) == 0 || !errors.Is(err, io.EOF)) {
-		if c.ctx.Err() != nil || ctx.Err() != nil || errors.Is(err, errEventTooLong) {
-			c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
+		if c.ctx.Err() != nil || expired(deadline) || errors.Is(err, errEventTooLong) {
+			c.legFailed(deadline, err, e, RoleDecode, e, c.holder)
 			return legFinal, ""
 		}
 		c.p.abortAll(c.ctx, c.id, c.r.Header, e)
@@ -473,19 +471,25 @@ func (c *call) stream(ctx context.Context, e *engine, resp *http.Response, start
 	case errors.Is(err, io.EOF):
 		err = errors.New("the stream ended without [DONE]")
 	}
-	c.legFailed(ctx, err, e, RoleDecode, e, c.holder)
+	c.legFailed(deadline, err, e, RoleDecode, e, c.holder)
 	return legFinal, ""
 }
 
+// expired reports whether a leg's deadline has passed.
+func expired(deadline time.Time) bool { return !time.Now().Before(deadline) }
+
 // post sends one leg's body to e at the client's path, with the request's
-// id and the client's credentials.
-func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response, error) {
+// id and the client's credentials. The leg, its answer's body included,
+// ends when the client leaves or at deadline.
+func (c *call) post(deadline time.Time, e *engine, body []byte) (*http.Response, error) {
 	if c.p.legs != nil {
-		return c.p.legs.roundTrip(ctx, e, &legRequest{path: c.r.URL.Path, id: c.id,
+		return c.p.legs.roundTrip(c.ctx, deadline, e, &legRequest{path: c.r.URL.Path, id: c.id,
 			auth: c.p.engineAuth, client: c.r.Header, body: body})
 	}
+	ctx, cancel := context.WithDeadline(c.ctx, deadline)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+c.r.URL.Path, bytes.NewReader(body))
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	if c.idHeader == nil {
@@ -505,7 +509,25 @@ func (c *call) post(ctx context.Context, e *engine, body []byte) (*http.Response
 	// The transport, not the client: a leg follows no redirect and keeps
 	// no cookies, and http.Client would copy the headers for redirects
 	// on every request.
-	return c.p.transport.RoundTrip(req)
+	resp, err := c.p.transport.RoundTrip(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelBody ends a leg's context when its answer's body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // Header values shared by every request: net/http does not change the
@@ -534,18 +556,18 @@ func contentType(h http.Header) []string {
 }
 
 // legFailed ends a call whose leg on e (of the given role) failed for
-// good with err under ctx: the client left, the leg timed out, or the
+// good with err: the client left, the leg passed its deadline, or the
 // engine broke. It aborts the request on every engine in abort and answers
 // the client if it is still there — with an error status, or an error
 // event when the stream has started.
-func (c *call) legFailed(ctx context.Context, err error, e *engine, role string, abort ...*engine) {
+func (c *call) legFailed(deadline time.Time, err error, e *engine, role string, abort ...*engine) {
 	c.p.abortAll(c.ctx, c.id, c.r.Header, abort...)
 	var ae *openai.Error
 	switch {
 	case c.ctx.Err() != nil:
 		c.outcome = OutcomeClientCancelled
 		return
-	case ctx.Err() != nil:
+	case expired(deadline):
 		limit := c.p.cfg.PrefillTimeout
 		c.outcome = OutcomePrefillTimeout
 		if role == RoleDecode {

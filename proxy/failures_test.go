@@ -234,20 +234,22 @@ func TestPrefillFailures(t *testing.T) {
 			t.Errorf("%d %s", resp.StatusCode, b)
 		}
 	})
-	t.Run("timeout", func(t *testing.T) {
-		r := newRig(t, 1, 1, func(c *Config) { c.PrefillTimeout = 20 * time.Millisecond })
-		r.pre[0].hook = func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool {
-			<-ctx.Done()
-			return true
-		}
-		resp := r.post("/v1/completions", `{"prompt":"x"}`, "X-Request-Id", "slow")
-		if body := readAll(t, resp); resp.StatusCode != 504 || !strings.Contains(body, "did not finish within 20ms") {
-			t.Errorf("%d %s", resp.StatusCode, body)
-		}
-		if r.pre[0].abortCount("slow") != 1 || r.outcome(OutcomePrefillTimeout) != 1 {
-			t.Error("no abort to P after its timeout, or outcome not counted")
-		}
-	})
+	for _, tr := range legTransports {
+		t.Run("timeout/"+tr.name, func(t *testing.T) {
+			r := newRig(t, 1, 1, func(c *Config) { tr.set(c); c.PrefillTimeout = 20 * time.Millisecond })
+			r.pre[0].hook = func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool {
+				<-ctx.Done()
+				return true
+			}
+			resp := r.post("/v1/completions", `{"prompt":"x"}`, "X-Request-Id", "slow")
+			if body := readAll(t, resp); resp.StatusCode != 504 || !strings.Contains(body, "did not finish within 20ms") {
+				t.Errorf("%d %s", resp.StatusCode, body)
+			}
+			if r.pre[0].abortCount("slow") != 1 || r.outcome(OutcomePrefillTimeout) != 1 {
+				t.Error("no abort to P after its timeout, or outcome not counted")
+			}
+		})
+	}
 	bad := map[string]string{
 		"invalid JSON":            `{"kv_transfer_params":`,
 		"params not an object":    `{"kv_transfer_params":[1]}`,
@@ -322,23 +324,25 @@ func TestMidStreamFailures(t *testing.T) {
 			t.Error("P not aborted")
 		}
 	})
-	t.Run("timeout", func(t *testing.T) {
-		r := newRig(t, 1, 1, func(c *Config) { c.DecodeTimeout = 50 * time.Millisecond })
-		r.dec[0].hook = func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool {
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, "data: {}\n\n")
-			http.NewResponseController(w).Flush()
-			<-ctx.Done()
-			return true
-		}
-		evs := streamEvents(t, r.post("/v1/completions", `{"prompt":"x","stream":true}`, "X-Request-Id", "r"))
-		if len(evs) != 2 || !strings.Contains(evs[1], "did not finish within 50ms") {
-			t.Errorf("events %q", evs)
-		}
-		if r.pre[0].abortCount("r") != 1 || r.dec[0].abortCount("r") != 1 || r.outcome(OutcomeDecodeTimeout) != 1 {
-			t.Error("aborts or outcome missing")
-		}
-	})
+	for _, tr := range legTransports {
+		t.Run("timeout/"+tr.name, func(t *testing.T) {
+			r := newRig(t, 1, 1, func(c *Config) { tr.set(c); c.DecodeTimeout = 50 * time.Millisecond })
+			r.dec[0].hook = func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, "data: {}\n\n")
+				http.NewResponseController(w).Flush()
+				<-ctx.Done()
+				return true
+			}
+			evs := streamEvents(t, r.post("/v1/completions", `{"prompt":"x","stream":true}`, "X-Request-Id", "r"))
+			if len(evs) != 2 || !strings.Contains(evs[1], "did not finish within 50ms") {
+				t.Errorf("events %q", evs)
+			}
+			if r.pre[0].abortCount("r") != 1 || r.dec[0].abortCount("r") != 1 || r.outcome(OutcomeDecodeTimeout) != 1 {
+				t.Error("aborts or outcome missing")
+			}
+		})
+	}
 	t.Run("event over the bound", func(t *testing.T) {
 		r := newRig(t, 1, 1, func(c *Config) { c.MaxEventBytes = 100 })
 		r.dec[0].hook = func(ctx context.Context, w http.ResponseWriter, req *fakeReq) bool {
@@ -572,3 +576,21 @@ func TestLegReplayedWhenKeptAliveConnectionCloses(t *testing.T) {
 		t.Fatal("no request reached P on a reused connection in 20 tries")
 	}
 }
+
+// TestConfiguredTransport runs a request through a Transport of the
+// configuration (legs on net/http's client, bounded by a context instead
+// of the connection's deadline; the timeout tests run both).
+func TestConfiguredTransport(t *testing.T) {
+	r := newRig(t, 1, 1, func(c *Config) { c.Transport = &http.Transport{} })
+	resp := r.post("/v1/completions", `{"prompt":"x","max_tokens":3}`)
+	if body := readAll(t, resp); resp.StatusCode != 200 || !strings.Contains(body, fakeText(3)) {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+}
+
+// legTransports are the two ways legs go: the proxy's own connections, and
+// a Transport of the configuration.
+var legTransports = []struct {
+	name string
+	set  func(*Config)
+}{{"own", func(*Config) {}}, {"configured", func(c *Config) { c.Transport = &http.Transport{} }}}

@@ -108,27 +108,29 @@ type legRequest struct {
 var errBadHeaderValue = errors.New("proxy: invalid header value")
 
 // roundTrip sends req to e and returns the answer once its head has
-// arrived; the caller closes its body. ctx bounds the whole exchange,
-// body included: when it is done, the connection's reads and writes fail
-// at once. An error from dialing is a *net.OpError with Op "dial".
-func (lcl *legClient) roundTrip(ctx context.Context, e *engine, req *legRequest) (*http.Response, error) {
+// arrived; the caller closes its body. ctx and deadline (none when zero)
+// bound the whole exchange, body included: the deadline is the
+// connection's (no timer of a context per leg), and when ctx is done the
+// connection's reads and writes fail at once. An error from dialing is a
+// *net.OpError with Op "dial".
+func (lcl *legClient) roundTrip(ctx context.Context, deadline time.Time, e *engine, req *legRequest) (*http.Response, error) {
 	for {
 		lc := e.pool.get(lcl.idleTimeout)
 		reused := lc != nil
 		if lc == nil {
-			nc, err := lcl.dial(ctx, "tcp", e.hostPort)
+			nc, err := lcl.dialBy(ctx, deadline, e.hostPort)
 			if err != nil {
 				return nil, err
 			}
 			lc = &legConn{nc: nc, br: bufio.NewReaderSize(nc, 8<<10)}
 		}
-		resp, err := lcl.exchange(ctx, e, lc, req)
+		resp, err := lcl.exchange(ctx, deadline, e, lc, req)
 		if err == nil {
 			return resp, nil
 		}
 		lc.nc.Close()
 		var nothing *nothingAnswered
-		if !reused || ctx.Err() != nil || !errors.As(err, &nothing) {
+		if !reused || ctx.Err() != nil || (!deadline.IsZero() && expired(deadline)) || !errors.As(err, &nothing) {
 			if errors.As(err, &nothing) {
 				err = nothing.err
 			}
@@ -139,6 +141,16 @@ func (lcl *legClient) roundTrip(ctx context.Context, e *engine, req *legRequest)
 	}
 }
 
+// dialBy dials addr, giving up when ctx is done or at deadline.
+func (lcl *legClient) dialBy(ctx context.Context, deadline time.Time, addr string) (net.Conn, error) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	return lcl.dial(ctx, "tcp", addr)
+}
+
 // nothingAnswered wraps an error that came before any byte of the answer.
 type nothingAnswered struct{ err error }
 
@@ -146,7 +158,12 @@ func (n *nothingAnswered) Error() string { return n.err.Error() }
 func (n *nothingAnswered) Unwrap() error { return n.err }
 
 // exchange writes req on lc and reads the answer's head.
-func (lcl *legClient) exchange(ctx context.Context, e *engine, lc *legConn, req *legRequest) (*http.Response, error) {
+func (lcl *legClient) exchange(ctx context.Context, deadline time.Time, e *engine, lc *legConn, req *legRequest) (*http.Response, error) {
+	// A kept-alive connection still has its last leg's deadline: each leg
+	// sets its own (or none).
+	if err := lc.nc.SetDeadline(deadline); err != nil {
+		return nil, &nothingAnswered{err}
+	}
 	stop := context.AfterFunc(ctx, func() { lc.nc.SetDeadline(aLongTimeAgo) })
 	w, err := appendRequestHead(lc.wbuf[:0], e.hostPort, req)
 	if err != nil {

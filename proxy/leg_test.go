@@ -63,7 +63,7 @@ func TestLegClient(t *testing.T) {
 	client := http.Header{"Traceparent": {"00-abc-def-01"}, "Authorization": {"Bearer k"}}
 	get := func(auth []string) (*http.Response, string) {
 		t.Helper()
-		resp, err := lcl.roundTrip(context.Background(), e, &legRequest{path: "/v1/completions", id: "r1", auth: auth, client: client, body: []byte(`{}`)})
+		resp, err := lcl.roundTrip(context.Background(), time.Time{}, e, &legRequest{path: "/v1/completions", id: "r1", auth: auth, client: client, body: []byte(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestLegClient(t *testing.T) {
 		t.Errorf("%d connections: the third answer's connection should have been reused", n)
 	}
 	bad := http.Header{"Traceparent": {"x\r\nEvil: 1"}}
-	if _, err := lcl.roundTrip(context.Background(), e, &legRequest{path: "/v1/completions", id: "r2", client: bad}); !errors.Is(err, errBadHeaderValue) {
+	if _, err := lcl.roundTrip(context.Background(), time.Time{}, e, &legRequest{path: "/v1/completions", id: "r2", client: bad}); !errors.Is(err, errBadHeaderValue) {
 		t.Errorf("a header value with CR LF: %v", err)
 	}
 	if n := served.Load(); n != 4 {
