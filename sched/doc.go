@@ -11,9 +11,11 @@
 //     recompute: its request hold is released, its computed tokens are
 //     forgotten, and it goes back to the waiting queue with the tokens it has
 //     generated so far.
-//  2. Then, if nothing was preempted, waiting requests in order (arrival, or
-//     priority then arrival): a prefix-cache lookup, a share of the hit
-//     blocks, new blocks for the rest. The queue head that does not fit
+//  2. Then, if nothing was preempted (or the preemptions left nothing to
+//     run: an empty batch would wait for an outside change that may never
+//     come), waiting requests in order (arrival, or priority then
+//     arrival): a prefix-cache lookup, a share of the hit blocks, new
+//     blocks for the rest. The queue head that does not fit
 //     blocks the queue, as in vLLM. A request without blocks that fits is
 //     first offered to the OnAdmit hook, which may park it (take it out of
 //     the queue while the engine loads its prefix from an offload tier,

@@ -406,7 +406,8 @@ func (s *Scheduler) blocksFor(tokens int) int { return (tokens + s.bs - 1) / s.b
 // Schedule builds the next step's batch. The returned batch and its slices
 // are owned by the scheduler and valid until Update. Schedule panics if the
 // previous batch was not updated. An empty batch means there is nothing to
-// run.
+// run until something changes outside the scheduler: a request is added,
+// requeued, resumed or finished, or blocks held elsewhere are released.
 func (s *Scheduler) Schedule() *model.Batch {
 	if s.inFlight {
 		panic("sched: Schedule before Update of the previous batch")
@@ -448,7 +449,12 @@ func (s *Scheduler) Schedule() *model.Batch {
 		budget -= n
 	}
 
-	if !preempted {
+	// A step that preempted admits nothing (the blocks it freed go to the
+	// running requests first, as in vLLM), unless nothing is left to run:
+	// an empty batch tells the caller that nothing can run until something
+	// changes outside, so it would not call Schedule again, and the
+	// preempted request and those behind it would wait forever.
+	if !preempted || len(s.batch.Seqs) == 0 {
 		s.runningLoRAs()
 		for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs && len(s.waiting.items) > 0 {
 			r := s.waiting.peek()

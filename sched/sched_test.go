@@ -673,3 +673,39 @@ func TestGrowthStopsAtPoolCapacity(t *testing.T) {
 		t.Fatalf("%d blocks still held", h.pool.NumHeld())
 	}
 }
+
+// A step that preempts its only running request has nothing to run; it
+// admits from the waiting queue rather than returning an empty batch. An
+// empty batch tells the engine that nothing can run until something
+// changes outside (a new request, an abort, blocks freed elsewhere), so
+// it does not step again: before, the preempted request and a decoder's
+// pulled request waiting with its blocks (MaxNumSeqs 1 kept it out) stayed
+// queued forever, though the next Schedule would have reclaimed the
+// waiting blocks and run the head (kvlease sim --seed 354 --blocks 40).
+func TestPreemptionOfAllRunningAdmitsInTheSameStep(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxNumSeqs = 1
+	h := newHarness(t, 10, cfg)
+	grow := newReq(1, 10, 20) // needs a 7th block at 25 tokens
+	h.s.Add(grow)
+	h.step()
+	pulled := newReq(2, 16, 2)
+	pulled.Hold = h.pool.NewHold(kvblock.HoldRequest, pulled.ID)
+	if !h.pool.Allocate(pulled.Hold, 4) {
+		t.Fatal("setup: no blocks")
+	}
+	pulled.NumComputed = 15 // as after a pull
+	h.s.Requeue(pulled)
+	for i := 0; h.s.NumWaiting()+h.s.NumRunning() > 0; i++ {
+		if got, _ := h.step(); got == nil {
+			t.Fatalf("step %d: empty batch with %d waiting, %d running (request 1 %v with %d tokens, %d blocks available)",
+				i, h.s.NumWaiting(), h.s.NumRunning(), grow.Status(), len(grow.Tokens), h.pool.NumAvailable())
+		}
+	}
+	if grow.NumPreemptions != 1 || grow.Status() != FinishedLength || pulled.Status() != FinishedLength {
+		t.Fatalf("request 1 %v after %d preemptions, request 2 %v", grow.Status(), grow.NumPreemptions, pulled.Status())
+	}
+	if h.pool.NumHeld() != 0 {
+		t.Fatalf("%d blocks still held", h.pool.NumHeld())
+	}
+}

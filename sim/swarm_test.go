@@ -32,15 +32,25 @@ func swarmSeeds() int {
 }
 
 // regressionSeeds failed once; each stays in the suite with what it found.
-var regressionSeeds = map[uint64]string{
-	1537: "D deadlock: pulled requests waiting with their blocks starved a preempted head of the queue while nothing ran (sched now reclaims waiting holds)",
-	4522: "the same D deadlock",
+var regressionSeeds = []struct {
+	seed uint64
+	opts Options
+	what string
+}{
+	{1537, Options{}, "D deadlock: pulled requests waiting with their blocks starved a preempted head of the queue while nothing ran (sched now reclaims waiting holds)"},
+	{4522, Options{}, "the same D deadlock"},
+	{1103, Options{Blocks: 48, LeaseSpill: "never"}, "D hang: a request grew one token past D's pool, was preempted and could never be admitted again; " +
+		"the requests behind it waited forever and D renewed their leases on P forever (sched now stops a request at the pool's capacity)"},
+	{62, Options{Blocks: 40}, "the same hang, with a pulled request queued behind the one that outgrew the pool"},
+	{354, Options{Blocks: 40}, "D hang: the step preempted its only running request and admitted nothing; the empty batch meant " +
+		"no further step, so the preempted head and a pulled request waiting with its blocks stayed queued (sched now admits after such a preemption)"},
+	{697, Options{Blocks: 64}, "the same lost wake-up"},
 }
 
 func TestSwarmRegressionSeeds(t *testing.T) {
-	for seed, what := range regressionSeeds {
-		if res, err := RunSeed(seed, Options{}); err != nil {
-			t.Errorf("seed %d (%s): %v\n%s", seed, what, err, strings.Join(res.Failures, "\n"))
+	for _, rs := range regressionSeeds {
+		if res, err := RunSeed(rs.seed, rs.opts); err != nil {
+			t.Errorf("seed %d (%s): %v\n%s", rs.seed, rs.what, err, strings.Join(res.Failures, "\n"))
 		}
 	}
 }
