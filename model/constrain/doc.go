@@ -14,13 +14,13 @@
 // maxItems, minLength, maxLength (characters; a bounded string has no \u
 // escapes, which could pair two into one character), minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum (a bounded number is generated as
-// an integer within them), enum, const, anyOf
-// whose branches have distinct types (the first byte of a value tells
-// which applies), and $ref to the root's $defs or definitions, compiled
-// in place (a recursive reference is refused: its values could nest
-// beyond any bound). Annotations (title,
+// an integer within them), enum, const, anyOf and oneOf whose branches
+// have distinct types (the first byte of a value tells which applies;
+// one matches at most), allOf of one schema, and $ref to the root's
+// $defs or definitions, compiled in place (a recursive reference is
+// refused: its values could nest beyond any bound). Annotations (title,
 // description, default, examples, $schema, ...) are ignored; any other
-// keyword is an *Error naming it. With strict, OpenAI's rules for strict
+// keyword, and any keyword beside a combinator, is an *Error naming it. With strict, OpenAI's rules for strict
 // schemas apply too (every object closes additionalProperties and
 // requires all its properties).
 //

@@ -200,7 +200,7 @@ var annotations = map[string]bool{
 
 var known = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
-	"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true,
+	"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true, "oneOf": true, "allOf": true,
 	"$ref": true, "$defs": true, "definitions": true, "minLength": true, "maxLength": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
 }
@@ -233,7 +233,7 @@ func (c *compiler) compile(raw json.RawMessage, path string, depth int) (*node, 
 	}
 	if len(unsupported) > 0 {
 		sort.Strings(unsupported)
-		return nil, errAt(path, unsupported[0], "unsupported keyword(s): %s (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, $ref to $defs)",
+		return nil, errAt(path, unsupported[0], "unsupported keyword(s): %s (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf and oneOf of distinct types, allOf of one schema, $ref to $defs)",
 			strings.Join(unsupported, ", "))
 	}
 	if v, ok := kw["$ref"]; ok {
@@ -245,11 +245,28 @@ func (c *compiler) compile(raw json.RawMessage, path string, depth int) (*node, 
 	if v, ok := kw["const"]; ok {
 		return c.enum(append(append([]byte{'['}, v...), ']'), kw, path, "const")
 	}
-	if v, ok := kw["anyOf"]; ok {
-		if _, ok := kw["type"]; ok {
-			return nil, errAt(path, "anyOf", "anyOf together with type is not supported: put the types in the branches")
+	for _, comb := range []string{"anyOf", "oneOf", "allOf"} {
+		v, ok := kw[comb]
+		if !ok {
+			continue
 		}
-		return c.anyOf(v, path, depth)
+		for k := range kw {
+			if k != comb && k != "$defs" && k != "definitions" && !annotations[k] {
+				return nil, errAt(path, k, "%s together with %s is not supported: put it in the branches", k, comb)
+			}
+		}
+		if comb == "allOf" {
+			// One branch is that branch (as generators wrap a $ref to give
+			// it a description); several would need intersecting schemas.
+			var branches []json.RawMessage
+			if json.Unmarshal(v, &branches) != nil || len(branches) != 1 {
+				return nil, errAt(path, "allOf", "allOf is supported with one schema only")
+			}
+			return c.compile(branches[0], path+"/allOf/0", depth)
+		}
+		// Branches of distinct types: a value matches at most one, so
+		// oneOf is anyOf.
+		return c.anyOf(v, path, depth, comb)
 	}
 	n := &node{kinds: kAll, maxItems: -1, maxLen: -1}
 	if t, ok := kw["type"]; ok {
@@ -669,19 +686,19 @@ func encodeString(s string) []byte {
 // anyOf merges branches of distinct JSON types into one node: a value's
 // first byte then tells which branch it follows. Branches that share a
 // type (two object schemas, say) are refused.
-func (c *compiler) anyOf(raw json.RawMessage, path string, depth int) (*node, error) {
+func (c *compiler) anyOf(raw json.RawMessage, path string, depth int, kw string) (*node, error) {
 	var branches []json.RawMessage
 	if json.Unmarshal(raw, &branches) != nil || len(branches) == 0 {
-		return nil, errAt(path, "anyOf", "anyOf must be a non-empty array of schemas")
+		return nil, errAt(path, kw, "%s must be a non-empty array of schemas", kw)
 	}
 	n := &node{maxItems: -1, maxLen: -1}
 	for i, b := range branches {
-		x, err := c.compile(b, fmt.Sprintf("%s/anyOf/%d", path, i), depth)
+		x, err := c.compile(b, fmt.Sprintf("%s/%s/%d", path, kw, i), depth)
 		if err != nil {
 			return nil, err
 		}
 		if x.enum != nil {
-			return nil, errAt(path, "anyOf", "anyOf branches with enum or const are not supported")
+			return nil, errAt(path, kw, "%s branches with enum or const are not supported", kw)
 		}
 		xk := x.kinds
 		if xk&kNumber != 0 {
@@ -692,7 +709,7 @@ func (c *compiler) anyOf(raw json.RawMessage, path string, depth int) (*node, er
 			nk |= kInteger
 		}
 		if xk&nk != 0 {
-			return nil, errAt(path, "anyOf", "anyOf branches must have distinct types (branch %d overlaps an earlier one)", i)
+			return nil, errAt(path, kw, "%s branches must have distinct types (branch %d overlaps an earlier one)", kw, i)
 		}
 		n.kinds |= x.kinds
 		if x.kinds&kObject != 0 {
