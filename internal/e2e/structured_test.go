@@ -434,3 +434,83 @@ func TestSDKConstrainedPDMatchesSingleEngine(t *testing.T) {
 func sameCall(a, b openai.ChatCompletionMessageToolCallUnion) bool {
 	return a.Function.Name == b.Function.Name && a.Function.Arguments == b.Function.Arguments
 }
+
+// orderSchema is written as schema generators write nested types: $defs
+// and $ref, a $ref wrapped in allOf for its description, a nullable field
+// as anyOf with null, bounds on strings, numbers and arrays.
+var orderSchema = json.RawMessage(`{
+  "$defs": {
+    "Item": {"type": "object", "properties": {
+      "sku": {"type": "string", "minLength": 3, "maxLength": 8},
+      "qty": {"type": "integer", "minimum": 1, "maximum": 99}},
+      "required": ["sku", "qty"], "additionalProperties": false},
+    "Status": {"type": "string", "enum": ["open", "paid", "shipped"]}
+  },
+  "type": "object",
+  "properties": {
+    "id": {"type": "integer", "exclusiveMinimum": 1000, "maximum": 99999},
+    "status": {"allOf": [{"$ref": "#/$defs/Status"}], "description": "where the order is"},
+    "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}, "minItems": 1, "maxItems": 4},
+    "note": {"anyOf": [{"type": "string", "maxLength": 20}, {"type": "null"}]}
+  },
+  "required": ["id", "status", "items", "note"],
+  "additionalProperties": false
+}`)
+
+func validOrder(text string) error {
+	var o struct {
+		ID     *int64  `json:"id"`
+		Status *string `json:"status"`
+		Items  []struct {
+			SKU *string `json:"sku"`
+			Qty *int64  `json:"qty"`
+		} `json:"items"`
+		Note json.RawMessage `json:"note"`
+	}
+	if err := strictDecode(text, &o); err != nil {
+		return err
+	}
+	if o.ID == nil || *o.ID <= 1000 || *o.ID > 99999 || o.Status == nil || !slices.Contains([]string{"open", "paid", "shipped"}, *o.Status) ||
+		len(o.Items) < 1 || len(o.Items) > 4 || o.Note == nil {
+		return fmt.Errorf("out of the schema")
+	}
+	for _, it := range o.Items {
+		if it.SKU == nil || len([]rune(*it.SKU)) < 3 || len([]rune(*it.SKU)) > 8 || it.Qty == nil || *it.Qty < 1 || *it.Qty > 99 {
+			return fmt.Errorf("item out of the schema")
+		}
+	}
+	var note *string
+	if err := json.Unmarshal(o.Note, &note); err != nil || (note != nil && len([]rune(*note)) > 20) {
+		return fmt.Errorf("note out of the schema")
+	}
+	return nil
+}
+
+// A schema as generators write it ($defs, $ref, allOf, anyOf with null,
+// bounds) constrains every answer.
+func TestSDKGeneratedSchema(t *testing.T) {
+	e := startEngine(t, engineOpts{profile: "zero"})
+	c := e.client()
+	var schema map[string]any
+	if err := json.Unmarshal(orderSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		p := openai.ChatCompletionNewParams{
+			Model:          modelName,
+			Messages:       []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("Order %d?", i))},
+			MaxTokens:      openai.Int(3000),
+			Seed:           openai.Int(int64(i)),
+			Temperature:    openai.Float(1),
+			ResponseFormat: jsonSchemaFormat("order", schema),
+		}
+		r, err := c.Chat.Completions.New(context.Background(), p)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		ch := r.Choices[0]
+		if err := validOrder(ch.Message.Content); err != nil || ch.FinishReason != "stop" {
+			t.Fatalf("request %d: %q (%s): %v", i, ch.Message.Content, ch.FinishReason, err)
+		}
+	}
+}
