@@ -83,6 +83,10 @@ type seqState struct {
 	// plp the prompt_logprobs then.
 	plpToks []int32
 	plp     *openai.PromptLogprobs
+	// With return_token_ids: the generated ids (a stream's: not yet
+	// sent), and the prompt's until they are sent.
+	tokIDs    []int32
+	promptIDs []int32
 }
 
 func (s *Server) putCall(c *call) {
@@ -230,6 +234,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		c.req.Sampling.PromptLogprobs = true
 		c.req.Sampling.PromptTopLogprobs = max(c.req.Sampling.PromptTopLogprobs, *k)
 		c.plpToks = c.prompt
+	}
+	if sp.ReturnTokenIDs {
+		c.promptIDs = c.prompt
 	}
 	if ro.Structure.Calls() {
 		if sp.N > 1 {
@@ -482,6 +489,9 @@ func (c *seqState) fold(o *engine.Output) {
 		if c.plpToks != nil {
 			c.setPromptLogprobs(o)
 		}
+		if c.sp.ReturnTokenIDs {
+			c.tokIDs = append(c.tokIDs, o.Token)
+		}
 		if c.echoToks != nil {
 			c.addPromptLogprobs(o)
 		}
@@ -560,13 +570,37 @@ func (c *seqState) setPromptLogprobs(o *engine.Output) {
 	toks := c.plpToks
 	c.plpToks = nil
 	k := *c.sp.PromptLogprobs
-	p := &openai.PromptLogprobs{Text: c.s.cfg.Tokenizer.TokenBytes}
+	p := &openai.PromptLogprobs{Text: c.tokenText()}
 	for i := 1; i < len(toks) && i-1 < len(o.PromptLogprobs); i++ {
 		e := &o.PromptLogprobs[i-1]
 		p.Tokens = append(p.Tokens, openai.LogprobToken{ID: toks[i], Logprob: e.Logprob, Top: convTop(e.Top[:min(len(e.Top), k)])})
 		p.Ranks = append(p.Ranks, e.Rank)
 	}
 	c.plp = p
+}
+
+// ids returns the generated ids to send (non-nil with return_token_ids,
+// nil without); a chunk's then start afresh.
+func (c *seqState) ids(chunk bool) []int32 {
+	if !c.sp.ReturnTokenIDs {
+		return nil
+	}
+	ids := c.tokIDs
+	if ids == nil {
+		ids = []int32{}
+	}
+	if chunk {
+		c.tokIDs = nil
+	}
+	return ids
+}
+
+// takePromptIDs returns the prompt's ids the first time (with
+// return_token_ids), nil after.
+func (c *seqState) takePromptIDs() []int32 {
+	p := c.promptIDs
+	c.promptIDs = nil
+	return p
 }
 
 // convTop converts the model's top tokens.
@@ -585,7 +619,20 @@ func (c *seqState) tokenLogprobs(chunk bool) *openai.Logprobs {
 	if !c.sp.Logprobs || (chunk && len(c.lps) == 0) {
 		return nil
 	}
-	return &openai.Logprobs{Tokens: c.lps, Text: c.s.cfg.Tokenizer.TokenBytes}
+	return &openai.Logprobs{Tokens: c.lps, Text: c.tokenText()}
+}
+
+// tokenText is how logprobs write a token: its text, or "token_id:<id>"
+// with return_tokens_as_token_ids.
+func (c *seqState) tokenText() func(int32) []byte {
+	if c.sp.TokensAsIDs {
+		return tokenIDText
+	}
+	return c.s.cfg.Tokenizer.TokenBytes
+}
+
+func tokenIDText(id int32) []byte {
+	return strconv.AppendInt([]byte("token_id:"), int64(id), 10)
 }
 
 // isStopToken reports whether finished output o ended on one of the
@@ -706,13 +753,13 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 				fr = t.finishReason(fr, true)
 			}
 		}
-		c.chatCh[0] = openai.ChatChoice{Message: msg, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(false)}
+		c.chatCh[0] = openai.ChatChoice{Message: msg, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(false), TokenIDs: c.ids(false)}
 		c.out = openai.AppendChatResponse(c.out, &openai.ChatCompletionResponse{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
-			Choices: c.chatCh[:], Usage: u, KVTransferParams: kv, PromptLogprobs: c.plp})
+			Choices: c.chatCh[:], Usage: u, KVTransferParams: kv, PromptLogprobs: c.plp, PromptTokenIDs: c.takePromptIDs()})
 	} else {
 		c.choice[0] = openai.CompletionChoice{Text: string(c.text), FinishReason: fr, StopReason: sr,
-			TokenLogprobs: c.tokenLogprobs(false), PromptLogprobs: c.plp}
+			TokenLogprobs: c.tokenLogprobs(false), PromptLogprobs: c.plp, TokenIDs: c.ids(false), PromptTokenIDs: c.takePromptIDs()}
 		c.out = openai.AppendCompletionResponse(c.out, &openai.CompletionResponse{
 			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
 			Choices: c.choice[:], Usage: u, KVTransferParams: kv})
@@ -908,16 +955,18 @@ func (c *call) appendChatChunk(d openai.ChatDelta, fr openai.FinishReason, sr op
 	c.chatCk[0] = openai.ChatChunkChoice{Delta: d, FinishReason: fr, StopReason: sr}
 	if d.Role == "" {
 		c.chatCk[0].TokenLogprobs = c.tokenLogprobs(true)
+		c.chatCk[0].TokenIDs = c.ids(true)
 		c.lps = c.lps[:0]
 	}
 	c.js = openai.AppendChatChunk(c.js[:0], &openai.ChatChunk{
 		ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
-		Choices: c.chatCk[:], Usage: c.runningUsage(withUsage)})
+		Choices: c.chatCk[:], Usage: c.runningUsage(withUsage), PromptTokenIDs: c.takePromptIDs()})
 	c.out = openai.AppendSSE(c.out, c.js)
 }
 
 func (c *call) appendCompletionChunk(text string, fr openai.FinishReason, sr openai.StopReason, withUsage bool) {
-	c.chunk[0] = openai.CompletionChoice{Text: text, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(true)}
+	c.chunk[0] = openai.CompletionChoice{Text: text, FinishReason: fr, StopReason: sr, TokenLogprobs: c.tokenLogprobs(true),
+		TokenIDs: c.ids(true), PromptTokenIDs: c.takePromptIDs()}
 	c.lps = c.lps[:0]
 	c.js = openai.AppendCompletionChunk(c.js[:0], &openai.CompletionChunk{
 		ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.model(),

@@ -263,3 +263,49 @@ func TestPromptLogprobs(t *testing.T) {
 		t.Errorf("decode with a remote prefix: %d %v", resp.StatusCode, m)
 	}
 }
+
+// return_token_ids adds the prompt's and the generated token ids (the
+// byte tokenizer's: the bytes), whole and streamed chunk by chunk;
+// return_tokens_as_token_ids writes logprobs' tokens as "token_id:<id>".
+func TestReturnTokenIDs(t *testing.T) {
+	_, url := newServer(t, newNode(t, nodeOpts{}), nil)
+	ids := func(v any) string {
+		var b strings.Builder
+		for _, x := range v.([]any) {
+			b.WriteByte(byte(x.(float64)))
+		}
+		return b.String()
+	}
+	const body = `{"prompt":"ids","max_tokens":6,"seed":2,"ignore_eos":true,"return_token_ids":true`
+	m := readJSON(t, post(t, url+"/v1/completions", body+`}`))
+	text := field(m, "choices", 0, "text").(string)
+	if got := ids(field(m, "choices", 0, "token_ids")); got != text || ids(field(m, "choices", 0, "prompt_token_ids")) != "ids" {
+		t.Errorf("token_ids %q for %q, prompt_token_ids %v", got, text, field(m, "choices", 0, "prompt_token_ids"))
+	}
+	resp := post(t, url+"/v1/completions", body+`,"stream":true}`)
+	evs := events(t, resp.Body)
+	resp.Body.Close()
+	var streamed, prompt strings.Builder
+	for _, e := range evs[:len(evs)-1] {
+		var ch map[string]any
+		json.Unmarshal([]byte(e), &ch)
+		streamed.WriteString(ids(field(ch, "choices", 0, "token_ids")))
+		if p := field(ch, "choices", 0, "prompt_token_ids"); p != nil {
+			prompt.WriteString(ids(p))
+		}
+	}
+	if streamed.String() != text || prompt.String() != "ids" {
+		t.Errorf("streamed token_ids %q, prompt %q; want %q, %q", streamed.String(), prompt.String(), text, "ids")
+	}
+	m = readJSON(t, post(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"ignore_eos":true,"return_token_ids":true,"logprobs":true,"return_tokens_as_token_ids":true}`))
+	content := field(m, "choices", 0, "message", "content").(string)
+	if got := ids(field(m, "choices", 0, "token_ids")); got != content || len(field(m, "prompt_token_ids").([]any)) < 5 {
+		t.Errorf("chat token_ids %q for %q, prompt_token_ids %v", got, content, field(m, "prompt_token_ids"))
+	}
+	if tok := field(m, "choices", 0, "logprobs", "content", 0, "token"); tok != fmt.Sprintf("token_id:%d", content[0]) {
+		t.Errorf("token as id: %v", tok)
+	}
+	if m := readJSON(t, post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":2}`)); strings.Contains(fmt.Sprint(m), "token_ids") {
+		t.Errorf("token ids without asking: %v", m)
+	}
+}

@@ -101,6 +101,9 @@ func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, pro
 			if c.sp.PromptLogprobs != nil {
 				ch.plpToks = toks
 			}
+			if c.sp.ReturnTokenIDs {
+				ch.promptIDs = toks
+			}
 			if len(c.sp.Stop) > 0 {
 				ch.det = tokenizer.NewStream(c.sp.Stop, c.sp.IncludeStopStrInOutput)
 			} else if c.stream {
@@ -300,17 +303,21 @@ func (m *multi) appendPending(ch *choiceRun) {
 func (m *multi) appendChunk(ch *choiceRun, d openai.ChatDelta, fr openai.FinishReason, sr openai.StopReason, u *openai.Usage) {
 	c := m.c
 	var lp *openai.Logprobs
+	var ids []int32
 	if d.Role == "" {
-		lp = ch.tokenLogprobs(true)
+		lp, ids = ch.tokenLogprobs(true), ch.ids(true)
 	}
 	if c.chat {
 		m.js = openai.AppendChatChunk(m.js[:0], &openai.ChatChunk{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
-			Choices: []openai.ChatChunkChoice{{Index: ch.index, Delta: d, FinishReason: fr, StopReason: sr, TokenLogprobs: lp}}, Usage: u})
+			Choices:        []openai.ChatChunkChoice{{Index: ch.index, Delta: d, FinishReason: fr, StopReason: sr, TokenLogprobs: lp, TokenIDs: ids}},
+			Usage:          u,
+			PromptTokenIDs: ch.takePromptIDs()})
 	} else {
 		m.js = openai.AppendCompletionChunk(m.js[:0], &openai.CompletionChunk{
 			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
-			Choices: []openai.CompletionChoice{{Index: ch.index, Text: d.Content, FinishReason: fr, StopReason: sr, TokenLogprobs: lp}}, Usage: u})
+			Choices: []openai.CompletionChoice{{Index: ch.index, Text: d.Content, FinishReason: fr, StopReason: sr, TokenLogprobs: lp,
+				TokenIDs: ids, PromptTokenIDs: ch.takePromptIDs()}}, Usage: u})
 	}
 	if d.Role == "" {
 		ch.lps = ch.lps[:0]
@@ -344,17 +351,17 @@ func (m *multi) writeWhole() {
 		for k, ch := range m.choices {
 			fr, sr := ch.finish()
 			cs[k] = openai.ChatChoice{Index: k, Message: openai.ChatResponseMessage{Role: "assistant", Content: string(ch.text)},
-				FinishReason: fr, StopReason: sr, TokenLogprobs: ch.tokenLogprobs(false)}
+				FinishReason: fr, StopReason: sr, TokenLogprobs: ch.tokenLogprobs(false), TokenIDs: ch.ids(false)}
 		}
 		m.out = openai.AppendChatResponse(m.out[:0], &openai.ChatCompletionResponse{
 			ID: openai.ChatCompletionIDPrefix + c.id, Created: c.created, Model: c.model(),
-			Choices: cs, Usage: u, PromptLogprobs: m.choices[0].plp})
+			Choices: cs, Usage: u, PromptLogprobs: m.choices[0].plp, PromptTokenIDs: m.choices[0].takePromptIDs()})
 	} else {
 		cs := make([]openai.CompletionChoice, len(m.choices))
 		for k, ch := range m.choices {
 			fr, sr := ch.finish()
 			cs[k] = openai.CompletionChoice{Index: k, Text: string(ch.text), FinishReason: fr, StopReason: sr,
-				TokenLogprobs: ch.tokenLogprobs(false), PromptLogprobs: ch.plp}
+				TokenLogprobs: ch.tokenLogprobs(false), PromptLogprobs: ch.plp, TokenIDs: ch.ids(false), PromptTokenIDs: ch.takePromptIDs()}
 		}
 		m.out = openai.AppendCompletionResponse(m.out[:0], &openai.CompletionResponse{
 			ID: openai.CompletionIDPrefix + c.id, Created: c.created, Model: c.model(),

@@ -127,8 +127,6 @@ var sharedRefused = map[string]refusal{
 	"allowed_token_ids":             {nullOnly, whyTokens},
 	"bad_words":                     {isNullOrEmpty, whyTokens},
 	"logprob_token_ids":             {isNullOrEmpty, "logprobs of chosen token ids are not implemented (logprobs and top_logprobs are)"},
-	"return_tokens_as_token_ids":    {nullOrBool(false), whyLogprobsVocab},
-	"return_token_ids":              {nullOrBool(false), whyLogprobsVocab},
 	"return_token_offsets":          {nullOrBool(false), whyLogprobsVocab},
 	"structured_outputs":            {nullOnly, whyGuided},
 	"guided_json":                   {nullOnly, whyGuided},

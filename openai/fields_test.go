@@ -12,8 +12,7 @@ import (
 var refusedSamples = map[string]string{
 	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "skip_special_tokens": `false`,
 	"spaces_between_special_tokens": `false`, "allowed_token_ids": `[1, 2]`, "bad_words": `["x"]`,
-	"logprob_token_ids": `[3]`, "return_tokens_as_token_ids": `true`,
-	"return_token_ids": `true`, "return_token_offsets": `true`,
+	"logprob_token_ids": `[3]`, "return_token_offsets": `true`,
 	"structured_outputs": `{"json": {}}`, "guided_json": `{"type": "object"}`, "guided_regex": `"a+"`,
 	"guided_choice": `["a", "b"]`, "guided_grammar": `"root ::= \"a\""`,
 	"guided_decoding_backend": `"xgrammar"`, "guided_whitespace_pattern": `" "`,

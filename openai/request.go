@@ -78,6 +78,14 @@ type SamplingParams struct {
 	// MaxTopLogprobs) most probable tokens, in vLLM's prompt_logprobs
 	// shape; not with stream.
 	PromptLogprobs *int
+	// TokensAsIDs (vLLM's return_tokens_as_token_ids) writes the tokens
+	// of logprobs and prompt_logprobs as "token_id:<id>", so a token whose
+	// bytes are not valid UTF-8 alone can be told apart.
+	TokensAsIDs bool
+	// ReturnTokenIDs (vLLM's return_token_ids) adds the prompt's and each
+	// choice's generated token ids to the answer (prompt_token_ids,
+	// token_ids; streamed, each chunk's new ids).
+	ReturnTokenIDs bool
 	// Echo (completions) puts the prompt before each choice's text; with
 	// Logprobs, the prompt's tokens come first in the logprobs too.
 	Echo bool
@@ -209,6 +217,8 @@ type rawCommon struct {
 	RepetitionPenalty      *float64        `json:"repetition_penalty"`
 	LogitBias              json.RawMessage `json:"logit_bias"`
 	PromptLogprobs         *int            `json:"prompt_logprobs"`
+	ReturnTokensAsTokenIDs bool            `json:"return_tokens_as_token_ids"`
+	ReturnTokenIDs         bool            `json:"return_token_ids"`
 	TruncationSide         *string         `json:"truncation_side"`
 }
 
@@ -440,6 +450,7 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 	if sp.LogitBias, e1 = parseLogitBias(raw.LogitBias); e1 != nil {
 		return kv, e1
 	}
+	sp.TokensAsIDs, sp.ReturnTokenIDs = raw.ReturnTokensAsTokenIDs, raw.ReturnTokenIDs
 	if k := raw.PromptLogprobs; k != nil {
 		if *k < 0 || *k > MaxTopLogprobs {
 			return kv, BadRequest("prompt_logprobs", "prompt_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *k)

@@ -159,6 +159,10 @@ type CompletionChoice struct {
 	// PromptLogprobs, when set, are written as vLLM's prompt_logprobs
 	// (omitted when nil).
 	PromptLogprobs *PromptLogprobs `json:"-"`
+	// TokenIDs (the choice's, or a chunk's new, generated token ids) and
+	// PromptTokenIDs are vLLM's return_token_ids fields, omitted when nil.
+	TokenIDs       []int32 `json:"token_ids,omitempty"`
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
 }
 
 // ChatCompletionResponse is a /v1/chat/completions response.
@@ -173,6 +177,8 @@ type ChatCompletionResponse struct {
 	// PromptLogprobs, when set, are written as vLLM's response-level
 	// prompt_logprobs (omitted when nil).
 	PromptLogprobs *PromptLogprobs `json:"-"`
+	// PromptTokenIDs is vLLM's return_token_ids field, omitted when nil.
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
 }
 
 // ChatChoice is a choice of a chat response.
@@ -185,6 +191,8 @@ type ChatChoice struct {
 	// TokenLogprobs are written as logprobs in the chat shape; nil
 	// writes null.
 	TokenLogprobs *Logprobs `json:"-"`
+	// TokenIDs is vLLM's return_token_ids field, omitted when nil.
+	TokenIDs []int32 `json:"token_ids,omitempty"`
 }
 
 // ChatResponseMessage is the generated message: role "assistant".
@@ -225,6 +233,9 @@ type ChatChunk struct {
 	Model   string            `json:"model"`
 	Choices []ChatChunkChoice `json:"choices"`
 	Usage   *Usage            `json:"usage,omitempty"`
+	// PromptTokenIDs (return_token_ids) go with a choice's first chunk;
+	// omitted when nil.
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
 }
 
 // ChatChunkChoice is a choice of a chat chunk.
@@ -236,6 +247,9 @@ type ChatChunkChoice struct {
 	StopReason   StopReason      `json:"stop_reason"`
 	// TokenLogprobs are the chunk's tokens' logprobs (chat shape).
 	TokenLogprobs *Logprobs `json:"-"`
+	// TokenIDs are the chunk's new token ids (return_token_ids), omitted
+	// when nil.
+	TokenIDs []int32 `json:"token_ids,omitempty"`
 }
 
 // ChatDelta is the new text of a chat chunk. Role is "assistant" on the
@@ -314,6 +328,30 @@ func appendCompletionChoices(dst []byte, cs []CompletionChoice) []byte {
 			dst = c.PromptLogprobs.appendJSON(dst)
 			dst = append(dst, '}')
 		}
+		dst = reopenIDs(dst, `,"token_ids":`, c.TokenIDs)
+		dst = reopenIDs(dst, `,"prompt_token_ids":`, c.PromptTokenIDs)
+	}
+	return append(dst, ']')
+}
+
+// reopenIDs adds member key (`,"name":`) with ids to the object dst ends
+// with; nil ids add nothing.
+func reopenIDs(dst []byte, key string, ids []int32) []byte {
+	if ids == nil {
+		return dst
+	}
+	dst = append(dst[:len(dst)-1], key...)
+	dst = appendIDs(dst, ids)
+	return append(dst, '}')
+}
+
+func appendIDs(dst []byte, ids []int32) []byte {
+	dst = append(dst, '[')
+	for i, id := range ids {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendInt(dst, int64(id))
 	}
 	return append(dst, ']')
 }
@@ -360,8 +398,13 @@ func AppendChatResponse(dst []byte, r *ChatCompletionResponse) []byte {
 		dst = appendContent(dst, c.Message.Content, c.Message.ToolCalls, false)
 		dst = append(dst, '}')
 		dst = appendEnd(dst, c.TokenLogprobs, true, c.FinishReason, c.StopReason)
+		dst = reopenIDs(dst, `,"token_ids":`, c.TokenIDs)
 	}
 	dst = append(dst, ']')
+	if r.PromptTokenIDs != nil {
+		dst = append(dst, `,"prompt_token_ids":`...)
+		dst = appendIDs(dst, r.PromptTokenIDs)
+	}
 	if r.PromptLogprobs != nil {
 		dst = append(dst, `,"prompt_logprobs":`...)
 		dst = r.PromptLogprobs.appendJSON(dst)
@@ -397,8 +440,13 @@ func AppendChatChunk(dst []byte, c *ChatChunk) []byte {
 		dst = appendContent(dst, ch.Delta.Content, ch.Delta.ToolCalls, true)
 		dst = append(dst, '}')
 		dst = appendEnd(dst, ch.TokenLogprobs, true, ch.FinishReason, ch.StopReason)
+		dst = reopenIDs(dst, `,"token_ids":`, ch.TokenIDs)
 	}
 	dst = append(dst, ']')
+	if c.PromptTokenIDs != nil {
+		dst = append(dst, `,"prompt_token_ids":`...)
+		dst = appendIDs(dst, c.PromptTokenIDs)
+	}
 	return appendTail(dst, c.Usage, nil)
 }
 

@@ -58,7 +58,7 @@ var completionFields = []fieldCase{
 	{"guided_json", map[string]any{"type": "object"}, false},
 	{"truncate_prompt_tokens", 4, true},
 	{"allowed_token_ids", []int{1}, false},
-	{"return_token_ids", true, false},
+	{"return_token_ids", true, true},
 	{"request_id", "mine", false},
 }
 
