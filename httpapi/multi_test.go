@@ -249,3 +249,22 @@ func TestNChoicesStopStrings(t *testing.T) {
 		}
 	}
 }
+
+// n choices under response_format: each choice is constrained on its own
+// and parses, whole and streamed.
+func TestNChoicesStructuredOutput(t *testing.T) {
+	_, url := newServer(t, newNode(t, nodeOpts{}), nil)
+	const body = `{"prompt":"json","max_tokens":400,"n":3,"seed":1,"response_format":{"type":"json_object"}`
+	m := readJSON(t, post(t, url+"/v1/completions", body+`}`))
+	resp := post(t, url+"/v1/completions", body+`,"stream":true}`)
+	evs := events(t, resp.Body)
+	resp.Body.Close()
+	texts, _, _ := streamedChoices(t, evs, false)
+	for j := range 3 {
+		txt := field(m, "choices", j, "text").(string)
+		var v map[string]any
+		if err := json.Unmarshal([]byte(txt), &v); err != nil || texts[j] != txt {
+			t.Errorf("choice %d: %q (%v), streamed %q", j, txt, err, texts[j])
+		}
+	}
+}
