@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,9 +18,10 @@ import (
 // of its CPU: the request is written and the answer read on the caller's
 // goroutine (the Transport hands both to two goroutines per connection,
 // three goroutine switches a leg), with no header map, URL or context
-// copies. The answer is parsed by http.ReadResponse, so status lines,
+// copies. The answer's head is read by readAnswerHead (status lines,
 // headers, Content-Length, chunked and close-delimited bodies, 1xx
-// answers and Connection: close are read as net/http reads them.
+// answers and Connection: close as net/http reads them, without a map
+// of every header).
 //
 // Like the Transport with an idempotent request, a leg that fails on a
 // reused connection before any of its answer arrived (the engine closed
@@ -188,16 +188,16 @@ func (lcl *legClient) exchange(ctx context.Context, deadline time.Time, e *engin
 			stop()
 			return nil, &nothingAnswered{err}
 		}
-		resp, err := http.ReadResponse(lc.br, nil)
+		h, err := readAnswerHead(lc.br)
 		if err != nil {
 			stop()
 			return nil, err
 		}
-		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		if h.status < 200 && h.status != http.StatusSwitchingProtocols {
 			continue // 100 Continue, 103 Early Hints: the answer follows
 		}
-		resp.Body = &legBody{body: resp.Body, lc: lc, pool: &e.pool, max: lcl.maxIdle, stop: stop, keep: !resp.Close}
-		return resp, nil
+		body := &legBody{ans: newAnswerBody(lc.br, &h), lc: lc, pool: &e.pool, max: lcl.maxIdle, stop: stop, keep: !h.close}
+		return h.response(body), nil
 	}
 }
 
@@ -240,7 +240,7 @@ func appendRequestHead(dst []byte, host string, req *legRequest) ([]byte, error)
 
 // validHeaderValue reports whether v can be sent as a header value: no
 // control character but tab (RFC 9110, 5.5).
-func validHeaderValue(v string) bool {
+func validHeaderValue[T string | []byte](v T) bool {
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
@@ -253,13 +253,12 @@ func validHeaderValue(v string) bool {
 // and closed, it returns the connection to the pool; closed before, it
 // closes the connection (net/http would read the rest of a stream first).
 type legBody struct {
-	body io.ReadCloser
+	ans  answerBody
 	lc   *legConn
 	pool *connPool
 	max  int
 	stop func() bool // stops the context's watch of the connection
 	keep bool        // the engine keeps the connection open
-	eof  bool
 	done bool
 }
 
@@ -267,11 +266,7 @@ func (b *legBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, errors.New("proxy: read on a closed body")
 	}
-	n, err := b.body.Read(p)
-	if err == io.EOF {
-		b.eof = true
-	}
-	return n, err
+	return b.ans.Read(p)
 }
 
 func (b *legBody) Close() error {
@@ -279,7 +274,7 @@ func (b *legBody) Close() error {
 		return nil
 	}
 	b.done = true
-	if b.stop() && b.eof && b.keep {
+	if b.stop() && b.ans.eof && b.keep {
 		b.pool.put(b.lc, b.max)
 	} else {
 		b.lc.nc.Close()
