@@ -41,7 +41,8 @@ type engineOpts struct {
 	maxNumSeqs int
 	maxWaiting int
 	numBlocks  int
-	apiKeys    []string // required on /v1 and the abort endpoint
+	apiKeys    []string            // required on /v1 and the abort endpoint
+	lora       *httpapi.LoRAConfig // LoRA adapters; nil: none
 }
 
 // testEngine is one engine served on loopback.
@@ -72,6 +73,9 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 	}
 	if o.maxWaiting > 0 {
 		sc.MaxWaiting = o.maxWaiting
+	}
+	if o.lora != nil {
+		sc.MaxLoRAs = max(o.lora.MaxLoRAs, 1)
 	}
 	cfg := engine.Config{
 		Pool:        kvblock.Config{NumBlocks: o.numBlocks, BlockSizeTokens: 16, BytesPerToken: prof.BytesPerToken()},
@@ -106,7 +110,7 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 	ctx, cancel := context.WithCancel(context.Background())
 	go node.Run(ctx)
 	api, err := httpapi.New(node, httpapi.Config{ModelName: modelName, Version: "e2e",
-		APIKeys: kvopenai.NewAPIKeys(o.apiKeys...)})
+		APIKeys: kvopenai.NewAPIKeys(o.apiKeys...), LoRA: o.lora})
 	if err != nil {
 		t.Fatal(err)
 	}
