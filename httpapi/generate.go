@@ -478,7 +478,15 @@ func (c *seqState) fold(o *engine.Output) {
 		c.text = append(c.text, c.echo...)
 		c.echo = nil
 	}
-	if o.Token != model.NoToken && !c.stopped {
+	if o.Token != model.NoToken && !c.stopped && c.sp.EchoOnly {
+		// max_tokens 0 with echo: the prompt's scores, not the token.
+		if c.plpToks != nil {
+			c.setPromptLogprobs(o)
+		}
+		if c.echoToks != nil {
+			c.addPromptLogprobs(o)
+		}
+	} else if o.Token != model.NoToken && !c.stopped {
 		if c.ntok == 0 {
 			m.ObserveFirstToken(o.At.Sub(c.arrival))
 		} else {
@@ -657,6 +665,9 @@ func (c *seqState) addText(tok int32) {
 
 // finish returns the finish_reason and stop_reason of the finished call.
 func (c *seqState) finish() (openai.FinishReason, openai.StopReason) {
+	if c.sp.EchoOnly && c.fin.Status != sched.FinishedError && c.fin.Status != sched.FinishedAborted {
+		return openai.FinishLength, openai.StopReason{} // max_tokens 0 reached
+	}
 	if c.stopped {
 		return openai.FinishStop, openai.StopString(c.sp.Stop[c.det.StopIndex()])
 	}
@@ -679,7 +690,7 @@ func (c *seqState) finish() (openai.FinishReason, openai.StopReason) {
 func (c *seqState) usage() openai.Usage {
 	u := c.fin.Usage
 	n := u.CompletionTokens
-	if c.stopped || c.fin.Status == sched.FinishedAborted {
+	if c.stopped || c.fin.Status == sched.FinishedAborted || c.sp.EchoOnly {
 		n = c.ntok
 	}
 	return openai.NewUsage(u.PromptTokens, n, u.CachedTokens)

@@ -309,3 +309,50 @@ func TestReturnTokenIDs(t *testing.T) {
 		t.Errorf("token ids without asking: %v", m)
 	}
 }
+
+// max_tokens 0 with echo is the prompt alone (vLLM's scoring request):
+// its text, with logprobs its tokens' scores, no generated token, usage
+// completion_tokens 0, finish_reason length; without echo it is a 400.
+func TestEchoMaxTokensZero(t *testing.T) {
+	_, url := newServer(t, newNode(t, nodeOpts{}), nil)
+	const prompt = "score only this"
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"prompt":%q,"max_tokens":0,"echo":true,"logprobs":1,"stream":%v,"stream_options":%s}`, prompt, stream,
+			map[bool]string{false: "null", true: `{"include_usage":true}`}[stream])
+		var text, finish string
+		var toks []any
+		var usage any
+		resp := post(t, url+"/v1/completions", body)
+		if !stream {
+			m := readJSON(t, resp)
+			text, _ = field(m, "choices", 0, "text").(string)
+			finish, _ = field(m, "choices", 0, "finish_reason").(string)
+			toks, _ = field(m, "choices", 0, "logprobs", "tokens").([]any)
+			usage = field(m, "usage", "completion_tokens")
+		} else {
+			evs := events(t, resp.Body)
+			resp.Body.Close()
+			for _, e := range evs[:len(evs)-1] {
+				var ch map[string]any
+				json.Unmarshal([]byte(e), &ch)
+				if len(field(ch, "choices").([]any)) == 0 {
+					usage = field(ch, "usage", "completion_tokens")
+					continue
+				}
+				text += field(ch, "choices", 0, "text").(string)
+				if f, ok := field(ch, "choices", 0, "finish_reason").(string); ok {
+					finish = f
+				}
+				t2, _ := field(ch, "choices", 0, "logprobs", "tokens").([]any)
+				toks = append(toks, t2...)
+			}
+		}
+		if text != prompt || finish != "length" || len(toks) != len(prompt) || usage != 0.0 {
+			t.Errorf("stream %v: text %q finish %q %d tokens usage %v", stream, text, finish, len(toks), usage)
+		}
+	}
+	resp := post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":0}`)
+	if m := readJSON(t, resp); resp.StatusCode != 400 || field(m, "error", "param") != "max_tokens" {
+		t.Errorf("max_tokens 0 without echo: %d %v", resp.StatusCode, m)
+	}
+}

@@ -86,6 +86,9 @@ type SamplingParams struct {
 	// choice's generated token ids to the answer (prompt_token_ids,
 	// token_ids; streamed, each chunk's new ids).
 	ReturnTokenIDs bool
+	// EchoOnly is max_tokens 0 with echo (completions): the answer is the
+	// prompt alone (and its logprobs), no generated token; MaxTokens is 1.
+	EchoOnly bool
 	// Echo (completions) puts the prompt before each choice's text; with
 	// Logprobs, the prompt's tokens come first in the logprobs too.
 	Echo bool
@@ -396,10 +399,17 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 
 	sp.Temperature, sp.TopP = 1, 1
 	if raw.MaxTokens != nil {
-		if *raw.MaxTokens < 1 {
-			return kv, BadRequest("max_tokens", "max_tokens must be at least 1, got %d", *raw.MaxTokens)
+		switch {
+		case *raw.MaxTokens == 0 && raw.Echo:
+			// vLLM's echo of the prompt alone: one token is generated
+			// (its logits score the prompt's last position) and left
+			// out of the answer.
+			sp.EchoOnly, sp.MaxTokens = true, 1
+		case *raw.MaxTokens < 1:
+			return kv, BadRequest("max_tokens", "max_tokens must be at least 1 (0 only with echo), got %d", *raw.MaxTokens)
+		default:
+			sp.MaxTokens = *raw.MaxTokens
 		}
-		sp.MaxTokens = *raw.MaxTokens
 	}
 	if t := raw.Temperature; t != nil {
 		if !(*t >= 0 && *t <= 2) {

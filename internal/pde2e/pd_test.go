@@ -275,6 +275,18 @@ var generators = []generator{
 		}
 		return b.String(), s.Err()
 	}, 0},
+	{"completion echo, max_tokens 0", func(ctx context.Context, c openai.Client) (string, error) {
+		p := completionParams("Only the prompt comes back")
+		p.Echo, p.MaxTokens = openai.Bool(true), openai.Int(0)
+		r, err := c.Completions.New(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		if r.Choices[0].Text != "Only the prompt comes back" || r.Usage.CompletionTokens != 0 {
+			return "", fmt.Errorf("text %q usage %+v", r.Choices[0].Text, r.Usage)
+		}
+		return r.Choices[0].Text + string(r.Choices[0].FinishReason), nil
+	}, 0},
 	{"completion prompt_logprobs", func(ctx context.Context, c openai.Client) (string, error) {
 		p := completionParams("vLLM's prompt logprobs, every token scored")
 		p.Seed = openai.Int(3)
