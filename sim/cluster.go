@@ -106,8 +106,11 @@ type Node struct {
 	// poked or due are driven (wake.go): idx is the node's index in
 	// Cluster.Nodes, wakeKey and hix its key and place in the wake queue,
 	// visited the pass that last listed it.
-	poke    bool
-	wake    clock.Instant
+	poke bool
+	wake clock.Instant
+	// fed: the node's outputs handed it an input (Delivered) during the
+	// turn being driven; drive turns it again (Loop's contract).
+	fed     bool
 	wakeKey clock.Instant
 	idx     int
 	hix     int

@@ -41,8 +41,15 @@ func (c *Cluster) drive(n *Node) {
 					len(b.Seqs), b.NumTokens(), sc.MaxNumSeqs, sc.MaxNumBatchedTokens)
 			}
 		}
+		n.fed = false
 		c.outputs(n, t.Outputs)
-		if !t.Again || n.Crashed || n.Hung {
+		// An input handed over while the outputs were routed (Delivered)
+		// is followed by a turn, as the production node's inbox wakes its
+		// loop after every input (engine.Loop: a driver calls Turn
+		// whenever something may have happened). Without it, a lease
+		// released at once (undelivered) freed blocks that the waiting
+		// queue never saw when nothing else was due.
+		if (!t.Again && !n.fed) || n.Crashed || n.Hung {
 			break
 		}
 		if turns == 1<<16 {

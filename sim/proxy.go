@@ -280,6 +280,7 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			c.legEnd(r)
 			ok := !r.clientGone && !r.dropAnswer
 			n.Loop.Delivered(c.Now, r.ID, ok)
+			n.fed = true
 			if r.dropAnswer && !r.clientGone {
 				c.fail(r, "injected drop_response", 502)
 			}

@@ -45,6 +45,9 @@ var regressionSeeds = []struct {
 	{354, Options{Blocks: 40}, "D hang: the step preempted its only running request and admitted nothing; the empty batch meant " +
 		"no further step, so the preempted head and a pulled request waiting with its blocks stayed queued (sched now admits after such a preemption)"},
 	{697, Options{Blocks: 64}, "the same lost wake-up"},
+	{212, Options{Blocks: 24, APIFaults: true}, "P hang, in the simulator's driver: a response dropped by the fault API was reported " +
+		"undelivered (Loop.Delivered) after the turn, its lease released its blocks at once, and no turn followed, so the waiting prefills never saw them " +
+		"(drive now turns again after an input its outputs handed over, as the production node does)"},
 }
 
 func TestSwarmRegressionSeeds(t *testing.T) {
