@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/kvlease/kvlease/cluster"
@@ -43,30 +40,7 @@ func writeModel(t *testing.T, dir string) string {
 // process; the test's cleanup stops it.
 func serveModel(t *testing.T, path string) string {
 	t.Helper()
-	bin := kvleaseBinary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	var log bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--role", "both", "--port", strconv.Itoa(port), "--model-file", path, "--model", model)
-	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	})
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitHealthy(url); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("%v; log:\n%s", err, log.String())
-	}
-	return url
+	return serveSingle(t, "--model-file", path, "--model", model)
 }
 
 // completeTokens posts a completion whose prompt is token ids and returns

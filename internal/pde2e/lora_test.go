@@ -3,13 +3,9 @@ package pde2e
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -32,33 +28,6 @@ func writeAdapter(t *testing.T, weights string) string {
 		}
 	}
 	return dir
-}
-
-// serveSingle starts a `kvlease serve --role both` engine with args; the
-// test's cleanup stops it.
-func serveSingle(t *testing.T, args ...string) string {
-	t.Helper()
-	bin := kvleaseBinary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin, append([]string{"serve", "--role", "both", "--port", strconv.Itoa(port), "--profile", "tiny"}, args...)...)
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	})
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitHealthy(url); err != nil {
-		t.Fatal(err)
-	}
-	return url
 }
 
 // TestLoRAThroughProxyMatchesSingleEngine: a request naming a LoRA adapter

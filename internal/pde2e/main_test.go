@@ -11,6 +11,7 @@ package pde2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -117,6 +118,37 @@ func singleEngine(t testing.TB) single {
 		t.Fatalf("single engine: %v", singleErr)
 	}
 	return singleEng
+}
+
+// serveSingle starts a `kvlease serve --role both` engine with args (the
+// tiny profile unless they say otherwise) as a process; the test's cleanup
+// stops it. A start that fails shows the engine's log.
+func serveSingle(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := kvleaseBinary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	var log bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"serve", "--role", "both", "--port", strconv.Itoa(port)}, args...)...)
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	})
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := waitHealthy(url); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%v; log:\n%s", err, log.String())
+	}
+	return url
 }
 
 func waitHealthy(url string) error {
