@@ -23,6 +23,7 @@ type answerHead struct {
 	status      int
 	statusLine  []byte   // "503 Service Unavailable": an unsuccessful status and its reason
 	contentType []string // the Content-Type as a header value, nil when absent
+	knownType   int      // its index in knownContentTypes, -1 when another, len(knownContentTypes) when absent
 	retryAfter  string
 	length      int64 // the Content-Length, -1 when none
 	chunked     bool
@@ -37,9 +38,9 @@ type answerHead struct {
 // (Connection: close, or HTTP/1.0 without keep-alive). Of the other
 // headers only Content-Type and Retry-After are kept: the proxy passes no
 // other on. It allocates nothing for the usual JSON and event-stream
-// Content-Types.
+// Content-Types (their header values and maps are shared).
 func readAnswerHead(br *bufio.Reader) (answerHead, error) {
-	h := answerHead{length: -1}
+	h := answerHead{length: -1, knownType: len(knownContentTypes)}
 	line, err := br.ReadSlice('\n')
 	if err != nil {
 		return h, headError(err)
@@ -114,7 +115,7 @@ func readAnswerHead(br *bufio.Reader) (answerHead, error) {
 			}
 		case bytes.EqualFold(name, []byte("Content-Type")):
 			if h.contentType == nil {
-				h.contentType = headerValue(value)
+				h.setContentType(value)
 			}
 		case bytes.EqualFold(name, []byte("Retry-After")):
 			if h.retryAfter == "" {
@@ -172,30 +173,42 @@ func validHeaderName(name []byte) bool {
 	return true
 }
 
-// Content-Type values the engines send, shared rather than allocated.
-var knownContentTypes = [][]string{
-	{"application/json"}, {"text/event-stream"}, {"text/event-stream; charset=utf-8"},
-	{"application/json; charset=utf-8"}, {"text/plain; charset=utf-8"},
-}
+// Content-Type values the engines send, and the answer headers of each,
+// shared rather than allocated; the last has no Content-Type.
+var (
+	knownContentTypes = []string{"application/json", "text/event-stream", "text/event-stream; charset=utf-8",
+		"application/json; charset=utf-8", "text/plain; charset=utf-8"}
+	sharedHeaders = func() []http.Header {
+		hs := make([]http.Header, len(knownContentTypes)+1)
+		for i, ct := range knownContentTypes {
+			hs[i] = http.Header{"Content-Type": {ct}}
+		}
+		hs[len(knownContentTypes)] = http.Header{}
+		return hs
+	}()
+)
 
-// headerValue returns v as a header value, a shared one when known.
-func headerValue(v []byte) []string {
-	for _, k := range knownContentTypes {
-		if string(v) == k[0] {
-			return k
+// setContentType sets h's Content-Type to v.
+func (h *answerHead) setContentType(v []byte) {
+	for i, k := range knownContentTypes {
+		if string(v) == k {
+			h.contentType, h.knownType = sharedHeaders[i]["Content-Type"], i
+			return
 		}
 	}
-	return []string{string(v)}
+	h.contentType, h.knownType = []string{string(v)}, -1
 }
 
-// response is h as an *http.Response whose body is body.
-func (h *answerHead) response(body io.ReadCloser) *http.Response {
-	resp := &http.Response{
+// fill makes resp h's answer with body body. Its Header is shared by
+// every answer of the same Content-Type when there is no Retry-After:
+// read it, never change it.
+func (h *answerHead) fill(resp *http.Response, body io.ReadCloser) {
+	*resp = http.Response{
 		StatusCode:    h.status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        make(http.Header, 2),
+		Header:        sharedHeaders[h.knownType],
 		Body:          body,
 		ContentLength: h.length,
 		Close:         h.close,
@@ -208,16 +221,18 @@ func (h *answerHead) response(body io.ReadCloser) *http.Response {
 	default:
 		resp.Status = strconv.Itoa(h.status) + " " + http.StatusText(h.status)
 	}
-	if h.contentType != nil {
-		resp.Header["Content-Type"] = h.contentType
-	}
-	if h.retryAfter != "" {
-		resp.Header["Retry-After"] = []string{h.retryAfter}
+	if h.knownType < 0 || h.retryAfter != "" {
+		resp.Header = make(http.Header, 2)
+		if h.contentType != nil {
+			resp.Header["Content-Type"] = h.contentType
+		}
+		if h.retryAfter != "" {
+			resp.Header["Retry-After"] = []string{h.retryAfter}
+		}
 	}
 	if h.chunked {
 		resp.TransferEncoding = chunkedCoding
 	}
-	return resp
 }
 
 var chunkedCoding = []string{"chunked"}

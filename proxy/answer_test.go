@@ -43,7 +43,8 @@ func readAnswer(s string) (*http.Response, []byte, error) {
 		return nil, nil, err
 	}
 	body := newAnswerBody(br, &h)
-	resp := h.response(io.NopCloser(&body))
+	resp := new(http.Response)
+	h.fill(resp, io.NopCloser(&body))
 	b, err := io.ReadAll(resp.Body)
 	return resp, b, err
 }

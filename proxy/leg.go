@@ -196,8 +196,10 @@ func (lcl *legClient) exchange(ctx context.Context, deadline time.Time, e *engin
 		if h.status < 200 && h.status != http.StatusSwitchingProtocols {
 			continue // 100 Continue, 103 Early Hints: the answer follows
 		}
-		body := &legBody{ans: newAnswerBody(lc.br, &h), lc: lc, pool: &e.pool, max: lcl.maxIdle, stop: stop, keep: !h.close}
-		return h.response(body), nil
+		// The answer and its body in one allocation.
+		a := &legAnswer{body: legBody{ans: newAnswerBody(lc.br, &h), lc: lc, pool: &e.pool, max: lcl.maxIdle, stop: stop, keep: !h.close}}
+		h.fill(&a.resp, &a.body)
+		return &a.resp, nil
 	}
 }
 
@@ -247,6 +249,12 @@ func validHeaderValue[T string | []byte](v T) bool {
 		}
 	}
 	return true
+}
+
+// legAnswer is an answer from an engine with its body.
+type legAnswer struct {
+	resp http.Response
+	body legBody
 }
 
 // legBody is an answer's body on a pooled connection: read to its end
