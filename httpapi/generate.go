@@ -279,6 +279,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 func (s *Server) setPenalties(ms *model.Sampling, sp *openai.SamplingParams) *openai.Error {
 	ms.PresencePenalty, ms.FrequencyPenalty = float32(sp.PresencePenalty), float32(sp.FrequencyPenalty)
 	ms.RepetitionPenalty = float32(sp.RepetitionPenalty)
+	for _, id := range sp.AllowedTokenIDs {
+		if int(id) >= s.ecfg.VocabSize {
+			return openai.BadRequest("allowed_token_ids", "allowed_token_ids token id %d is out of vocabulary (0..%d)", id, s.ecfg.VocabSize-1)
+		}
+	}
+	ms.AllowedTokens = sp.AllowedTokenIDs
 	if len(sp.LogitBias) == 0 {
 		return nil
 	}

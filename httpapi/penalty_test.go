@@ -71,6 +71,11 @@ func TestPenaltiesAndLogitBias(t *testing.T) {
 	if _, top := distinctTop(gen(`,"frequency_penalty":-2`)); top <= plainTop {
 		t.Errorf("frequency_penalty -2: the most common byte %d times, %d without", top, plainTop)
 	}
+	// allowed_token_ids keeps sampling to them (EOS too, so the text
+	// runs to max_tokens).
+	if x := completionText(t, url, `{"prompt":"Penalize me","max_tokens":50,"seed":1,"allowed_token_ids":[101,32]}`); len(x) != 50 || strings.Trim(x, "e ") != "" {
+		t.Errorf("allowed_token_ids e and ' ': %q", x)
+	}
 	// Chat takes them too.
 	m := readJSON(t, post(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":20,"ignore_eos":true,"logit_bias":{"113":100}}`))
 	if c := field(m, "choices", 0, "message", "content").(string); strings.Count(c, "q") < 18 {
@@ -92,6 +97,9 @@ func TestPenaltyErrors(t *testing.T) {
 		{`"logit_bias":{"257":1}`, "logit_bias", "out of vocabulary"},
 		{`"logit_bias":[1]`, "logit_bias", "object"},
 		{`"presence_penalty":"high"`, "presence_penalty", "number"},
+		{`"allowed_token_ids":[]`, "allowed_token_ids", "1 to"},
+		{`"allowed_token_ids":[1,300]`, "allowed_token_ids", "out of vocabulary"},
+		{`"allowed_token_ids":[-1]`, "allowed_token_ids", "negative"},
 	} {
 		for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
 			body := `{"prompt":"x",` + tc.extra + `}`

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"time"
 
 	"github.com/kvlease/kvlease/kvblock"
@@ -45,7 +46,11 @@ type Sampling struct {
 	// prompt or the output; FrequencyPenalty times its count and
 	// PresencePenalty once are subtracted from the logit of each token in
 	// the output. Logprobs are taken before them. See ApplyPenalties.
-	LogitBias         []TokenBias
+	LogitBias []TokenBias
+	// AllowedTokens, when not empty, are the only tokens sampling may
+	// pick (vLLM's allowed_token_ids): the others' logits become -Inf
+	// first.
+	AllowedTokens     []int32
 	RepetitionPenalty float32
 	FrequencyPenalty  float32
 	PresencePenalty   float32
@@ -60,7 +65,7 @@ type TokenBias struct {
 // Penalized reports whether s changes the logits (ApplyPenalties has
 // something to do).
 func (s *Sampling) Penalized() bool {
-	return len(s.LogitBias) > 0 || (s.RepetitionPenalty > 0 && s.RepetitionPenalty != 1) ||
+	return len(s.LogitBias) > 0 || len(s.AllowedTokens) > 0 || (s.RepetitionPenalty > 0 && s.RepetitionPenalty != 1) ||
 		s.FrequencyPenalty != 0 || s.PresencePenalty != 0
 }
 
@@ -70,6 +75,20 @@ func (s *Sampling) Penalized() bool {
 // skipped; a -Inf logit stays -Inf.
 func ApplyPenalties(logits []float32, seq *Seq, counts []int32) {
 	sp := &seq.Sampling
+	if len(sp.AllowedTokens) > 0 {
+		for _, t := range sp.AllowedTokens {
+			if t >= 0 && int(t) < len(logits) {
+				counts[t] = 1
+			}
+		}
+		inf := float32(math.Inf(-1))
+		for i := range logits {
+			if counts[i] == 0 {
+				logits[i] = inf
+			}
+			counts[i] = 0
+		}
+	}
 	for _, b := range sp.LogitBias {
 		if b.Token >= 0 && int(b.Token) < len(logits) {
 			logits[b.Token] += b.Bias

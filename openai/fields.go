@@ -124,7 +124,6 @@ var sharedRefused = map[string]refusal{
 	"length_penalty":                {nullOrNumber(1), whyNoBeam},
 	"skip_special_tokens":           {nullOrBool(true), "special tokens are always skipped"},
 	"spaces_between_special_tokens": {nullOrBool(true), "special tokens are always skipped"},
-	"allowed_token_ids":             {nullOnly, whyTokens},
 	"bad_words":                     {isNullOrEmpty, whyTokens},
 	"logprob_token_ids":             {isNullOrEmpty, "logprobs of chosen token ids are not implemented (logprobs and top_logprobs are)"},
 	"return_token_offsets":          {nullOrBool(false), whyLogprobsVocab},

@@ -11,7 +11,7 @@ import (
 // no sample, so the table and the inventory cannot drift apart.
 var refusedSamples = map[string]string{
 	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "skip_special_tokens": `false`,
-	"spaces_between_special_tokens": `false`, "allowed_token_ids": `[1, 2]`, "bad_words": `["x"]`,
+	"spaces_between_special_tokens": `false`, "bad_words": `["x"]`,
 	"logprob_token_ids": `[3]`, "return_token_offsets": `true`,
 	"structured_outputs": `{"json": {}}`, "guided_json": `{"type": "object"}`, "guided_regex": `"a+"`,
 	"guided_choice": `["a", "b"]`, "guided_grammar": `"root ::= \"a\""`,

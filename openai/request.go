@@ -24,8 +24,10 @@ const (
 	// prompts of a batch times n).
 	MaxN       = 128
 	MaxChoices = 256
-	// MaxLogitBias bounds the entries of logit_bias.
-	MaxLogitBias = 1024
+	// MaxLogitBias bounds the entries of logit_bias, MaxAllowedTokenIDs
+	// allowed_token_ids.
+	MaxLogitBias       = 1024
+	MaxAllowedTokenIDs = 1 << 16
 	// MaxTopLogprobs bounds completions' logprobs and chat's top_logprobs
 	// (vLLM's default max_logprobs).
 	MaxTopLogprobs = 20
@@ -101,6 +103,10 @@ type SamplingParams struct {
 	FrequencyPenalty  float64
 	RepetitionPenalty float64
 	LogitBias         []TokenBias
+	// AllowedTokenIDs (vLLM's allowed_token_ids), when not nil, are the
+	// only tokens sampling may pick (non-empty; the server checks them
+	// against the vocabulary).
+	AllowedTokenIDs []int32
 	// N is the number of choices generated from each prompt; default 1.
 	// They share the prompt's cached blocks.
 	N int
@@ -222,6 +228,7 @@ type rawCommon struct {
 	PromptLogprobs         *int            `json:"prompt_logprobs"`
 	ReturnTokensAsTokenIDs bool            `json:"return_tokens_as_token_ids"`
 	ReturnTokenIDs         bool            `json:"return_token_ids"`
+	AllowedTokenIDs        []int32         `json:"allowed_token_ids"`
 	TruncationSide         *string         `json:"truncation_side"`
 }
 
@@ -461,6 +468,17 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 		return kv, e1
 	}
 	sp.TokensAsIDs, sp.ReturnTokenIDs = raw.ReturnTokensAsTokenIDs, raw.ReturnTokenIDs
+	if raw.AllowedTokenIDs != nil {
+		if len(raw.AllowedTokenIDs) == 0 || len(raw.AllowedTokenIDs) > MaxAllowedTokenIDs {
+			return kv, BadRequest("allowed_token_ids", "allowed_token_ids must hold 1 to %d token ids, got %d", MaxAllowedTokenIDs, len(raw.AllowedTokenIDs))
+		}
+		for _, id := range raw.AllowedTokenIDs {
+			if id < 0 {
+				return kv, BadRequest("allowed_token_ids", "allowed_token_ids must not contain negative ids, got %d", id)
+			}
+		}
+		sp.AllowedTokenIDs = raw.AllowedTokenIDs
+	}
 	if k := raw.PromptLogprobs; k != nil {
 		if *k < 0 || *k > MaxTopLogprobs {
 			return kv, BadRequest("prompt_logprobs", "prompt_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *k)

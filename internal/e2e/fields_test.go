@@ -57,7 +57,7 @@ var completionFields = []fieldCase{
 	{"response_format", map[string]any{"type": "json_object"}, true},
 	{"guided_json", map[string]any{"type": "object"}, false},
 	{"truncate_prompt_tokens", 4, true},
-	{"allowed_token_ids", []int{1}, false},
+	{"allowed_token_ids", []int{101, 32}, true},
 	{"return_token_ids", true, true},
 	{"request_id", "mine", false},
 }

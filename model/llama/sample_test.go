@@ -102,6 +102,12 @@ func TestPenalizedSampling(t *testing.T) {
 	if tok := e.sample(s, pen); tok != 0 {
 		t.Errorf("greedy with token 3 (output once) penalized by 2 picked %d, want 0", tok)
 	}
+	s.Sampling = model.Sampling{AllowedTokens: []int32{1, 2}}
+	pen = append(pen[:0], logits...)
+	model.ApplyPenalties(pen, s, make([]int32, len(logits)))
+	if tok := e.sample(s, pen); tok != 2 {
+		t.Errorf("greedy among allowed 1 and 2 picked %d, want 2", tok)
+	}
 	if logits[3] != 0 {
 		t.Error("the raw logits changed")
 	}

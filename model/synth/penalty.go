@@ -41,6 +41,11 @@ func (e *Executor) samplePenalized(s *model.Seq, r uint64, k shapeKey, sampled b
 		mx = math.Max(mx, float64(l))
 	}
 	if math.IsInf(mx, -1) {
+		// No token the model produces is allowed (allowed_token_ids
+		// outside its bytes): the smallest allowed id.
+		if len(s.Sampling.AllowedTokens) > 0 {
+			return slices.Min(s.Sampling.AllowedTokens)
+		}
 		return e.prof.EOS // unreachable: biases are finite, the model has a token
 	}
 	p := e.probs[:v]
