@@ -174,6 +174,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	c.id = id
 	adapter, e := s.resolveModel(modelName)
+	if e == nil && remote != nil {
+		e = checkLoRADigest(kv, adapter)
+	}
 	if e != nil {
 		s.fail(w, r, remote, e)
 		return
@@ -758,7 +761,7 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 			if (c.answerDelay > 0 || c.dropAnswer) && !s.answerFaults(r, c, st.Delivered) {
 				return
 			}
-			kv = s.grantParams(c.id, grant, c.fin.At, s.eng.Now())
+			kv = s.grantParams(c.id, grant, c.req.Adapter, c.fin.At, s.eng.Now())
 		}
 	}
 	if c.chat {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -239,5 +240,55 @@ func TestLoRADecodeRefusesUnknownAdapter(t *testing.T) {
 	}
 	if rej := eng.takeRejected(); len(rej) != 1 {
 		t.Errorf("P was told %d times", len(rej))
+	}
+}
+
+// TestLoRADigestChecked: a prefill engine that ran an adapter names its
+// files' digest in kv_transfer_params (lora_digest); a decode engine
+// whose adapter of that name has other files, or that is asked for the
+// base model, refuses the decode leg with a 400 naming the field, and
+// tells P; the same files pass.
+func TestLoRADigestChecked(t *testing.T) {
+	dir := writeAdapter(t, peftConfig, []byte("sql weights"))
+	digest, err := readAdapter(dir, DefaultMaxLoRARank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%016x", digest)
+	withSQL := func(c *Config) { c.LoRA = &LoRAConfig{Modules: []LoRAModule{{Name: "sql", Path: dir}}} }
+
+	_, pURL := newServer(t, newNode(t, nodeOpts{role: engine.RolePrefill}), withSQL)
+	m := readJSON(t, post(t, pURL+"/v1/completions", strings.Replace(prefillBody, testModel, "sql", 1)))
+	if got := field(m, "kv_transfer_params", LoRADigestField); got != want {
+		t.Fatalf("prefill's lora_digest %v, want %s: %v", got, want, m)
+	}
+	m = readJSON(t, post(t, pURL+"/v1/completions", prefillBody))
+	if kv, _ := m["kv_transfer_params"].(map[string]any); kv == nil || kv[LoRADigestField] != nil {
+		t.Fatalf("the base model's prefill: %v", m)
+	}
+
+	eng := &recordingEngine{Node: newNode(t, nodeOpts{role: engine.RoleDecode}), refuseRemote: true}
+	_, dURL := newServer(t, eng, withSQL)
+	leg := func(model, digest string) string {
+		return strings.Replace(strings.Replace(decodeBody(""), testModel, model, 1), `"x_extra"`, `"lora_digest":`+digest+`,"x_extra"`, 1)
+	}
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"other files", leg("sql", `"0000000000000001"`), 400},
+		{"base model", leg(testModel, `"`+want+`"`), 400},
+		{"malformed", leg("sql", `17`), 400},
+		{"same files", leg("sql", `"`+want+`"`), 429}, // past the check: refuseRemote's queue full
+		{"no digest from P", strings.Replace(decodeBody(""), testModel, "sql", 1), 429},
+	} {
+		resp := post(t, dURL+"/v1/completions", tc.body)
+		m := readJSON(t, resp)
+		if resp.StatusCode != tc.status || tc.status == 400 && field(m, "error", "param") != "kv_transfer_params.lora_digest" {
+			t.Errorf("%s: %d %v", tc.name, resp.StatusCode, m)
+		}
+		if rej := eng.takeRejected(); tc.status == 400 && len(rej) != 1 {
+			t.Errorf("%s: P was told %d times", tc.name, len(rej))
+		}
 	}
 }

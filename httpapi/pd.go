@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/wire"
@@ -21,6 +23,15 @@ const LeaseIDField = "lease_id"
 
 // leaseIDHexLen is the length of a lease_id.
 const leaseIDHexLen = 16
+
+// LoRADigestField is the kv_transfer_params field in which a prefill
+// engine that ran a LoRA adapter names the adapter's files: the digest of
+// kvblock.Adapter, 16 hex digits. A decode engine whose adapter of that
+// name has other files would decode the pulled KV with other weights —
+// an answer no single engine gives — so it refuses the request. A prefill
+// engine that sends no digest (not kvlease, or the base model) is not
+// checked.
+const LoRADigestField = "lora_digest"
 
 // remote returns the remote prefix a decode engine must pull for params,
 // or nil when there is none to pull here: no params, no do_remote_prefill,
@@ -85,13 +96,13 @@ func leaseID(kv *openai.KVTransferParams) (wire.LeaseID, *openai.Error) {
 
 // grantParams returns the kv_transfer_params of a prefill response that
 // leased its prompt's blocks: what a decode engine needs to pull them.
-func (s *Server) grantParams(id string, g *xfer.Grant, at, now clock.Instant) *openai.KVTransferParams {
+func (s *Server) grantParams(id string, g *xfer.Grant, a kvblock.Adapter, at, now clock.Instant) *openai.KVTransferParams {
 	ids := make([]int32, len(g.BlockIDs))
 	for i, b := range g.BlockIDs {
 		ids[i] = int32(b)
 	}
 	left := g.ExpiresIn - now.Sub(at)
-	return &openai.KVTransferParams{
+	kv := &openai.KVTransferParams{
 		DoRemotePrefill:  true,
 		RemoteEngineID:   s.endpoint.EngineID,
 		RemoteRequestID:  id,
@@ -104,6 +115,38 @@ func (s *Server) grantParams(id string, g *xfer.Grant, at, now clock.Instant) *o
 		LeaseExpiresInMS: max(left.Milliseconds(), 1),
 		Extra:            []openai.KVExtraField{{Key: LeaseIDField, Value: []byte(`"` + g.Lease.Hex() + `"`)}},
 	}
+	if !a.IsBase() {
+		kv.Extra = append(kv.Extra, openai.KVExtraField{Key: LoRADigestField, Value: []byte(fmt.Sprintf(`"%016x"`, a.Digest))})
+	}
+	return kv
+}
+
+// checkLoRADigest refuses a decode leg whose prefill ran adapter files
+// other than those of a, the request's adapter here (see
+// LoRADigestField).
+func checkLoRADigest(kv *openai.KVTransferParams, a kvblock.Adapter) *openai.Error {
+	const param = "kv_transfer_params." + LoRADigestField
+	for _, x := range kv.Extra {
+		if x.Key != LoRADigestField {
+			continue
+		}
+		v := string(x.Value)
+		var d uint64
+		var err error
+		if len(v) == 18 && v[0] == '"' && v[17] == '"' {
+			d, err = strconv.ParseUint(v[1:17], 16, 64)
+		}
+		switch {
+		case len(v) != 18 || v[0] != '"' || v[17] != '"' || err != nil:
+			return openai.BadRequest(param, "%s must be a string of 16 hex digits", param)
+		case a.IsBase():
+			return openai.BadRequest(param, "the prefill engine ran a LoRA adapter, this request asks for the base model: send both legs the same model")
+		case d != a.Digest:
+			return openai.BadRequest(param, "the prefill engine ran LoRA adapter '%s' from other files than this engine's (digest %016x there, %016x here): serve the same adapter files on every engine", a.Name, d, a.Digest)
+		}
+		return nil
+	}
+	return nil
 }
 
 // reject tells the prefill engine that owns r that this engine refused the
