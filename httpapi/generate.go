@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvlease/kvlease/clock"
@@ -288,6 +289,18 @@ func (s *Server) setPenalties(ms *model.Sampling, sp *openai.SamplingParams) *op
 		}
 	}
 	ms.AllowedTokens = sp.AllowedTokenIDs
+	ms.BadWords = nil
+	for _, w := range sp.BadWords {
+		// As vLLM: the word as written without leading space, and with
+		// one when the tokenizer folds the space into the word's first
+		// token (same length, another first token).
+		w = strings.TrimLeft(w, " \t\n")
+		plain := s.wordTokens(w)
+		ms.BadWords = append(ms.BadWords, plain)
+		if spaced := s.wordTokens(" " + w); len(spaced) == len(plain) && len(plain) > 0 && spaced[0] != plain[0] {
+			ms.BadWords = append(ms.BadWords, spaced)
+		}
+	}
 	if len(sp.LogitBias) == 0 {
 		return nil
 	}
@@ -299,6 +312,16 @@ func (s *Server) setPenalties(ms *model.Sampling, sp *openai.SamplingParams) *op
 		ms.LogitBias[i] = model.TokenBias{Token: b.Token, Bias: float32(b.Bias)}
 	}
 	return nil
+}
+
+// wordTokens tokenizes a bad word without special tokens (a BOS the
+// tokenizer adds is dropped).
+func (s *Server) wordTokens(w string) []int32 {
+	toks := s.cfg.Tokenizer.AppendEncode(nil, w)
+	for len(toks) > 0 && s.cfg.Tokenizer.TokenBytes(toks[0]) == nil {
+		toks = toks[1:]
+	}
+	return toks
 }
 
 // appendPrompt appends the tokens of completion prompt p to dst: token ids

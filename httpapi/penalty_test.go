@@ -76,6 +76,12 @@ func TestPenaltiesAndLogitBias(t *testing.T) {
 	if x := completionText(t, url, `{"prompt":"Penalize me","max_tokens":50,"seed":1,"allowed_token_ids":[101,32]}`); len(x) != 50 || strings.Trim(x, "e ") != "" {
 		t.Errorf("allowed_token_ids e and ' ': %q", x)
 	}
+	// bad_words: a one-token word never appears; a longer one never
+	// completes, though its tokens appear apart.
+	if x := completionText(t, url, `{"prompt":"Penalize me","max_tokens":300,"seed":1,"ignore_eos":true,"bad_words":["e"," th"]}`); strings.Contains(x, "e") ||
+		strings.Contains(x, "th") || !strings.Contains(x, "t") || !strings.Contains(x, "h") {
+		t.Errorf("bad_words e and th: %q", x)
+	}
 	// Chat takes them too.
 	m := readJSON(t, post(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":20,"ignore_eos":true,"logit_bias":{"113":100}}`))
 	if c := field(m, "choices", 0, "message", "content").(string); strings.Count(c, "q") < 18 {
@@ -98,6 +104,8 @@ func TestPenaltyErrors(t *testing.T) {
 		{`"logit_bias":[1]`, "logit_bias", "object"},
 		{`"presence_penalty":"high"`, "presence_penalty", "number"},
 		{`"allowed_token_ids":[]`, "allowed_token_ids", "1 to"},
+		{`"bad_words":["  "]`, "bad_words", "non-blank"},
+		{`"bad_words":"x"`, "bad_words", "array"},
 		{`"allowed_token_ids":[1,300]`, "allowed_token_ids", "out of vocabulary"},
 		{`"allowed_token_ids":[-1]`, "allowed_token_ids", "negative"},
 	} {

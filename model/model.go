@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/kvlease/kvlease/kvblock"
@@ -50,7 +51,11 @@ type Sampling struct {
 	// AllowedTokens, when not empty, are the only tokens sampling may
 	// pick (vLLM's allowed_token_ids): the others' logits become -Inf
 	// first.
-	AllowedTokens     []int32
+	AllowedTokens []int32
+	// BadWords are token sequences (vLLM's bad_words, tokenized): a
+	// word's last token is -Inf when the output ends with the word's
+	// other tokens (always, for a one-token word).
+	BadWords          [][]int32
 	RepetitionPenalty float32
 	FrequencyPenalty  float32
 	PresencePenalty   float32
@@ -65,7 +70,7 @@ type TokenBias struct {
 // Penalized reports whether s changes the logits (ApplyPenalties has
 // something to do).
 func (s *Sampling) Penalized() bool {
-	return len(s.LogitBias) > 0 || len(s.AllowedTokens) > 0 || (s.RepetitionPenalty > 0 && s.RepetitionPenalty != 1) ||
+	return len(s.LogitBias) > 0 || len(s.AllowedTokens) > 0 || len(s.BadWords) > 0 || (s.RepetitionPenalty > 0 && s.RepetitionPenalty != 1) ||
 		s.FrequencyPenalty != 0 || s.PresencePenalty != 0
 }
 
@@ -89,12 +94,17 @@ func ApplyPenalties(logits []float32, seq *Seq, counts []int32) {
 			counts[i] = 0
 		}
 	}
+	out := seq.Tokens[min(seq.NumPromptTokens, len(seq.Tokens)):]
+	for _, w := range sp.BadWords {
+		if n := len(w); n > 0 && int(w[n-1]) < len(logits) && w[n-1] >= 0 && endsWith(out, w[:n-1]) {
+			logits[w[n-1]] = float32(math.Inf(-1))
+		}
+	}
 	for _, b := range sp.LogitBias {
 		if b.Token >= 0 && int(b.Token) < len(logits) {
 			logits[b.Token] += b.Bias
 		}
 	}
-	out := seq.Tokens[min(seq.NumPromptTokens, len(seq.Tokens)):]
 	if rp := sp.RepetitionPenalty; rp > 0 && rp != 1 {
 		// counts marks each token once: 1 seen.
 		for _, t := range seq.Tokens {
@@ -245,4 +255,12 @@ type Executor interface {
 	// Execute writes the KV of every computed position into the blocks
 	// and fills out (reusing out.Tokens' memory).
 	Execute(b *Batch, out *StepResult)
+}
+
+// endsWith reports whether s ends with suffix.
+func endsWith(s, suffix []int32) bool {
+	if len(suffix) > len(s) {
+		return false
+	}
+	return slices.Equal(s[len(s)-len(suffix):], suffix)
 }

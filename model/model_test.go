@@ -23,6 +23,7 @@ func TestApplyPenalties(t *testing.T) {
 		{"repetition 1 is off", Sampling{RepetitionPenalty: 1}, []float32{2, -2, 1, -1, 4, inf}},
 		{"frequency", Sampling{FrequencyPenalty: 0.5}, []float32{2, -2, 0, -2.5, 4, inf}},
 		{"presence", Sampling{PresencePenalty: 1.5}, []float32{2, -2, -0.5, -2.5, 4, inf}},
+		{"bad words", Sampling{BadWords: [][]int32{{4}, {3, 1}, {2, 0}, {9, 9, 2}}}, []float32{2, inf, 1, -1, inf, inf}},
 		{"allowed", Sampling{AllowedTokens: []int32{1, 5, 4, 9}}, []float32{inf, -2, inf, inf, 4, inf}},
 		{"all", Sampling{LogitBias: []TokenBias{{0, 1}}, RepetitionPenalty: 2, FrequencyPenalty: 1, PresencePenalty: -1},
 			[]float32{1.5, -4, 0.5 - 1, -2 - 2, 4, inf}},

@@ -108,7 +108,6 @@ const (
 	whyLogprobsVocab = "kvlease does not return token ids or offsets beyond the text"
 	whyGuided        = "structured output and guided decoding are not implemented"
 	whyNoBeam        = "beam search is not implemented"
-	whyTokens        = "sampling restrictions by token are not implemented"
 	whyNoMM          = "kvlease serves a text-only model"
 	whyNoReasoning   = "kvlease serves no reasoning model"
 	whyNoTemplate    = "kvlease renders chat with its fixed template (see the README)"
@@ -124,7 +123,6 @@ var sharedRefused = map[string]refusal{
 	"length_penalty":                {nullOrNumber(1), whyNoBeam},
 	"skip_special_tokens":           {nullOrBool(true), "special tokens are always skipped"},
 	"spaces_between_special_tokens": {nullOrBool(true), "special tokens are always skipped"},
-	"bad_words":                     {isNullOrEmpty, whyTokens},
 	"logprob_token_ids":             {isNullOrEmpty, "logprobs of chosen token ids are not implemented (logprobs and top_logprobs are)"},
 	"return_token_offsets":          {nullOrBool(false), whyLogprobsVocab},
 	"structured_outputs":            {nullOnly, whyGuided},

@@ -28,6 +28,9 @@ const (
 	// allowed_token_ids.
 	MaxLogitBias       = 1024
 	MaxAllowedTokenIDs = 1 << 16
+	// MaxBadWords bounds bad_words, MaxBadWordBytes each word.
+	MaxBadWords     = 256
+	MaxBadWordBytes = 256
 	// MaxTopLogprobs bounds completions' logprobs and chat's top_logprobs
 	// (vLLM's default max_logprobs).
 	MaxTopLogprobs = 20
@@ -107,6 +110,10 @@ type SamplingParams struct {
 	// only tokens sampling may pick (non-empty; the server checks them
 	// against the vocabulary).
 	AllowedTokenIDs []int32
+	// BadWords (vLLM's bad_words) are words the output must not contain:
+	// the server tokenizes them, and sampling never picks a word's last
+	// token after the output ends with its other tokens.
+	BadWords []string
 	// N is the number of choices generated from each prompt; default 1.
 	// They share the prompt's cached blocks.
 	N int
@@ -229,6 +236,7 @@ type rawCommon struct {
 	ReturnTokensAsTokenIDs bool            `json:"return_tokens_as_token_ids"`
 	ReturnTokenIDs         bool            `json:"return_token_ids"`
 	AllowedTokenIDs        []int32         `json:"allowed_token_ids"`
+	BadWords               []string        `json:"bad_words"`
 	TruncationSide         *string         `json:"truncation_side"`
 }
 
@@ -479,6 +487,15 @@ func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTra
 		}
 		sp.AllowedTokenIDs = raw.AllowedTokenIDs
 	}
+	if len(raw.BadWords) > MaxBadWords {
+		return kv, BadRequest("bad_words", "bad_words has %d entries; at most %d are allowed", len(raw.BadWords), MaxBadWords)
+	}
+	for _, w := range raw.BadWords {
+		if strings.TrimSpace(w) == "" || len(w) > MaxBadWordBytes {
+			return kv, BadRequest("bad_words", "bad_words entries must be non-blank words of at most %d bytes, got %q", MaxBadWordBytes, w)
+		}
+	}
+	sp.BadWords = raw.BadWords
 	if k := raw.PromptLogprobs; k != nil {
 		if *k < 0 || *k > MaxTopLogprobs {
 			return kv, BadRequest("prompt_logprobs", "prompt_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *k)
