@@ -12,7 +12,7 @@ import (
 var refusedSamples = map[string]string{
 	"best_of": `2`, "use_beam_search": `true`, "length_penalty": `0.5`, "skip_special_tokens": `false`,
 	"spaces_between_special_tokens": `false`,
-	"logprob_token_ids": `[3]`, "return_token_offsets": `true`,
+	"logprob_token_ids":             `[3]`, "return_token_offsets": `true`,
 	"structured_outputs": `{"json": {}}`, "guided_json": `{"type": "object"}`, "guided_regex": `"a+"`,
 	"guided_choice": `["a", "b"]`, "guided_grammar": `"root ::= \"a\""`,
 	"guided_decoding_backend": `"xgrammar"`, "guided_whitespace_pattern": `" "`,
@@ -34,7 +34,7 @@ var refusedSamples = map[string]string{
 var noOpOverrides = map[string][]string{
 	"best_of": {`1`}, "length_penalty": {`1.0`}, "use_beam_search": {`false`},
 	"skip_special_tokens": {`true`},
-	"modalities": {`["text"]`}, "suffix": {`""`},
+	"modalities":          {`["text"]`}, "suffix": {`""`},
 	"function_call": {`"none"`}, "service_tier": {`"auto"`, `"default"`}, "store": {`false`},
 	"verbosity": {`"medium"`}, "thinking_token_budget": {`-1`},
 }
