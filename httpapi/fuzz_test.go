@@ -21,6 +21,9 @@ func FuzzGenerate(f *testing.F) {
 		`{"prompt":"x","kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"p","remote_request_id":"r","remote_host":"127.0.0.1","remote_port":1,"remote_block_ids":[1],"lease_token":"00112233445566778899aabbccddeeff","lease_id":"00000000000000ab"}}`,
 		`{"prompt":"x","max_tokens":"many"}`,
 		`{"model":"nope","prompt":"x"}`,
+		`{"prompt":["ab","c"],"n":2,"max_tokens":4,"echo":true,"logprobs":2,"stream":true}`,
+		`{"prompt":[[1,2],[3]],"max_tokens":0,"echo":true,"logprobs":1,"prompt_logprobs":2,"return_token_ids":true}`,
+		`{"messages":[{"role":"user","content":"hi"}],"n":3,"logprobs":true,"top_logprobs":2,"logit_bias":{"101":5},"presence_penalty":1,"bad_words":["e"],"allowed_token_ids":[32,101]}`,
 		`[`, `null`, ``,
 	} {
 		f.Add(s, false)
