@@ -118,7 +118,7 @@ const (
 // sharedRefused are refused on both endpoints.
 var sharedRefused = map[string]refusal{
 	// vLLM sampling parameters.
-	"best_of":                       {nullOrNumber(1), "best_of > 1 is not supported"},
+	"best_of":                       {nullOrNumber(1), "best_of > 1 is not supported (vLLM's V1 engine refuses it too; use n)"},
 	"use_beam_search":               {nullOrBool(false), whyNoBeam},
 	"length_penalty":                {nullOrNumber(1), whyNoBeam},
 	"skip_special_tokens":           {nullOrBool(true), "special tokens are always skipped"},
