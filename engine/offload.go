@@ -50,7 +50,7 @@ func (c *Core) onAdmit(sr *sched.Request) sched.Admission {
 		c.sched.NumRunning()+pending >= c.cfg.Sched.MaxNumSeqs {
 		return sched.Defer
 	}
-	switch loading, wait := c.offload.LookupWait(r.ID, r.Tokens, r.Hashes); {
+	switch loading, wait := c.offload.LookupWaitAdapter(r.ID, r.Tokens, r.Hashes, r.Extras.Adapter); {
 	case loading:
 		r.loading = true
 		return sched.Park

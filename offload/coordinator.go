@@ -137,14 +137,15 @@ type storeJob struct {
 type loadGroup struct {
 	req     uint64
 	hold    kvblock.HoldID
-	first   int            // primary hit blocks at the head of hold
-	hashes  []kvblock.Hash // of the targets
-	parent  kvblock.Hash   // hash before hashes[0]
-	tokens  []int32        // the targets' tokens, when pool events are on
-	prefix  []kvblock.Hash // hashes of the primary prefix (first blocks)
-	ok      []bool         // per target: loaded
-	pending int            // works not yet done
-	gone    bool           // the request finished while loading
+	first   int             // primary hit blocks at the head of hold
+	hashes  []kvblock.Hash  // of the targets
+	parent  kvblock.Hash    // hash before hashes[0]
+	tokens  []int32         // the targets' tokens, when pool events are on
+	adapter kvblock.Adapter // the request's LoRA adapter, for the events
+	prefix  []kvblock.Hash  // hashes of the primary prefix (first blocks)
+	ok      []bool          // per target: loaded
+	pending int             // works not yet done
+	gone    bool            // the request finished while loading
 }
 
 type loadJob struct {
@@ -427,7 +428,7 @@ func (c *Coordinator) StoreDone(id WorkID, copied int) (spill SpillStored) {
 // MaxInflightLoadBlocks and the pool's available blocks allow. A request
 // may have one lookup with loads in flight at a time; a second panics.
 func (c *Coordinator) Lookup(req uint64, tokens []int32, hashes []kvblock.Hash) bool {
-	loading, _ := c.lookup(req, tokens, hashes, false)
+	loading, _ := c.lookup(req, tokens, hashes, kvblock.Adapter{}, false)
 	return loading
 }
 
@@ -441,10 +442,16 @@ func (c *Coordinator) Lookup(req uint64, tokens []int32, hashes []kvblock.Hash) 
 // MaxInflightLoadBlocks blocks), so a caller that waits makes progress. A
 // lookup that waits is not counted in Stats.Lookups.
 func (c *Coordinator) LookupWait(req uint64, tokens []int32, hashes []kvblock.Hash) (loading, wait bool) {
-	return c.lookup(req, tokens, hashes, true)
+	return c.lookup(req, tokens, hashes, kvblock.Adapter{}, true)
 }
 
-func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, canWait bool) (loading, wait bool) {
+// LookupWaitAdapter is LookupWait for a request run with LoRA adapter a,
+// which the loaded blocks' BlockStored event names.
+func (c *Coordinator) LookupWaitAdapter(req uint64, tokens []int32, hashes []kvblock.Hash, a kvblock.Adapter) (loading, wait bool) {
+	return c.lookup(req, tokens, hashes, a, true)
+}
+
+func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, a kvblock.Adapter, canWait bool) (loading, wait bool) {
 	if _, dup := c.groups[req]; dup {
 		panic(fmt.Sprintf("offload: Lookup for request %d which is still loading", req))
 	}
@@ -498,7 +505,7 @@ func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, 
 		return false, false
 	}
 	g := &loadGroup{
-		req: req, first: first,
+		req: req, first: first, adapter: a,
 		hashes: append([]kvblock.Hash(nil), rest[:k]...),
 		parent: kvblock.RootHash,
 		ok:     make([]bool, k),
@@ -597,7 +604,7 @@ func (c *Coordinator) LoadDone(id WorkID, copied int) (req uint64, ready bool) {
 		if c.events {
 			toks = g.tokens[:n*c.bs]
 		}
-		c.pool.CacheRun(blocks[g.first:g.first+n], g.hashes[:n], g.parent, toks)
+		c.pool.CacheRunAdapter(blocks[g.first:g.first+n], g.hashes[:n], g.parent, toks, g.adapter)
 		c.stats.LoadedTokens += uint64(n * c.bs)
 	}
 	c.inLoad -= len(g.hashes)

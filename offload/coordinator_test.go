@@ -508,7 +508,10 @@ func TestLoadBringsPrefixBack(t *testing.T) {
 	if got := len(h.pool.Lookup(nil, b.hashes)); got != 1 {
 		t.Fatalf("primary hit %d blocks, want 1", got)
 	}
-	if !h.c.Lookup(b.id, b.tokens, b.hashes) {
+	// (The lookup names a LoRA adapter, which the loaded blocks' event
+	// carries.)
+	sql := kvblock.Adapter{Name: "sql", ID: 1, Digest: 9}
+	if loading, wait := h.c.LookupWaitAdapter(b.id, b.tokens, b.hashes, sql); !loading || wait {
 		t.Fatal("Lookup planned no load")
 	}
 	w := h.take()
@@ -526,7 +529,7 @@ func TestLoadBringsPrefixBack(t *testing.T) {
 	h.check("loaded")
 	ev := h.pool.TakeEvents()
 	if len(ev) != 1 || ev[0].Kind != kvblock.BlockStored || !slices.Equal(ev[0].Hashes, a.hashes[1:4]) ||
-		ev[0].Parent != a.hashes[0] || !slices.Equal(ev[0].Tokens, a.tokens[4:16]) {
+		ev[0].Parent != a.hashes[0] || !slices.Equal(ev[0].Tokens, a.tokens[4:16]) || ev[0].Adapter != sql {
 		t.Fatalf("pool events %+v", ev)
 	}
 	if got := len(h.pool.Lookup(nil, b.hashes)); got != 4 {
