@@ -7,12 +7,18 @@
 //
 //	POST /v1/completions                     completions, whole or streamed
 //	POST /v1/chat/completions                chat completions, whole or streamed
-//	GET  /v1/models                          the one served model
+//	GET  /v1/models                          the served model, then its LoRA adapters
+//	POST /v1/load_lora_adapter               load a LoRA adapter (Config.LoRA.RuntimeUpdates)
+//	POST /v1/unload_lora_adapter             unload one
 //	GET  /health                             200; 503 once the engine drains
 //	GET  /version                            {"version": "..."}
 //	GET  /metrics                            Prometheus text (package metrics)
 //	POST /kvlease/v1/requests/{id}/abort     abort a request by X-Request-Id
 //	POST|GET|DELETE /kvlease/v1/faults[/{id}] the fault-injection API (Config.Faults)
+//
+// With Config.LoRA set (kvlease serve --enable-lora, --lora-modules), a
+// request names a LoRA adapter as its model (lora.go): it runs with the
+// adapter, and the response names it.
 //
 // With Config.Faults set (kvlease serve --enable-fault-api), FaultsPath
 // adds, lists and deletes injected faults (package fault decides which
