@@ -60,6 +60,9 @@ var completionFields = []fieldCase{
 	{"allowed_token_ids", []int{101, 32}, true},
 	{"return_token_ids", true, true},
 	{"request_id", "mine", false},
+	{"prompt_logprobs", 1, true},
+	{"bad_words", []string{"zz"}, true},
+	{"return_tokens_as_token_ids", true, true},
 }
 
 // chatFields covers every field of the SDK's ChatCompletionNewParams.
