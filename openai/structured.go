@@ -58,10 +58,44 @@ type rawStructure struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
+// structureKeys are rawStructure's JSON names.
+var structureKeys = []string{"response_format", "tools", "tool_choice", "parallel_tool_calls"}
+
+// mayHaveStructure reports whether body, a JSON object already decoded
+// once, may hold a member encoding/json would decode into rawStructure:
+// a key equal to one of its names up to case, or one it cannot tell
+// without unquoting (escapes, non-ASCII). Most requests have none, and
+// skip a second decoding of the whole body.
+func mayHaveStructure(body []byte) bool {
+	may := false
+	EachMember(body, func(rawKey []byte, _, _ int) {
+		if may {
+			return
+		}
+		key := rawKey[1 : len(rawKey)-1]
+		for _, c := range key {
+			if c == '\\' || c >= 0x80 {
+				may = true
+				return
+			}
+		}
+		for _, name := range structureKeys {
+			if len(key) == len(name) && strings.EqualFold(string(key), name) {
+				may = true
+				return
+			}
+		}
+	})
+	return may
+}
+
 // parseStructure reads response_format and, for chat, tools, tool_choice
 // and parallel_tool_calls from body, and compiles their grammar.
 func parseStructure(body []byte, chat bool) (Structure, *Error) {
 	var raw rawStructure
+	if !mayHaveStructure(body) {
+		return Structure{}, nil // what decoding rawStructure's zero value gives
+	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
