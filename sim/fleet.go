@@ -238,9 +238,12 @@ type FleetResult struct {
 	// rejected, abandoned, lost behind a proxy, or whose decoder crashed
 	// or was cut off.
 	WastedPerRequest float64
-	// PeakLeaseOccupancy is the largest share of one prefill engine's pool
-	// leased at any instant; P99LeaseOccupancy the 99th percentile of the
-	// share over every prefill engine at every sample.
+	// PeakLeaseOccupancy is the most blocks leased on one prefill engine
+	// at any instant, over its pool's size; P99LeaseOccupancy the 99th
+	// percentile of that share over every prefill engine at every sample.
+	// Blocks are counted per lease: a prefix shared by several leases
+	// counts once for each (lease demand on the pool, which can exceed
+	// it; the pool holds a shared block once).
 	PeakLeaseOccupancy, P99LeaseOccupancy float64
 	// Heartbeat traffic: RENEW and RENEW_ACK messages sent, and their
 	// encoded bytes (frame headers included), per second per prefill

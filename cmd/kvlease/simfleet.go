@@ -173,8 +173,8 @@ feed:
 
 func writeFleetTable(w io.Writer, runs []fleetRun) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tcompleted\tfailed\taborted\tin flight\tgoodput\tp99 TTFT\tunread lease\tunread, never read\tP pool leased\tP pool leased\theartbeats per P\theartbeats per D\trenewals per P\tfallbacks\treads of\tfailures\t")
-	fmt.Fprintln(tw, "\t\t\t\tmean / peak\treq/s\ts\tblock·s/req\tblock·s/req\tpeak\tp99\tmsg/s  B/s\tmsg/s  B/s\t/s\t\tfreed blocks\t\t")
+	fmt.Fprintln(tw, "policy\tcompleted\tfailed\taborted\tin flight\tgoodput\tp99 TTFT\tunread lease\tunread, never read\tleased blocks\tleased blocks\theartbeats per P\theartbeats per D\trenewals per P\tfallbacks\treads of\tfailures\t")
+	fmt.Fprintln(tw, "\t\t\t\tmean / peak\treq/s\ts\tblock·s/req\tblock·s/req\t/ P pool, peak\t/ P pool, p99\tmsg/s  B/s\tmsg/s  B/s\t/s\t\tfreed blocks\t\t")
 	for _, r := range runs {
 		s := r.Result
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f / %d\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f%%\t%.1f%%\t%.2f  %.0f\t%.2f  %.0f\t%.1f\t%d\t%d\t%d\t\n",
