@@ -92,11 +92,12 @@ type FleetOptions struct {
 
 // DefaultFleetOptions is the 16 P × 64 D fleet for one simulated hour
 // (FleetProfile: a 405B-class model, one engine per eight GPUs):
-// 24576-block prefill pools, 4096-block decode pools running 3 sequences
-// at a time with up to 192 waiting, 160 requests per second of
-// 128–768-token prompts and 64 output tokens on average — a little more
-// than the decoders serve, so their queues stay near their bound and the
-// requests waiting in them hold leases, as in a congested fleet —, 30 s
+// 24576-block prefill pools, 4096-block decode pools running 2 sequences
+// at a time with up to 192 waiting, 215 requests per second of
+// 128–640-token prompts and 32 output tokens on average — a little more
+// than the decoders serve (~200/s), so their queues fill over the first
+// half hour and the requests waiting in them hold leases, as in a
+// congested fleet —, 30 s
 // leases, 6 crashes (restarted after a minute), 6 partitions of 5–90 s
 // and 3% of the clients leaving per hour (half of them behind a sidecar
 // proxy).
