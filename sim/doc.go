@@ -47,6 +47,21 @@
 //
 // go test ./sim runs a few hundred seeds; -seeds N and -seed S run more.
 //
+// # Fleet
+//
+// RunFleet runs tens of prefill and up to hundreds of decode engines
+// (the same loops and cores, digest-only) under a steady load and
+// per-hour rates of crashes, partitions and client aborts for simulated
+// hours, and measures what leases cost (FleetResult: stranded and
+// never-read lease block-seconds, pool occupancy by leases, heartbeat
+// traffic, renewals, fallbacks, goodput, a time series). It drives only
+// the engines with work at each instant (a heap of wake instants; swarm
+// seeds can run that way too, Options.Sparse) and runs the after-instant
+// checks once per FleetOptions.CheckEvery; the same seed gives the same
+// result. kvlease sim --fleet runs it under every policy.
+//
+//	res, err := sim.RunFleet(sim.DefaultFleetOptions())
+//
 // # Mutation checks
 //
 // A simulator that cannot fail proves nothing. Built with the
