@@ -30,16 +30,34 @@
 //
 // A request's logits depend only on its tokens and its KV: never on the
 // other requests of a batch, on chunk boundaries or on preemption and
-// recompute. Every reduction runs in one fixed order per position: F32
-// matrix rows and norms in 32 lanes by index mod 32 combined by a fixed tree
-// (dot32Generic; AVX2 kernels compute the same bits where the CPU has it,
-// the batched ones applying each weight row to eight or four inputs per
-// load: mulF32, mulQ8), F16 and Q8_0 rows and attention scores in four lanes by index mod 4
-// combined as (l0+l1)+(l2+l3) (Q8_0 per block, blocks in order), softmax
-// sums and the weighted sum of values in position order. Every product is
-// rounded to float32 before it is added (an explicit conversion in Go,
-// VMULPS then VADDPS in the kernel), which forbids fusing a multiply-add
-// (Go fuses x*y+z on some platforms otherwise).
+// recompute. Every reduction runs in one fixed order per position, and
+// every path that computes it — the one-vector vector kernel, the batched
+// ones (each weight row applied to eight or four inputs per load: mulF32,
+// mulQ8), the remainder path and the pure-Go twin used where the CPU lacks
+// AVX2 and FMA or the length does not suit the kernel — performs the same
+// operations in that order, each rounded the same way:
+//
+//   - F32 matrix rows and RMSNorm's sum of squares (dot32Generic): 32 lanes
+//     by index mod 32, each lane a chain of fused multiply-adds (the product
+//     is not rounded; each step is rounded once to float32), the lanes
+//     combined by a fixed tree. The kernels use VFMADD231PS; the Go twin
+//     uses fma32, an exact single-precision fused multiply-add (not
+//     float32(math.FMA(…)), which rounds twice and differs in rare cases),
+//     checked against the CPU's instruction and against exact arithmetic.
+//   - F16 and Q8_0 rows (four or eight lanes, Q8_0 per block, blocks in
+//     order), attention scores (four lanes by index mod 4, combined as
+//     (l0+l1)+(l2+l3)), softmax sums and the weighted sum of values (in
+//     position order): every product is rounded to float32 before it is
+//     added — VMULPS then VADDPS in the kernels, an explicit conversion
+//     float32(x*y) in Go.
+//
+// The rule for a change: a reduction fuses every multiply-add or none, on
+// every path. A fused step is written fma32(x, y, z), never x*y + z (Go
+// fuses that on some platforms and not on others); an unfused one
+// float32(x*y) + z, whose conversion forbids the fusion. So the bits are
+// the same with or without the vector kernels, and the tests compare
+// every kernel with its twin bit for bit.
+//
 // Parallelism (a Runner lent by the edge) splits only independent outputs:
 // rows of a matrix product, (position, head) pairs of attention. So a
 // disaggregated prefill and decode produce exactly the tokens of a single

@@ -3,9 +3,10 @@ package llama
 // dot32Generic is Σ w[k]·x[k] in this package's fixed order (dotF32 picks
 // a vector kernel with the same order where the CPU has one):
 //
-//   - lane j (0..31) sums float32(w[k]·x[k]) for k ≡ j (mod 32), in
-//     increasing k; every product is rounded to float32 by an explicit
-//     conversion before it is added, which forbids a fused multiply-add;
+//   - lane j (0..31) starts at +0 and becomes fma32(w[k], x[k], lane j)
+//     for k ≡ j (mod 32), in increasing k: each step a fused multiply-add,
+//     rounded once (VFMADD231PS in the vector kernels, fma32 here, which
+//     gives its bits exactly);
 //   - v[j] = (lane[j] + lane[8+j]) + (lane[16+j] + lane[24+j]), j < 8;
 //   - h[j] = v[j] + v[j+4], j < 4; then (h[0] + h[2]) + (h[1] + h[3]).
 //
@@ -18,11 +19,11 @@ func dot32Generic(w, x []float32) float32 {
 	for ; k+32 <= len(x); k += 32 {
 		ww, xx := w[k:k+32:k+32], x[k:k+32:k+32]
 		for j := range l {
-			l[j] += float32(ww[j] * xx[j])
+			l[j] = fma32(ww[j], xx[j], l[j])
 		}
 	}
 	for j := 0; k+j < len(x); j++ {
-		l[j] += float32(w[k+j] * x[k+j])
+		l[j] = fma32(w[k+j], x[k+j], l[j])
 	}
 	var v [8]float32
 	for j := range v {

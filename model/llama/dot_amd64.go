@@ -2,15 +2,22 @@ package llama
 
 import "golang.org/x/sys/cpu"
 
-// hasAVX2 selects the AVX2 kernels; each gives the bits of its generic
-// kernel. (Every AVX2 CPU also has F16C, which dotQ8AVX2 uses.)
-var hasAVX2 = cpu.X86.HasAVX2
+// hasAVX2FMA selects the vector kernels, which use AVX2 and FMA (every CPU
+// with both also has F16C, which dotQ8AVX2 uses); each gives the bits of
+// its generic kernel.
+var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// fma32FMA is fma32 by the CPU (VFMADD231SS): the tests check fma32
+// against it.
+//
+//go:noescape
+func fma32FMA(a, b, c float32) float32
 
 //go:noescape
 func dot32AVX2(w, x *float32, n int) float32
 
 func dotF32(w, x []float32) float32 {
-	if hasAVX2 && len(x) >= 32 && len(x)%32 == 0 {
+	if hasAVX2FMA && len(x) >= 32 && len(x)%32 == 0 {
 		w = w[:len(x)]
 		return dot32AVX2(&w[0], &x[0], len(x))
 	}
@@ -21,7 +28,7 @@ func dotF32(w, x []float32) float32 {
 func dotQ8AVX2(raw *byte, x *float32, nblocks int) float32
 
 func dotQ8(raw []byte, x []float32) float32 {
-	if hasAVX2 && len(x) >= Q8Block {
+	if hasAVX2FMA && len(x) >= Q8Block {
 		nb := len(x) / Q8Block
 		raw = raw[:nb*q8BlockBytes]
 		return dotQ8AVX2(&raw[0], &x[0], nb)
@@ -56,7 +63,7 @@ func dotQ8x8AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStri
 // so the bounds are checked here, before they run.
 func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int) {
 	rows := len(w) / cols
-	if !hasAVX2 || cols%32 != 0 || rows == 0 || n == 0 {
+	if !hasAVX2FMA || cols%32 != 0 || rows == 0 || n == 0 {
 		mulF32Generic(w, cols, x, n, out, stride)
 		return
 	}
@@ -79,7 +86,7 @@ func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int
 func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) {
 	rb := cols / Q8Block * q8BlockBytes
 	rows := len(raw) / rb
-	if !hasAVX2 || rows == 0 || n == 0 {
+	if !hasAVX2FMA || rows == 0 || n == 0 {
 		mulQ8Generic(raw, cols, x, n, out, stride)
 		return
 	}
@@ -104,7 +111,7 @@ func scoresAVX(out *float32, count int, k *float32, stride int, q *float32, n in
 // AVX (head dims that are a multiple of 4).
 func scores(out, k []float32, stride int, q []float32) {
 	n := len(q)
-	if !hasAVX2 || n == 0 || n%4 != 0 || len(out) == 0 {
+	if !hasAVX2FMA || n == 0 || n%4 != 0 || len(out) == 0 {
 		scoresGeneric(out, k, stride, q)
 		return
 	}
@@ -119,7 +126,7 @@ func wsumAVX2(out *float32, n int, a *float32, count int, v *float32, stride int
 // AVX2 (head dims that are a multiple of 8).
 func wsum(out, a, v []float32, stride int) {
 	n := len(out)
-	if !hasAVX2 || n == 0 || n%8 != 0 || len(a) == 0 {
+	if !hasAVX2FMA || n == 0 || n%8 != 0 || len(a) == 0 {
 		wsumGeneric(out, a, v, stride)
 		return
 	}

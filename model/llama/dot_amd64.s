@@ -3,9 +3,9 @@
 // func dot32AVX2(w, x *float32, n int) float32
 //
 // n is a positive multiple of 32. Lane j (0..31) of four 8-wide
-// accumulators sums w[k]*x[k] for k ≡ j (mod 32) in increasing k, each
-// product rounded to float32 (VMULPS then VADDPS: no fused multiply-add);
-// the lanes are combined as dot32Generic does.
+// accumulators accumulates w[k]*x[k] for k ≡ j (mod 32) in increasing k,
+// each step one fused multiply-add (VFMADD231PS, rounded once: fma32's
+// bits); the lanes are combined as dot32Generic does.
 TEXT ·dot32AVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
@@ -17,17 +17,13 @@ TEXT ·dot32AVX2(SB), NOSPLIT, $0-28
 
 loop:
 	VMOVUPS (SI), Y4
-	VMULPS  (DI), Y4, Y4
-	VADDPS  Y4, Y0, Y0
+	VFMADD231PS (DI), Y4, Y0
 	VMOVUPS 32(SI), Y5
-	VMULPS  32(DI), Y5, Y5
-	VADDPS  Y5, Y1, Y1
+	VFMADD231PS 32(DI), Y5, Y1
 	VMOVUPS 64(SI), Y6
-	VMULPS  64(DI), Y6, Y6
-	VADDPS  Y6, Y2, Y2
+	VFMADD231PS 64(DI), Y6, Y2
 	VMOVUPS 96(SI), Y7
-	VMULPS  96(DI), Y7, Y7
-	VADDPS  Y7, Y3, Y3
+	VFMADD231PS 96(DI), Y7, Y3
 	ADDQ    $128, SI
 	ADDQ    $128, DI
 	SUBQ    $32, CX
@@ -99,7 +95,7 @@ qloop:
 // multiple of 32) times x vector r (x + r*n), for r < 8: dot32Generic's
 // order. Each lane group g (lanes 8g..8g+7 of the 32) is one pass over
 // the row: every 8 weights are loaded once and multiplied into 8
-// accumulators (VMULPS then VADDPS, no fused multiply-add); the frame keeps
+// accumulators (VFMADD231PS, as dot32AVX2 steps a lane); the frame keeps
 // a0+a1 and a2 until pass 3 gives v = (a0+a1) + (a2+a3), reduced as
 // dot32AVX2 reduces.
 TEXT ·dotF32x8AVX2(SB), 0, $512-48
@@ -135,22 +131,14 @@ f8pass0:
 	PREFETCHT0 (CX)(DX*1) // the next row
 	PREFETCHT0 64(CX)(DX*1)
 	VMOVUPS (CX), Y8
-	VMULPS  (AX), Y8, Y9
-	VADDPS  Y9, Y0, Y0
-	VMULPS  (AX)(DX*1), Y8, Y10
-	VADDPS  Y10, Y1, Y1
-	VMULPS  (AX)(DX*2), Y8, Y11
-	VADDPS  Y11, Y2, Y2
-	VMULPS  (AX)(R8*1), Y8, Y12
-	VADDPS  Y12, Y3, Y3
-	VMULPS  (AX)(DX*4), Y8, Y13
-	VADDPS  Y13, Y4, Y4
-	VMULPS  (AX)(R9*1), Y8, Y14
-	VADDPS  Y14, Y5, Y5
-	VMULPS  (AX)(R8*2), Y8, Y15
-	VADDPS  Y15, Y6, Y6
-	VMULPS  (AX)(R10*1), Y8, Y9
-	VADDPS  Y9, Y7, Y7
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(DX*1), Y8, Y1
+	VFMADD231PS (AX)(DX*2), Y8, Y2
+	VFMADD231PS (AX)(R8*1), Y8, Y3
+	VFMADD231PS (AX)(DX*4), Y8, Y4
+	VFMADD231PS (AX)(R9*1), Y8, Y5
+	VFMADD231PS (AX)(R8*2), Y8, Y6
+	VFMADD231PS (AX)(R10*1), Y8, Y7
 	ADDQ    $128, AX
 	ADDQ    $128, CX
 	DECQ    R11
@@ -182,22 +170,14 @@ f8pass1:
 	PREFETCHT1 (CX)(R14*1) // sixteen rows ahead, into L2
 	PREFETCHT1 64(CX)(R14*1)
 	VMOVUPS (CX), Y8
-	VMULPS  (AX), Y8, Y9
-	VADDPS  Y9, Y0, Y0
-	VMULPS  (AX)(DX*1), Y8, Y10
-	VADDPS  Y10, Y1, Y1
-	VMULPS  (AX)(DX*2), Y8, Y11
-	VADDPS  Y11, Y2, Y2
-	VMULPS  (AX)(R8*1), Y8, Y12
-	VADDPS  Y12, Y3, Y3
-	VMULPS  (AX)(DX*4), Y8, Y13
-	VADDPS  Y13, Y4, Y4
-	VMULPS  (AX)(R9*1), Y8, Y14
-	VADDPS  Y14, Y5, Y5
-	VMULPS  (AX)(R8*2), Y8, Y15
-	VADDPS  Y15, Y6, Y6
-	VMULPS  (AX)(R10*1), Y8, Y9
-	VADDPS  Y9, Y7, Y7
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(DX*1), Y8, Y1
+	VFMADD231PS (AX)(DX*2), Y8, Y2
+	VFMADD231PS (AX)(R8*1), Y8, Y3
+	VFMADD231PS (AX)(DX*4), Y8, Y4
+	VFMADD231PS (AX)(R9*1), Y8, Y5
+	VFMADD231PS (AX)(R8*2), Y8, Y6
+	VFMADD231PS (AX)(R10*1), Y8, Y7
 	ADDQ    $128, AX
 	ADDQ    $128, CX
 	DECQ    R11
@@ -235,22 +215,14 @@ f8pass1:
 
 f8pass2:
 	VMOVUPS (CX), Y8
-	VMULPS  (AX), Y8, Y9
-	VADDPS  Y9, Y0, Y0
-	VMULPS  (AX)(DX*1), Y8, Y10
-	VADDPS  Y10, Y1, Y1
-	VMULPS  (AX)(DX*2), Y8, Y11
-	VADDPS  Y11, Y2, Y2
-	VMULPS  (AX)(R8*1), Y8, Y12
-	VADDPS  Y12, Y3, Y3
-	VMULPS  (AX)(DX*4), Y8, Y13
-	VADDPS  Y13, Y4, Y4
-	VMULPS  (AX)(R9*1), Y8, Y14
-	VADDPS  Y14, Y5, Y5
-	VMULPS  (AX)(R8*2), Y8, Y15
-	VADDPS  Y15, Y6, Y6
-	VMULPS  (AX)(R10*1), Y8, Y9
-	VADDPS  Y9, Y7, Y7
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(DX*1), Y8, Y1
+	VFMADD231PS (AX)(DX*2), Y8, Y2
+	VFMADD231PS (AX)(R8*1), Y8, Y3
+	VFMADD231PS (AX)(DX*4), Y8, Y4
+	VFMADD231PS (AX)(R9*1), Y8, Y5
+	VFMADD231PS (AX)(R8*2), Y8, Y6
+	VFMADD231PS (AX)(R10*1), Y8, Y7
 	ADDQ    $128, AX
 	ADDQ    $128, CX
 	DECQ    R11
@@ -280,22 +252,14 @@ f8pass2:
 
 f8pass3:
 	VMOVUPS (CX), Y8
-	VMULPS  (AX), Y8, Y9
-	VADDPS  Y9, Y0, Y0
-	VMULPS  (AX)(DX*1), Y8, Y10
-	VADDPS  Y10, Y1, Y1
-	VMULPS  (AX)(DX*2), Y8, Y11
-	VADDPS  Y11, Y2, Y2
-	VMULPS  (AX)(R8*1), Y8, Y12
-	VADDPS  Y12, Y3, Y3
-	VMULPS  (AX)(DX*4), Y8, Y13
-	VADDPS  Y13, Y4, Y4
-	VMULPS  (AX)(R9*1), Y8, Y14
-	VADDPS  Y14, Y5, Y5
-	VMULPS  (AX)(R8*2), Y8, Y15
-	VADDPS  Y15, Y6, Y6
-	VMULPS  (AX)(R10*1), Y8, Y9
-	VADDPS  Y9, Y7, Y7
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(DX*1), Y8, Y1
+	VFMADD231PS (AX)(DX*2), Y8, Y2
+	VFMADD231PS (AX)(R8*1), Y8, Y3
+	VFMADD231PS (AX)(DX*4), Y8, Y4
+	VFMADD231PS (AX)(R9*1), Y8, Y5
+	VFMADD231PS (AX)(R8*2), Y8, Y6
+	VFMADD231PS (AX)(R10*1), Y8, Y7
 	ADDQ    $128, AX
 	ADDQ    $128, CX
 	DECQ    R11
@@ -395,7 +359,7 @@ f8pass3:
 // multiple of 32) times x vector r (x + r*n), for r < 4: dot32Generic's
 // order. Each lane group g (lanes 8g..8g+7 of the 32) is one pass over
 // the row: every 8 weights are loaded once and multiplied into 4
-// accumulators (VMULPS then VADDPS, no fused multiply-add); the frame keeps
+// accumulators (VFMADD231PS, as dot32AVX2 steps a lane); the frame keeps
 // a0+a1 and a2 until pass 3 gives v = (a0+a1) + (a2+a3), reduced as
 // dot32AVX2 reduces.
 TEXT ·dotF32x4AVX2(SB), 0, $256-48
@@ -427,14 +391,10 @@ f4pass0:
 	PREFETCHT0 (CX)(DX*1) // the next row
 	PREFETCHT0 64(CX)(DX*1)
 	VMOVUPS (CX), Y8
-	VMULPS  (AX), Y8, Y9
-	VADDPS  Y9, Y0, Y0
-	VMULPS  (AX)(DX*1), Y8, Y10
-	VADDPS  Y10, Y1, Y1
-	VMULPS  (AX)(DX*2), Y8, Y11
-	VADDPS  Y11, Y2, Y2
-	VMULPS  (AX)(R8*1), Y8, Y12
-	VADDPS  Y12, Y3, Y3
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(DX*1), Y8, Y1
+	VFMADD231PS (AX)(DX*2), Y8, Y2
+	VFMADD231PS (AX)(R8*1), Y8, Y3
 	ADDQ    $128, AX
 	ADDQ    $128, CX
 	DECQ    R11
@@ -458,14 +418,10 @@ f4pass1:
 	PREFETCHT1 (CX)(R14*1) // sixteen rows ahead, into L2
 	PREFETCHT1 64(CX)(R14*1)
 	VMOVUPS (CX), Y8
-	VMULPS  (AX), Y8, Y9
-	VADDPS  Y9, Y0, Y0
-	VMULPS  (AX)(DX*1), Y8, Y10
-	VADDPS  Y10, Y1, Y1
-	VMULPS  (AX)(DX*2), Y8, Y11
-	VADDPS  Y11, Y2, Y2
-	VMULPS  (AX)(R8*1), Y8, Y12
-	VADDPS  Y12, Y3, Y3
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(DX*1), Y8, Y1
+	VFMADD231PS (AX)(DX*2), Y8, Y2
+	VFMADD231PS (AX)(R8*1), Y8, Y3
 	ADDQ    $128, AX
 	ADDQ    $128, CX
 	DECQ    R11
@@ -491,14 +447,10 @@ f4pass1:
 
 f4pass2:
 	VMOVUPS (CX), Y8
-	VMULPS  (AX), Y8, Y9
-	VADDPS  Y9, Y0, Y0
-	VMULPS  (AX)(DX*1), Y8, Y10
-	VADDPS  Y10, Y1, Y1
-	VMULPS  (AX)(DX*2), Y8, Y11
-	VADDPS  Y11, Y2, Y2
-	VMULPS  (AX)(R8*1), Y8, Y12
-	VADDPS  Y12, Y3, Y3
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(DX*1), Y8, Y1
+	VFMADD231PS (AX)(DX*2), Y8, Y2
+	VFMADD231PS (AX)(R8*1), Y8, Y3
 	ADDQ    $128, AX
 	ADDQ    $128, CX
 	DECQ    R11
@@ -520,14 +472,10 @@ f4pass2:
 
 f4pass3:
 	VMOVUPS (CX), Y8
-	VMULPS  (AX), Y8, Y9
-	VADDPS  Y9, Y0, Y0
-	VMULPS  (AX)(DX*1), Y8, Y10
-	VADDPS  Y10, Y1, Y1
-	VMULPS  (AX)(DX*2), Y8, Y11
-	VADDPS  Y11, Y2, Y2
-	VMULPS  (AX)(R8*1), Y8, Y12
-	VADDPS  Y12, Y3, Y3
+	VFMADD231PS (AX), Y8, Y0
+	VFMADD231PS (AX)(DX*1), Y8, Y1
+	VFMADD231PS (AX)(DX*2), Y8, Y2
+	VFMADD231PS (AX)(R8*1), Y8, Y3
 	ADDQ    $128, AX
 	ADDQ    $128, CX
 	DECQ    R11
@@ -1064,17 +1012,13 @@ x1loop:
 	PREFETCHT1 (SI)(R14*1) // sixteen rows ahead, into L2
 	PREFETCHT1 64(SI)(R14*1)
 	VMOVUPS    (SI), Y4
-	VMULPS     (AX), Y4, Y4
-	VADDPS     Y4, Y0, Y0
+	VFMADD231PS (AX), Y4, Y0
 	VMOVUPS    32(SI), Y5
-	VMULPS     32(AX), Y5, Y5
-	VADDPS     Y5, Y1, Y1
+	VFMADD231PS 32(AX), Y5, Y1
 	VMOVUPS    64(SI), Y6
-	VMULPS     64(AX), Y6, Y6
-	VADDPS     Y6, Y2, Y2
+	VFMADD231PS 64(AX), Y6, Y2
 	VMOVUPS    96(SI), Y7
-	VMULPS     96(AX), Y7, Y7
-	VADDPS     Y7, Y3, Y3
+	VFMADD231PS 96(AX), Y7, Y3
 	ADDQ       $128, SI
 	ADDQ       $128, AX
 	SUBQ       $128, CX
@@ -1153,4 +1097,13 @@ q1loop:
 	DECQ         BX
 	JNZ          q1row
 	VZEROUPPER
+	RET
+
+// func fma32FMA(a, b, c float32) float32
+TEXT ·fma32FMA(SB), NOSPLIT, $0-20
+	MOVSS       a+0(FP), X1
+	MOVSS       b+4(FP), X2
+	MOVSS       c+8(FP), X0
+	VFMADD231SS X2, X1, X0 // X0 = X1·X2 + X0, rounded once
+	MOVSS       X0, ret+16(FP)
 	RET

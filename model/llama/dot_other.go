@@ -2,7 +2,7 @@
 
 package llama
 
-const hasAVX2 = false
+const hasAVX2FMA = false
 
 func dotF32(w, x []float32) float32 { return dot32Generic(w, x) }
 

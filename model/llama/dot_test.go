@@ -20,7 +20,7 @@ func TestDotKernelsAgree(t *testing.T) {
 		}
 		g := dot32Generic(w, x)
 		if v := dotF32(w, x); math.Float32bits(v) != math.Float32bits(g) {
-			t.Fatalf("n=%d: dotF32 %v, generic %v (AVX2 %v)", n, v, g, hasAVX2)
+			t.Fatalf("n=%d: dotF32 %v, generic %v (AVX2 %v)", n, v, g, hasAVX2FMA)
 		}
 		if math.Abs(float64(g)-ref) > 1e-4*(1+math.Sqrt(float64(n))*10) {
 			t.Fatalf("n=%d: %v, float64 sum %v", n, g, ref)
@@ -46,7 +46,7 @@ func TestDotQ8KernelsAgree(t *testing.T) {
 		}
 		g := dotQ8Generic(raw, x)
 		if v := dotQ8(raw, x); math.Float32bits(v) != math.Float32bits(g) {
-			t.Fatalf("%d blocks: dotQ8 %v, generic %v (AVX2 %v)", nb, v, g, hasAVX2)
+			t.Fatalf("%d blocks: dotQ8 %v, generic %v (AVX2 %v)", nb, v, g, hasAVX2FMA)
 		}
 		ref := 0.0
 		for b := 0; b < nb; b++ {

@@ -37,7 +37,7 @@ func TestMulKernelsAgree(t *testing.T) {
 			for i := 0; i < rows; i++ {
 				g, e := got[v*stride+i], want[v*stride+i]
 				if math.Float32bits(g) != math.Float32bits(e) {
-					t.Fatalf("F32 %d×%d, %d vectors: out[%d][%d] = %v, generic %v (AVX2 %v)", rows, cols, n, v, i, g, e, hasAVX2)
+					t.Fatalf("F32 %d×%d, %d vectors: out[%d][%d] = %v, generic %v (AVX2 %v)", rows, cols, n, v, i, g, e, hasAVX2FMA)
 				}
 				if d := dot32Generic(w[i*cols:(i+1)*cols], x[v*cols:(v+1)*cols]); d != e {
 					t.Fatalf("F32 generic twin %v, one-vector kernel %v", e, d)
@@ -66,7 +66,7 @@ func TestMulKernelsAgree(t *testing.T) {
 			for i := 0; i < rows; i++ {
 				g, e := got[v*stride+i], want[v*stride+i]
 				if math.Float32bits(g) != math.Float32bits(e) {
-					t.Fatalf("Q8_0 %d×%d, %d vectors: out[%d][%d] = %v, generic %v (AVX2 %v)", rows, cols, n, v, i, g, e, hasAVX2)
+					t.Fatalf("Q8_0 %d×%d, %d vectors: out[%d][%d] = %v, generic %v (AVX2 %v)", rows, cols, n, v, i, g, e, hasAVX2FMA)
 				}
 				if d := dotQ8(raw[i*rb:(i+1)*rb], x[v*cols:(v+1)*cols]); d != e {
 					t.Fatalf("Q8_0 generic twin %v, one-vector kernel %v", e, d)
@@ -104,7 +104,7 @@ func TestAttentionKernelsAgree(t *testing.T) {
 		for i := range got {
 			putF32s(b, k[i*stride:i*stride+n])
 			if e, e2 := dot4(k[i*stride:i*stride+n], q), dotBytes(b, q); math.Float32bits(got[i]) != math.Float32bits(e) || e != e2 {
-				t.Fatalf("n=%d slot %d: scores %v, dot4 %v, dotBytes %v (AVX2 %v)", n, i, got[i], e, e2, hasAVX2)
+				t.Fatalf("n=%d slot %d: scores %v, dot4 %v, dotBytes %v (AVX2 %v)", n, i, got[i], e, e2, hasAVX2FMA)
 			}
 		}
 		a := make([]float32, count)
@@ -124,7 +124,7 @@ func TestAttentionKernelsAgree(t *testing.T) {
 		}
 		for d := range out {
 			if math.Float32bits(out[d]) != math.Float32bits(want[d]) {
-				t.Fatalf("n=%d, %d positions: wsum[%d] = %v, one axpy per position %v (AVX2 %v)", n, count, d, out[d], want[d], hasAVX2)
+				t.Fatalf("n=%d, %d positions: wsum[%d] = %v, one axpy per position %v (AVX2 %v)", n, count, d, out[d], want[d], hasAVX2FMA)
 			}
 		}
 	}
