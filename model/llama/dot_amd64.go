@@ -49,6 +49,13 @@ func dotF32x4AVX2(w *float32, rows, n int, x *float32, out *float32, outStride i
 func dotF32x8AVX2(w *float32, rows, n int, x *float32, out *float32, outStride int)
 
 //go:noescape
+func dotF32x8AVX512(w *float32, rows, n int, x *float32, out *float32, outStride int)
+
+// hasAVX512 selects dotF32x8AVX512 for blocks of eight vectors: the bits
+// of dotF32x8AVX2, twice the lanes per instruction, and no passes.
+var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F
+
+//go:noescape
 func dotQ8x1AVX2(raw *byte, rows, nblocks int, x *float32, out *float32)
 
 //go:noescape
@@ -58,9 +65,10 @@ func dotQ8x4AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStri
 func dotQ8x8AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
 
 // mulF32 is mulF32Generic, register-blocked: each row of w is loaded once
-// for eight (then four) vectors of x at a time; the rest one vector at a
-// time, with the rows prefetched ahead. The kernels check nothing,
-// so the bounds are checked here, before they run.
+// for eight (then four) vectors of x at a time (eight with AVX-512 where
+// the CPU has it: the same bits); the rest one vector at a time, with the
+// rows prefetched ahead. The kernels check nothing, so the bounds are
+// checked here, before they run.
 func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int) {
 	rows := len(w) / cols
 	if !hasAVX2FMA || cols%32 != 0 || rows == 0 || n == 0 {
@@ -68,17 +76,36 @@ func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int
 		return
 	}
 	_, _ = x[n*cols-1], out[(n-1)*stride+rows-1]
-	r := 0
-	for ; r+8 <= n; r += 8 {
-		dotF32x8AVX2(&w[0], rows, cols, &x[r*cols], &out[r*stride], stride)
+	if n == 1 {
+		dotF32x1AVX2(&w[0], rows, cols, &x[0], &out[0])
+		return
 	}
-	for ; r+4 <= n; r += 4 {
-		dotF32x4AVX2(&w[0], rows, cols, &x[r*cols], &out[r*stride], stride)
-	}
-	for ; r < n; r++ {
-		dotF32x1AVX2(&w[0], rows, cols, &x[r*cols], &out[r*stride])
+	// Several vectors: a block of rows goes to every vector before the
+	// next block, so that the weights stream from memory once, while the
+	// block before is applied to all vectors.
+	for i0 := 0; i0 < rows; i0 += mulF32Rows {
+		rb := min(mulF32Rows, rows-i0)
+		wb := w[i0*cols:]
+		r := 0
+		for ; r+8 <= n; r += 8 {
+			if hasAVX512 {
+				dotF32x8AVX512(&wb[0], rb, cols, &x[r*cols], &out[r*stride+i0], stride)
+			} else {
+				dotF32x8AVX2(&wb[0], rb, cols, &x[r*cols], &out[r*stride+i0], stride)
+			}
+		}
+		for ; r+4 <= n; r += 4 {
+			dotF32x4AVX2(&wb[0], rb, cols, &x[r*cols], &out[r*stride+i0], stride)
+		}
+		for ; r < n; r++ {
+			dotF32x1AVX2(&wb[0], rb, cols, &x[r*cols], &out[r*stride+i0])
+		}
 	}
 }
+
+// mulF32Rows is the number of weight rows mulF32 applies to all its
+// vectors before it moves on.
+const mulF32Rows = 8
 
 // mulQ8 is mulQ8Generic, register-blocked as mulF32 is: each block of a
 // row is converted once for eight (then four) vectors; the rest one at a

@@ -864,6 +864,19 @@ TEXT ·scoresAVX(SB), NOSPLIT, $0-48
 	JLT  scone
 
 scfour:
+	LEAQ (SI)(DX*4), R12 // the next four slots, into L1: a slot
+	MOVQ CX, R13         // is a stride away from the one before,
+	SHLQ $2, R13         // too far for the hardware prefetcher
+
+scpf:
+	PREFETCHT0 (R12)
+	PREFETCHT0 (R12)(DX*1)
+	PREFETCHT0 (R12)(DX*2)
+	PREFETCHT0 (R12)(R11*1)
+	ADDQ       $64, R12
+	SUBQ       $64, R13
+	JGT        scpf
+
 	VXORPS X0, X0, X0
 	VXORPS X1, X1, X1
 	VXORPS X2, X2, X2
@@ -966,6 +979,7 @@ wschunk:
 	MOVQ    BX, R10
 
 wsloop:
+	PREFETCHT0   (AX)(DX*8) // eight positions ahead
 	VBROADCASTSS (R9), Y1
 	VMULPS       (AX), Y1, Y1
 	VADDPS       Y1, Y0, Y0
@@ -1106,4 +1120,190 @@ TEXT ·fma32FMA(SB), NOSPLIT, $0-20
 	MOVSS       c+8(FP), X0
 	VFMADD231SS X2, X1, X0 // X0 = X1·X2 + X0, rounded once
 	MOVSS       X0, ret+16(FP)
+	RET
+
+// func dotF32x8AVX512(w *float32, rows, n int, x *float32, out *float32, outStride int)
+//
+// dotF32x8AVX2 with 512-bit registers: vector r's 32 lanes are two
+// accumulators (lanes 0-15 and 16-31), so the eight vectors' lanes all
+// stay in registers and a row is one pass; every 32 weights are loaded
+// once for the eight vectors. Each lane steps by VFMADD231PS as in
+// dot32AVX2, and the lanes are combined in its tree: (l[j]+l[8+j]) +
+// (l[16+j]+l[24+j]), then as dot32AVX2 reduces. The same bits.
+TEXT ·dotF32x8AVX512(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ rows+8(FP), BX
+	MOVQ n+16(FP), DX
+	SHLQ $2, DX // row and vector stride in bytes
+	MOVQ x+24(FP), DI
+	MOVQ out+32(FP), R12
+	MOVQ outStride+40(FP), R13
+	SHLQ $2, R13
+	LEAQ (DX)(DX*2), R8
+	LEAQ (DX)(DX*4), R9
+	LEAQ (R8)(DX*4), R10
+	MOVQ DX, R14
+	SHLQ $4, R14
+
+z8row:
+	MOVQ   DI, AX
+	MOVQ   SI, CX
+	MOVQ   DX, R11
+	SHRQ   $7, R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+z8loop:
+	PREFETCHT0  (CX)(DX*1) // the next row
+	PREFETCHT0  64(CX)(DX*1)
+	PREFETCHT1  (CX)(R14*1) // sixteen rows ahead, into L2
+	PREFETCHT1  64(CX)(R14*1)
+	VMOVUPS     (CX), Z16
+	VMOVUPS     64(CX), Z17
+	VFMADD231PS (AX), Z16, Z0
+	VFMADD231PS 64(AX), Z17, Z1
+	VFMADD231PS (AX)(DX*1), Z16, Z2
+	VFMADD231PS 64(AX)(DX*1), Z17, Z3
+	VFMADD231PS (AX)(DX*2), Z16, Z4
+	VFMADD231PS 64(AX)(DX*2), Z17, Z5
+	VFMADD231PS (AX)(R8*1), Z16, Z6
+	VFMADD231PS 64(AX)(R8*1), Z17, Z7
+	VFMADD231PS (AX)(DX*4), Z16, Z8
+	VFMADD231PS 64(AX)(DX*4), Z17, Z9
+	VFMADD231PS (AX)(R9*1), Z16, Z10
+	VFMADD231PS 64(AX)(R9*1), Z17, Z11
+	VFMADD231PS (AX)(R8*2), Z16, Z12
+	VFMADD231PS 64(AX)(R8*2), Z17, Z13
+	VFMADD231PS (AX)(R10*1), Z16, Z14
+	VFMADD231PS 64(AX)(R10*1), Z17, Z15
+	ADDQ        $128, AX
+	ADDQ        $128, CX
+	DECQ        R11
+	JNZ         z8loop
+
+	MOVQ R12, AX
+	VEXTRACTF64X4 $1, Z0, Y16
+	VADDPS        Z16, Z0, Z0 // lanes 0-7: l[j] + l[8+j]
+	VEXTRACTF64X4 $1, Z1, Y17
+	VADDPS        Z17, Z1, Z1 // l[16+j] + l[24+j]
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          R13, AX
+	VEXTRACTF64X4 $1, Z2, Y16
+	VADDPS        Z16, Z2, Z2 // lanes 0-7: l[j] + l[8+j]
+	VEXTRACTF64X4 $1, Z3, Y17
+	VADDPS        Z17, Z3, Z3 // l[16+j] + l[24+j]
+	VADDPS        Y3, Y2, Y2
+	VEXTRACTF128  $1, Y2, X3
+	VADDPS        X3, X2, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          R13, AX
+	VEXTRACTF64X4 $1, Z4, Y16
+	VADDPS        Z16, Z4, Z4 // lanes 0-7: l[j] + l[8+j]
+	VEXTRACTF64X4 $1, Z5, Y17
+	VADDPS        Z17, Z5, Z5 // l[16+j] + l[24+j]
+	VADDPS        Y5, Y4, Y4
+	VEXTRACTF128  $1, Y4, X5
+	VADDPS        X5, X4, X4
+	VMOVHLPS      X4, X4, X5
+	VADDPS        X5, X4, X4
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X4, X4
+	VMOVSS        X4, (AX)
+	ADDQ          R13, AX
+	VEXTRACTF64X4 $1, Z6, Y16
+	VADDPS        Z16, Z6, Z6 // lanes 0-7: l[j] + l[8+j]
+	VEXTRACTF64X4 $1, Z7, Y17
+	VADDPS        Z17, Z7, Z7 // l[16+j] + l[24+j]
+	VADDPS        Y7, Y6, Y6
+	VEXTRACTF128  $1, Y6, X7
+	VADDPS        X7, X6, X6
+	VMOVHLPS      X6, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, (AX)
+	ADDQ          R13, AX
+	VEXTRACTF64X4 $1, Z8, Y16
+	VADDPS        Z16, Z8, Z8 // lanes 0-7: l[j] + l[8+j]
+	VEXTRACTF64X4 $1, Z9, Y17
+	VADDPS        Z17, Z9, Z9 // l[16+j] + l[24+j]
+	VADDPS        Y9, Y8, Y8
+	VEXTRACTF128  $1, Y8, X9
+	VADDPS        X9, X8, X8
+	VMOVHLPS      X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (AX)
+	ADDQ          R13, AX
+	VEXTRACTF64X4 $1, Z10, Y16
+	VADDPS        Z16, Z10, Z10 // lanes 0-7: l[j] + l[8+j]
+	VEXTRACTF64X4 $1, Z11, Y17
+	VADDPS        Z17, Z11, Z11 // l[16+j] + l[24+j]
+	VADDPS        Y11, Y10, Y10
+	VEXTRACTF128  $1, Y10, X11
+	VADDPS        X11, X10, X10
+	VMOVHLPS      X10, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSHDUP     X10, X11
+	VADDSS        X11, X10, X10
+	VMOVSS        X10, (AX)
+	ADDQ          R13, AX
+	VEXTRACTF64X4 $1, Z12, Y16
+	VADDPS        Z16, Z12, Z12 // lanes 0-7: l[j] + l[8+j]
+	VEXTRACTF64X4 $1, Z13, Y17
+	VADDPS        Z17, Z13, Z13 // l[16+j] + l[24+j]
+	VADDPS        Y13, Y12, Y12
+	VEXTRACTF128  $1, Y12, X13
+	VADDPS        X13, X12, X12
+	VMOVHLPS      X12, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSHDUP     X12, X13
+	VADDSS        X13, X12, X12
+	VMOVSS        X12, (AX)
+	ADDQ          R13, AX
+	VEXTRACTF64X4 $1, Z14, Y16
+	VADDPS        Z16, Z14, Z14 // lanes 0-7: l[j] + l[8+j]
+	VEXTRACTF64X4 $1, Z15, Y17
+	VADDPS        Z17, Z15, Z15 // l[16+j] + l[24+j]
+	VADDPS        Y15, Y14, Y14
+	VEXTRACTF128  $1, Y14, X15
+	VADDPS        X15, X14, X14
+	VMOVHLPS      X14, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSHDUP     X14, X15
+	VADDSS        X15, X14, X14
+	VMOVSS        X14, (AX)
+	ADDQ DX, SI
+	ADDQ $4, R12
+	DECQ BX
+	JNZ  z8row
+	VPXORD Z16, Z16, Z16 // leave no dirty upper halves
+	VPXORD Z17, Z17, Z17
+	VZEROUPPER
 	RET

@@ -37,3 +37,42 @@ func TestFMA32MatchesCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestF32x8KernelsAgree: both eight-vector kernels, called directly (mulF32
+// picks one per CPU), give the generic twin's bits.
+func TestF32x8KernelsAgree(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2 and FMA")
+	}
+	r := rand.New(rand.NewPCG(15, 16))
+	for trial := 0; trial < 60; trial++ {
+		cols, rows := 32*(1+r.IntN(30)), 1+r.IntN(40)
+		stride := rows + r.IntN(3)
+		w, x := make([]float32, rows*cols), make([]float32, 8*cols)
+		for i := range w {
+			w[i] = float32(r.NormFloat64())
+		}
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 10)
+		}
+		want := make([]float32, 8*stride)
+		mulF32Generic(w, cols, x, 8, want, stride)
+		kernels := map[string]func(out []float32){
+			"AVX2": func(out []float32) { dotF32x8AVX2(&w[0], rows, cols, &x[0], &out[0], stride) },
+		}
+		if hasAVX512 {
+			kernels["AVX512"] = func(out []float32) { dotF32x8AVX512(&w[0], rows, cols, &x[0], &out[0], stride) }
+		}
+		for name, k := range kernels {
+			got := make([]float32, 8*stride)
+			k(got)
+			for v := 0; v < 8; v++ {
+				for i := 0; i < rows; i++ {
+					if g, e := got[v*stride+i], want[v*stride+i]; math.Float32bits(g) != math.Float32bits(e) {
+						t.Fatalf("%s %d×%d: out[%d][%d] = %v, generic %v", name, rows, cols, v, i, g, e)
+					}
+				}
+			}
+		}
+	}
+}
