@@ -63,7 +63,9 @@ func TestE2EFaultsThroughProxy(t *testing.T) {
 	})
 
 	// The only decode engine rejects: the client gets a 503 and the lease
-	// is gone (D's notice, or the proxy's abort, whichever came first).
+	// is gone (D's notice, or the proxy's abort, whichever came first; an
+	// abort that P handles before it has noted its answer delivered ends
+	// the lease as undelivered).
 	run("decode_rejected_nowhere_else", func(t *testing.T, c counters) {
 		url := newProxy(t, p, d1)
 		j := newJob("px-reject-only")
@@ -72,7 +74,7 @@ func TestE2EFaultsThroughProxy(t *testing.T) {
 			t.Fatalf("client: %d %v %v", l.status, l.err, l.body)
 		}
 		mustWait(t, "P to release the lease", func() bool {
-			return c.released(t, p, "rejected")+c.released(t, p, "aborted") == 1
+			return c.released(t, p, "rejected")+c.released(t, p, "aborted")+c.released(t, p, "undelivered") == 1
 		})
 	})
 
