@@ -961,8 +961,9 @@ scdone:
 // func wsumAVX2(out *float32, n int, a *float32, count int, v *float32, stride int)
 //
 // out[d] += a[i]·v[i·stride + d] for i = 0..count-1 in turn, d < n (a
-// positive multiple of 8): eight elements of out stay in a register while
-// the positions go by; each product is rounded (VMULPS), then added.
+// positive multiple of 8): 32 (then 8) elements of out stay in registers
+// while the positions go by, so that four chains of adds overlap; each
+// product is rounded (VMULPS), then added.
 TEXT ·wsumAVX2(SB), NOSPLIT, $0-48
 	MOVQ out+0(FP), DI
 	MOVQ n+8(FP), CX
@@ -971,6 +972,45 @@ TEXT ·wsumAVX2(SB), NOSPLIT, $0-48
 	MOVQ v+32(FP), SI
 	MOVQ stride+40(FP), DX
 	SHLQ $2, DX
+
+wsquad:
+	CMPQ    CX, $32 // 32 elements of out in four registers, four
+	JLT     wschunk // chains of adds that overlap
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	MOVQ    SI, AX
+	MOVQ    R11, R9
+	MOVQ    BX, R10
+
+wsqloop:
+	PREFETCHT0   (AX)(DX*8) // eight positions ahead
+	PREFETCHT0   64(AX)(DX*8)
+	VBROADCASTSS (R9), Y4
+	VMULPS       (AX), Y4, Y5
+	VADDPS       Y5, Y0, Y0
+	VMULPS       32(AX), Y4, Y6
+	VADDPS       Y6, Y1, Y1
+	VMULPS       64(AX), Y4, Y7
+	VADDPS       Y7, Y2, Y2
+	VMULPS       96(AX), Y4, Y8
+	VADDPS       Y8, Y3, Y3
+	ADDQ         $4, R9
+	ADDQ         DX, AX
+	DECQ         R10
+	JNZ          wsqloop
+
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, SI
+	SUBQ    $32, CX
+	JNZ     wsquad
+	VZEROUPPER
+	RET
 
 wschunk:
 	VMOVUPS (DI), Y0
