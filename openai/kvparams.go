@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"unicode/utf8"
 )
 
 // BlockIDsForm records how remote_block_ids was written, so it is written
@@ -108,6 +109,36 @@ func ParseKVTransferParams(raw json.RawMessage) (*KVTransferParams, *Error) {
 	if raw[0] != '{' {
 		return nil, BadRequest(kvParam, "kv_transfer_params must be an object or null")
 	}
+	if Valid(raw) {
+		// The members in place, as the decoder below would give them, at
+		// a fraction of its CPU: a decode engine parses these on every
+		// request.
+		p := &KVTransferParams{}
+		var e *Error
+		EachMember(raw, func(rawKey []byte, start, end int) {
+			if e != nil {
+				return
+			}
+			key := rawKey[1 : len(rawKey)-1]
+			if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) { // as written is not as meant
+				var k string
+				json.Unmarshal(rawKey, &k) // valid: Valid checked it
+				e = p.setField(k, raw[start:end])
+				return
+			}
+			e = p.setField(string(key), raw[start:end])
+		})
+		if e != nil {
+			return nil, e
+		}
+		return p, nil
+	}
+	return decodeKVTransferParams(raw) // not valid JSON: the decoder says where
+}
+
+// decodeKVTransferParams is ParseKVTransferParams of raw, an object's
+// text, member by member with encoding/json's decoder.
+func decodeKVTransferParams(raw json.RawMessage) (*KVTransferParams, *Error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil {
 		return nil, BadRequest(kvParam, "kv_transfer_params is not valid JSON: %v", err)

@@ -296,8 +296,18 @@ func FuzzKVTransferParams(f *testing.F) {
 	f.Add([]byte(`{"remote_block_ids":[[]],"a":{"b":[null,true]}}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"lease_expires_in_ms":9300000000000}`))
+	f.Add([]byte(`{"remote_host":"h","remote_host":"\u0068","remote_po\u0072t":7, "x" : [ 1 ] ,"x":2}`))
+	f.Add([]byte(`{"remote_port":"7"}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		p, e := ParseKVTransferParams(raw)
+		// The scan of a valid object gives what encoding/json's decoder
+		// gives, error included.
+		if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && trimmed[0] == '{' && Valid(trimmed) {
+			dp, de := decodeKVTransferParams(trimmed)
+			if !reflect.DeepEqual(p, dp) || !reflect.DeepEqual(e, de) {
+				t.Fatalf("%q: scan gives %+v %+v, the decoder %+v %+v", raw, p, e, dp, de)
+			}
+		}
 		if e != nil {
 			if p != nil || e.Status != 400 || !strings.HasPrefix(e.Param, kvParam) {
 				t.Fatalf("bad error %+v with params %+v", e, p)

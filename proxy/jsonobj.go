@@ -51,7 +51,7 @@ var (
 // twice keeps its first position and its last value (encoding/json's
 // reading). Keys and values alias b.
 //
-// It validates b (validJSON: json.Valid's answers, faster), then splits
+// It validates b (openai.Valid: json.Valid's answers, faster), then splits
 // the members with a scanner that relies on that validity: several times
 // faster than a json.Decoder walk and without its allocations, which
 // matters on the proxy's path.
@@ -62,7 +62,7 @@ func parseObject(b []byte) (object, error) {
 // parseObjectInto is parseObject appending the members to dst[:0], so a
 // caller can reuse a member list.
 func parseObjectInto(dst object, b []byte) (object, error) {
-	if !validJSON(b) {
+	if !openai.Valid(b) {
 		return nil, errNotJSON
 	}
 	return parseValidObject(dst, b)

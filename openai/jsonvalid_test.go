@@ -1,4 +1,4 @@
-package proxy
+package openai
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-var validJSONCases = []string{
+var validCases = []string{
 	``, ` `, `{}`, `[]`, ` { } `, `[ ]`, `{"a":1}`, `{"a":1,}`, `{"a" 1}`, `{"a":}`, `{,}`, `{"a":1 "b":2}`,
 	`[1,2,[3,{"x":[]}]]`, `[1,]`, `[,1]`, `[1 2]`, `{"a":[1}`, `[{"a":1]`, `{"a":1}}`, `[[]`, `"x"`, `"x`,
 	`"\u00e9\n\"\\\/\b\f\r\t"`, `"\u00g0"`, `"\u00e"`, `"\x"`, "\"a\x01\"", "\"\xff\xfe\"", `"\`,
@@ -18,31 +18,31 @@ var validJSONCases = []string{
 	strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100),
 }
 
-func TestValidJSON(t *testing.T) {
-	for _, s := range validJSONCases {
-		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
-			t.Errorf("validJSON(%.60q) = %v, json.Valid says %v", s, got, want)
+func TestValid(t *testing.T) {
+	for _, s := range validCases {
+		if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("Valid(%.60q) = %v, json.Valid says %v", s, got, want)
 		}
 	}
 }
 
-func FuzzValidJSON(f *testing.F) {
-	for _, s := range validJSONCases[:len(validJSONCases)-3] {
+func FuzzValid(f *testing.F) {
+	for _, s := range validCases[:len(validCases)-3] {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := validJSON(b), json.Valid(b); got != want {
-			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", b, got, want)
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, json.Valid says %v", b, got, want)
 		}
 	})
 }
 
-func BenchmarkValidJSON(b *testing.B) {
+func BenchmarkValid(b *testing.B) {
 	body := []byte(`{"model":"m","prompt":"0123456789abcdef","max_tokens":16,"stream":false,"stream_options":{"include_usage":true},"temperature":0.7,"stop":["\n","</s>"]}`)
 	for _, v := range []struct {
 		name string
 		f    func([]byte) bool
-	}{{"validJSON", validJSON}, {"json.Valid", json.Valid}} {
+	}{{"Valid", Valid}, {"json.Valid", json.Valid}} {
 		b.Run(v.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for range b.N {

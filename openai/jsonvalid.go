@@ -1,20 +1,21 @@
-package proxy
+package openai
 
-// maxJSONDepth is the deepest nesting validJSON accepts: encoding/json's
+// maxJSONDepth is the deepest nesting Valid accepts: encoding/json's
 // scanner refuses more than 10,000 open arrays and objects.
 const maxJSONDepth = 10000
 
-// validJSON reports whether b is exactly one JSON value with optional
-// space around it, as json.Valid does (strings are not checked for UTF-8,
+// Valid reports whether b is exactly one JSON value with optional space
+// around it, as json.Valid does (strings are not checked for UTF-8,
 // nesting deeper than 10,000 is refused), without its per-byte state
-// function calls: the proxy checks every client body and prefill answer.
-// FuzzValidJSON checks that both agree.
-func validJSON(b []byte) bool {
+// function calls: the proxy checks every client body and prefill answer
+// with it, and a scan with EachMember may follow it. FuzzValid checks
+// that both agree.
+func Valid(b []byte) bool {
 	// open holds one byte per open container: '[' or '{'; the first 64
 	// live on the stack.
 	var stack [64]byte
 	open := stack[:0]
-	i := skipWS(b, 0)
+	i := skipSpace(b, 0)
 	for {
 		// A value starts at b[i].
 		if i >= len(b) {
@@ -26,7 +27,7 @@ func validJSON(b []byte) bool {
 				return false
 			}
 			open = append(open, c)
-			i = skipWS(b, i+1)
+			i = skipSpace(b, i+1)
 			if i < len(b) && b[i] == c+2 { // '}' or ']': empty
 				open = open[:len(open)-1]
 				i++
@@ -62,7 +63,7 @@ func validJSON(b []byte) bool {
 		// A value ended at b[i]: close containers, or go to the next
 		// element.
 		for {
-			i = skipWS(b, i)
+			i = skipSpace(b, i)
 			if len(open) == 0 {
 				return i == len(b)
 			}
@@ -78,7 +79,7 @@ func validJSON(b []byte) bool {
 			if b[i] != ',' {
 				return false
 			}
-			i = skipWS(b, i+1)
+			i = skipSpace(b, i+1)
 			if top == '{' {
 				if i = objectKey(b, i); i < 0 {
 					return false
@@ -98,22 +99,10 @@ func objectKey(b []byte, i int) int {
 	if i = stringEnd(b, i); i < 0 {
 		return -1
 	}
-	if i = skipWS(b, i); i >= len(b) || b[i] != ':' {
+	if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
 		return -1
 	}
-	return skipWS(b, i+1)
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
+	return skipSpace(b, i+1)
 }
 
 // stringEnd returns the index just past the string starting at b[i], or
