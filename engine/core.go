@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 
@@ -697,47 +696,6 @@ func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
 	return grant
 }
 
-// StoreDone reports the end of offload store work id (Ready.Stores): its
-// first copied blocks were written to the tier (tier.Completion.Copied),
-// the rest were not. Its store hold is released: blocks nobody else holds
-// become evictable. Every store is reported exactly once; reporting
-// unknown work, or any work without offload, panics (a bug in the edge).
-func (c *Core) StoreDone(now clock.Instant, id offload.WorkID, copied int) {
-	if c.offload == nil {
-		panic("engine: StoreDone without offload")
-	}
-	if sp := c.offload.StoreDone(id, copied); sp.Spill {
-		c.spillStored(now, sp)
-	}
-}
-
-// LoadDone reports the end of offload load work id (Ready.Loads): its
-// first copied blocks were read into the pool, the rest were not. When a
-// request's last load ends, its loaded prefix is cached in the pool and
-// the request rejoins the waiting queue in its original place; its
-// admission shares the loaded blocks and counts them as cached tokens.
-// Work is reported exactly once, as for StoreDone.
-func (c *Core) LoadDone(now clock.Instant, id offload.WorkID, copied int) {
-	if c.offload == nil {
-		panic("engine: LoadDone without offload")
-	}
-	if c.offload.IsRestore(id) {
-		c.restoreDone(now, id, copied)
-		return
-	}
-	req, ready := c.offload.LoadDone(id, copied)
-	if !ready {
-		return
-	}
-	r, ok := c.byID[req]
-	if !ok || !r.loading {
-		panic(fmt.Sprintf("engine: load of request %d ended, which is not loading", req))
-	}
-	r.loading = false
-	r.loaded = true
-	c.sched.Resume(&r.Request)
-}
-
 // Delivered reports whether the response carrying request id's lease token
 // was written to the client (P side). An undelivered token can never be
 // presented, so its lease is released at once.
@@ -838,32 +796,4 @@ func addName(names []string, n string) []string {
 		return names
 	}
 	return append(names, n)
-}
-
-// recentSet remembers the last n ids added (a ring plus a set).
-type recentSet struct {
-	ring []string
-	next int
-	set  map[string]struct{}
-}
-
-func newRecentSet(n int) recentSet {
-	return recentSet{ring: make([]string, n), set: make(map[string]struct{}, n)}
-}
-
-func (s *recentSet) add(id string) {
-	if len(s.ring) == 0 {
-		return
-	}
-	if old := s.ring[s.next]; old != "" {
-		delete(s.set, old)
-	}
-	s.ring[s.next] = id
-	s.set[id] = struct{}{}
-	s.next = (s.next + 1) % len(s.ring)
-}
-
-func (s *recentSet) has(id string) bool {
-	_, ok := s.set[id]
-	return ok
 }

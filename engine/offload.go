@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"fmt"
+
+	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/sched"
 )
 
@@ -78,4 +82,45 @@ func (c *Core) heldLoadValve(b *model.Batch, preemptions uint64) {
 	if stuck || c.sched.Stats().Preemptions != preemptions {
 		c.offload.DropHeld()
 	}
+}
+
+// StoreDone reports the end of offload store work id (Ready.Stores): its
+// first copied blocks were written to the tier (tier.Completion.Copied),
+// the rest were not. Its store hold is released: blocks nobody else holds
+// become evictable. Every store is reported exactly once; reporting
+// unknown work, or any work without offload, panics (a bug in the edge).
+func (c *Core) StoreDone(now clock.Instant, id offload.WorkID, copied int) {
+	if c.offload == nil {
+		panic("engine: StoreDone without offload")
+	}
+	if sp := c.offload.StoreDone(id, copied); sp.Spill {
+		c.spillStored(now, sp)
+	}
+}
+
+// LoadDone reports the end of offload load work id (Ready.Loads): its
+// first copied blocks were read into the pool, the rest were not. When a
+// request's last load ends, its loaded prefix is cached in the pool and
+// the request rejoins the waiting queue in its original place; its
+// admission shares the loaded blocks and counts them as cached tokens.
+// Work is reported exactly once, as for StoreDone.
+func (c *Core) LoadDone(now clock.Instant, id offload.WorkID, copied int) {
+	if c.offload == nil {
+		panic("engine: LoadDone without offload")
+	}
+	if c.offload.IsRestore(id) {
+		c.restoreDone(now, id, copied)
+		return
+	}
+	req, ready := c.offload.LoadDone(id, copied)
+	if !ready {
+		return
+	}
+	r, ok := c.byID[req]
+	if !ok || !r.loading {
+		panic(fmt.Sprintf("engine: load of request %d ended, which is not loading", req))
+	}
+	r.loading = false
+	r.loaded = true
+	c.sched.Resume(&r.Request)
 }

@@ -728,54 +728,6 @@ func (c *compiler) anyOf(raw json.RawMessage, path string, depth int, kw string)
 	return n, nil
 }
 
-// Tool is a function a model may call: its name and its parameters'
-// compiled schema.
-type Tool struct {
-	Name   string
-	Params *Grammar
-}
-
-// ToolCalls is the grammar of an answer that calls one of tools:
-//
-//	{"name":"<tool>","arguments":<the tool's parameters>}
-//
-// or, with parallel, that or a JSON array of one to MaxParallelCalls of
-// them. With auto, the answer is calls (its first byte is '{', or '['
-// with parallel) or free text (any other first byte): the model chooses
-// with its first token. CallParser reads such an answer back.
-func ToolCalls(tools []Tool, parallel, auto bool) *Grammar {
-	lits := make([][]byte, len(tools))
-	for i, t := range tools {
-		lits[i] = callPrefix(t.Name)
-	}
-	alt := &node{kinds: kObject, alts: newLiterals(lits), suffix: newLiterals([][]byte{[]byte("}")}), maxItems: -1, maxLen: -1}
-	alt.altNodes = make([]*node, len(alt.alts.s))
-	names := make([]string, len(alt.alts.s))
-	for _, t := range tools {
-		p := callPrefix(t.Name)
-		i, _ := slices.BinarySearchFunc(alt.alts.s, p, bytes.Compare)
-		alt.altNodes[i], names[i] = t.Params.root, t.Name
-	}
-	root := alt
-	if parallel {
-		// One call, or an array of calls.
-		both := *alt
-		both.kinds, both.items, both.minItems, both.maxItems = kObject|kArray, alt, 1, MaxParallelCalls
-		root = &both
-	}
-	return &Grammar{root: root, auto: auto, calls: names}
-}
-
-// IsObject reports whether every text of g is a JSON object (what a
-// tool's parameters must be).
-func (g *Grammar) IsObject() bool {
-	return g.root.enum == nil && g.root.alts == nil && g.root.kinds == kObject
-}
-
-func callPrefix(name string) []byte {
-	return []byte(`{"name":` + string(encodeString(name)) + `,"arguments":`)
-}
-
 // ref compiles a $ref to one of the root's $defs (or definitions) where
 // it appears, as if the definition were written there. A recursive
 // reference is refused: a recursive schema can require values deeper
