@@ -193,12 +193,26 @@ func testServeKVEvents(t *testing.T, enc, tiers string, wantTierEvents ...string
 	}
 	firstBack := back[0].Seq
 	// The last prompt's events may still be on their way (the engine
-	// answers before it publishes): read until quiet, so the replay below
-	// holds every prompt's.
-	for {
-		m, err := sub2.Next(500 * time.Millisecond)
+	// answers before it publishes): read until its last block is stored,
+	// so the replay below holds every prompt's.
+	lastHashes := kvblock.AppendHashes(nil, promptN(n-1), 16, kvblock.Extras{Key: key})
+	last := string(lastHashes[len(lastHashes)-1][:])
+	storedLast := func(m kveventstest.Msg) bool {
+		b, err := kveventstest.Decode(enc, m.Payload)
 		if err != nil {
-			break
+			t.Fatalf("seq %d: %v", m.Seq, err)
+		}
+		for _, ev := range b.Events {
+			if ev.Type == "BlockStored" && ev.Medium == "GPU" && slices.Contains(ev.BlockHashes, last) {
+				return true
+			}
+		}
+		return false
+	}
+	for !storedLast(back[len(back)-1]) {
+		m, err := sub2.Next(15 * time.Second)
+		if err != nil {
+			t.Fatalf("waiting for the last prompt's blocks: %v", err)
 		}
 		back = append(back, m)
 	}
