@@ -143,7 +143,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	numBlocks := fs.Int("num-blocks", 0, "KV cache blocks; 0 fits the profile's KV in 1 GiB, at most 8192 blocks")
 	blockSize := fs.Int("block-size", 16, "tokens per KV block")
 	digestOnly := fs.Bool("digest-only", false, "keep per-block checksums instead of KV bytes (large profiles); both ends of a P/D pair must agree")
-	maxModelLen := fs.Int("max-model-len", 0, "longest prompt + output in tokens; 0 is the profile's")
+	maxModelLen := fs.Int("max-model-len", 0, "longest prompt + output in tokens, at most what the KV cache holds (--num-blocks × --block-size); 0 is the profile's (or the model file's), lowered to that")
 	fs.IntVar(&sc.MaxNumSeqs, "max-num-seqs", sc.MaxNumSeqs, "requests in one batch at most")
 	fs.IntVar(&sc.MaxNumBatchedTokens, "max-num-batched-tokens", sc.MaxNumBatchedTokens, "tokens computed in one step at most")
 	fs.IntVar(&sc.MaxWaiting, "max-waiting", sc.MaxWaiting, "waiting requests at most (429 with Retry-After beyond)")
@@ -278,6 +278,18 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		if !c.ok {
 			return f, fmt.Errorf("%s: want %s", c.name, c.want)
 		}
+	}
+	// As vLLM, a context the KV cache cannot hold is refused at start; the
+	// profile's or the file's own length is lowered to what the pool holds
+	// instead, so /v1/models (and the router) see the length the engine can
+	// serve and a longer request gets a 400 up front rather than a sequence
+	// cut at the pool's capacity.
+	if capTokens := f.numBlocks * *blockSize; f.maxModelLen > capTokens {
+		if set["max-model-len"] {
+			return f, fmt.Errorf("--max-model-len %d: larger than the %d tokens the KV cache holds (--num-blocks %d × --block-size %d); "+
+				"give more --num-blocks or a smaller --max-model-len", f.maxModelLen, capTokens, f.numBlocks, *blockSize)
+		}
+		f.maxModelLen = max(capTokens, 2)
 	}
 	if !f.digestOnly {
 		arena := int64(f.numBlocks) * int64(*blockSize) * int64(f.kvBytesPerToken())

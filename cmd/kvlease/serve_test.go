@@ -55,6 +55,7 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--model-file", short}, "--model-file: "},
 		{[]string{"--model-file", secret, "--digest-only"}, "--digest-only: a --model-file"},
 		{[]string{"--profile", "llama-8b", "--num-blocks", "100000"}, "--digest-only"},
+		{[]string{"--num-blocks", "8", "--max-model-len", "129"}, "--max-model-len 129: larger than the 128 tokens the KV cache holds"},
 		{[]string{"--role", "prefill"}, "--cluster-secret-file kvlease.secret"},
 		{[]string{"--role", "decode"}, "openssl rand -hex 32"},
 		{[]string{"--cluster-secret-file", filepath.Join(dir, "missing")}, "--cluster-secret-file"},
@@ -170,6 +171,17 @@ func TestServeFlagsAreValidated(t *testing.T) {
 	// The default block count fits 1 GiB of the profile's KV.
 	if f, _ = parseServeFlags([]string{"--profile", "llama-8b"}, io.Discard); f.numBlocks != 512 {
 		t.Errorf("llama-8b default blocks %d, want 512 (2 MiB each in 1 GiB)", f.numBlocks)
+	}
+	// The profile's context (131072 tokens) is lowered to what the pool
+	// holds, as vLLM refuses a longer one; a length that fits stays.
+	if f, _ = parseServeFlags([]string{"--profile", "llama-8b"}, io.Discard); f.maxModelLen != 512*16 {
+		t.Errorf("llama-8b default max-model-len %d, want the pool's 8192 tokens", f.maxModelLen)
+	}
+	if f, err := parseServeFlags([]string{"--num-blocks", "8", "--max-model-len", "128"}, io.Discard); err != nil || f.maxModelLen != 128 {
+		t.Errorf("--max-model-len 128 on 8 blocks of 16: %d, %v", f.maxModelLen, err)
+	}
+	if f, _ = parseServeFlags(nil, io.Discard); f.maxModelLen != 8192 {
+		t.Errorf("tiny default max-model-len %d, want the profile's 8192", f.maxModelLen)
 	}
 }
 
