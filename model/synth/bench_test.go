@@ -34,3 +34,34 @@ func BenchmarkExecutePrefillFull(b *testing.B) {
 		h.ex.Execute(&batch, &h.out)
 	}
 }
+
+// BenchmarkExecuteServedRequest is one request of the load as the
+// engine executes it with the zero profile's arena (256 bytes of KV per
+// token): a 16-token prefill that samples the first token, then 15 decode
+// steps of one token each, under a fresh request number (the prefix-state
+// cache sees what a served engine sees).
+func BenchmarkExecuteServedRequest(b *testing.B) {
+	zero, _ := LookupProfile("zero")
+	h := newHarness(b, zero, true, 4, 1)
+	r := h.add(1, randomTokens(rand.New(rand.NewPCG(1, 1)), 16), model.Sampling{})
+	h.ensure(r, 32)
+	blocks := h.pool.Blocks(r.hold)
+	toks := make([]int32, 16, 32)
+	copy(toks, r.tokens)
+	batch := model.Batch{Seqs: make([]model.Seq, 1)}
+	req := uint64(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		req++
+		s := &batch.Seqs[0]
+		*s = model.Seq{Req: req, Tokens: toks[:16], Count: 16, Blocks: blocks, Sample: true}
+		for {
+			h.ex.Execute(&batch, &h.out)
+			if len(s.Tokens) == 31 {
+				break
+			}
+			s.Tokens = append(s.Tokens, h.out.Tokens[0])
+			s.Start, s.Count = len(s.Tokens)-1, 1
+		}
+	}
+}

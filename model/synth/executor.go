@@ -9,12 +9,13 @@ import (
 	"github.com/kvlease/kvlease/model"
 )
 
-// maxPrefixEntries bounds the prefix-state cache; at the bound it is cleared.
-const maxPrefixEntries = 8192
+// prefixSlots is the size of the prefix-state cache (a power of two).
+const prefixSlots = 4096
 
 // prefixEntry remembers a request's prefix state after its last computed
 // position, so the next step continues in O(1) per token.
 type prefixEntry struct {
+	req  uint64 // the request (Seq.Req) the entry is for
 	pos  int    // positions 0..pos-1 are folded into hash
 	hash uint64 // h_{pos-1}
 	last int32  // tokens[pos-1], a cheap check that the entry still fits
@@ -29,13 +30,18 @@ type Executor struct {
 	blockSize int
 	full      bool // the pool has an arena: write bytes, digest = kvblock.SlotDigest
 	section   int  // bytes of one layer's K (or V): KVHeads × HeadDim × DTypeBytes
+	// sectionKeys[j] is mix64(j+golden), the constant half of section j's
+	// combine in fill.
+	sectionKeys []uint64
 
 	kvKey, greedyKey, sampledKey uint64
 
-	// prefix caches each request's prefix state. Results never depend on
-	// it: a miss recomputes the state from the tokens.
-	prefix      map[uint64]prefixEntry
-	prefixLimit int
+	// prefix caches each request's prefix state, direct-mapped: request
+	// r's entry is prefix[r % len(prefix)], and a request that maps to the
+	// slot of another overwrites its entry. The engine numbers requests in
+	// sequence, so live requests rarely share a slot. Results never depend
+	// on it: a miss recomputes the state from the tokens.
+	prefix []prefixEntry
 
 	base   table
 	tables map[shapeKey]*table
@@ -72,17 +78,20 @@ func New(p Profile, pool *kvblock.Pool, modelSeed uint64) *Executor {
 		panic(fmt.Sprintf("sim: pool has %d bytes per token, profile %q needs %d", bpt, p.Name, p.BytesPerToken()))
 	}
 	e := &Executor{
-		prof:        p,
-		pool:        pool,
-		blockSize:   pool.BlockSizeTokens(),
-		full:        bpt > 0,
-		section:     p.KVHeads * p.HeadDim * p.DTypeBytes,
-		kvKey:       mix64(modelSeed ^ domainKV),
-		greedyKey:   mix64(modelSeed ^ domainGreedy),
-		sampledKey:  mix64(modelSeed ^ domainSampled),
-		prefix:      make(map[uint64]prefixEntry),
-		prefixLimit: maxPrefixEntries,
-		tables:      make(map[shapeKey]*table),
+		prof:       p,
+		pool:       pool,
+		blockSize:  pool.BlockSizeTokens(),
+		full:       bpt > 0,
+		section:    p.KVHeads * p.HeadDim * p.DTypeBytes,
+		kvKey:      mix64(modelSeed ^ domainKV),
+		greedyKey:  mix64(modelSeed ^ domainGreedy),
+		sampledKey: mix64(modelSeed ^ domainSampled),
+		prefix:     make([]prefixEntry, prefixSlots),
+		tables:     make(map[shapeKey]*table),
+	}
+	e.sectionKeys = make([]uint64, 2*p.Layers)
+	for j := range e.sectionKeys {
+		e.sectionKeys[j] = mix64(uint64(j) + golden)
 	}
 	e.base = *buildTable(1, 1, 0, 0)
 	e.logprob, e.top = rawLogprobs(p)
@@ -99,7 +108,16 @@ func (e *Executor) FullMode() bool { return e.full }
 
 // Forget drops the cached prefix state of request req. Calling it when a
 // request finishes keeps the cache small; not calling it is also correct.
-func (e *Executor) Forget(req uint64) { delete(e.prefix, req) }
+func (e *Executor) Forget(req uint64) {
+	if en := e.prefixEntry(req); en.req == req {
+		*en = prefixEntry{}
+	}
+}
+
+// prefixEntry is request req's slot of the prefix-state cache.
+func (e *Executor) prefixEntry(req uint64) *prefixEntry {
+	return &e.prefix[req&uint64(len(e.prefix)-1)]
+}
 
 // Execute computes the batch: it writes the KV of every position
 // Start..Start+Count-1 of every sequence into its blocks, then samples one
@@ -168,7 +186,7 @@ func (e *Executor) check(s *model.Seq) {
 // cache when it fits and otherwise recomputed from Tokens[:Start].
 func (e *Executor) prefixState(s *model.Seq) uint64 {
 	h, from := adapterRoot(s.Adapter), 0
-	if en, ok := e.prefix[s.Req]; ok && en.pos > 0 && en.pos <= s.Start && s.Tokens[en.pos-1] == en.last {
+	if en := e.prefixEntry(s.Req); en.req == s.Req && en.pos > 0 && en.pos <= s.Start && s.Tokens[en.pos-1] == en.last {
 		h, from = en.hash, en.pos
 	}
 	for q := from; q < s.Start; q++ {
@@ -208,10 +226,7 @@ func (e *Executor) write(s *model.Seq) {
 		}
 		e.pool.Digests(blk)[slot] = seed
 	}
-	if _, ok := e.prefix[s.Req]; !ok && len(e.prefix) >= e.prefixLimit {
-		clear(e.prefix)
-	}
-	e.prefix[s.Req] = prefixEntry{pos: end, hash: h, last: s.Tokens[end-1]}
+	*e.prefixEntry(s.Req) = prefixEntry{req: s.Req, pos: end, hash: h, last: s.Tokens[end-1]}
 }
 
 // fill writes a slot's KV bytes from its seed. Layout: for each layer l, K
@@ -221,10 +236,22 @@ func (e *Executor) write(s *model.Seq) {
 // little-endian bytes per output, so any layer can be regenerated on its
 // own. The bytes are not meaningful floats.
 func (e *Executor) fill(kv []byte, seed uint64) {
+	base := seed ^ domainFill
 	for j := 0; len(kv) > 0; j++ {
 		sec := kv[:e.section]
 		kv = kv[e.section:]
-		st := combine(seed^domainFill, uint64(j))
+		st := mix64(base ^ e.sectionKeys[j]) // combine(base, j)
+		// Four outputs at a time through a fixed-size view: no bounds
+		// check per output, and the four are independent.
+		for len(sec) >= 32 {
+			w := (*[32]byte)(sec)
+			binary.LittleEndian.PutUint64(w[0:], mix64(st+golden))
+			binary.LittleEndian.PutUint64(w[8:], mix64(st+golden2))
+			binary.LittleEndian.PutUint64(w[16:], mix64(st+golden3))
+			binary.LittleEndian.PutUint64(w[24:], mix64(st+golden4))
+			st += golden4
+			sec = sec[32:]
+		}
 		for len(sec) >= 8 {
 			st += golden
 			binary.LittleEndian.PutUint64(sec, mix64(st))

@@ -134,8 +134,8 @@ func TestSharedPrefixBlocks(t *testing.T) {
 	}
 }
 
-// The prefix-state cache never changes results: not when it is bounded to
-// one entry, not when requests are forgotten after every step, not when a
+// The prefix-state cache never changes results: not when it has one slot
+// that every request shares, not when requests are forgotten after every step, not when a
 // request is recomputed from position 0 (preemption), not when a request
 // number is reused for another prompt.
 func TestPrefixCacheDoesNotChangeResults(t *testing.T) {
@@ -150,7 +150,7 @@ func TestPrefixCacheDoesNotChangeResults(t *testing.T) {
 		setup func(h *harness)
 		after func(h *harness, reqs []*hreq)
 	}{
-		{"limit 1", func(h *harness) { h.ex.prefixLimit = 1 }, nil},
+		{"one slot", func(h *harness) { h.ex.prefix = make([]prefixEntry, 1) }, nil},
 		{"forget every step", nil, func(h *harness, reqs []*hreq) {
 			for _, r := range reqs {
 				h.ex.Forget(r.id)
@@ -191,9 +191,6 @@ func TestPrefixCacheDoesNotChangeResults(t *testing.T) {
 					t.Fatalf("req %d: %q, want %q", i, string32(r.gen), string32(want[i]))
 				}
 			}
-			if tc.name == "limit 1" && len(h.ex.prefix) > 1 {
-				t.Fatalf("prefix cache holds %d entries over its limit 1", len(h.ex.prefix))
-			}
 		})
 	}
 	t.Run("request number reused", func(t *testing.T) {
@@ -215,7 +212,7 @@ func TestPrefixCacheBound(t *testing.T) {
 	h.ensure(r, 3)
 	b := model.Batch{Seqs: []model.Seq{{Tokens: r.tokens, Count: 3, Blocks: h.pool.Blocks(r.hold), Sample: true}}}
 	var first int32
-	for i := 0; i < maxPrefixEntries+100; i++ {
+	for i := 0; i < 2*prefixSlots+100; i++ {
 		b.Seqs[0].Req = uint64(i)
 		h.ex.Execute(&b, &h.out)
 		if i == 0 {
@@ -223,8 +220,8 @@ func TestPrefixCacheBound(t *testing.T) {
 		} else if h.out.Tokens[0] != first {
 			t.Fatalf("request number %d changed the token", i)
 		}
-		if len(h.ex.prefix) > maxPrefixEntries {
-			t.Fatalf("prefix cache has %d entries, limit %d", len(h.ex.prefix), maxPrefixEntries)
+		if len(h.ex.prefix) != prefixSlots {
+			t.Fatalf("prefix cache has %d slots, want %d", len(h.ex.prefix), prefixSlots)
 		}
 	}
 }

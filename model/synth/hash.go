@@ -3,6 +3,14 @@ package synth
 // golden is 2^64/φ, the splitmix64 increment.
 const golden = 0x9e3779b97f4a7c15
 
+// golden2, golden3 and golden4 are 2, 3 and 4 × golden modulo 2^64: the
+// splitmix64 counter two, three and four steps on.
+const (
+	golden2 uint64 = 0x3c6ef372fe94f82a
+	golden3 uint64 = 0xdaa66d2c7ddf743f
+	golden4 uint64 = 0x78dde6e5fd29f054
+)
+
 // Domain separators: each use of the model seed gets its own key so that,
 // for example, a KV seed never equals a sampling draw.
 const (
