@@ -492,7 +492,11 @@ func (n *Node) answerAdd(s *Stream, res engine.AddResult) {
 	}
 }
 
-// route appends outputs to their streams and wakes each consumer once.
+// route appends outputs to their streams and wakes each consumer once. The
+// outputs gather in each stream's loop-owned pend and move to its buffer
+// under its lock once per wake-up: once per turn for a streaming
+// consumer, once per request (at its finished output) for a FinishedOnly
+// one, not once per output.
 func (n *Node) route(outs []engine.Output) {
 	for i := range outs {
 		o := &outs[i]
@@ -500,15 +504,13 @@ func (n *Node) route(outs []engine.Output) {
 		if s == nil {
 			continue // not submitted through this node
 		}
-		s.mu.Lock()
-		if cap(s.buf) == 0 {
+		if cap(s.pend) == 0 {
 			// Sized for the whole request when the consumer takes
 			// its outputs at the end: one allocation, not a chain of
 			// growing ones.
-			s.buf = make([]engine.Output, 0, s.bufHint)
+			s.pend = make([]engine.Output, 0, s.bufHint)
 		}
-		s.buf = append(s.buf, *o)
-		s.mu.Unlock()
+		s.pend = append(s.pend, *o)
 		if o.Finished {
 			if o.Grant != nil {
 				s.lease = o.Grant.Lease
@@ -523,6 +525,17 @@ func (n *Node) route(outs []engine.Output) {
 	}
 	for i, s := range n.touched {
 		s.touched = false
+		s.mu.Lock()
+		if len(s.buf) == 0 {
+			// The consumer took the last batch: hand it pend, and
+			// keep its spare as the next pend.
+			s.buf, s.pend = s.pend, s.buf[:0]
+		} else {
+			s.buf = append(s.buf, s.pend...)
+			clear(s.pend)
+			s.pend = s.pend[:0]
+		}
+		s.mu.Unlock()
 		select {
 		case s.notify <- struct{}{}:
 		default: // a wake-up is already pending

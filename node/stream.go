@@ -23,6 +23,8 @@ type Stream struct {
 	lease    wire.LeaseID // granted with the finished output, or 0
 	touched  bool
 	added    bool // the core accepted the submission
+	// pend gathers outputs until the consumer is woken (route).
+	pend []engine.Output
 
 	// For SubmitWith: written by the loop before the first notify, read
 	// by SubmitWith after it. For Start: under mu, with refused.
