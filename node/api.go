@@ -30,6 +30,7 @@ func (n *Node) enqueue(m nodeMsg) bool {
 		return false
 	}
 	n.inbox = append(n.inbox, m)
+	n.queued.Store(true)
 	n.mu.Unlock()
 	n.selfWake()
 	return true
@@ -120,6 +121,7 @@ func (n *Node) queueAdd(req *engine.Request, s *Stream) engine.AddResult {
 		return engine.RejectedQueueFull
 	}
 	n.inbox = append(n.inbox, nodeMsg{kind: msgAdd, req: req, stream: s})
+	n.queued.Store(true)
 	n.pending++
 	n.mu.Unlock()
 	select {
@@ -205,6 +207,7 @@ func (n *Node) Stats() engine.NodeStats {
 	}
 	reply := make(chan engine.NodeStats, 1)
 	n.inbox = append(n.inbox, nodeMsg{kind: msgStats, stats: reply})
+	n.queued.Store(true)
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:

@@ -125,9 +125,13 @@ type Node struct {
 	// mu guards the inbox and the lifecycle flags. The goroutine of Run
 	// owns the loop while started && !closed; outside that window the
 	// loop is read only under mu.
-	mu       sync.Mutex
-	inbox    []nodeMsg
-	pending  int // msgAdd entries in inbox
+	mu      sync.Mutex
+	inbox   []nodeMsg
+	pending int // msgAdd entries in inbox
+	// queued is set, under mu, when a message is added to the inbox, and
+	// cleared when the loop takes it: the loop's turns skip the lock
+	// while nothing came.
+	queued   atomic.Bool
 	started  bool
 	closed   bool
 	draining atomic.Bool
@@ -402,9 +406,13 @@ func (n *Node) selfWake() {
 // takeInbox swaps the inbox with spare (emptied) and returns the messages.
 func (n *Node) takeInbox(spare []nodeMsg) []nodeMsg {
 	clear(spare)
+	if !n.queued.Load() {
+		return spare[:0]
+	}
 	n.mu.Lock()
 	msgs := n.inbox
 	n.inbox = spare[:0]
+	n.queued.Store(false)
 	n.pending = 0
 	n.mu.Unlock()
 	return msgs
