@@ -42,7 +42,7 @@ func (c *seqState) fold(o *engine.Output) {
 		if c.ntok == 0 {
 			m.ObserveFirstToken(o.At.Sub(c.arrival))
 		} else {
-			m.ObserveInterToken(o.At.Sub(c.lastAt))
+			c.itl.Observe(o.At.Sub(c.lastAt))
 		}
 		c.lastAt = o.At
 		c.ntok++
@@ -63,6 +63,7 @@ func (c *seqState) fold(o *engine.Output) {
 		}
 	}
 	if o.Finished {
+		c.flushMetrics()
 		c.finished = true
 		c.fin = *o
 		if c.det != nil && !c.stopped {
@@ -70,6 +71,12 @@ func (c *seqState) fold(o *engine.Output) {
 		}
 	}
 }
+
+// flushMetrics adds the inter-token latencies folded so far to the
+// histogram. fold does at the finish, and the readers of a request's
+// outputs before each wait and when they give up, so no gap is lost and a
+// request's gaps take one update of the histogram, not one per token.
+func (c *seqState) flushMetrics() { c.s.metrics.AddInterTokens(&c.itl) }
 
 // addLogprobs records the logprobs of output o's token.
 func (c *seqState) addLogprobs(o *engine.Output) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/metrics"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
@@ -62,12 +63,13 @@ type seqState struct {
 	arrival clock.Instant
 
 	outs     []engine.Output
-	text     []byte            // generated text: the whole of it, or a stream's delta
-	det      *tokenizer.Stream // nil without stop strings
-	ntok     int               // tokens received
-	lastAt   clock.Instant     // instant of the last token, for inter-token latency
-	stopped  bool              // a stop string matched
-	stopSent bool              // we stopped the request after the stop string
+	text     []byte              // generated text: the whole of it, or a stream's delta
+	det      *tokenizer.Stream   // nil without stop strings
+	ntok     int                 // tokens received
+	lastAt   clock.Instant       // instant of the last token, for inter-token latency
+	itl      metrics.InterTokens // inter-token latencies not yet in the histogram
+	stopped  bool                // a stop string matched
+	stopSent bool                // we stopped the request after the stop string
 	finished bool
 	fin      engine.Output // the finished output
 	// With logprobs: the tokens' logprobs (a stream's: those not yet
@@ -89,6 +91,7 @@ type seqState struct {
 }
 
 func (s *Server) putCall(c *call) {
+	c.flushMetrics()
 	if cap(c.body) > 1<<20 || cap(c.text) > 1<<20 || cap(c.out) > 1<<20 || cap(c.prompt) > 1<<18 {
 		return // do not pin the memory of one huge request
 	}
@@ -473,6 +476,7 @@ func (s *Server) recv(w http.ResponseWriter, r *http.Request, c *call, st *node.
 // (recvOutputs then answers the client with the error) or the client has
 // gone (the request is then aborted).
 func (s *Server) recvOutputs(w http.ResponseWriter, r *http.Request, c *call, st *node.Stream) ([]engine.Output, bool) {
+	c.flushMetrics()
 	outs, err := st.Recv(r.Context(), c.outs)
 	c.outs = outs
 	if err == node.ErrRefused {

@@ -151,7 +151,9 @@ func (m *multi) start(ch *choiceRun) {
 // client leaves (then it aborts ch's engine request).
 func (m *multi) run(ch *choiceRun, first bool) {
 	defer m.wg.Done()
+	defer ch.flushMetrics()
 	for !ch.finished {
+		ch.flushMetrics()
 		outs, err := ch.st.Recv(m.ctx, ch.outs)
 		ch.outs = outs
 		if err == node.ErrRefused {

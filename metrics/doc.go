@@ -23,7 +23,8 @@
 //     offloadMetrics (offload.go).
 //   - Latency histograms (TTFT, inter-token latency, end-to-end latency,
 //     queue time) are observed by the HTTP layer as requests progress,
-//     through Metrics.ObserveFirstToken, ObserveInterToken and
+//     through Metrics.ObserveFirstToken, ObserveInterToken (or a
+//     request's gaps at once: InterTokens and AddInterTokens) and
 //     ObserveFinished, with vLLM's bucket boundaries
 //     (vllm/v1/metrics/loggers.py); kvlease_transfer_seconds is observed by
 //     whoever sees a decode engine's finished pulls (ObserveTransfer;

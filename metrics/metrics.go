@@ -30,8 +30,9 @@ type Metrics struct {
 	reg   *prometheus.Registry
 	model string
 
-	ttft, itl, e2e, queue prometheus.Histogram
-	transfer              prometheus.Histogram
+	ttft, e2e, queue prometheus.Histogram
+	transfer         prometheus.Histogram
+	itl              *batchHistogram // observed in batches (InterTokens)
 }
 
 // New returns the metrics of the engine serving modelName, reading gauges
@@ -45,7 +46,7 @@ func New(modelName string, src Source) *Metrics {
 		})
 	}
 	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFTBuckets)
-	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", InterTokenBuckets)
+	m.itl = newBatchHistogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", InterTokenBuckets, labels)
 	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", RequestLatencyBuckets)
 	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", RequestLatencyBuckets)
 	m.transfer = hist("kvlease_transfer_seconds",
@@ -73,7 +74,7 @@ func (m *Metrics) ObserveFirstToken(ttft time.Duration) { m.ttft.Observe(ttft.Se
 
 // ObserveInterToken records the time between two consecutive tokens of a
 // request.
-func (m *Metrics) ObserveInterToken(d time.Duration) { m.itl.Observe(d.Seconds()) }
+func (m *Metrics) ObserveInterToken(d time.Duration) { m.itl.observe(d.Seconds()) }
 
 // ObserveFinished records a finished request's end-to-end latency and the
 // time it waited before it was first scheduled (queued is negative when it
