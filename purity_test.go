@@ -98,7 +98,7 @@ var forbiddenImports = map[string]string{
 // each one is listed with the reason it is known to do no I/O.
 var allowedThirdParty = map[string]string{
 	"github.com/cespare/xxhash/v2": "a hash function over byte slices",
-	"golang.org/x/sys/cpu":         "reads CPU features once at init (imported by model/llama on amd64 only, where that is CPUID); no I/O",
+	"golang.org/x/sys/cpu":         "reads CPU features once at init (imported by model/llama and model/synth on amd64 only, where that is CPUID); no I/O",
 }
 
 var forbiddenTime = map[string]bool{

@@ -33,6 +33,10 @@ type Executor struct {
 	// sectionKeys[j] is mix64(j+golden), the constant half of section j's
 	// combine in fill.
 	sectionKeys []uint64
+	// vecFill: fill writes whole sections with the CPU's vector unit
+	// (fillVector), each section's stream starting at fillStarts[j].
+	vecFill    bool
+	fillStarts []uint64
 
 	kvKey, greedyKey, sampledKey uint64
 
@@ -90,6 +94,8 @@ func New(p Profile, pool *kvblock.Pool, modelSeed uint64) *Executor {
 		tables:     make(map[shapeKey]*table),
 	}
 	e.sectionKeys = make([]uint64, 2*p.Layers)
+	e.fillStarts = make([]uint64, 2*p.Layers)
+	e.vecFill = hasFillAVX512 && e.section%64 == 0
 	for j := range e.sectionKeys {
 		e.sectionKeys[j] = mix64(uint64(j) + golden)
 	}
@@ -237,6 +243,14 @@ func (e *Executor) write(s *model.Seq) {
 // own. The bytes are not meaningful floats.
 func (e *Executor) fill(kv []byte, seed uint64) {
 	base := seed ^ domainFill
+	if e.vecFill {
+		for j := range e.fillStarts {
+			e.fillStarts[j] = mix64(base ^ e.sectionKeys[j]) // combine(base, j)
+		}
+		if fillVector(kv, e.fillStarts, e.section) {
+			return
+		}
+	}
 	for j := 0; len(kv) > 0; j++ {
 		sec := kv[:e.section]
 		kv = kv[e.section:]
