@@ -53,6 +53,7 @@ var pure = map[string][]string{
 var edge = map[string]bool{
 	"cmd/kvlease":     true,
 	"httpapi":         true,
+	"h1":              true, // the HTTP/1.1 server
 	"metrics":         true,
 	"proxy":           true,
 	"transport/tcp":   true,
