@@ -11,20 +11,28 @@ const maxJSONDepth = 10000
 // with it, and a scan with EachMember may follow it. FuzzValid checks
 // that both agree.
 func Valid(b []byte) bool {
+	i := valueEnd(b, skipSpace(b, 0), 0)
+	return i >= 0 && skipSpace(b, i) == len(b)
+}
+
+// valueEnd returns the index just past the JSON value that starts at b[i],
+// checked as Valid checks a whole text, or -1 when no valid value starts
+// there. depth is the number of arrays and objects open around it, which
+// counts towards the nesting limit.
+func valueEnd(b []byte, i, depth int) int {
 	// open holds one byte per open container: '[' or '{'; the first 64
 	// live on the stack.
 	var stack [64]byte
 	open := stack[:0]
-	i := skipSpace(b, 0)
 	for {
 		// A value starts at b[i].
 		if i >= len(b) {
-			return false
+			return -1
 		}
 		switch c := b[i]; c {
 		case '{', '[':
-			if len(open) == maxJSONDepth {
-				return false
+			if depth+len(open) >= maxJSONDepth {
+				return -1
 			}
 			open = append(open, c)
 			i = skipSpace(b, i+1)
@@ -35,40 +43,39 @@ func Valid(b []byte) bool {
 			}
 			if c == '{' {
 				if i = objectKey(b, i); i < 0 {
-					return false
+					return -1
 				}
 			}
 			continue
 		case '"':
 			if i = stringEnd(b, i); i < 0 {
-				return false
+				return -1
 			}
 		case 't':
 			if i = literalEnd(b, i, "true"); i < 0 {
-				return false
+				return -1
 			}
 		case 'f':
 			if i = literalEnd(b, i, "false"); i < 0 {
-				return false
+				return -1
 			}
 		case 'n':
 			if i = literalEnd(b, i, "null"); i < 0 {
-				return false
+				return -1
 			}
 		default:
 			if i = numberEnd(b, i); i < 0 {
-				return false
+				return -1
 			}
 		}
 		// A value ended at b[i]: close containers, or go to the next
 		// element.
 		for {
-			i = skipSpace(b, i)
 			if len(open) == 0 {
-				return i == len(b)
+				return i
 			}
-			if i >= len(b) {
-				return false
+			if i = skipSpace(b, i); i >= len(b) {
+				return -1
 			}
 			top := open[len(open)-1]
 			if b[i] == top+2 {
@@ -77,12 +84,12 @@ func Valid(b []byte) bool {
 				continue
 			}
 			if b[i] != ',' {
-				return false
+				return -1
 			}
 			i = skipSpace(b, i+1)
 			if top == '{' {
 				if i = objectKey(b, i); i < 0 {
-					return false
+					return -1
 				}
 			}
 			break

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strconv"
 	"unicode/utf8"
 )
 
@@ -102,38 +101,40 @@ func knownKVField(key string) bool {
 // Keys match exactly, as in vLLM; a key that appears twice keeps its last
 // value.
 func ParseKVTransferParams(raw json.RawMessage) (*KVTransferParams, *Error) {
-	raw = bytes.TrimSpace(raw)
+	return parseKVTransferParams(bytes.TrimSpace(raw), false)
+}
+
+// parseKVTransferParams is ParseKVTransferParams of raw without space
+// around it; valid says it is valid JSON (a request body's member).
+func parseKVTransferParams(raw json.RawMessage, valid bool) (*KVTransferParams, *Error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
 	if raw[0] != '{' {
 		return nil, BadRequest(kvParam, "kv_transfer_params must be an object or null")
 	}
-	if Valid(raw) {
-		// The members in place, as the decoder below would give them, at
-		// a fraction of its CPU: a decode engine parses these on every
-		// request.
-		p := &KVTransferParams{}
-		var e *Error
-		EachMember(raw, func(rawKey []byte, start, end int) {
-			if e != nil {
-				return
-			}
-			key := rawKey[1 : len(rawKey)-1]
-			if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) { // as written is not as meant
-				var k string
-				json.Unmarshal(rawKey, &k) // valid: Valid checked it
-				e = p.setField(k, raw[start:end])
-				return
-			}
-			e = p.setField(string(key), raw[start:end])
-		})
-		if e != nil {
-			return nil, e
-		}
-		return p, nil
+	if !valid && !Valid(raw) {
+		return decodeKVTransferParams(raw) // the decoder says where
 	}
-	return decodeKVTransferParams(raw) // not valid JSON: the decoder says where
+	// The members in place, as the decoder below would give them, at a
+	// fraction of its CPU: a decode engine parses these on every request.
+	p := &KVTransferParams{}
+	var e *Error
+	EachMember(raw, func(rawKey []byte, start, end int) {
+		if e != nil {
+			return
+		}
+		key := rawKey[1 : len(rawKey)-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) { // as written is not as meant
+			k, _ := readString(rawKey, 0) // valid: Valid checked it
+			key = []byte(k)
+		}
+		e = p.setField(key, raw[start:end])
+	})
+	if e != nil {
+		return nil, e
+	}
+	return p, nil
 }
 
 // decodeKVTransferParams is ParseKVTransferParams of raw, an object's
@@ -157,7 +158,7 @@ func decodeKVTransferParams(raw json.RawMessage) (*KVTransferParams, *Error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, BadRequest(kvParam, "kv_transfer_params is not valid JSON: %v", err)
 		}
-		if e := p.setField(key, v); e != nil {
+		if e := p.setField([]byte(key), v); e != nil {
 			return nil, e
 		}
 	}
@@ -170,45 +171,46 @@ func decodeKVTransferParams(raw json.RawMessage) (*KVTransferParams, *Error) {
 	return p, nil
 }
 
-func (p *KVTransferParams) setField(key string, v json.RawMessage) *Error {
-	param := kvParam + "." + key
+// setField sets the field key to v, valid JSON.
+func (p *KVTransferParams) setField(key []byte, v json.RawMessage) *Error {
 	var e *Error
-	switch key {
+	switch string(key) {
 	case "do_remote_decode":
-		p.DoRemoteDecode, e = parseBool(param, v)
+		p.DoRemoteDecode, e = parseBool(key, v)
 	case "do_remote_prefill":
-		p.DoRemotePrefill, e = parseBool(param, v)
+		p.DoRemotePrefill, e = parseBool(key, v)
 	case "remote_engine_id":
-		p.RemoteEngineID, e = parseID(param, v)
+		p.RemoteEngineID, e = parseID(key, v)
 	case "remote_request_id":
-		p.RemoteRequestID, e = parseID(param, v)
+		p.RemoteRequestID, e = parseID(key, v)
 	case "remote_host":
-		p.RemoteHost, e = parseID(param, v)
+		p.RemoteHost, e = parseID(key, v)
 	case "remote_port":
 		var n int64
-		n, e = parseCount(param, v, 65535)
+		n, e = parseCount(key, v, 65535)
 		p.RemotePort = int(n)
 	case "tp_size":
 		var n int64
-		n, e = parseCount(param, v, 1<<20)
+		n, e = parseCount(key, v, 1<<20)
 		p.TPSize = int(n)
 	case "remote_num_tokens":
 		var n int64
-		n, e = parseCount(param, v, 1<<40)
+		n, e = parseCount(key, v, 1<<40)
 		p.RemoteNumTokens = int(n)
 	case "lease_expires_in_ms":
-		p.LeaseExpiresInMS, e = parseCount(param, v, MaxLeaseExpiresInMS)
+		p.LeaseExpiresInMS, e = parseCount(key, v, MaxLeaseExpiresInMS)
 	case "lease_token":
-		p.LeaseToken, e = parseID(param, v)
+		p.LeaseToken, e = parseID(key, v)
 	case "remote_block_ids":
-		p.RemoteBlockIDs, p.BlockIDsForm, e = parseBlockIDs(param, v)
+		p.RemoteBlockIDs, p.BlockIDsForm, e = parseBlockIDs(key, v)
 	default:
 		var buf bytes.Buffer
-		if err := json.Compact(&buf, v); err != nil { // unreachable: the decoder validated v
+		if err := json.Compact(&buf, v); err != nil { // unreachable: v is valid
+			param := kvFieldParam(key)
 			return BadRequest(param, "%s is not valid JSON", param)
 		}
 		for i := range p.Extra {
-			if p.Extra[i].Key == key {
+			if p.Extra[i].Key == string(key) {
 				p.Extra[i].Value = buf.Bytes()
 				return nil
 			}
@@ -216,33 +218,39 @@ func (p *KVTransferParams) setField(key string, v json.RawMessage) *Error {
 		if len(p.Extra) >= MaxKVExtraFields {
 			return BadRequest(kvParam, "kv_transfer_params has more than %d unknown fields", MaxKVExtraFields)
 		}
-		p.Extra = append(p.Extra, KVExtraField{Key: key, Value: buf.Bytes()})
+		p.Extra = append(p.Extra, KVExtraField{Key: string(key), Value: buf.Bytes()})
 	}
 	return e
 }
 
+// kvFieldParam names the field key of kv_transfer_params in errors.
+func kvFieldParam(key []byte) string { return kvParam + "." + string(key) }
+
 func isNull(v json.RawMessage) bool { return string(v) == "null" }
 
-func parseBool(param string, v json.RawMessage) (bool, *Error) {
+func parseBool(key []byte, v json.RawMessage) (bool, *Error) {
 	switch string(v) {
 	case "true":
 		return true, nil
 	case "false", "null":
 		return false, nil
 	}
+	param := kvFieldParam(key)
 	return false, BadRequest(param, "%s must be a boolean or null", param)
 }
 
 // parseID parses a string field bounded by MaxKVIDBytes.
-func parseID(param string, v json.RawMessage) (string, *Error) {
+func parseID(key []byte, v json.RawMessage) (string, *Error) {
 	if isNull(v) {
 		return "", nil
 	}
-	var s string
-	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+	s, end := readString(v, 0)
+	if end != len(v) {
+		param := kvFieldParam(key)
 		return "", BadRequest(param, "%s must be a string or null", param)
 	}
 	if len(s) > MaxKVIDBytes {
+		param := kvFieldParam(key)
 		return "", BadRequest(param, "%s is longer than %d bytes", param, MaxKVIDBytes)
 	}
 	return s, nil
@@ -250,25 +258,28 @@ func parseID(param string, v json.RawMessage) (string, *Error) {
 
 // parseCount parses a non-negative integer no larger than max. Only integer
 // literals are accepted ("8000", not "8000.0" or "8e3").
-func parseCount(param string, v json.RawMessage, max int64) (int64, *Error) {
+func parseCount(key []byte, v json.RawMessage, max int64) (int64, *Error) {
 	if isNull(v) {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil {
+	n, end := readInt(v, 0, 64)
+	if end != len(v) {
+		param := kvFieldParam(key)
 		return 0, BadRequest(param, "%s must be an integer or null", param)
 	}
 	if n < 0 || n > max {
+		param := kvFieldParam(key)
 		return 0, BadRequest(param, "%s must be between 0 and %d, got %d", param, max, n)
 	}
 	return n, nil
 }
 
-func parseBlockIDs(param string, v json.RawMessage) ([]int32, BlockIDsForm, *Error) {
+func parseBlockIDs(key []byte, v json.RawMessage) ([]int32, BlockIDsForm, *Error) {
 	if isNull(v) {
 		return nil, FlatBlockIDs, nil
 	}
 	bad := func() ([]int32, BlockIDsForm, *Error) {
+		param := kvFieldParam(key)
 		return nil, FlatBlockIDs, BadRequest(param,
 			"%s must be a list of block ids, a list of one list of block ids, or null", param)
 	}
@@ -278,26 +289,32 @@ func parseBlockIDs(param string, v json.RawMessage) ([]int32, BlockIDsForm, *Err
 	form := FlatBlockIDs
 	var ids []int32
 	if bytes.HasPrefix(bytes.TrimSpace(v[1:]), []byte("[")) {
-		var groups [][]int32
-		if json.Unmarshal(v, &groups) != nil {
+		groups, end := readTokenBatch(v)
+		if end != len(v) {
 			return bad()
 		}
 		if len(groups) != 1 {
+			param := kvFieldParam(key)
 			return nil, FlatBlockIDs, BadRequest(param,
 				"%s has %d KV cache groups; kvlease supports exactly one", param, len(groups))
 		}
 		form, ids = GroupedBlockIDs, groups[0]
-	} else if json.Unmarshal(v, &ids) != nil {
-		return bad()
+	} else {
+		var end int
+		if ids, end = readInt32s(v, 0); end != len(v) {
+			return bad()
+		}
 	}
 	if ids == nil {
 		ids = []int32{} // present but empty, as opposed to null
 	}
 	if len(ids) > MaxRemoteBlockIDs {
+		param := kvFieldParam(key)
 		return nil, FlatBlockIDs, BadRequest(param, "%s has more than %d block ids", param, MaxRemoteBlockIDs)
 	}
 	for _, id := range ids {
 		if id < 0 {
+			param := kvFieldParam(key)
 			return nil, FlatBlockIDs, BadRequest(param, "%s contains a negative block id %d", param, id)
 		}
 	}

@@ -22,82 +22,145 @@ type rawPart struct {
 	Text *string `json:"text"`
 }
 
+// parseMessages parses messages, raw valid JSON (the body decoded).
 func parseMessages(raw json.RawMessage) ([]ChatMessage, *Error) {
 	if raw == nil || isNull(raw) {
 		return nil, BadRequest("messages", "messages is required")
 	}
-	var items []json.RawMessage
-	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+	if raw[0] != '[' {
 		return nil, BadRequest("messages", "messages must be an array of message objects")
 	}
-	if len(items) == 0 {
-		return nil, BadRequest("messages", "messages must not be empty")
+	var msgs []ChatMessage
+	var e *Error
+	eachElement(raw, 0, func(i int) int {
+		var m ChatMessage
+		var end int
+		m, end, e = parseMessage(len(msgs), raw, i)
+		msgs = append(msgs, m)
+		return end
+	})
+	if e != nil {
+		return nil, e
 	}
-	msgs := make([]ChatMessage, len(items))
-	for i, item := range items {
-		param := "messages[" + strconv.Itoa(i) + "]"
-		var m rawMessage
-		if len(item) == 0 || item[0] != '{' {
-			return nil, BadRequest(param, "%s must be an object", param)
-		}
-		if err := json.Unmarshal(item, &m); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) && te.Field != "" {
-				p := param + "." + te.Field
-				return nil, BadRequest(p, "%s must be %s, got %s", p, describeType(te.Type), te.Value)
-			}
-			return nil, BadRequest(param, "%s is invalid: %v", param, err)
-		}
-		if m.Role == "" {
-			return nil, BadRequest(param+".role", "%s.role is required", param)
-		}
-		if !validRoles[m.Role] {
-			return nil, BadRequest(param+".role",
-				"%s.role must be one of system, developer, user, assistant, tool; got %q", param, m.Role)
-		}
-		content, e := parseContent(param+".content", m.Role, m.Content)
-		if e != nil {
-			return nil, e
-		}
-		if content, e = appendToolCalls(content, param+".tool_calls", m.Role, m.ToolCalls); e != nil {
-			return nil, e
-		}
-		msgs[i] = ChatMessage{Role: m.Role, Content: content, Name: m.Name}
+	if len(msgs) == 0 {
+		return nil, BadRequest("messages", "messages must not be empty")
 	}
 	return msgs, nil
 }
 
-func parseContent(param, role string, raw json.RawMessage) (string, *Error) {
+// messageParam names message i.
+func messageParam(i int) string { return "messages[" + strconv.Itoa(i) + "]" }
+
+// parseMessage parses message n, at b[i], and returns the index past it
+// (-1 with an error).
+func parseMessage(n int, b []byte, i int) (ChatMessage, int, *Error) {
+	if b[i] != '{' {
+		param := messageParam(n)
+		return ChatMessage{}, -1, BadRequest(param, "%s must be an object", param)
+	}
+	var m rawMessage
+	end := m.decode(b, i)
+	if end < 0 { // left to encoding/json
+		m = rawMessage{}
+		end = valueEnd(b, i, messageDepth)
+		if err := json.Unmarshal(b[i:end], &m); err != nil {
+			param := messageParam(n)
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				p := param + "." + te.Field
+				return ChatMessage{}, -1, BadRequest(p, "%s must be %s, got %s", p, describeType(te.Type), te.Value)
+			}
+			return ChatMessage{}, -1, BadRequest(param, "%s is invalid: %v", param, err)
+		}
+	}
+	if m.Role == "" {
+		param := messageParam(n)
+		return ChatMessage{}, -1, BadRequest(param+".role", "%s.role is required", param)
+	}
+	if !validRoles[m.Role] {
+		param := messageParam(n)
+		return ChatMessage{}, -1, BadRequest(param+".role",
+			"%s.role must be one of system, developer, user, assistant, tool; got %q", param, m.Role)
+	}
+	content, e := parseContent(n, m.Role, m.Content)
+	if e != nil {
+		return ChatMessage{}, -1, e
+	}
+	if m.ToolCalls != nil {
+		if content, e = appendToolCalls(content, messageParam(n)+".tool_calls", m.Role, m.ToolCalls); e != nil {
+			return ChatMessage{}, -1, e
+		}
+	}
+	return ChatMessage{Role: m.Role, Content: content, Name: m.Name}, end, nil
+}
+
+// decode reads the message object at b[i] as json.Unmarshal does, or
+// returns -1 to leave it to encoding/json.
+func (m *rawMessage) decode(b []byte, i int) int {
+	end, _ := decodeObject(b, i, messageDepth, messageNames, func(key []byte, i int) (uint64, int) {
+		switch string(key) {
+		case "role":
+			return 1, setVal(&m.Role, b, i, readRole)
+		case "content":
+			return 2, setRaw(&m.Content, b, i, messageDepth+1)
+		case "name":
+			return 4, setVal(&m.Name, b, i, readString)
+		case "tool_calls":
+			return 8, setRaw(&m.ToolCalls, b, i, messageDepth+1)
+		}
+		return 0, -1
+	})
+	return end
+}
+
+// readRole reads a role without allocating when it is a valid one.
+func readRole(b []byte, i int) (string, int) {
+	for _, r := range roles {
+		if len(b)-i > len(r)+1 && b[i] == '"' && string(b[i+1:i+1+len(r)]) == r && b[i+1+len(r)] == '"' {
+			return r, i + len(r) + 2
+		}
+	}
+	return readString(b, i)
+}
+
+var roles = []string{"user", "assistant", "system", "tool", "developer"}
+
+// parseContent parses the content of message n with the given role.
+func parseContent(n int, role string, raw json.RawMessage) (string, *Error) {
 	if raw == nil || isNull(raw) {
 		// An assistant message may carry only tool calls.
 		if role == "assistant" {
 			return "", nil
 		}
+		param := messageParam(n) + ".content"
 		return "", BadRequest(param, "%s is required for role %q", param, role)
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil { // unreachable
-			return "", BadRequest(param, "%s must be a string or an array of text parts", param)
-		}
+		s, _ := readString(raw, 0) // raw is a valid string
 		return s, nil
 	case '[':
 	default:
+		param := messageParam(n) + ".content"
 		return "", BadRequest(param, "%s must be a string or an array of text parts", param)
 	}
-	var parts []rawPart
-	if json.Unmarshal(raw, &parts) != nil {
+	parts, ok := readParts(raw)
+	if !ok {
+		param := messageParam(n) + ".content"
 		return "", BadRequest(param, "%s must be a string or an array of text parts", param)
 	}
 	var b []byte
 	for j, part := range parts {
-		pp := fmt.Sprintf("%s[%d]", param, j)
 		if part.Type != "text" {
+			pp := fmt.Sprintf("%s.content[%d]", messageParam(n), j)
 			return "", BadRequest(pp+".type", "%s.type %q is not supported; only \"text\" parts are", pp, part.Type)
 		}
 		if part.Text == nil {
+			pp := fmt.Sprintf("%s.content[%d]", messageParam(n), j)
 			return "", BadRequest(pp+".text", "%s.text is required", pp)
+		}
+		if len(parts) == 1 {
+			return *part.Text, nil
 		}
 		if j > 0 {
 			b = append(b, '\n')
@@ -105,4 +168,38 @@ func parseContent(param, role string, raw json.RawMessage) (string, *Error) {
 		b = append(b, *part.Text...)
 	}
 	return string(b), nil
+}
+
+// readParts reads raw, a valid array, as json.Unmarshal reads it into a
+// []rawPart; ok is false where json.Unmarshal fails.
+func readParts(raw json.RawMessage) (parts []rawPart, ok bool) {
+	end := eachElement(raw, 0, func(i int) int {
+		var p rawPart
+		end := i + 4
+		if !isLiteral(raw, i, "null") {
+			end = p.decode(raw, i)
+		}
+		parts = append(parts, p)
+		return end
+	})
+	if end < 0 { // left to encoding/json
+		parts = nil
+		return parts, json.Unmarshal(raw, &parts) == nil
+	}
+	return parts, true
+}
+
+// decode reads the content part at b[i] as json.Unmarshal does, or returns
+// -1 to leave it to encoding/json.
+func (p *rawPart) decode(b []byte, i int) int {
+	end, _ := decodeObject(b, i, partDepth, partNames, func(key []byte, i int) (uint64, int) {
+		switch string(key) {
+		case "type":
+			return 1, setVal(&p.Type, b, i, readString)
+		case "text":
+			return 2, setPtr(&p.Text, b, i, readString)
+		}
+		return 0, -1
+	})
+	return end
 }

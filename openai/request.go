@@ -264,18 +264,18 @@ type rawChat struct {
 // the request was rejected, so the lease is freed at once.
 func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 	var raw rawCompletion
-	if e := decodeBody(body, &raw); e != nil {
+	odd, e := decodeCompletion(body, &raw)
+	if e != nil {
 		return nil, e
 	}
 	r := &CompletionRequest{Model: raw.Model}
-	var e *Error
 	r.KVTransferParams, e = parseCommon(&raw.rawCommon, &r.SamplingParams, &r.RequestOptions)
 	if e != nil {
 		return r, e
 	}
 	if raw.Logprobs != nil && !isNull(raw.Logprobs) {
-		var k int
-		if json.Unmarshal(raw.Logprobs, &k) != nil || k < 0 || k > MaxTopLogprobs {
+		k, end := readGoInt(raw.Logprobs, 0)
+		if end != len(raw.Logprobs) || k < 0 || k > MaxTopLogprobs {
 			return r, BadRequest("logprobs", "logprobs must be an integer between 0 and %d, got %s", MaxTopLogprobs, bytes.TrimSpace(raw.Logprobs))
 		}
 		r.Logprobs, r.TopLogprobs = true, k
@@ -285,6 +285,9 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 	}
 	if len(r.Prompts)*r.N > MaxChoices {
 		return r, BadRequest("n", "%d prompts with n = %d ask for %d choices; at most %d are allowed", len(r.Prompts), r.N, len(r.Prompts)*r.N, MaxChoices)
+	}
+	if !odd {
+		return r, nil // checkFields and parseStructure would find nothing
 	}
 	if r.Ignored, e = checkFields(body, false); e != nil {
 		return r, e
@@ -300,11 +303,11 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 // contract as for ParseCompletionRequest.
 func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 	var raw rawChat
-	if e := decodeBody(body, &raw); e != nil {
+	odd, e := decodeChat(body, &raw)
+	if e != nil {
 		return nil, e
 	}
 	r := &ChatCompletionRequest{Model: raw.Model, AddGenerationPrompt: true}
-	var e *Error
 	r.KVTransferParams, e = parseCommon(&raw.rawCommon, &r.SamplingParams, &r.RequestOptions)
 	if e != nil {
 		return r, e
@@ -344,6 +347,9 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 	if r.Messages, e = parseMessages(raw.Messages); e != nil {
 		return r, e
 	}
+	if !odd {
+		return r, nil
+	}
 	if r.Ignored, e = checkFields(body, true); e != nil {
 		return r, e
 	}
@@ -354,7 +360,7 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 	return r, nil
 }
 
-// decodeBody unmarshals body into v, turning encoding/json's errors into
+// decodeBody unmarshals body into v with encoding/json, turning encoding/json's errors into
 // 400s that name the offending parameter.
 func decodeBody(body []byte, v any) *Error {
 	if string(bytes.TrimSpace(body)) == "null" {
@@ -402,7 +408,7 @@ func describeType(t reflect.Type) string {
 // parseCommon validates the shared fields into sp and ro and returns the
 // parsed kv_transfer_params, if they parsed, even when it returns an error.
 func parseCommon(raw *rawCommon, sp *SamplingParams, ro *RequestOptions) (*KVTransferParams, *Error) {
-	kv, e := ParseKVTransferParams(raw.KVTransferParams)
+	kv, e := parseKVTransferParams(raw.KVTransferParams, true) // valid: the body decoded
 	if e != nil {
 		return nil, e
 	}
@@ -611,16 +617,13 @@ func parseStop(raw json.RawMessage) ([]string, *Error) {
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil { // unreachable: raw is a valid string
-			return nil, BadRequest("stop", "stop must be a string or an array of strings")
-		}
+		s, _ := readString(raw, 0) // raw is a valid string
 		return []string{s}, nil
 	case '[':
-		var ss []string
 		// A null element decodes to ""; an empty stop string matches
 		// nothing (tokenizer.Stream ignores it).
-		if json.Unmarshal(raw, &ss) != nil {
+		ss, end := readStrings(raw, 0)
+		if end < 0 {
 			return nil, BadRequest("stop", "stop must be a string or an array of strings")
 		}
 		if len(ss) > MaxStop {
@@ -642,12 +645,11 @@ func parsePrompts(raw json.RawMessage) (Prompt, []Prompt, *Error) {
 	if raw == nil || isNull(raw) {
 		return Prompt{}, nil, BadRequest("prompt", "prompt is required")
 	}
+	// raw is valid JSON: the body decoded.
 	var p Prompt
 	switch raw[0] {
 	case '"':
-		if json.Unmarshal(raw, &p.Text) != nil { // unreachable
-			return Prompt{}, nil, BadRequest("prompt", promptShapes)
-		}
+		p.Text, _ = readString(raw, 0)
 		if p.Text == "" {
 			return Prompt{}, nil, BadRequest("prompt", "prompt must not be empty")
 		}
@@ -663,8 +665,8 @@ func parsePrompts(raw json.RawMessage) (Prompt, []Prompt, *Error) {
 	var ps []Prompt
 	switch inner[0] {
 	case '"':
-		var ss []string
-		if json.Unmarshal(raw, &ss) != nil {
+		ss, end := readStrings(raw, 0)
+		if end < 0 {
 			return Prompt{}, nil, BadRequest("prompt", promptShapes)
 		}
 		if len(ss) > MaxPrompts {
@@ -678,8 +680,8 @@ func parsePrompts(raw json.RawMessage) (Prompt, []Prompt, *Error) {
 			ps[i].Text = s
 		}
 	case '[':
-		var batch [][]int32
-		if json.Unmarshal(raw, &batch) != nil {
+		batch, end := readTokenBatch(raw)
+		if end < 0 {
 			return Prompt{}, nil, BadRequest("prompt", promptShapes)
 		}
 		if len(batch) > MaxPrompts {
@@ -693,7 +695,8 @@ func parsePrompts(raw json.RawMessage) (Prompt, []Prompt, *Error) {
 			}
 		}
 	default:
-		if json.Unmarshal(raw, &p.Tokens) != nil {
+		var end int
+		if p.Tokens, end = readInt32s(raw, 0); end < 0 {
 			return Prompt{}, nil, BadRequest("prompt", promptShapes)
 		}
 		if e := checkTokens(p.Tokens, "prompt"); e != nil {
@@ -705,6 +708,22 @@ func parsePrompts(raw json.RawMessage) (Prompt, []Prompt, *Error) {
 		return ps[0], nil, nil
 	}
 	return ps[0], ps, nil
+}
+
+// readTokenBatch reads raw, a valid array, as encoding/json decodes it into
+// a nil [][]int32: a null element is a nil list.
+func readTokenBatch(raw []byte) ([][]int32, int) {
+	var batch [][]int32
+	end := eachElement(raw, 0, func(i int) int {
+		if isLiteral(raw, i, "null") {
+			batch = append(batch, nil)
+			return i + 4
+		}
+		toks, end := readInt32s(raw, i)
+		batch = append(batch, toks)
+		return end
+	})
+	return batch, end
 }
 
 // checkTokens refuses an empty token-id prompt and negative ids; the
