@@ -242,10 +242,15 @@ type Scheduler struct {
 
 	batch     model.Batch
 	batchReqs []*Request
-	inFlight  bool
-	outcomes  []Outcome
-	hits      []kvblock.BlockID
-	short     bool // the last admit failed for want of blocks
+	// slotSeq[i] is the seq (Add's stamp) of the request whose fixed
+	// fields (Req, Sampling, NumPromptTokens, Adapter) batch.Seqs[i]
+	// holds, over the slice's whole capacity: a request that keeps its
+	// place from one step to the next has only its moving fields written.
+	slotSeq  []uint64
+	inFlight bool
+	outcomes []Outcome
+	hits     []kvblock.BlockID
+	short    bool // the last admit failed for want of blocks
 	// loras are the distinct adapters running (MaxLoRAs), and passed the
 	// waiting requests a Schedule passed over for want of an adapter
 	// slot; scratch of Schedule.
@@ -597,18 +602,27 @@ func (s *Scheduler) admit(r *Request, budget *int) bool {
 }
 
 func (s *Scheduler) add(r *Request, n int) {
-	s.batch.Seqs = append(s.batch.Seqs, model.Seq{
-		Req:      r.ID,
-		Tokens:   r.Tokens,
-		Start:    r.NumComputed,
-		Count:    n,
-		Blocks:   s.pool.Blocks(r.Hold),
-		Sample:   r.NumComputed+n == len(r.Tokens),
-		Sampling: r.Sampling,
-
-		NumPromptTokens: r.NumPromptTokens,
-		Adapter:         r.Extras.Adapter,
-	})
+	i := len(s.batch.Seqs)
+	if i < cap(s.batch.Seqs) {
+		s.batch.Seqs = s.batch.Seqs[:i+1]
+	} else {
+		s.batch.Seqs = append(s.batch.Seqs, model.Seq{})
+		s.slotSeq = append(s.slotSeq, make([]uint64, cap(s.batch.Seqs)-len(s.slotSeq))...)
+	}
+	seq := &s.batch.Seqs[i]
+	if s.slotSeq[i] != r.seq {
+		// Another request had this place: write the fields a request
+		// keeps for its life (a Sampling is large, and a copy with
+		// pointers costs write barriers while the GC runs).
+		*seq = model.Seq{Req: r.ID, Sampling: r.Sampling, NumPromptTokens: r.NumPromptTokens, Adapter: r.Extras.Adapter}
+		s.slotSeq[i] = r.seq
+	}
+	seq.Tokens = r.Tokens
+	seq.Start = r.NumComputed
+	seq.Count = n
+	seq.Blocks = s.pool.Blocks(r.Hold)
+	seq.Sample = r.NumComputed+n == len(r.Tokens)
+	seq.Mask = nil
 	s.batchReqs = append(s.batchReqs, r)
 	r.inBatch = true
 	if r.NumComputed < r.NumPromptTokens && r.NumPreemptions > 0 {
