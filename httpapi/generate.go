@@ -271,7 +271,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	// or refuses it then (recv): one wake-up less than waiting for the
 	// answer first. Nothing is written before, so a refusal is still a
 	// plain HTTP error.
-	st := s.eng.Start(&c.req, node.SubmitOptions{FinishedOnly: !c.stream && c.det == nil})
+	st := s.eng.Start(&c.req, node.SubmitOptions{FinishedOnly: !c.stream && c.det == nil, Buf: c.outs})
+	c.outs = nil // the stream's until Recv returns it
 	if c.stream {
 		s.serveStream(w, r, c, st)
 	} else {

@@ -19,6 +19,11 @@ type SubmitOptions struct {
 	// token for consumers that need no early look at the tokens (a
 	// non-streaming response without stop strings).
 	FinishedOnly bool
+	// Buf, if it has room, takes the stream's first outputs, saving the
+	// stream an allocation: a consumer that pools its buffers passes one
+	// here (then nil as Recv's first spare). The stream owns it from the
+	// call on; the first Recv that returns outputs returns it.
+	Buf []engine.Output
 }
 
 // enqueue adds m to the inbox and wakes the loop. It reports false if the
@@ -102,6 +107,7 @@ func (n *Node) newStream(req *engine.Request, opt SubmitOptions, async bool) *St
 		async:        async,
 		bufHint:      hint,
 		notify:       make(chan struct{}, 1),
+		pend:         opt.Buf[:0],
 	}
 }
 
