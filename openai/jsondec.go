@@ -199,6 +199,24 @@ func readBool(b []byte, i int) (bool, int) {
 // never.
 func eachElement(b []byte, i int, f func(i int) int) int { return eachItem(b, i, '[', ']', f) }
 
+// countElements counts the elements of the array that starts at b[0],
+// without checking it: on invalid JSON the count is only a guess, so it
+// serves as a capacity, not as a length.
+func countElements(b []byte) int {
+	n := 0
+	for i := skipSpace(b, 1); i < len(b) && b[i] != ']'; n++ {
+		j := skipSpace(b, skipValue(b, i))
+		if j < len(b) && b[j] == ',' {
+			j = skipSpace(b, j+1)
+		}
+		if j <= i { // not an element: stop guessing
+			break
+		}
+		i = j
+	}
+	return n
+}
+
 // eachField calls f with each member of the object at b[i]: its key, and
 // the index of its value (space skipped); f returns the index past the
 // value, or -1 to stop. It returns the index past the object, or -1. A key
@@ -283,7 +301,10 @@ func readStrings(b []byte, i int) ([]string, int) { return readArray(b, i, readS
 // readArray reads an array of T as encoding/json decodes it into a nil
 // []T: null elements are T's zero value, [] is empty and not nil.
 func readArray[T any](b []byte, i int, read func([]byte, int) (T, int)) ([]T, int) {
-	out := []T{}
+	if i >= len(b) || b[i] != '[' {
+		return nil, -1
+	}
+	out := make([]T, 0, countElements(b[i:]))
 	end := eachElement(b, i, func(i int) int {
 		var v T
 		end := setVal(&v, b, i, read)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"unicode/utf8"
 )
 
 // BlockIDsForm records how remote_block_ids was written, so it is written
@@ -125,9 +124,12 @@ func parseKVTransferParams(raw json.RawMessage, valid bool) (*KVTransferParams, 
 			return
 		}
 		key := rawKey[1 : len(rawKey)-1]
-		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) { // as written is not as meant
-			k, _ := readString(rawKey, 0) // valid: Valid checked it
-			key = []byte(k)
+		for _, c := range key {
+			if !plainASCII[c] { // an escape or UTF-8, perhaps invalid: as written may not be as meant
+				k, _ := readString(rawKey, 0) // valid: Valid checked it
+				key = []byte(k)
+				break
+			}
 		}
 		e = p.setField(key, raw[start:end])
 	})

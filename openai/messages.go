@@ -30,7 +30,7 @@ func parseMessages(raw json.RawMessage) ([]ChatMessage, *Error) {
 	if raw[0] != '[' {
 		return nil, BadRequest("messages", "messages must be an array of message objects")
 	}
-	var msgs []ChatMessage
+	msgs := make([]ChatMessage, 0, countElements(raw))
 	var e *Error
 	eachElement(raw, 0, func(i int) int {
 		var m ChatMessage
@@ -61,9 +61,11 @@ func parseMessage(n int, b []byte, i int) (ChatMessage, int, *Error) {
 	var m rawMessage
 	end := m.decode(b, i)
 	if end < 0 { // left to encoding/json
-		m = rawMessage{}
 		end = valueEnd(b, i, messageDepth)
-		if err := json.Unmarshal(b[i:end], &m); err != nil {
+		fresh := new(rawMessage) // so that m need not live on the heap
+		err := json.Unmarshal(b[i:end], fresh)
+		m = *fresh
+		if err != nil {
 			param := messageParam(n)
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field != "" {

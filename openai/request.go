@@ -713,7 +713,7 @@ func parsePrompts(raw json.RawMessage) (Prompt, []Prompt, *Error) {
 // readTokenBatch reads raw, a valid array, as encoding/json decodes it into
 // a nil [][]int32: a null element is a nil list.
 func readTokenBatch(raw []byte) ([][]int32, int) {
-	var batch [][]int32
+	batch := make([][]int32, 0, countElements(raw))
 	end := eachElement(raw, 0, func(i int) int {
 		if isLiteral(raw, i, "null") {
 			batch = append(batch, nil)

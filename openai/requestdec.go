@@ -56,8 +56,11 @@ func decodeCompletion(body []byte, raw *rawCompletion) (odd bool, e *Error) {
 	if end >= 0 && skipSpace(body, end) == len(body) {
 		return odd, nil
 	}
-	*raw = rawCompletion{}
-	return true, decodeBody(body, raw)
+	// A fresh value for encoding/json, so raw need not live on the heap.
+	fresh := new(rawCompletion)
+	e = decodeBody(body, fresh)
+	*raw = *fresh
+	return true, e
 }
 
 // decodeChat is decodeCompletion for chat.
@@ -79,8 +82,11 @@ func decodeChat(body []byte, raw *rawChat) (odd bool, e *Error) {
 	if end >= 0 && skipSpace(body, end) == len(body) {
 		return odd, nil
 	}
-	*raw = rawChat{}
-	return true, decodeBody(body, raw)
+	// A fresh value for encoding/json, so raw need not live on the heap.
+	fresh := new(rawChat)
+	e = decodeBody(body, fresh)
+	*raw = *fresh
+	return true, e
 }
 
 // member decodes the member key of a rawCommon, its value at b[i]. It
