@@ -141,7 +141,7 @@ type Node struct {
 	done chan struct{} // closed when Run returns
 
 	// Run-owned state.
-	streams     map[uint64]*Stream // open streams, by core id (Output.Req)
+	streams     streamTable        // open streams, by core id (Output.Req)
 	byInternal  map[uint64]*Stream // streams not yet scheduled, by core id
 	touched     []*Stream
 	idleWaiters []chan struct{}
@@ -209,7 +209,7 @@ func New(core *engine.Core, exec model.Executor, cfg Config) *Node {
 		onLeases:   cfg.OnLeaseEvents,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
-		streams:    make(map[uint64]*Stream),
+		streams:    newStreamTable(),
 		byInternal: make(map[uint64]*Stream),
 	}
 	lc := engine.LoopConfig{MaxReadStreams: cfg.MaxReadStreams, Logger: log}
@@ -428,8 +428,8 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 			s := m.stream
 			if res == engine.Accepted {
 				s.added = true
-				n.streams[internal] = s
 				s.internal = internal
+				n.streams.put(internal, s)
 				n.byInternal[internal] = s
 			}
 			n.answerAdd(s, res)
@@ -508,7 +508,7 @@ func (n *Node) answerAdd(s *Stream, res engine.AddResult) {
 func (n *Node) route(outs []engine.Output) {
 	for i := range outs {
 		o := &outs[i]
-		s := n.streams[o.Req]
+		s := n.streams.get(o.Req)
 		if s == nil {
 			continue // not submitted through this node
 		}
@@ -523,7 +523,7 @@ func (n *Node) route(outs []engine.Output) {
 			if o.Grant != nil {
 				s.lease = o.Grant.Lease
 			}
-			delete(n.streams, o.Req)
+			n.streams.del(o.Req)
 			delete(n.byInternal, s.internal)
 		}
 		if (!s.finishedOnly || o.Finished) && !s.touched {
@@ -582,7 +582,7 @@ func (n *Node) noteScheduled(now clock.Instant, b *model.Batch) {
 
 func (n *Node) snapshot(now clock.Instant) engine.NodeStats {
 	st := n.loop.Stats(now)
-	st.Streams = len(n.streams)
+	st.Streams = n.streams.len()
 	return st
 }
 
@@ -612,7 +612,7 @@ func (n *Node) shutdown() {
 		}
 	}
 	n.handle(now, msgs)
-	live := len(n.streams)
+	live := n.streams.len()
 	n.route(n.loop.Shutdown(now, graceful))
 	if n.tr != nil {
 		if graceful {
