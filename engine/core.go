@@ -168,11 +168,10 @@ type Core struct {
 	vocab       *constrain.Vocab
 	constrained int
 	byID        map[uint64]*request
+	slots       []*request // byID's direct-mapped front (ids.go)
 	byExt       map[string]*request
 	recent      recentSet
-	// adapters counts the live requests with a LoRA adapter (Stats lists
-	// their names only when there are some).
-	adapters int
+	adapters    int // live requests with a LoRA adapter (Stats lists their names only when there are some)
 
 	producer *xfer.Producer       // P side, nil without transfer or as decoder
 	consumer *xfer.Consumer       // D side, nil without transfer or as prefill
@@ -234,6 +233,7 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 		sched:         sched.New(cfg.Sched, pool),
 		rng:           rng,
 		byID:          make(map[uint64]*request),
+		slots:         make([]*request, requestSlots),
 		byExt:         make(map[string]*request),
 		recent:        newRecentSet(cfg.RecentFinished),
 		vocab:         cfg.Vocab,
@@ -378,7 +378,7 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 		return RejectedQueueFull
 	}
 	c.constrain(r, in.Grammar) // once accepted: finish undoes it
-	c.byID[r.ID] = r
+	c.putReq(r)
 	if !in.Adapter.IsBase() {
 		c.adapters++
 	}
@@ -569,7 +569,7 @@ func (c *Core) drainConsumer(now clock.Instant) {
 // the step finished.
 func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 	for _, o := range c.sched.Update(res) {
-		r := c.byID[o.Req.ID]
+		r := c.lookup(o.Req.ID)
 		if o.PromptLogprobs != nil {
 			r.addPromptLogprobs(o.PromptLogprobs)
 		}
@@ -689,7 +689,7 @@ func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
 		c.offload.Finished(r.ID, nil, nil, 0)
 	}
 	r.loading = false
-	delete(c.byID, r.ID)
+	c.delReq(r)
 	if !r.Extras.Adapter.IsBase() {
 		c.adapters--
 	}
