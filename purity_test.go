@@ -54,6 +54,7 @@ var edge = map[string]bool{
 	"cmd/kvlease":     true,
 	"httpapi":         true,
 	"h1":              true, // the HTTP/1.1 server
+	"h1/h1test":       true,
 	"metrics":         true,
 	"proxy":           true,
 	"transport/tcp":   true,

@@ -197,6 +197,8 @@ func (c *conn) serve() {
 	var se *statusError
 	if errors.As(err, &se) {
 		c.refuse(se)
+	} else if err == errBodyLeft {
+		c.linger()
 	}
 	c.close()
 }
@@ -215,6 +217,10 @@ func (c *conn) close() {
 // errClose ends a connection after an exchange that leaves it unusable
 // or asked to close it.
 var errClose = errors.New("h1: connection closes")
+
+// errBodyLeft ends a connection whose request body was not read to its
+// end: the client may still be sending it.
+var errBodyLeft = errors.New("h1: request body left unread")
 
 // readHead returns the next request's head text. The first request has
 // ReadHeaderTimeout from the connection's start; later ones wait up to
@@ -350,7 +356,12 @@ func (c *conn) serveOne(first bool) error {
 	c.mu.Unlock()
 	cancel()
 	w.finish()
-	if w.closeAfter || c.werr != nil {
+	switch {
+	case c.werr != nil:
+		return errClose
+	case w.bodyLeft:
+		return errBodyLeft
+	case w.closeAfter:
 		return errClose
 	}
 	return nil
@@ -382,20 +393,34 @@ func (c *conn) runHandler(w *response, r *http.Request) (ok bool) {
 func (c *conn) refuse(se *statusError) {
 	c.srv.logger().Debug("h1: request refused", "peer", c.remoteAddr, "status", se.code, "reason", se.reason)
 	text := http.StatusText(se.code)
-	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%d %s: %s",
-		se.code, text, len(fmt.Sprintf("%d %s: %s", se.code, text, se.reason)), se.code, text, se.reason)
-	if _, err := c.nc.Write([]byte(msg)); err != nil {
+	body := fmt.Sprintf("%d %s: %s", se.code, text, se.reason)
+	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		se.code, text, len(body), body)
+	if _, err := c.nc.Write([]byte(msg)); err == nil {
+		c.linger()
+	}
+}
+
+// lingerDelay bounds how long a connection that closes with input unread
+// still reads (net/http's rstAvoidanceDelay).
+const lingerDelay = 500 * time.Millisecond
+
+// linger stops writing, then reads and drops what the client still sends
+// until it closes or for lingerDelay: closing a socket with unread input
+// resets the connection, and the client's system may then drop the
+// answer before the client reads it (a 413 to a body too large, a 400).
+func (c *conn) linger() {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok {
 		return
 	}
-	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
-		c.mu.Lock()
-		c.drain, c.in = true, nil
-		c.cond.Broadcast()
-		c.mu.Unlock()
-		cw.CloseWrite()
-		c.nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		<-c.readerDone
-	}
+	c.mu.Lock()
+	c.drain, c.in = true, nil
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	cw.CloseWrite()
+	c.nc.SetReadDeadline(time.Now().Add(lingerDelay))
+	<-c.readerDone
 }
 
 // discardBody reads and drops what the handler left of the request's

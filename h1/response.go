@@ -28,7 +28,7 @@ type response struct {
 	declared    int64 // the handler's Content-Length, -1 without
 	written     int64
 	done        bool // the handler returned
-	sentCont    bool // 100 Continue was sent
+	bodyLeft    bool // the request body was not read to its end
 }
 
 // pendBytes is how much of a body is held before the head is written:
@@ -179,7 +179,6 @@ func (w *response) sendContinue() {
 	if w.committed || w.done || c.werr != nil {
 		return
 	}
-	w.sentCont = true
 	if _, err := c.nc.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
 		c.werr = err
 	}
@@ -193,12 +192,11 @@ func (w *response) finish() {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.committed {
-		if !c.discardBody(w.body) {
-			w.closeAfter = true
-		}
+		w.bodyLeft = !c.discardBody(w.body)
+		w.closeAfter = w.closeAfter || w.bodyLeft
 		w.commit(true)
 	} else if !c.discardBody(w.body) {
-		w.closeAfter = true
+		w.bodyLeft, w.closeAfter = true, true
 	}
 	w.done = true
 	if w.chunked {

@@ -347,4 +347,15 @@ func TestMaxBytesReader(t *testing.T) {
 	if resp, _ := p.answer("GET"); resp.StatusCode != 500 {
 		t.Fatal("the request after the cut body:", resp.StatusCode)
 	}
+	// A body far over the limit: the connection closes, but only after
+	// the client could read the 413 (no reset while it still sends).
+	c := &http.Client{Timeout: testWait}
+	resp, err := c.Post("http://"+addr+"/", "text/plain", strings.NewReader(strings.Repeat("b", 8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 || !resp.Close {
+		t.Fatal(resp.StatusCode, resp.Close)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvlease/kvlease/h1/h1test"
 )
 
 // benchEngines are minimal instant engines: P answers with fixed
@@ -76,7 +78,7 @@ func BenchmarkProxy(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					srv := httptest.NewServer(px)
+					srv := h1test.NewServer(px)
 					b.Cleanup(srv.Close)
 					url = srv.URL
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/h1"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/proxy/route"
 )
@@ -216,11 +217,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // engines) and returns once every handler has returned. The error is nil
 // after a shutdown, or the server's error.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	srv := &http.Server{
+	srv := &h1.Server{
 		Handler:           p,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		Logger:            p.log,
 	}
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	scraped := make(chan struct{})

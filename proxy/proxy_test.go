@@ -9,20 +9,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kvlease/kvlease/h1/h1test"
 	"github.com/kvlease/kvlease/proxy/route"
 )
 
 type rig struct {
 	t   *testing.T
 	p   *Proxy
-	srv *httptest.Server
+	srv *h1test.Server
 	pre []*fakeEngine
 	dec []*fakeEngine
 }
@@ -50,7 +50,7 @@ func newRig(t *testing.T, nP, nD int, tweak func(*Config)) *rig {
 		t.Fatal(err)
 	}
 	r.p = p
-	r.srv = httptest.NewServer(p)
+	r.srv = h1test.NewServer(p)
 	t.Cleanup(func() {
 		r.srv.Close()
 		p.Close()

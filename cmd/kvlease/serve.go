@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/h1"
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/kvevents"
@@ -428,7 +428,7 @@ type engineServer struct {
 	log  *slog.Logger
 	node *node.Node
 	api  *httpapi.Server
-	http *http.Server
+	http *h1.Server
 	ln   net.Listener
 	tr   *tcp.Transport
 	set  *tier.Set // offload tiers, nil without; the node closes them when it runs
@@ -555,12 +555,12 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		es.close()
 		return nil, err
 	}
-	es.http = &http.Server{
+	es.http = &h1.Server{
 		Handler:           es.api,
 		ReadHeaderTimeout: 30 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 		IdleTimeout:       5 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		Logger:            log,
 	}
 	es.urlStr = "http://" + ln.Addr().String()
 	return es, nil

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/h1/h1test"
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
@@ -114,7 +114,7 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(api)
+	ts := h1test.NewServer(api)
 	e := &testEngine{node: node, tr: tr, url: ts.URL}
 	var once bool
 	e.stop = func() {

@@ -1,9 +1,9 @@
 package pdscen
 
 import (
-	"net/http/httptest"
 	"testing"
 
+	"github.com/kvlease/kvlease/h1/h1test"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -27,7 +27,7 @@ func newProxy(t *testing.T, p *engine, ds ...*engine) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(px)
+	ts := h1test.NewServer(px)
 	t.Cleanup(func() { ts.Close(); px.Close() })
 	return ts.URL + "/v1/completions"
 }

@@ -68,24 +68,24 @@ func rawPrefillRequest(id, prompt string, size int) ([]byte, string) {
 // so the response carrying the lease token is never delivered: P frees at
 // once with reason undelivered (no abort needed, no double free, no crash).
 //
-// How the test makes that deterministic. A Go HTTP server notices a
-// client's disconnect in two ways: a background read of the connection,
-// started once the request body is consumed, which cancels the request's
-// context on EOF or reset — P would then abort the request while it
-// prefills (S3, no lease); or a failed write of the response. The client
-// here (1) sends the request and one extra byte, the start of a pipelined
-// request, in one write, the request being exactly 4096 bytes so that the
-// server's 4 KiB read buffer takes the request and leaves the extra byte in
-// the socket; the background read then consumes that byte, takes it for a
-// pipelined request and stops watching the connection (net/http does not
-// cancel contexts on pipelined requests). (2) Once P shows the request
-// waiting in its queue (P runs --max-num-seqs 1 and a long request is
-// ahead of it), the client closes with SO_LINGER 0, which sends a reset at
-// once. (3) The test aborts the long request; P prefills (its request's
-// context stays alive), finishes, grants the lease, writes the response to
-// the reset socket, gets an error, and reports the response undelivered:
-// released{undelivered} = 1, every block free. The reset precedes the
-// prefill whatever the machine's speed.
+// How the test makes that deterministic. kvlease's HTTP server (package
+// h1) notices a client's disconnect in two ways: its reader, which reads
+// the connection all the time, gets EOF or a reset and cancels the
+// request's context — P would then abort the request while it prefills
+// (S3, no lease); or a failed write of the response. The reader reads
+// ahead at most 64 KiB of what follows a request (a pipelined request),
+// then stops until the handler is done, and with it stops watching the
+// connection. The client here (1) sends the request and, in the same
+// write, the start of a pipelined request longer than that read-ahead, so
+// the server's reader stops with bytes still in the socket. (2) Once P
+// shows the request waiting in its queue (P runs --max-num-seqs 1 and a
+// long request is ahead of it), the client closes with SO_LINGER 0, which
+// sends a reset at once. (3) The test aborts the long request; P
+// prefills (its request's context stays alive), finishes, grants the
+// lease, writes the response to the reset socket, gets an error, and
+// reports the response undelivered: released{undelivered} = 1, every
+// block free. The reset precedes the prefill whatever the machine's
+// speed.
 //
 // Closing with a FIN instead (a plain close) would not do: a write to a
 // peer that only sent a FIN succeeds, so P would count the response as
@@ -99,15 +99,16 @@ func rawPrefillRequest(id, prompt string, size int) ([]byte, string) {
 func TestE2ES04AbortAfterFinishUndelivered(t *testing.T) {
 	skipShort(t)
 	p := startP(t, "--max-num-seqs", "1")
-	const bufferBytes = 4096 // net/http's bufio.Reader size on a server connection
-	req, prompt := rawPrefillRequest("s04", pdPrompt+" ", bufferBytes)
+	req, prompt := rawPrefillRequest("s04", pdPrompt+" ", 4096)
+	// More than h1's 64 KiB read-ahead and its 16 KiB read.
+	pipelined := "GET /health HTTP/1.1\r\nX-Filler: " + strings.Repeat("f", 160<<10)
 	b := startBlocker(t, p, "s04-blocker", 8000)
 
 	c, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Write(append(req, 'G')); err != nil {
+	if _, err := c.Write(append(req, pipelined...)); err != nil {
 		t.Fatal(err)
 	}
 	mustWait(t, "P to queue the prefill leg behind the blocker", func() bool {
