@@ -84,15 +84,18 @@ func checkDecodeCompletion(t *testing.T, body []byte) {
 	EachMember(got.KVTransferParams, func(rawKey []byte, start, end int) {
 		v := got.KVTransferParams[start:end]
 		key := []byte("k")
-		s, e := parseID(key, v)
+		s, e := kvRead(t, body, v, parseID)
 		ws, we := refParseID(kvFieldParam(key), v)
 		same(t, body, "kv string", s, ws, e, we)
-		n, e := parseCount(key, v, 1<<40)
+		n, e := kvRead(t, body, v, func(key, b []byte, i int) (int64, int, *Error) { return parseCount(key, b, i, 1<<40) })
 		wn, we := refParseCount(kvFieldParam(key), v, 1<<40)
 		same(t, body, "kv count", n, wn, e, we)
-		ids, form, e := parseBlockIDs(key, v)
+		ids, e := kvRead(t, body, v, func(key, b []byte, i int) ([]any, int, *Error) {
+			ids, form, end, e := parseBlockIDs(key, b, i)
+			return []any{ids, form}, end, e
+		})
 		wids, wform, we := refParseBlockIDs(kvFieldParam(key), v)
-		same(t, body, "kv block ids", []any{ids, form}, []any{wids, wform}, e, we)
+		same(t, body, "kv block ids", ids, []any{wids, wform}, e, we)
 	})
 	if got.Logprobs != nil && !isNull(got.Logprobs) {
 		k, end := readGoInt(got.Logprobs, 0)
@@ -142,6 +145,17 @@ func decodeBoth[T any](t *testing.T, body []byte, decode func([]byte, *T) (bool,
 		}
 	}
 	return got, want, true
+}
+
+// kvRead reads v, a kv_transfer_params value, with read, which must read
+// all of it when it accepts it.
+func kvRead[T any](t *testing.T, body, v []byte, read func(key, b []byte, i int) (T, int, *Error)) (T, *Error) {
+	t.Helper()
+	x, end, e := read([]byte("k"), v, 0)
+	if e == nil && end != len(v) {
+		t.Fatalf("%q: read %q up to %d", body, v, end)
+	}
+	return x, e
 }
 
 func same(t *testing.T, body []byte, what string, got, want any, e, we *Error) {
