@@ -270,17 +270,23 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // tokenByte reports whether c may appear in a token (RFC 9110 tchar): a
 // method, a header name.
-func tokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+func tokenByte(c byte) bool { return tokenTable[c] }
+
+var tokenTable = func() (t [256]bool) {
+	for c := range 256 {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+			t[c] = true
+		case strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0:
+			t[c] = true
+		}
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	return t
+}()
 
 func validToken(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if !tokenByte(s[i]) {
+		if !tokenTable[s[i]] {
 			return false
 		}
 	}

@@ -8,13 +8,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/h1/h1test"
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/node"
@@ -100,7 +100,7 @@ func slowProfile() synth.Profile {
 	return p
 }
 
-// newServer serves eng on a loopback httptest server.
+// newServer serves eng on a loopback server, as kvlease serve does (h1).
 func newServer(t testing.TB, eng Engine, mut func(*Config)) (*Server, string) {
 	t.Helper()
 	cfg := Config{ModelName: testModel, Version: "test"}
@@ -111,7 +111,7 @@ func newServer(t testing.TB, eng Engine, mut func(*Config)) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s)
+	ts := h1test.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts.URL
 }
