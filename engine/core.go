@@ -466,10 +466,9 @@ func (c *Core) DeliveredLease(now clock.Instant, lease wire.LeaseID, ok bool) {
 	}
 }
 
-// Step schedules the next batch if none is executing, and returns it with
-// the outputs and events produced since the previous Step.
-func (c *Core) Step(now clock.Instant) Ready {
-	var rd Ready
+// step is Step into rd (step.go).
+func (c *Core) step(now clock.Instant, rd *Ready) {
+	*rd = Ready{}
 	if c.producer != nil {
 		if c.stopping && now >= c.drainDeadline && !c.leasesEnded {
 			// The drain deadline: leases nobody read in time end now
@@ -529,7 +528,6 @@ func (c *Core) Step(now clock.Instant) Ready {
 		c.consumerActions = nil
 	}
 	rd.Transfers, c.transfers = c.transfers, nil
-	return rd
 }
 
 // drainConsumer moves the consumer's finished pulls into the scheduler (or

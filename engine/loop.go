@@ -98,6 +98,7 @@ type Loop struct {
 	maxReads int
 
 	res      model.StepResult
+	rd       Ready // the core's last Step (StepInto)
 	inFlight bool
 	due      clock.Instant // when the step in flight completes
 
@@ -176,14 +177,15 @@ func (l *Loop) Turn(now clock.Instant) Turn {
 		l.inFlight = false
 		l.moved = true
 	}
-	rd := l.core.Step(now)
+	rd := &l.rd
+	l.core.StepInto(now, rd)
 	t := Turn{Outputs: rd.Outputs, Transfers: rd.Transfers, Events: rd.Events, LeaseEvents: rd.LeaseEvents}
 	if len(rd.Outputs)+len(rd.Transfers)+len(rd.Events)+len(rd.LeaseEvents)+len(rd.Messages)+len(rd.Reads)+
 		len(rd.Actions)+len(rd.Stores)+len(rd.Loads) > 0 {
 		l.moved = true
 	}
-	l.transfer(now, &rd)
-	t.Again = l.copy(now, &rd)
+	l.transfer(now, rd)
+	t.Again = l.copy(now, rd)
 	if rd.Batch != nil {
 		l.exec.Execute(rd.Batch, &l.res)
 		l.due = now.Add(l.res.Duration)
