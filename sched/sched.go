@@ -722,7 +722,7 @@ func (s *Scheduler) Update(res *model.StepResult) []Outcome {
 		seq := &s.batch.Seqs[i]
 		r.NumComputed += seq.Count
 		s.cacheFull(r)
-		o := Outcome{Req: r, Token: model.NoToken}
+		o := s.nextOutcome(r)
 		if seq.Sampling.PromptLogprobs && i < len(res.PromptLogprobs) && len(res.PromptLogprobs[i].Entries) > 0 {
 			o.PromptLogprobs = &res.PromptLogprobs[i]
 		}
@@ -741,11 +741,10 @@ func (s *Scheduler) Update(res *model.StepResult) []Outcome {
 				r.status = st
 				o.Finished = st
 				finished = true
-			} else {
+			} else if len(r.Tokens) >= (len(r.Hashes)+1)*s.bs { // a block just filled
 				r.Hashes = kvblock.AppendHashes(r.Hashes, r.Tokens, s.bs, r.Extras)
 			}
 		}
-		s.outcomes = append(s.outcomes, o)
 	}
 	if finished {
 		j := 0
