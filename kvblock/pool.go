@@ -225,15 +225,29 @@ func (p *Pool) NewHold(k HoldKind, owner uint64) HoldID {
 }
 
 func (p *Pool) hold(id HoldID) *hold {
-	i := id.index()
-	if i < 0 || i >= len(p.holds) {
-		panic(fmt.Sprintf("kvblock: hold %#x does not exist", uint64(id)))
+	// uint(index): an index of -1 (the zero HoldID) fails the bound.
+	i := uint(id.index())
+	if i < uint(len(p.holds)) {
+		if h := &p.holds[i]; h.live && h.gen == id.gen() {
+			return h
+		}
 	}
-	h := &p.holds[i]
-	if !h.live || h.gen != id.gen() {
-		panic(fmt.Sprintf("kvblock: hold %#x is not live (released twice or used after release)", uint64(id)))
+	panic(holdError{id, i < uint(len(p.holds))})
+}
+
+// holdError is hold's panic for an id that names no live hold; it is
+// formatted only when printed, so that hold stays small enough to be
+// inlined in Blocks and Len, which every step calls.
+type holdError struct {
+	id     HoldID
+	exists bool
+}
+
+func (e holdError) Error() string {
+	if !e.exists {
+		return fmt.Sprintf("kvblock: hold %#x does not exist", uint64(e.id))
 	}
-	return h
+	return fmt.Sprintf("kvblock: hold %#x is not live (released twice or used after release)", uint64(e.id))
 }
 
 // Live reports whether id names a live hold.
