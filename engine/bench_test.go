@@ -14,7 +14,14 @@ import (
 // request) when a zero-latency model steps back to back with two requests
 // live, as a served engine of issue 16's load runs (about 2.3 sequences a
 // step): 16-token prompts, 16 output tokens, an executor that does nothing.
-func BenchmarkLoopSmallBatch(b *testing.B) {
+func BenchmarkLoopSmallBatch(b *testing.B) { benchLoop(b, 2) }
+
+// BenchmarkLoopOneSeq is the same with one request live: every step is
+// one sequence's, as a served engine runs when its HTTP side cannot keep
+// it busier (about 1.1 sequences a step measured under load).
+func BenchmarkLoopOneSeq(b *testing.B) { benchLoop(b, 1) }
+
+func benchLoop(b *testing.B, live int) {
 	core := NewCore(Config{
 		Pool:        kvblock.Config{NumBlocks: 4096, BlockSizeTokens: 16},
 		Sched:       sched.DefaultConfig(),
@@ -22,7 +29,7 @@ func BenchmarkLoopSmallBatch(b *testing.B) {
 	}, rand.New(rand.NewPCG(1, 2)))
 	l := NewLoop(core, stepExec{}, LoopConfig{})
 	prompt := make([]int32, 16)
-	reqs := make([]Request, 2)
+	reqs := make([]Request, live)
 	ids := make([]string, 1<<16)
 	for i := range ids {
 		ids[i] = strconv.Itoa(i)
