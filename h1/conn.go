@@ -78,7 +78,7 @@ var errIdleClosed = errors.New("h1: server shutting down")
 // cancels the running request: the client is gone.
 func (c *conn) readLoop() {
 	defer close(c.readerDone)
-	chunk := make([]byte, readChunkBytes)
+	chunk := make([]byte, firstChunkBytes)
 	for {
 		n, err := c.nc.Read(chunk)
 		c.mu.Lock()
@@ -106,6 +106,9 @@ func (c *conn) readLoop() {
 			c.cond.Wait()
 		}
 		c.mu.Unlock()
+		if n == len(chunk) && n < readChunkBytes {
+			chunk = make([]byte, readChunkBytes) // a body or a stream of requests
+		}
 	}
 }
 
@@ -164,6 +167,9 @@ func (c *conn) more() error {
 	if c.r == len(c.buf) {
 		c.buf, c.in = c.in, c.buf[:0]
 		c.r = 0
+		if cap(c.in) > maxKeptBytes {
+			c.in = nil // after a long head or body
+		}
 	} else {
 		n := copy(c.buf, c.buf[c.r:])
 		c.buf = append(c.buf[:n], c.in...)
@@ -234,6 +240,9 @@ func (c *conn) readHead(first bool) (string, error) {
 		dead = time.Now().Add(c.srv.ReadHeaderTimeout)
 	}
 	limit := c.srv.maxHeadBytes()
+	if c.r == len(c.buf) && cap(c.buf) > maxKeptBytes {
+		c.buf, c.r = nil, 0 // after a long head or body
+	}
 	for {
 		b := c.buf[c.r:]
 		if c.lastPost && scan == 0 {

@@ -270,6 +270,9 @@ func (c *conn) flushWire() {
 		}
 	}
 	c.wbuf = c.wbuf[:0]
+	if cap(c.wbuf) > maxKeptBytes {
+		c.wbuf = make([]byte, 0, 4096) // after a long head
+	}
 }
 
 // now is the Date header's value, formatted once a second.

@@ -48,8 +48,16 @@ const maxPostHandlerReadBytes = 256 << 10
 // it the connection is not read until the handler takes some.
 const maxPendingBytes = 64 << 10
 
-// readChunkBytes is the size of one read from a connection.
-const readChunkBytes = 16 << 10
+// readChunkBytes is the size of one read from a connection once a read
+// filled a buffer of firstChunkBytes: a connection that only sends short
+// requests keeps a small buffer.
+const (
+	firstChunkBytes = 4 << 10
+	readChunkBytes  = 16 << 10
+)
+
+// maxKeptBytes bounds the buffers a connection keeps between requests.
+const maxKeptBytes = 64 << 10
 
 func (s *Server) maxHeadBytes() int {
 	if s.MaxHeaderBytes > 0 {
