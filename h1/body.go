@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"sync"
@@ -129,7 +130,7 @@ func (b *body) readChunked(p []byte) (n int, err error) {
 		buf := b.src.buffered()
 		switch b.state {
 		case chunkLine:
-			i := indexByte(buf, '\n')
+			i := bytes.IndexByte(buf, '\n')
 			if i < 0 {
 				if len(buf) >= maxChunkLineBytes {
 					return n, errChunkLineTooLong
@@ -183,7 +184,7 @@ func (b *body) readChunked(p []byte) (n int, err error) {
 			b.state = chunkLine
 			continue
 		case chunkTrail:
-			i := indexByte(buf, '\n')
+			i := bytes.IndexByte(buf, '\n')
 			if i < 0 {
 				if b.trailer+len(buf) > maxTrailerBytes {
 					return n, errTrailer
@@ -219,7 +220,7 @@ func chunkSize(line []byte) (int64, error) {
 		return 0, errChunkMalformed
 	}
 	line = line[:len(line)-2]
-	if indexByte(line, '\r') >= 0 {
+	if bytes.IndexByte(line, '\r') >= 0 {
 		return 0, errChunkMalformed
 	}
 	var size uint64
@@ -258,7 +259,7 @@ func validTrailerLine(line []byte) bool {
 	if len(line) == 0 {
 		return true
 	}
-	colon := indexByte(line, ':')
+	colon := bytes.IndexByte(line, ':')
 	if colon <= 0 {
 		return false
 	}

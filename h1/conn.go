@@ -171,9 +171,12 @@ func (c *conn) more() error {
 			c.in = nil // after a long head or body
 		}
 	} else {
-		n := copy(c.buf, c.buf[c.r:])
-		c.buf = append(c.buf[:n], c.in...)
-		c.in, c.r = c.in[:0], 0
+		if c.r > 0 { // what is left is short: more is called when the input is used up, or ends within a line
+			n := copy(c.buf, c.buf[c.r:])
+			c.buf, c.r = c.buf[:n], 0
+		}
+		c.buf = append(c.buf, c.in...)
+		c.in = c.in[:0]
 	}
 	if full {
 		c.cond.Broadcast()
@@ -232,7 +235,7 @@ var errBodyLeft = errors.New("h1: request body left unread")
 // ReadHeaderTimeout from the connection's start; later ones wait up to
 // IdleTimeout for their first byte, then ReadHeaderTimeout from it.
 func (c *conn) readHead(first bool) (string, error) {
-	scan := 0
+	var scan headScan
 	var started bool
 	var dead time.Time // the deadline of the wait for more
 	if first && c.srv.ReadHeaderTimeout > 0 {
@@ -245,7 +248,7 @@ func (c *conn) readHead(first bool) (string, error) {
 	}
 	for {
 		b := c.buf[c.r:]
-		if c.lastPost && scan == 0 {
+		if c.lastPost && scan.pos == 0 {
 			// RFC 9112 2.2's tolerance for a CRLF after a POST body.
 			i := 0
 			for i < len(b) && i < 4 && (b[i] == '\r' || b[i] == '\n') {
@@ -255,12 +258,12 @@ func (c *conn) readHead(first bool) (string, error) {
 			b = b[i:]
 		}
 		if len(b) > 0 {
-			if scan == 0 {
+			if scan.line == 0 {
 				if e := checkStart(b[:min(len(b), maxMethodBytes+1)]); e != nil {
 					return "", e
 				}
 			}
-			end, next := headEnd(b, scan)
+			end := scan.end(b)
 			if end > limit || end < 0 && len(b) >= limit {
 				return "", errTooLarge
 			}
@@ -268,7 +271,6 @@ func (c *conn) readHead(first bool) (string, error) {
 				c.r += end
 				return string(b[:end]), nil
 			}
-			scan = next
 			if !started {
 				started = true
 				dead = time.Time{}

@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"bytes"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -70,32 +71,31 @@ func checkStart(b []byte) *statusError {
 	return nil
 }
 
-// headEnd returns the length of the head at the start of b, through the
-// empty line that ends it, or -1 when that line has not come yet. from is
-// where the scan resumes (the start of a line not yet seen whole); next is
-// where the next call should resume. Lines end in LF, with an optional CR
-// before it, as net/http reads them.
-func headEnd(b []byte, from int) (end, next int) {
-	i := from
-	for {
-		j := indexByte(b[i:], '\n')
-		if j < 0 {
-			return -1, i
-		}
-		if i > 0 && (j == 0 || (j == 1 && b[i] == '\r')) {
-			return i + j + 1, i + j + 1
-		}
-		i += j + 1
-	}
+// headScan finds the end of a request's head in input that grows: the
+// empty line that ends it. Lines end in LF, with an optional CR before
+// it, as net/http reads them. Each byte is looked at once, however the
+// head comes in pieces.
+type headScan struct {
+	line int // the start of the line being read
+	pos  int // bytes before pos were looked at
 }
 
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
+// end returns the length of the head at the start of b (through its
+// empty line), or -1 when that line has not come yet. b must hold what
+// the previous calls saw, and more.
+func (s *headScan) end(b []byte) int {
+	for {
+		j := bytes.IndexByte(b[s.pos:], '\n')
+		if j < 0 {
+			s.pos = len(b)
+			return -1
 		}
+		nl := s.pos + j
+		if s.line > 0 && (nl == s.line || nl == s.line+1 && b[s.line] == '\r') {
+			return nl + 1
+		}
+		s.line, s.pos = nl+1, nl+1
 	}
-	return -1
 }
 
 // parseHead parses the head text s (request line, header lines and the

@@ -36,22 +36,21 @@ func (p *pieces) more() error {
 // then its body whole.
 func readRequest(src *pieces) (h head, hdr http.Header, u url.URL, b []byte, headErr, bodyErr error) {
 	hdr = make(http.Header)
-	scan := 0
+	var scan headScan
 	var text string
 	for {
 		buf := src.buffered()
-		if scan == 0 {
+		if scan.line == 0 {
 			if e := checkStart(buf[:min(len(buf), maxMethodBytes+1)]); e != nil {
 				return h, hdr, u, nil, e, nil
 			}
 		}
-		end, next := headEnd(buf, scan)
+		end := scan.end(buf)
 		if end >= 0 {
 			text = string(buf[:end])
 			src.consume(end)
 			break
 		}
-		scan = next
 		if err := src.more(); err != nil {
 			return h, hdr, u, nil, err, nil
 		}
