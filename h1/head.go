@@ -138,7 +138,7 @@ func parseHead(s string, h *head, hdr http.Header, vals []string) ([]string, *st
 		if !ok || k == "" || !validToken(k) {
 			return vals, badRequest("malformed header line")
 		}
-		v = strings.Trim(v, " \t")
+		v = trimOWS(v)
 		for i := 0; i < len(v); i++ {
 			if !valueByte(v[i]) {
 				return vals, badRequest("invalid header value")
@@ -319,12 +319,23 @@ func validHost(s string) bool {
 func hasToken(vs []string, tok string) bool {
 	for _, v := range vs {
 		for part := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.Trim(part, " \t"), tok) {
+			if strings.EqualFold(trimOWS(part), tok) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// trimOWS trims spaces and tabs at both ends of s.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // canonicalKey is textproto.CanonicalMIMEHeaderKey without an allocation

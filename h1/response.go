@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -311,12 +310,25 @@ func appendFields(b []byte, h http.Header) []byte {
 		for _, v := range vv {
 			b = append(b, k...)
 			b = append(b, ": "...)
-			if strings.ContainsAny(v, "\r\n") {
-				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+			for len(v) > 0 && isBlank(v[0]) {
+				v = v[1:]
 			}
-			b = append(b, strings.Trim(v, " \t")...)
+			for len(v) > 0 && isBlank(v[len(v)-1]) {
+				v = v[:len(v)-1]
+			}
+			start := len(b)
+			b = append(b, v...)
+			for i := start; i < len(b); i++ {
+				if b[i] == '\r' || b[i] == '\n' {
+					b[i] = ' '
+				}
+			}
 			b = append(b, "\r\n"...)
 		}
 	}
 	return b
 }
+
+// isBlank reports whether c is blank in a header value written out: a
+// space or tab, or a CR or LF (which become spaces).
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
