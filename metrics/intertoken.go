@@ -26,7 +26,13 @@ const numInterTokenBuckets = 19
 // Observe records one gap.
 func (b *InterTokens) Observe(d time.Duration) {
 	v := d.Seconds()
-	b.counts[sort.SearchFloat64s(InterTokenBuckets, v)]++
+	// The first bucket whose bound is >= v, as sort.SearchFloat64s finds
+	// it, scanned from the smallest: a fast model's gaps are in the first.
+	i := 0
+	for i < numInterTokenBuckets && !(InterTokenBuckets[i] >= v) {
+		i++
+	}
+	b.counts[i]++
 	b.sum += v
 	b.n++
 }

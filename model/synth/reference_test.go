@@ -99,3 +99,20 @@ func TestPinnedOutputs(t *testing.T) {
 		}
 	}
 }
+
+// Execute reports the profile's Duration of the batch, for the zero
+// profile (which skips the sums) as for the others.
+func TestExecuteDurationZeroProfile(t *testing.T) {
+	for _, name := range []string{"zero", "tiny"} {
+		p, _ := LookupProfile(name)
+		h := newHarness(t, p, false, 16, 1)
+		rng := rand.New(rand.NewPCG(2, 2))
+		r := h.add(1, randomTokens(rng, 40), model.Sampling{})
+		h.ensure(r, 40)
+		b := model.Batch{Seqs: []model.Seq{{Req: 1, Tokens: r.tokens, Count: 40, Blocks: h.pool.Blocks(r.hold), Sample: true}}}
+		h.ex.Execute(&b, &h.out)
+		if want := p.Duration(&b); h.out.Duration != want || (name == "tiny") != (want > 0) {
+			t.Errorf("%s: Execute reports %v, Duration %v", name, h.out.Duration, want)
+		}
+	}
+}
