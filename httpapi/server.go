@@ -424,7 +424,8 @@ func (s *Server) writeError(w http.ResponseWriter, id string, e *openai.Error) {
 func (s *Server) requestID(r *http.Request) (string, *openai.Error) {
 	v := r.Header["X-Request-Id"]
 	if len(v) == 0 || v[0] == "" {
-		return s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 16), nil
+		var buf [64]byte // one allocation: the string
+		return string(strconv.AppendUint(append(buf[:0], s.idPrefix...), s.nextID.Add(1), 16)), nil
 	}
 	return v[0], checkRequestID(v[0])
 }
