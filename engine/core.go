@@ -488,7 +488,7 @@ func (c *Core) step(now clock.Instant, rd *Ready) {
 	}
 	if !c.sched.InFlight() {
 		c.admitted = 0
-		preemptions := c.sched.Stats().Preemptions
+		preemptions := c.sched.Preemptions()
 		b := c.sched.Schedule()
 		if c.constrained > 0 {
 			c.maskBatch(now, b)

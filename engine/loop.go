@@ -170,6 +170,15 @@ type Turn struct {
 // carries out the step's transfer and offload work, starts the next batch
 // and streams P's reads as far as the connections take them.
 func (l *Loop) Turn(now clock.Instant) Turn {
+	var t Turn
+	l.TurnInto(now, &t)
+	return t
+}
+
+// TurnInto is Turn writing its result into t (all of it), for a caller
+// that keeps one Turn from iteration to iteration instead of copying one
+// out of every call.
+func (l *Loop) TurnInto(now clock.Instant, t *Turn) {
 	l.moved = false
 	l.poll(now)
 	if l.inFlight && now >= l.due {
@@ -179,7 +188,7 @@ func (l *Loop) Turn(now clock.Instant) Turn {
 	}
 	rd := &l.rd
 	l.core.StepInto(now, rd)
-	t := Turn{Outputs: rd.Outputs, Transfers: rd.Transfers, Events: rd.Events, LeaseEvents: rd.LeaseEvents}
+	*t = Turn{Outputs: rd.Outputs, Transfers: rd.Transfers, Events: rd.Events, LeaseEvents: rd.LeaseEvents}
 	if len(rd.Outputs)+len(rd.Transfers)+len(rd.Events)+len(rd.LeaseEvents)+len(rd.Messages)+len(rd.Reads)+
 		len(rd.Actions)+len(rd.Stores)+len(rd.Loads) > 0 {
 		l.moved = true
@@ -198,7 +207,6 @@ func (l *Loop) Turn(now clock.Instant) Turn {
 		t.Again = true // the core may have messages for the peer
 	}
 	t.Moved = l.moved || t.Again
-	return t
 }
 
 // StepDue reports when the step in flight completes, if one is.

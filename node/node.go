@@ -304,6 +304,7 @@ func (n *Node) Run(ctx context.Context) error {
 		trReady <-chan struct{}
 		// again counts consecutive turns that asked for another.
 		again int
+		t     engine.Turn
 	)
 	if n.tr != nil {
 		trReady = n.tr.Ready()
@@ -313,7 +314,7 @@ func (n *Node) Run(ctx context.Context) error {
 		now := n.Now()
 		n.handle(now, msgs)
 		n.pollOffload(now)
-		t := n.loop.Turn(now)
+		n.loop.TurnInto(now, &t)
 		n.route(t.Outputs)
 		n.noteTransfers(t.Transfers)
 		if n.onEvents != nil && len(t.Events) > 0 {

@@ -17,3 +17,6 @@ func (s *Scheduler) nextOutcome(r *Request) *Outcome {
 	o.Req, o.Token, o.Finished, o.Logprobs, o.PromptLogprobs = r, model.NoToken, 0, nil, nil
 	return o
 }
+
+// Preemptions is Stats().Preemptions, without copying the Stats.
+func (s *Scheduler) Preemptions() uint64 { return s.stats.Preemptions }
