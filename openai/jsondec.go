@@ -17,28 +17,57 @@ import (
 // checks that they never differ otherwise.
 
 // readString reads the string at b[i] as encoding/json decodes it into a
-// string: escapes resolved, invalid UTF-8 and lone surrogates replaced by
-// U+FFFD.
+// string: escapes resolved, a \u escape pair that is a valid surrogate
+// pair joined, any other surrogate escape and each byte of invalid UTF-8
+// replaced by U+FFFD. It checks the string as it goes, in one pass.
 func readString(b []byte, i int) (string, int) {
 	if i >= len(b) || b[i] != '"' {
 		return "", -1
 	}
-	j := i + 1
-	for j < len(b) && plainASCII[b[j]] {
-		j++
+	start := i + 1
+	j := plainEnd(b, start, highBits)
+	if j < len(b) && b[j] == '"' { // the common case: printable ASCII
+		return string(b[start:j]), j + 1
 	}
-	if j < len(b) && b[j] == '"' {
-		return string(b[i+1 : j]), j + 1
+	// out is the string, once it differs from its text: from the first
+	// escape or invalid byte on; nil until then.
+	var buf [64]byte
+	var out []byte
+	for j < len(b) {
+		switch c := b[j]; {
+		case c == '"':
+			if out == nil {
+				return string(b[start:j]), j + 1
+			}
+			return string(out), j + 1
+		case c < 0x20:
+			return "", -1
+		case c == '\\':
+			if out == nil {
+				out = beginOut(buf[:0], b, start, j)
+			}
+			if out, j = appendEscape(out, b, j); j < 0 {
+				return "", -1
+			}
+		default: // UTF-8
+			rr, size := utf8.DecodeRune(b[j:])
+			if rr == utf8.RuneError && size == 1 {
+				if out == nil {
+					out = beginOut(buf[:0], b, start, j)
+				}
+				out = utf8.AppendRune(out, rr)
+			} else if out != nil {
+				out = append(out, b[j:j+size]...)
+			}
+			j += size
+		}
+		k := plainEnd(b, j, highBits)
+		if out != nil {
+			out = append(out, b[j:k]...)
+		}
+		j = k
 	}
-	end := stringEnd(b, i)
-	if end < 0 {
-		return "", -1
-	}
-	s := b[i+1 : end-1]
-	if !hasByte(s[j-i-1:], '\\') && utf8.Valid(s) {
-		return string(s), end
-	}
-	return unquote(s), end
+	return "", -1
 }
 
 // plainASCII says which bytes a string holds as they are and that need no
@@ -50,74 +79,66 @@ var plainASCII = func() (t [256]bool) {
 	return t
 }()
 
-func hasByte(s []byte, c byte) bool {
-	for _, x := range s {
-		if x == c {
-			return true
-		}
+// beginOut begins readString's out with b[start:j], the string's text so
+// far, in buf when what is left of b fits (most such strings are short),
+// else in storage of that size, up to a bound (append grows it past).
+func beginOut(buf, b []byte, start, j int) []byte {
+	if n := min(len(b)-start, 1<<14); n > cap(buf) {
+		buf = make([]byte, 0, n)
 	}
-	return false
+	return append(buf, b[start:j]...)
 }
 
-// unquote decodes s, the inside of a valid JSON string, as encoding/json
-// does: escapes resolved, a \u escape pair that is a valid surrogate pair
-// joined, any other surrogate escape and each byte of invalid UTF-8
-// replaced by U+FFFD.
-func unquote(s []byte) string {
-	var buf [64]byte // most strings with escapes are short: no second copy
-	out := buf[:0]
-	for r := 0; r < len(s); {
-		c := s[r]
-		switch {
-		case c == '\\':
-			e := s[r+1]
-			r += 2
-			switch e {
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				rr := hex4(s[r:])
-				r += 4
-				if utf16.IsSurrogate(rr) {
-					if r+6 <= len(s) && s[r] == '\\' && s[r+1] == 'u' {
-						if d := utf16.DecodeRune(rr, hex4(s[r+2:])); d != utf8.RuneError {
-							out = utf8.AppendRune(out, d)
-							r += 6
-							break
-						}
-					}
-					rr = utf8.RuneError
+// appendEscape appends the escape at b[j] (a backslash) to out and returns
+// the index past it, or -1 when it is not valid JSON.
+func appendEscape(out, b []byte, j int) ([]byte, int) {
+	if j+1 >= len(b) {
+		return out, -1
+	}
+	switch e := b[j+1]; e {
+	case '"', '\\', '/':
+		return append(out, e), j + 2
+	case 'b':
+		return append(out, '\b'), j + 2
+	case 'f':
+		return append(out, '\f'), j + 2
+	case 'n':
+		return append(out, '\n'), j + 2
+	case 'r':
+		return append(out, '\r'), j + 2
+	case 't':
+		return append(out, '\t'), j + 2
+	case 'u':
+		rr := hex4(b, j+2)
+		if rr < 0 {
+			return out, -1
+		}
+		j += 6
+		if utf16.IsSurrogate(rr) {
+			if j+1 < len(b) && b[j] == '\\' && b[j+1] == 'u' {
+				if d := utf16.DecodeRune(rr, hex4(b, j+2)); d != utf8.RuneError {
+					return utf8.AppendRune(out, d), j + 6
 				}
-				out = utf8.AppendRune(out, rr)
-			default: // '"', '\\', '/'
-				out = append(out, e)
 			}
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			out = utf8.AppendRune(out, rr)
-			r += size
+			rr = utf8.RuneError // a lone surrogate, as encoding/json reads it
 		}
+		return utf8.AppendRune(out, rr), j
 	}
-	return string(out)
+	return out, -1
 }
 
-// hex4 is the value of the four hex digits at the start of s (valid JSON
-// guarantees them).
-func hex4(s []byte) rune {
+// hex4 is the value of the four hex digits at b[i], or -1.
+func hex4(b []byte, i int) rune {
+	if len(b)-i < 4 {
+		return -1
+	}
 	var r rune
-	for _, c := range s[:4] {
-		r = r<<4 | rune(unhex(c))
+	for _, c := range b[i : i+4] {
+		d := unhex(c)
+		if d < 0 {
+			return -1
+		}
+		r = r<<4 | rune(d)
 	}
 	return r
 }

@@ -47,6 +47,7 @@ var decodeSeeds = []string{
 	`{"messages":[{"Role":"user","CONTENT":"x","role":"user"},{"role":"user","content":[null,{"type":"text","Text":"y","text":null}]}]}`,
 	`{"messages":[{"role":"user","content":[{"type":"text","text":"a","type":"text"}]},{"role":1},"x",null]}`,
 	`{"messages":[{"role":"robot","content":"x"},{"role":"user","content":5}],"messages":null}`,
+	`{"messages":[{"role":"user","content":"` + strings.Repeat(`a longer turn, with \"quotes\", caf\u00e9, é and \ud83d\ude00\n`, 4) + "\xff\"}]}",
 	`{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":null,"add_generation_prompt":null,"logprobs":null,"echo":false}`,
 }
 
@@ -203,7 +204,7 @@ func TestDecodeKnowsEveryField(t *testing.T) {
 
 // FuzzReadString compares readString with encoding/json on any string.
 func FuzzReadString(f *testing.F) {
-	for _, s := range []string{`abc`, `caf\u00e9`, `\ud83d\ude00`, `\ud800`, `\udc00\ud800x`, `\ud800\u0041`, "\xff\xfe", "\xe2\x82", `\"\\\/\b\f\n\r\t`, "é\\n"} {
+	for _, s := range []string{`abc`, `caf\u00e9`, `\ud83d\ude00`, `\ud800`, `\udc00\ud800x`, `\ud800\u0041`, "\xff\xfe", "\xe2\x82", `\"\\\/\b\f\n\r\t`, "é\\n", strings.Repeat(`more than sixty-four bytes \"with\" escapes\n, é, \ud800x `, 3) + "\xff"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -217,6 +218,26 @@ func FuzzReadString(f *testing.F) {
 		}
 		if got, end := readString(b, 0); end != len(b) || got != want {
 			t.Fatalf("%q: read %q (%d), encoding/json %q", b, got, end, want)
+		}
+	})
+}
+
+// FuzzPlainEnd compares plainEnd, eight bytes at a time, with its
+// definition byte by byte, at every start.
+func FuzzPlainEnd(f *testing.F) {
+	f.Add([]byte("abcdefgh\"ijklmnop\\qrstuvwx\x1fyz\x80\xff é"))
+	f.Add([]byte(" !\"#$%&'()*+,-./0123456789:;<=>?@[\\]^_`{|}~\x7f\x00\x20\x21\x5b\x5d\x22"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for i := 0; i <= len(b); i++ {
+			for _, ascii := range []uint64{0, highBits} {
+				want := i
+				for want < len(b) && b[want] >= 0x20 && b[want] != '"' && b[want] != '\\' && (ascii == 0 || b[want] < 0x80) {
+					want++
+				}
+				if got := plainEnd(b, i, ascii); got != want {
+					t.Fatalf("plainEnd(%q, %d, %x) = %d, want %d", b, i, ascii, got, want)
+				}
+			}
 		}
 	})
 }

@@ -53,6 +53,9 @@ func skipSpace(b []byte, i int) int {
 // skipString returns the index just past the string starting at b[i].
 func skipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
+		if i = plainEnd(b, i, 0); i >= len(b) {
+			break
+		}
 		switch b[i] {
 		case '\\':
 			i++

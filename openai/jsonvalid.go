@@ -1,5 +1,10 @@
 package openai
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // maxJSONDepth is the deepest nesting Valid accepts: encoding/json's
 // scanner refuses more than 10,000 open arrays and objects.
 const maxJSONDepth = 10000
@@ -116,9 +121,7 @@ func objectKey(b []byte, i int) int {
 // -1 when it is not a valid one.
 func stringEnd(b []byte, i int) int {
 	for i++; i < len(b); i++ {
-		for i < len(b) && plainStringByte[b[i]] {
-			i++
-		}
+		i = plainEnd(b, i, 0)
 		if i >= len(b) {
 			break
 		}
@@ -160,6 +163,35 @@ var plainStringByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// Masks for plainEnd: every byte's high bit, and bytes repeated.
+const (
+	highBits = 0x8080808080808080
+	ones     = 0x0101010101010101
+)
+
+// plainEnd returns the index of the first byte at or after b[i] that a
+// string does not hold as it is (a quote, a backslash, a control
+// character), or with ascii a byte outside ASCII too, or len(b). It looks
+// at eight bytes at a time: prompts are most of a request's bytes.
+func plainEnd(b []byte, i int, ascii uint64) int {
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, bs := x^('"'*ones), x^('\\'*ones)
+		// A byte is flagged when it is below 0x20, zero after the xor
+		// with '"' or '\\', or (ascii) has its high bit set. A borrow
+		// can flag a byte wrongly only above one flagged rightly, so the
+		// lowest flag is right.
+		m := (x-0x20*ones)&^x | (q-ones)&^q | (bs-ones)&^bs
+		if m = m&highBits | x&ascii; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && plainStringByte[b[i]] && (ascii == 0 || b[i] < 0x80) {
+		i++
+	}
+	return i
+}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'

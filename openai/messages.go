@@ -30,7 +30,7 @@ func parseMessages(raw json.RawMessage) ([]ChatMessage, *Error) {
 	if raw[0] != '[' {
 		return nil, BadRequest("messages", "messages must be an array of message objects")
 	}
-	msgs := make([]ChatMessage, 0, countElements(raw))
+	msgs := make([]ChatMessage, 0, 2) // most chats: a system and a user message
 	var e *Error
 	eachElement(raw, 0, func(i int) int {
 		var m ChatMessage
@@ -103,8 +103,10 @@ func (m *rawMessage) decode(b []byte, i int) int {
 		switch string(key) {
 		case "role":
 			return 1, setVal(&m.Role, b, i, readRole)
-		case "content":
-			return 2, setRaw(&m.Content, b, i, messageDepth+1)
+		case "content": // b is valid: the body decoded
+			end := skipValue(b, i)
+			m.Content = b[i:end]
+			return 2, end
 		case "name":
 			return 4, setVal(&m.Name, b, i, readString)
 		case "tool_calls":

@@ -466,3 +466,17 @@ func BenchmarkParseChat(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseChatLong: a chat turn of about 4 KB of text, where the
+// cost is in the strings.
+func BenchmarkParseChatLong(b *testing.B) {
+	text := strings.Repeat(`A paragraph of the conversation so far, with \"quotes\" and a line break.\n`, 56)
+	body := []byte(`{"model":"tiny","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"` + text + `"}],"max_completion_tokens":128}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, e := ParseChatCompletionRequest(body); e != nil {
+			b.Fatal(e)
+		}
+	}
+}
