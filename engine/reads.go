@@ -66,6 +66,9 @@ func (l *Loop) dropStreams(now clock.Instant, id transport.ConnID) {
 // never waits for a socket: a read whose blocks are queued but not yet
 // reported ends on a later turn.
 func (l *Loop) pump(now clock.Instant) bool {
+	if len(l.reads) == 0 {
+		return false // every turn of an engine that streams no reads
+	}
 	ended := false
 	j := 0
 	for _, st := range l.reads {
