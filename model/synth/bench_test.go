@@ -39,13 +39,22 @@ func BenchmarkExecutePrefillFull(b *testing.B) {
 // engine executes it with the zero profile's arena (256 bytes of KV per
 // token): a 16-token prefill that samples the first token, then 15 decode
 // steps of one token each, under a fresh request number (the prefix-state
-// cache sees what a served engine sees).
-func BenchmarkExecuteServedRequest(b *testing.B) {
+// cache sees what a served engine sees). Hot: every request writes the
+// same two blocks, which stay in the CPU's caches.
+func BenchmarkExecuteServedRequest(b *testing.B) { benchServedRequest(b, 2) }
+
+// BenchmarkExecuteServedRequestColdKV is the same with each request
+// writing the next two of 8192 blocks (32 MiB of KV), as a served engine
+// whose prefix cache keeps recent blocks writes KV the caches lost long
+// ago.
+func BenchmarkExecuteServedRequestColdKV(b *testing.B) { benchServedRequest(b, 8192) }
+
+func benchServedRequest(b *testing.B, numBlocks int) {
 	zero, _ := LookupProfile("zero")
-	h := newHarness(b, zero, true, 4, 1)
+	h := newHarness(b, zero, true, numBlocks, 1)
 	r := h.add(1, randomTokens(rand.New(rand.NewPCG(1, 1)), 16), model.Sampling{})
-	h.ensure(r, 32)
-	blocks := h.pool.Blocks(r.hold)
+	h.ensure(r, numBlocks*testBlockSize)
+	all := h.pool.Blocks(r.hold)
 	toks := make([]int32, 16, 32)
 	copy(toks, r.tokens)
 	batch := model.Batch{Seqs: make([]model.Seq, 1)}
@@ -53,6 +62,7 @@ func BenchmarkExecuteServedRequest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		req++
+		blocks := all[2*(int(req)%(numBlocks/2)):][:2]
 		s := &batch.Seqs[0]
 		*s = model.Seq{Req: req, Tokens: toks[:16], Count: 16, Blocks: blocks, Sample: true}
 		for {
