@@ -3,6 +3,7 @@ package synth
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -113,6 +114,36 @@ func TestExecuteDurationZeroProfile(t *testing.T) {
 		h.ex.Execute(&b, &h.out)
 		if want := p.Duration(&b); h.out.Duration != want || (name == "tiny") != (want > 0) {
 			t.Errorf("%s: Execute reports %v, Duration %v", name, h.out.Duration, want)
+		}
+	}
+}
+
+// pick, which starts its scan from the draw's top byte, picks what a scan
+// of every threshold from the first picks, for tables of every shape.
+func TestPickMatchesFullScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, k := range []shapeKey{{1, 1, 0, 0}, {0.3, 1, 0, 0}, {2, 0.5, 0, 0}, {1, 1, 3, 0}, {0.7, 0.9, 0, 0.2}, {0.01, 1, 0, 0}, {1, 1, 1, 0}} {
+		tb := buildTable(k.temperature, k.topP, k.topK, k.minP)
+		draws := []uint32{0, 1, math.MaxUint32}
+		for _, c := range tb.cum {
+			if c < 1<<32 {
+				draws = append(draws, uint32(c), uint32(c)-1)
+			}
+		}
+		for range 20000 {
+			draws = append(draws, rng.Uint32())
+		}
+		for _, x := range draws {
+			want := tb.toks[len(tb.toks)-1]
+			for i, c := range tb.cum {
+				if uint64(x) < c {
+					want = tb.toks[i]
+					break
+				}
+			}
+			if got := tb.pick(x); got != want {
+				t.Fatalf("table %+v: pick(%#x) = %d, a full scan %d", k, x, got, want)
+			}
 		}
 	}
 }

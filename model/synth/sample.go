@@ -30,15 +30,30 @@ var baseChars = [...]struct {
 type table struct {
 	toks []int32
 	cum  []uint64
+	// from[v] is where pick's scan starts for a draw whose top byte is v:
+	// the first i with cum[i] > v<<24 (no earlier threshold can exceed
+	// such a draw), so the scan takes a step or two, not up to len(cum).
+	from [256]uint8
 }
 
 func (t *table) pick(x uint32) int32 {
-	for i, c := range t.cum {
-		if uint64(x) < c {
+	for i := int(t.from[x>>24]); i < len(t.cum); i++ {
+		if uint64(x) < t.cum[i] {
 			return t.toks[i]
 		}
 	}
 	return t.toks[len(t.toks)-1] // unreachable: the last threshold is 1<<32
+}
+
+// index fills from (see table).
+func (t *table) index() {
+	i := 0
+	for v := range t.from {
+		for i < len(t.cum)-1 && t.cum[i] <= uint64(v)<<24 {
+			i++
+		}
+		t.from[v] = uint8(i)
+	}
 }
 
 // shapeKey identifies a sampling table. Both fields are sanitized (no NaN),
@@ -113,6 +128,7 @@ func buildTable(t, topP float64, topK int, minP float64) *table {
 		tb.cum[i] = uint64(math.Round(acc / kept * (1 << 32)))
 	}
 	tb.cum[keep-1] = 1 << 32
+	tb.index()
 	return tb
 }
 
