@@ -6,9 +6,9 @@
 //
 // # Requests
 //
-// ParseCompletionRequest and ParseChatCompletionRequest decode a body with
-// encoding/json and validate it, returning a typed request or an *Error with
-// status 400 that names the parameter: malformed JSON (param ""), a wrong
+// ParseCompletionRequest and ParseChatCompletionRequest decode a body as
+// encoding/json would and validate it, returning a typed request or an
+// *Error with status 400 that names the parameter: malformed JSON (param ""), a wrong
 // type ("max_tokens must be an integer, got string"), a value out of range
 // (temperature in [0, 2], top_p in (0, 1], max_tokens and
 // max_completion_tokens ≥ 1, 0 ≤ min_tokens ≤ max_tokens, at most MaxStop
@@ -24,6 +24,16 @@
 // vLLM's: an absent max_tokens is 0 ("fill the context"), temperature and
 // top_p default to 1, add_generation_prompt to true, and chat's
 // max_completion_tokens overrides max_tokens.
+//
+// The decoding is done by hand, in one pass over the body, without
+// reflection (requestdec.go, jsondec.go), and gives the values
+// encoding/json gives: the last of a repeated field, null leaving a field
+// as it is or making a pointer or slice nil, strings with their escapes
+// resolved and invalid UTF-8 replaced. Every body it is not sure of
+// (invalid JSON, a wrong type, a key with an escape, outside ASCII or
+// matching a field only up to case, a field given twice) it leaves to
+// encoding/json, which decodes it again and words the error. FuzzDecode
+// compares the two on every input.
 //
 // A completion prompt is a string, an array of one string, an array of token
 // ids (each non-negative; the server checks them against the served model's
