@@ -96,9 +96,9 @@
 // decode engine, from the prefill engine.
 //
 // A client that disconnects, before or during its answer, aborts its
-// request at once: the engine frees its blocks. net/http notices a closed
-// connection while the handler waits (the request's context ends) and a
-// write to it fails.
+// request at once: the engine frees its blocks. kvlease serve's HTTP server
+// (package h1) ends the request's context as soon as the connection closes
+// or resets, also while the handler waits, and a write to it fails.
 //
 // # Errors
 //
