@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"syscall"
 	"testing"
@@ -15,8 +14,10 @@ import (
 )
 
 // benchEngines are minimal instant engines: P answers with fixed
-// kv_transfer_params, D with a fixed completion or a 16-event stream.
-func benchEngines(b *testing.B) (p, d *httptest.Server) {
+// kv_transfer_params, D with a fixed completion or a 16-event stream. They
+// are served by h1, as kvlease serve's engines are, so what the proxy adds
+// is not hidden behind a costlier engine server.
+func benchEngines(b *testing.B) (p, d *h1test.Server) {
 	b.Helper()
 	pAns := []byte(`{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"x","finish_reason":"length"}],` +
 		`"usage":{"prompt_tokens":16,"completion_tokens":1,"total_tokens":17,"prompt_tokens_details":{"cached_tokens":0}},"kv_transfer_params":` + fakeKV("r") + `}`)
@@ -27,12 +28,12 @@ func benchEngines(b *testing.B) (p, d *httptest.Server) {
 		fmt.Fprintf(&stream, `data: {"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"tok%d ","finish_reason":null}]}`+"\n\n", i)
 	}
 	stream.WriteString(`data: {"id":"c","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":16,"completion_tokens":16,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":16}}}` + "\n\ndata: [DONE]\n\n")
-	p = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p = h1test.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(pAns)
 	}))
-	d = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	d = h1test.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if !bytes.Contains(body, []byte(`"stream":true`)) {
 			w.Header().Set("Content-Type", "application/json")
