@@ -29,6 +29,7 @@ func TestLatencyHistogramsCountTokens(t *testing.T) {
 		`vllm:time_to_first_token_seconds_count{model_name="kvlease-test"} 4`,
 		`vllm:inter_token_latency_seconds_count{model_name="kvlease-test"} 28`,
 		`vllm:e2e_request_latency_seconds_count{model_name="kvlease-test"} 4`,
+		`vllm:request_queue_time_seconds_count{model_name="kvlease-test"} 4`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

@@ -141,8 +141,8 @@ type Node struct {
 	done chan struct{} // closed when Run returns
 
 	// Run-owned state.
-	streams     streamTable        // open streams, by core id (Output.Req)
-	byInternal  map[uint64]*Stream // streams not yet scheduled, by core id
+	streams     streamTable // open streams, by core id (Output.Req)
+	unscheduled int         // open streams whose request was never scheduled (Stream.unscheduled)
 	touched     []*Stream
 	idleWaiters []chan struct{}
 	// drainWaiters are closed when the loop is Drained.
@@ -210,7 +210,6 @@ func New(core *engine.Core, exec model.Executor, cfg Config) *Node {
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		streams:    newStreamTable(),
-		byInternal: make(map[uint64]*Stream),
 	}
 	lc := engine.LoopConfig{MaxReadStreams: cfg.MaxReadStreams, Logger: log}
 	if core.Producer() != nil || core.Consumer() != nil {
@@ -431,7 +430,8 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 				s.added = true
 				s.internal = internal
 				n.streams.put(internal, s)
-				n.byInternal[internal] = s
+				s.unscheduled = true
+				n.unscheduled++
 			}
 			n.answerAdd(s, res)
 		case msgAbort:
@@ -525,7 +525,10 @@ func (n *Node) route(outs []engine.Output) {
 				s.lease = o.Grant.Lease
 			}
 			n.streams.del(o.Req)
-			delete(n.byInternal, s.internal)
+			if s.unscheduled {
+				s.unscheduled = false
+				n.unscheduled--
+			}
 		}
 		if (!s.finishedOnly || o.Finished) && !s.touched {
 			s.touched = true
@@ -567,16 +570,17 @@ func (n *Node) noteTransfers(ds []xfer.Done) {
 // noteScheduled records the first instant each request was scheduled, for
 // the queue-time metric.
 func (n *Node) noteScheduled(now clock.Instant, b *model.Batch) {
-	if len(n.byInternal) == 0 {
+	if n.unscheduled == 0 {
 		return
 	}
 	for i := range b.Seqs {
-		if s, ok := n.byInternal[b.Seqs[i].Req]; ok {
+		if s := n.streams.get(b.Seqs[i].Req); s != nil && s.unscheduled {
 			s.mu.Lock()
 			s.scheduledAt = now
 			s.scheduled = true
 			s.mu.Unlock()
-			delete(n.byInternal, s.internal)
+			s.unscheduled = false
+			n.unscheduled--
 		}
 	}
 }

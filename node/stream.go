@@ -23,6 +23,9 @@ type Stream struct {
 	lease    wire.LeaseID // granted with the finished output, or 0
 	touched  bool
 	added    bool // the core accepted the submission
+	// unscheduled: open, and its request not yet scheduled (for
+	// ScheduledAt: noteScheduled records the first instant).
+	unscheduled bool
 	// pend gathers outputs until the consumer is woken (route).
 	pend []engine.Output
 
