@@ -350,6 +350,7 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 	r := &request{ext: in.ID, arrival: now}
 	r.ID = c.nextID
 	r.Tokens = make([]int32, len(in.Prompt), len(in.Prompt)+min(in.MaxTokens, 64))
+	r.Hashes = make([]kvblock.Hash, 0, cap(r.Tokens)/bs) // the full blocks of those tokens: one allocation
 	copy(r.Tokens, in.Prompt)
 	r.NumPromptTokens = len(in.Prompt)
 	r.MaxTokens = in.MaxTokens
