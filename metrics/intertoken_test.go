@@ -60,6 +60,12 @@ func TestInterTokensMatchPrometheusHistogram(t *testing.T) {
 // itlLines are the inter-token latency histogram's lines of a scrape of h.
 func itlLines(t *testing.T, h http.Handler) string {
 	t.Helper()
+	return histLines(t, h, "vllm:inter_token_latency_seconds")
+}
+
+// histLines are the lines of metric name in a scrape of h.
+func histLines(t *testing.T, h http.Handler, name string) string {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, err := io.ReadAll(rec.Body)
@@ -68,12 +74,45 @@ func itlLines(t *testing.T, h http.Handler) string {
 	}
 	var lines []string
 	for _, l := range strings.Split(string(body), "\n") {
-		if strings.Contains(l, "vllm:inter_token_latency_seconds") {
+		if strings.Contains(l, name+"_") || strings.Contains(l, name+" ") {
 			lines = append(lines, l)
 		}
 	}
 	if len(lines) == 0 {
-		t.Fatalf("no inter-token latency in the scrape:\n%s", body)
+		t.Fatalf("no %s in the scrape:\n%s", name, body)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// The other latency histograms scrape exactly as Prometheus histograms
+// fed the same values.
+func TestLatencyHistogramsMatchPrometheus(t *testing.T) {
+	m := New("m", fixed(engine.NodeStats{}))
+	refReg := prometheus.NewRegistry()
+	ref := func(name, help string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets,
+			ConstLabels: prometheus.Labels{"model_name": "m"}})
+		refReg.MustRegister(h)
+		return h
+	}
+	ttft := ref("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFTBuckets)
+	e2e := ref("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", RequestLatencyBuckets)
+	queue := ref("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", RequestLatencyBuckets)
+	for _, d := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 300 * time.Millisecond, 300*time.Millisecond + 1,
+		2 * time.Second, time.Hour, 5 * time.Hour} {
+		m.ObserveFirstToken(d)
+		ttft.Observe(d.Seconds())
+		m.ObserveFinished(2*d, d/2)
+		e2e.Observe((2 * d).Seconds())
+		queue.Observe((d / 2).Seconds())
+	}
+	m.ObserveFinished(time.Second, -1) // never scheduled: no queue sample
+	e2e.Observe(1)
+	for _, name := range []string{"vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds"} {
+		got := histLines(t, m.Handler(), name)
+		want := histLines(t, promhttp.HandlerFor(refReg, promhttp.HandlerOpts{}), name)
+		if got != want {
+			t.Errorf("%s:\n%s\nprometheus histogram:\n%s", name, got, want)
+		}
+	}
 }

@@ -30,9 +30,11 @@ type Metrics struct {
 	reg   *prometheus.Registry
 	model string
 
-	ttft, e2e, queue prometheus.Histogram
-	transfer         prometheus.Histogram
-	itl              *batchHistogram // observed in batches (InterTokens)
+	// The per-request latencies: histograms over atomic bucket counts
+	// (intertoken.go), one atomic add and a sum update an observation;
+	// inter-token gaps also come in batches (InterTokens).
+	ttft, itl, e2e, queue *batchHistogram
+	transfer              prometheus.Histogram
 }
 
 // New returns the metrics of the engine serving modelName, reading gauges
@@ -45,10 +47,10 @@ func New(modelName string, src Source) *Metrics {
 			Name: name, Help: help, Buckets: buckets, ConstLabels: labels,
 		})
 	}
-	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFTBuckets)
+	m.ttft = newBatchHistogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFTBuckets, labels)
 	m.itl = newBatchHistogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", InterTokenBuckets, labels)
-	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", RequestLatencyBuckets)
-	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", RequestLatencyBuckets)
+	m.e2e = newBatchHistogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", RequestLatencyBuckets, labels)
+	m.queue = newBatchHistogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", RequestLatencyBuckets, labels)
 	m.transfer = hist("kvlease_transfer_seconds",
 		"Histogram of the time a decode engine took to pull a remote prefix (all reads of one request), in seconds.",
 		TransferBuckets)
@@ -70,7 +72,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // ObserveFirstToken records a request's time to first token.
-func (m *Metrics) ObserveFirstToken(ttft time.Duration) { m.ttft.Observe(ttft.Seconds()) }
+func (m *Metrics) ObserveFirstToken(ttft time.Duration) { m.ttft.observe(ttft.Seconds()) }
 
 // ObserveInterToken records the time between two consecutive tokens of a
 // request.
@@ -80,9 +82,9 @@ func (m *Metrics) ObserveInterToken(d time.Duration) { m.itl.observe(d.Seconds()
 // time it waited before it was first scheduled (queued is negative when it
 // never was, and is then not recorded).
 func (m *Metrics) ObserveFinished(e2e, queued time.Duration) {
-	m.e2e.Observe(e2e.Seconds())
+	m.e2e.observe(e2e.Seconds())
 	if queued >= 0 {
-		m.queue.Observe(queued.Seconds())
+		m.queue.observe(queued.Seconds())
 	}
 }
 
