@@ -6,8 +6,9 @@ package engine
 // microseconds for the thousands of ids an engine remembers, rather than
 // two string-keyed map updates on every request.
 type recentSet struct {
-	ring []string
-	next int
+	ring   []string
+	next   int
+	filled int // ring[:filled] hold ids (all of it once it wrapped)
 }
 
 func newRecentSet(n int) recentSet {
@@ -19,16 +20,14 @@ func (s *recentSet) add(id string) {
 		return
 	}
 	s.ring[s.next] = id
+	s.filled = max(s.filled, s.next+1)
 	if s.next++; s.next == len(s.ring) {
 		s.next = 0
 	}
 }
 
 func (s *recentSet) has(id string) bool {
-	if id == "" {
-		return false
-	}
-	for _, r := range s.ring {
+	for _, r := range s.ring[:s.filled] {
 		if r == id {
 			return true
 		}

@@ -17,7 +17,8 @@ func TestRecentSet(t *testing.T) {
 			t.Errorf("has(%d) = %v, want %v", i, !want, want)
 		}
 	}
-	if s.has("") || s.has("6") {
+	fresh := newRecentSet(4)
+	if s.has("") || s.has("6") || fresh.has("") {
 		t.Error("has an id never added")
 	}
 	s.add("3") // a reused id: its older copy leaves the ring first
@@ -25,6 +26,10 @@ func TestRecentSet(t *testing.T) {
 	s.add("y")
 	if !s.has("3") {
 		t.Error("forgot an id whose newer copy is in the ring")
+	}
+	s.add("") // an empty id is an id like any other
+	if !s.has("") {
+		t.Error("forgot the empty id")
 	}
 	empty := newRecentSet(0)
 	empty.add("a")
