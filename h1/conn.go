@@ -14,22 +14,27 @@ import (
 	"time"
 )
 
-// conn is one client connection. Two goroutines serve it: the reader
-// (readLoop) reads the socket all the time, also while a handler runs, so
-// that a client that goes away is seen at once (its request's context is
-// cancelled) and the next request's bytes are there when the handler
-// returns; the server goroutine (serve) parses requests from what the
-// reader read, runs the handler and writes the answers.
+// conn is one client connection. Two goroutines serve it, and their
+// roles pass between them (leader/follower): the reader (readLoop) reads
+// the socket all the time, also while a handler runs, so that a client
+// that goes away is seen at once (its request's context is cancelled) and
+// the next request's bytes are there when the handler returns; the server
+// (serveLoop) parses requests from what the reader read, runs the handler
+// and writes the answers. A server that waits for a request's head
+// follows: the reader whose read brings input then takes the server's
+// role itself and serves the request, and the follower becomes the
+// reader, so that no hand-off between goroutines lies between a
+// request's bytes and its handler.
 type conn struct {
 	srv        *Server
 	nc         net.Conn
 	remoteAddr string
 	baseCtx    context.Context
-	readerDone chan struct{}
+	readerDone chan struct{} // closed when the reading ends
 
 	mu   sync.Mutex
-	cond sync.Cond // signals in, rerr, stop changes
-	// in is what the reader read and serve has not taken yet.
+	cond sync.Cond // signals in, rerr, stop, follow changes
+	// in is what the reader read and the server has not taken yet.
 	in []byte
 	// rerr is why the reader stopped (the peer closed, a reset, a
 	// timeout, the conn closed).
@@ -39,18 +44,25 @@ type conn struct {
 	stop, drain bool
 	// cancel cancels the running request's context.
 	cancel context.CancelFunc
-	// idle: serve waits for a request and has nothing of it.
+	// idle: the server waits for a request and has nothing of it.
 	idle bool
-	// deadline is serve's read deadline while it waits in more (zero:
+	// follow: the server waits for a request's head, and the reader takes
+	// its role with the input it reads; taken counts the roles taken.
+	follow bool
+	taken  uint64
+	// deadline is the server's read deadline while it waits (zero:
 	// none); armed is the deadline set on nc. The reader re-arms nc when
 	// armed passes before deadline, so that the hot path sets no deadline.
 	deadline, armed time.Time
 
-	// Owned by serve.
+	// Owned by the reader.
+	chunk []byte
+
+	// Owned by the server.
 	buf      []byte // input taken from in; buf[r:] is not consumed yet
 	r        int
-	waitDead time.Time // the deadline more passes on while it waits
-	waitIdle bool      // more marks the conn idle while it waits
+	hs       headState
+	first    bool // no request head read yet
 	hdr      http.Header
 	vals     []string
 	res      http.Header
@@ -61,6 +73,15 @@ type conn struct {
 	date     []byte
 	tmpl     http.Request
 	lastPost bool
+}
+
+// headState is the reading of a request's head, kept in the conn so that
+// the goroutine that takes the server's role goes on with it.
+type headState struct {
+	active  bool
+	scan    headScan
+	started bool      // the head's first byte came (or the connection's start)
+	dead    time.Time // the deadline of the wait for more
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -74,17 +95,27 @@ func newConn(s *Server, nc net.Conn) *conn {
 // errIdleClosed ends an idle connection at a shutdown.
 var errIdleClosed = errors.New("h1: server shutting down")
 
-// readLoop reads the socket into c.in until an error or stop. An error
-// cancels the running request: the client is gone.
-func (c *conn) readLoop() {
-	defer close(c.readerDone)
-	chunk := make([]byte, firstChunkBytes)
+// readLoop reads the socket into c.in until an error or stop, or until
+// it takes the server's role (it then reports true). An error cancels the
+// running request: the client is gone.
+func (c *conn) readLoop() (serve bool) {
 	for {
-		n, err := c.nc.Read(chunk)
+		n, err := c.nc.Read(c.chunk)
 		c.mu.Lock()
 		if n > 0 && !c.drain {
-			c.in = append(c.in, chunk[:n]...)
+			c.in = append(c.in, c.chunk[:n]...)
 			c.idle = false
+			if c.follow && err == nil {
+				// The server waits for a head: serve it here, and let the
+				// follower read.
+				c.follow, c.deadline = false, time.Time{}
+				c.taken++
+				c.takeLocked()
+				c.growChunk(n) // before the follower reads into it
+				c.cond.Broadcast()
+				c.mu.Unlock()
+				return true
+			}
 			c.cond.Broadcast()
 		}
 		if err != nil {
@@ -100,15 +131,22 @@ func (c *conn) readLoop() {
 			}
 			c.cond.Broadcast()
 			c.mu.Unlock()
-			return
+			close(c.readerDone)
+			return false
 		}
 		for len(c.in) >= maxPendingBytes && !c.stop && !c.drain {
 			c.cond.Wait()
 		}
 		c.mu.Unlock()
-		if n == len(chunk) && n < readChunkBytes {
-			chunk = make([]byte, readChunkBytes) // a body or a stream of requests
-		}
+		c.growChunk(n)
+	}
+}
+
+// growChunk grows the read buffer after a read of n bytes filled a small
+// one: a body or a stream of requests.
+func (c *conn) growChunk(n int) {
+	if n == len(c.chunk) && n < readChunkBytes {
+		c.chunk = make([]byte, readChunkBytes)
 	}
 }
 
@@ -136,25 +174,47 @@ func (c *conn) rearmLocked() bool {
 func (c *conn) buffered() []byte { return c.buf[c.r:] }
 func (c *conn) consume(n int)    { c.r += n }
 
-// more waits for input and takes it into c.buf, with c.waitDead as the
-// read deadline while it waits.
-func (c *conn) more() error {
+// more waits for input and takes it into c.buf (a body's read).
+func (c *conn) more() error { return c.wait(false, false, time.Time{}) }
+
+// errYield ends a server's wait for a head whose role the reader took:
+// the goroutine that waited now reads.
+var errYield = errors.New("h1: the reader serves")
+
+// wait waits for input and takes it into c.buf, with dead as the read
+// deadline while it waits. head: it waits for a request's head, and
+// follows (it returns errYield when the reader takes its role); idle:
+// nothing of the head is there yet.
+func (c *conn) wait(head, idle bool, dead time.Time) error {
 	c.mu.Lock()
 	if len(c.in) == 0 && c.rerr == nil {
-		if c.waitIdle {
+		if idle {
 			c.idle = true
 			if c.srv.closed.Load() {
 				c.mu.Unlock()
 				return errIdleClosed
 			}
 		}
-		c.deadline = c.waitDead
+		c.deadline = dead
 		if d := c.deadline; !d.IsZero() && (c.armed.IsZero() || d.Before(c.armed)) {
 			c.nc.SetReadDeadline(d)
 			c.armed = d
 		}
-		for len(c.in) == 0 && c.rerr == nil {
-			c.cond.Wait()
+		if head {
+			c.follow = true
+			taken := c.taken
+			for c.taken == taken && len(c.in) == 0 && c.rerr == nil {
+				c.cond.Wait()
+			}
+			if c.taken != taken {
+				c.mu.Unlock()
+				return errYield
+			}
+			c.follow = false
+		} else {
+			for len(c.in) == 0 && c.rerr == nil {
+				c.cond.Wait()
+			}
 		}
 		c.deadline, c.idle = time.Time{}, false
 	}
@@ -163,6 +223,13 @@ func (c *conn) more() error {
 		c.mu.Unlock()
 		return err
 	}
+	c.takeLocked()
+	c.mu.Unlock()
+	return nil
+}
+
+// takeLocked takes c.in into c.buf, under c.mu, for the server.
+func (c *conn) takeLocked() {
 	full := len(c.in) >= maxPendingBytes
 	if c.r == len(c.buf) {
 		c.buf, c.in = c.in, c.buf[:0]
@@ -181,8 +248,6 @@ func (c *conn) more() error {
 	if full {
 		c.cond.Broadcast()
 	}
-	c.mu.Unlock()
-	return nil
 }
 
 // closeIfIdle closes the connection if it waits for a request (Shutdown).
@@ -194,22 +259,48 @@ func (c *conn) closeIfIdle() {
 	c.mu.Unlock()
 }
 
-// serve serves the connection's requests until it closes.
+// serve serves the connection's requests until it closes; it runs in
+// the goroutine Serve starts for the connection, and starts the other.
 func (c *conn) serve() {
-	go c.readLoop()
 	c.hdr, c.res = make(http.Header), make(http.Header)
 	c.wbuf = make([]byte, 0, 4096)
-	var err error
-	for first := true; err == nil; first = false {
-		err = c.serveOne(first)
+	c.chunk = make([]byte, firstChunkBytes)
+	c.first = true
+	go c.run(false)
+	c.run(true)
+}
+
+// run is the life of one of the connection's two goroutines: it reads,
+// or serves, or (with serving) serves first, until the connection ends.
+func (c *conn) run(serving bool) {
+	for {
+		if !serving && !c.readLoop() {
+			return
+		}
+		serving = false
+		err := c.serveLoop()
+		if err == errYield {
+			continue
+		}
+		var se *statusError
+		if errors.As(err, &se) {
+			c.refuse(se)
+		} else if err == errBodyLeft {
+			c.linger()
+		}
+		c.close()
+		return
 	}
-	var se *statusError
-	if errors.As(err, &se) {
-		c.refuse(se)
-	} else if err == errBodyLeft {
-		c.linger()
+}
+
+// serveLoop serves requests until the connection ends (it returns why)
+// or the reader takes the server's role (errYield).
+func (c *conn) serveLoop() error {
+	for {
+		if err := c.serveOne(); err != nil {
+			return err
+		}
 	}
-	c.close()
 }
 
 // close closes the socket and waits for the reader to end.
@@ -233,22 +324,25 @@ var errBodyLeft = errors.New("h1: request body left unread")
 
 // readHead returns the next request's head text. The first request has
 // ReadHeaderTimeout from the connection's start; later ones wait up to
-// IdleTimeout for their first byte, then ReadHeaderTimeout from it.
-func (c *conn) readHead(first bool) (string, error) {
-	var scan headScan
-	var started bool
-	var dead time.Time // the deadline of the wait for more
-	if first && c.srv.ReadHeaderTimeout > 0 {
-		started = true
-		dead = time.Now().Add(c.srv.ReadHeaderTimeout)
+// IdleTimeout for their first byte, then ReadHeaderTimeout from it. While
+// it waits for input the reader may take the server's role (errYield):
+// the head's reading goes on, from c.hs, in the reader's goroutine.
+func (c *conn) readHead() (string, error) {
+	hs := &c.hs
+	if !hs.active {
+		*hs = headState{active: true}
+		if c.first && c.srv.ReadHeaderTimeout > 0 {
+			hs.started = true
+			hs.dead = time.Now().Add(c.srv.ReadHeaderTimeout)
+		}
+		if c.r == len(c.buf) && cap(c.buf) > maxKeptBytes {
+			c.buf, c.r = nil, 0 // after a long head or body
+		}
 	}
 	limit := c.srv.maxHeadBytes()
-	if c.r == len(c.buf) && cap(c.buf) > maxKeptBytes {
-		c.buf, c.r = nil, 0 // after a long head or body
-	}
 	for {
 		b := c.buf[c.r:]
-		if c.lastPost && scan.pos == 0 {
+		if c.lastPost && hs.scan.pos == 0 {
 			// RFC 9112 2.2's tolerance for a CRLF after a POST body.
 			i := 0
 			for i < len(b) && i < 4 && (b[i] == '\r' || b[i] == '\n') {
@@ -258,34 +352,36 @@ func (c *conn) readHead(first bool) (string, error) {
 			b = b[i:]
 		}
 		if len(b) > 0 {
-			if scan.line == 0 {
+			if hs.scan.line == 0 {
 				if e := checkStart(b[:min(len(b), maxMethodBytes+1)]); e != nil {
+					hs.active = false
 					return "", e
 				}
 			}
-			end := scan.end(b)
+			end := hs.scan.end(b)
 			if end > limit || end < 0 && len(b) >= limit {
+				hs.active = false
 				return "", errTooLarge
 			}
 			if end >= 0 {
 				c.r += end
+				hs.active, c.first = false, false
 				return string(b[:end]), nil
 			}
-			if !started {
-				started = true
-				dead = time.Time{}
+			if !hs.started {
+				hs.started = true
+				hs.dead = time.Time{}
 				if d := c.srv.ReadHeaderTimeout; d > 0 {
-					dead = time.Now().Add(d)
+					hs.dead = time.Now().Add(d)
 				}
 			}
-		} else if !started && c.srv.IdleTimeout > 0 && dead.IsZero() {
-			dead = time.Now().Add(c.srv.IdleTimeout)
+		} else if !hs.started && c.srv.IdleTimeout > 0 && hs.dead.IsZero() {
+			hs.dead = time.Now().Add(c.srv.IdleTimeout)
 		}
-		c.waitIdle, c.waitDead = len(b) == 0, dead
-		err := c.more()
-		c.waitIdle, c.waitDead = false, time.Time{}
-		if err != nil {
-			// The client left, or timed out: a silent close, as net/http.
+		if err := c.wait(true, len(b) == 0, hs.dead); err != nil {
+			// errYield: c is no longer this goroutine's to touch.
+			// Else the client left, or timed out: a silent close, as
+			// net/http.
 			return "", err
 		}
 	}
@@ -302,8 +398,8 @@ type exchange struct {
 // serveOne reads one request and serves it. It returns nil to go on with
 // the next, a *statusError to refuse a bad one, or why the connection
 // ends.
-func (c *conn) serveOne(first bool) error {
-	text, err := c.readHead(first)
+func (c *conn) serveOne() error {
+	text, err := c.readHead()
 	if err != nil {
 		return err
 	}

@@ -154,3 +154,65 @@ func TestAnswerEdges(t *testing.T) {
 		t.Fatalf("%q %v", b, err)
 	}
 }
+
+// following reports, for s's one connection whose server waits for a
+// head (follows), how many times its reader took the server's role and
+// how much of the head is buffered; ok is false while no server follows.
+func following(s *Server) (taken uint64, partial int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.mu.Lock()
+		if c.follow { // the server waits: its state is still
+			taken, partial, ok = c.taken, len(c.buf)-c.r, true
+		}
+		c.mu.Unlock()
+	}
+	return taken, partial, ok
+}
+
+// TestHeadInPieces checks the passing of the server's role: a head that
+// comes in pieces is read on by the goroutine that read each piece (the
+// reader takes the role of the server that waits), the pipelined
+// requests after it are served in order, and a disconnect while the last
+// one's handler runs cancels it.
+func TestHeadInPieces(t *testing.T) {
+	running := make(chan struct{})
+	cancelled := make(chan struct{})
+	s, addr := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			close(running)
+			<-r.Context().Done()
+			close(cancelled)
+			return
+		}
+		echo(w, r)
+	}))
+	p := dial(t, addr)
+	var taken uint64
+	sent := 0
+	for _, piece := range []string{"GET /a HTTP/1.1\r\nHo", "st: h\r", "\n"} {
+		p.send(piece)
+		sent += len(piece)
+		var n uint64
+		waitFor(t, func() bool {
+			var part int
+			var ok bool
+			n, part, ok = following(s)
+			return ok && part == sent
+		})
+		if taken > 0 && n != taken+1 {
+			t.Fatalf("the reader took the role %d times for one piece", n-taken)
+		}
+		taken = n
+	}
+	p.send("\r\nPOST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nxGET /wait HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"GET /a path=/a query= host=h x= body=", "POST /b path=/b query= host=h x= body=x"} {
+		if _, b := p.answer("GET"); b != want {
+			t.Fatalf("%q, want %q", b, want)
+		}
+	}
+	<-running
+	p.nc.Close()
+	<-cancelled
+}

@@ -16,20 +16,31 @@
 //
 // # How a connection is served
 //
-// Two goroutines serve a connection for its whole life. The reader reads
-// the socket all the time, also while a handler runs: what it reads is
-// the request's body, or the next request (pipelined requests are kept,
-// up to 64 KiB, and served in turn), and an EOF or a reset cancels the
-// running request's context at once. The server goroutine parses each
-// request from what the reader read, runs the handler and writes the
-// answer. Per connection objects are reused: the request's header map
-// (cleared between requests; a handler must not keep it after it
-// returns), the answer's header map and the buffers. The answer's head is
-// rendered straight into the write buffer with the start of its body, so
-// a small answer leaves in one write; a longer one is chunked (HTTP/1.1)
-// or ends with the connection (HTTP/1.0). The idle and read-header
-// timeouts are read deadlines set only when they would fire earlier than
-// the one already armed, so that the hot path sets none.
+// Two goroutines serve a connection for its whole life, in two roles
+// that pass between them (leader/follower). The reader reads the socket
+// all the time, also while a handler runs: what it reads is the
+// request's body, or the next request (pipelined requests are kept, up
+// to 64 KiB, and served in turn), and an EOF or a reset cancels the
+// running request's context at once. The server parses each request from
+// what the reader read, runs the handler and writes the answer; when no
+// complete request is buffered it waits for the next head and follows:
+// the goroutine whose read brings input then takes the server's role
+// itself (it parses, runs the handler, answers) and wakes the other,
+// which becomes the reader. So a request's handler runs in the goroutine
+// that read its bytes, and the wake-up of the other goroutine, which
+// only has to watch the socket, is off the request's path: no hand-off
+// between goroutines lies between a request's arrival and its handler. A
+// head that comes in several reads passes between the goroutines with
+// each read, its reading state kept in the connection; the body a
+// handler reads comes through the reader's buffer. Per connection
+// objects are reused: the request's header map (cleared between
+// requests; a handler must not keep it after it returns), the answer's
+// header map and the buffers. The answer's head is rendered straight
+// into the write buffer with the start of its body, so a small answer
+// leaves in one write; a longer one is chunked (HTTP/1.1) or ends with
+// the connection (HTTP/1.0). The idle and read-header timeouts are read
+// deadlines set only when they would fire earlier than the one already
+// armed, so that the hot path sets none.
 //
 // # What it refuses
 //
