@@ -43,6 +43,7 @@ var pure = map[string][]string{
 	"proxy/route":        nil,
 	"bench/stats":        nil,
 	"internal/race":      nil,
+	"internal/idtable":   nil,
 	"fault":              nil,
 	// netem: the Queue and Fault are the core; forward.go drives them
 	// with goroutines, the wall clock and devices.

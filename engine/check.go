@@ -20,12 +20,12 @@ func (c *Core) Check() error {
 			continue
 		}
 		n++
-		r, ok := c.byID[h.Owner]
-		if !ok || r.Hold != h.ID {
+		r := c.byID.Get(h.Owner)
+		if r == nil || r.Hold != h.ID {
 			return fmt.Errorf("engine: orphan request hold %#x of request %d", uint64(h.ID), h.Owner)
 		}
 	}
-	for _, r := range c.byID {
+	for _, r := range c.byID.All() {
 		if r.Hold != 0 && !c.pool.Live(r.Hold) {
 			return fmt.Errorf("engine: request %q names a dead hold", r.ext)
 		}
@@ -63,7 +63,7 @@ func (c *Core) Check() error {
 		if err := c.checkSpill(); err != nil {
 			return err
 		}
-		for _, r := range c.byID {
+		for _, r := range c.byID.All() {
 			if r.loading != c.offload.Loading(r.ID) {
 				return fmt.Errorf("engine: request %q loading %v, offload says %v", r.ext, r.loading, !r.loading)
 			}

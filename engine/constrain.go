@@ -48,7 +48,7 @@ func (c *Core) maskBatch(now clock.Instant, b *model.Batch) {
 		if !s.Sample {
 			continue
 		}
-		r := c.byID[s.Req]
+		r := c.byID.Get(s.Req)
 		if r == nil || r.grammar == nil {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kvlease/kvlease/clock"
+	"github.com/kvlease/kvlease/internal/idtable"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/model/constrain"
@@ -167,8 +168,7 @@ type Core struct {
 	// live requests with a grammar (constrain.go).
 	vocab       *constrain.Vocab
 	constrained int
-	byID        map[uint64]*request
-	slots       []*request // byID's direct-mapped front (ids.go)
+	byID        idtable.Table[request] // by core id: looked up for every step outcome
 	byExt       map[string]*request
 	recent      recentSet
 	adapters    int // live requests with a LoRA adapter (Stats lists their names only when there are some)
@@ -232,8 +232,7 @@ func NewCore(cfg Config, rng *rand.Rand) *Core {
 		pool:          pool,
 		sched:         sched.New(cfg.Sched, pool),
 		rng:           rng,
-		byID:          make(map[uint64]*request),
-		slots:         make([]*request, requestSlots),
+		byID:          idtable.New[request](requestSlots),
 		byExt:         make(map[string]*request),
 		recent:        newRecentSet(cfg.RecentFinished),
 		vocab:         cfg.Vocab,
@@ -379,7 +378,7 @@ func (c *Core) add(now clock.Instant, in *Request) AddResult {
 		return RejectedQueueFull
 	}
 	c.constrain(r, in.Grammar) // once accepted: finish undoes it
-	c.putReq(r)
+	c.byID.Put(r.ID, r)
 	if !in.Adapter.IsBase() {
 		c.adapters++
 	}
@@ -436,7 +435,7 @@ func (c *Core) Stop(now clock.Instant, id string) AbortResult {
 // finished, or that this core never had, is reported AbortAlreadyFinished:
 // a caller holds a core id only for a request the core accepted.
 func (c *Core) AbortReq(now clock.Instant, req uint64, lease wire.LeaseID) AbortResult {
-	if r, ok := c.byID[req]; ok && c.byExt[r.ext] == r {
+	if r := c.byID.Get(req); r != nil && c.byExt[r.ext] == r {
 		c.finish(now, r, sched.FinishedAborted, model.NoToken)
 		return Aborted
 	}
@@ -450,8 +449,8 @@ func (c *Core) AbortReq(now clock.Instant, req uint64, lease wire.LeaseID) Abort
 // (Output.Req); a finished one is reported AbortAlreadyFinished and nothing
 // changes.
 func (c *Core) StopReq(now clock.Instant, req uint64) AbortResult {
-	r, ok := c.byID[req]
-	if !ok || c.byExt[r.ext] != r {
+	r := c.byID.Get(req)
+	if r == nil || c.byExt[r.ext] != r {
 		return AbortAlreadyFinished
 	}
 	r.stopped = true
@@ -538,8 +537,8 @@ func (c *Core) drainConsumer(now clock.Instant) {
 	c.consumerActions = append(c.consumerActions, acts...)
 	for _, d := range done {
 		c.transfers = append(c.transfers, d)
-		r, ok := c.byID[d.Req]
-		if !ok || !r.pulling {
+		r := c.byID.Get(d.Req)
+		if r == nil || !r.pulling {
 			// The request finished (aborted) while its read ran.
 			if d.Hold != 0 {
 				c.pool.Release(d.Hold)
@@ -568,7 +567,7 @@ func (c *Core) drainConsumer(now clock.Instant) {
 // the step finished.
 func (c *Core) Complete(now clock.Instant, res *model.StepResult) {
 	for _, o := range c.sched.Update(res) {
-		r := c.lookup(o.Req.ID)
+		r := c.byID.Get(o.Req.ID)
 		if o.PromptLogprobs != nil {
 			r.addPromptLogprobs(o.PromptLogprobs)
 		}
@@ -688,7 +687,7 @@ func (c *Core) teardown(now clock.Instant, r *request) *xfer.Grant {
 		c.offload.Finished(r.ID, nil, nil, 0)
 	}
 	r.loading = false
-	c.delReq(r)
+	c.byID.Delete(r.ID)
 	if !r.Extras.Adapter.IsBase() {
 		c.adapters--
 	}
@@ -761,10 +760,10 @@ func (c *Core) Drained() bool {
 
 // Idle reports whether no request is live and no step is executing.
 // Leases may still be outstanding (see Producer).
-func (c *Core) Idle() bool { return len(c.byID) == 0 && !c.sched.InFlight() }
+func (c *Core) Idle() bool { return c.byID.Len() == 0 && !c.sched.InFlight() }
 
 // NumRequests is the number of live requests.
-func (c *Core) NumRequests() int { return len(c.byID) }
+func (c *Core) NumRequests() int { return c.byID.Len() }
 
 // Stats returns the counters; the maps are the core's own (read only).
 func (c *Core) Stats() Stats {
@@ -772,9 +771,9 @@ func (c *Core) Stats() Stats {
 	s.Sched = c.sched.Stats()
 	s.Running = c.sched.NumRunning()
 	s.Waiting = c.sched.NumWaiting()
-	s.Requests = len(c.byID)
+	s.Requests = c.byID.Len()
 	if c.adapters > 0 {
-		for _, r := range c.byID {
+		for _, r := range c.byID.All() {
 			if r.Extras.Adapter.IsBase() {
 				continue
 			}

@@ -16,7 +16,7 @@ import (
 // (deferred by the coordinator to the next Take) before the scheduler
 // drops its hold. Its next admission may load its prefix again.
 func (c *Core) onPreempt(sr *sched.Request) {
-	if r := c.byID[sr.ID]; r != nil {
+	if r := c.byID.Get(sr.ID); r != nil {
 		r.loaded = false
 	}
 	c.offload.Preempted(sr.ID, c.pool.Blocks(sr.Hold), sr.Hashes, sr.NumComputed)
@@ -32,7 +32,7 @@ func (c *Core) onPreempt(sr *sched.Request) {
 // prefix the tiers hold waits at the head of the queue (Defer) rather than
 // being admitted to recompute it.
 func (c *Core) onAdmit(sr *sched.Request) sched.Admission {
-	r := c.byID[sr.ID]
+	r := c.byID.Get(sr.ID)
 	if r == nil {
 		return sched.Admit
 	}
@@ -116,8 +116,8 @@ func (c *Core) LoadDone(now clock.Instant, id offload.WorkID, copied int) {
 	if !ready {
 		return
 	}
-	r, ok := c.byID[req]
-	if !ok || !r.loading {
+	r := c.byID.Get(req)
+	if r == nil || !r.loading {
 		panic(fmt.Sprintf("engine: load of request %d ended, which is not loading", req))
 	}
 	r.loading = false

@@ -223,7 +223,7 @@ func (h *offloadCore) step() bool {
 		return !h.core.Idle() || len(h.jobs) > 0
 	}
 	for _, s := range rd.Batch.Seqs {
-		r := h.core.byID[s.Req]
+		r := h.core.byID.Get(s.Req)
 		if s.Start < r.NumPromptTokens {
 			h.promptComputed += uint64(min(s.Start+s.Count, r.NumPromptTokens) - s.Start)
 		}

@@ -59,8 +59,8 @@ func (d *s29Driver) add(req *Request) uint64 {
 }
 
 func (d *s29Driver) live(req uint64) bool {
-	r, ok := d.core.byID[req]
-	return ok && d.core.byExt[r.ext] == r
+	r := d.core.byID.Get(req)
+	return r != nil && d.core.byExt[r.ext] == r
 }
 
 func s29Prompt(base int32) []int32 {

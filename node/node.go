@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/internal/idtable"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/offload/tier"
@@ -86,6 +87,10 @@ const zeroYieldSteps = 64
 // already due right after a turn must not make the loop spin.
 const minTimerWait = 200 * time.Microsecond
 
+// streamSlots is the size of the direct-mapped part of Node.streams
+// (idtable): a stream is looked up for every output routed.
+const streamSlots = 4096
+
 // Node runs one engine.Loop with the real clock, the TCP transport and the
 // offload tiers: it is the loop's goroutine, and nothing else. Every
 // decision about the engine — when to step, what to feed the core in which
@@ -141,8 +146,8 @@ type Node struct {
 	done chan struct{} // closed when Run returns
 
 	// Run-owned state.
-	streams     streamTable // open streams, by core id (Output.Req)
-	unscheduled int         // open streams whose request was never scheduled (Stream.unscheduled)
+	streams     idtable.Table[Stream] // open streams, by core id (Output.Req)
+	unscheduled int                   // open streams whose request was never scheduled (Stream.unscheduled)
 	touched     []*Stream
 	idleWaiters []chan struct{}
 	// drainWaiters are closed when the loop is Drained.
@@ -209,7 +214,7 @@ func New(core *engine.Core, exec model.Executor, cfg Config) *Node {
 		onLeases:   cfg.OnLeaseEvents,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
-		streams:    newStreamTable(),
+		streams:    idtable.New[Stream](streamSlots),
 	}
 	lc := engine.LoopConfig{MaxReadStreams: cfg.MaxReadStreams, Logger: log}
 	if core.Producer() != nil || core.Consumer() != nil {
@@ -429,7 +434,7 @@ func (n *Node) handle(now clock.Instant, msgs []nodeMsg) {
 			if res == engine.Accepted {
 				s.added = true
 				s.internal = internal
-				n.streams.put(internal, s)
+				n.streams.Put(internal, s)
 				s.unscheduled = true
 				n.unscheduled++
 			}
@@ -509,7 +514,7 @@ func (n *Node) answerAdd(s *Stream, res engine.AddResult) {
 func (n *Node) route(outs []engine.Output) {
 	for i := range outs {
 		o := &outs[i]
-		s := n.streams.get(o.Req)
+		s := n.streams.Get(o.Req)
 		if s == nil {
 			continue // not submitted through this node
 		}
@@ -524,7 +529,7 @@ func (n *Node) route(outs []engine.Output) {
 			if o.Grant != nil {
 				s.lease = o.Grant.Lease
 			}
-			n.streams.del(o.Req)
+			n.streams.Delete(o.Req)
 			if s.unscheduled {
 				s.unscheduled = false
 				n.unscheduled--
@@ -574,7 +579,7 @@ func (n *Node) noteScheduled(now clock.Instant, b *model.Batch) {
 		return
 	}
 	for i := range b.Seqs {
-		if s := n.streams.get(b.Seqs[i].Req); s != nil && s.unscheduled {
+		if s := n.streams.Get(b.Seqs[i].Req); s != nil && s.unscheduled {
 			s.mu.Lock()
 			s.scheduledAt = now
 			s.scheduled = true
@@ -587,7 +592,7 @@ func (n *Node) noteScheduled(now clock.Instant, b *model.Batch) {
 
 func (n *Node) snapshot(now clock.Instant) engine.NodeStats {
 	st := n.loop.Stats(now)
-	st.Streams = n.streams.len()
+	st.Streams = n.streams.Len()
 	return st
 }
 
@@ -617,7 +622,7 @@ func (n *Node) shutdown() {
 		}
 	}
 	n.handle(now, msgs)
-	live := n.streams.len()
+	live := n.streams.Len()
 	n.route(n.loop.Shutdown(now, graceful))
 	if n.tr != nil {
 		if graceful {
