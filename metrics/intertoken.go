@@ -21,7 +21,7 @@ type InterTokens struct {
 }
 
 // numInterTokenBuckets is len(InterTokenBuckets).
-const numInterTokenBuckets = 19
+const numInterTokenBuckets = len(interTokenBounds)
 
 // Observe records one gap.
 func (b *InterTokens) Observe(d time.Duration) {
@@ -29,7 +29,7 @@ func (b *InterTokens) Observe(d time.Duration) {
 	// The first bucket whose bound is >= v, as sort.SearchFloat64s finds
 	// it, scanned from the smallest: a fast model's gaps are in the first.
 	i := 0
-	for i < numInterTokenBuckets && !(InterTokenBuckets[i] >= v) {
+	for i < numInterTokenBuckets && !(interTokenBounds[i] >= v) {
 		i++
 	}
 	b.counts[i]++
