@@ -158,11 +158,16 @@ type GGUFOptions struct {
 	Vocab        *Vocab
 	// Extra metadata (uint32, int32, float32, string, bool values).
 	Extra map[string]any
+	// ExtraTensors are written after the model's as F32 vectors (tests
+	// of tensors a loader must refuse).
+	ExtraTensors map[string][]float32
 }
 
 // WriteGGUF writes w as a GGUF v3 file with llama.* metadata, the
 // tokenizer of o.Vocab in tokenizer.ggml.* and tensors named as llama.cpp
-// names them, in w's matrix types (norms F32), aligned to 32 bytes.
+// names them, in w's matrix types (norms F32), aligned to 32 bytes; RoPE
+// factors as rope_freqs.weight and linear RoPE scaling as
+// rope.scaling.type linear with its factor.
 func WriteGGUF(out io.Writer, w *llama.Weights, o GGUFOptions) error {
 	c := w.Config
 	arch := o.Architecture
@@ -185,6 +190,9 @@ func WriteGGUF(out io.Writer, w *llama.Weights, o GGUFOptions) error {
 		{"llama.rope.freq_base", float32(c.RopeTheta)},
 		{"llama.rope.dimension_count", uint32(c.HeadDim())},
 		{"llama.attention.layer_norm_rms_epsilon", c.NormEps},
+	}
+	if c.RopeScale != 0 {
+		md = append(md, kv{"llama.rope.scaling.type", "linear"}, kv{"llama.rope.scaling.factor", float32(c.RopeScale)})
 	}
 	if v := o.Vocab; v != nil {
 		md = append(md, kv{"tokenizer.ggml.model", v.Model}, kv{"tokenizer.ggml.tokens", v.Tokens},
@@ -250,6 +258,17 @@ func WriteGGUF(out io.Writer, w *llama.Weights, o GGUFOptions) error {
 		matT(p+"ffn_up.weight", l.W3)
 	}
 	vecT("output_norm.weight", w.FinalNorm)
+	if w.RopeFactors != nil {
+		vecT("rope_freqs.weight", w.RopeFactors)
+	}
+	names := make([]string, 0, len(o.ExtraTensors))
+	for k := range o.ExtraTensors {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		vecT(k, o.ExtraTensors[k])
+	}
 	if !shared(w) {
 		matT("output.weight", w.Output)
 	}

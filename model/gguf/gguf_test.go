@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kvlease/kvlease/internal/llamatest"
@@ -178,5 +179,84 @@ func TestTokenizerFromMetadata(t *testing.T) {
 	f, _ = gguf.Parse(write(t, w, llamatest.GGUFOptions{Vocab: &v}))
 	if _, err := gguf.Tokenizer(f); !errors.Is(err, gguf.ErrUnsupported) {
 		t.Errorf("bert tokenizer: %v", err)
+	}
+}
+
+// TestRopeScaling: Llama 3.1/3.2's rope_freqs.weight and linear scaling
+// load (llama.cpp's semantics: a factor without a type is linear, type
+// none turns it off); every other scaling type, and every key and tensor
+// the loader does not implement, is refused by name — never ignored.
+func TestRopeScaling(t *testing.T) {
+	w := llamatest.Random(shape(), 5, true)
+	w.RopeFactors = []float32{1, 1.5, 4, 8}
+	w.Config.RopeScale = 2
+	v := llamatest.SPMVocab(w.Config.VocabSize)
+	f, err := gguf.Parse(write(t, w, llamatest.GGUFOptions{Vocab: &v}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gguf.Llama(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Config != w.Config || !slices.Equal(got.RopeFactors, w.RopeFactors) {
+		t.Fatalf("config %+v factors %v, wrote %+v %v", got.Config, got.RopeFactors, w.Config, w.RopeFactors)
+	}
+
+	plain := llamatest.Random(shape(), 5, true)
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+		scale float64
+	}{
+		{"factor without type", map[string]any{"llama.rope.scaling.factor": float32(4)}, 4},
+		{"old key", map[string]any{"llama.rope.scale_linear": float32(3)}, 3},
+		{"type none", map[string]any{"llama.rope.scaling.type": "none", "llama.rope.scaling.factor": float32(4)}, 0},
+		{"factor 1", map[string]any{"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": float32(1)}, 0},
+		{"inert keys", map[string]any{"llama.expert_count": uint32(0), "llama.attention.causal": true,
+			"llama.rope.scaling.original_context_length": uint32(8192), "llama.vocab_size": uint32(plain.Config.VocabSize)}, 0},
+	} {
+		f, err := gguf.Parse(write(t, plain, llamatest.GGUFOptions{Extra: tc.extra}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gguf.Llama(f)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got.Config.RopeScale != tc.scale {
+			t.Errorf("%s: RopeScale %v, want %v", tc.name, got.Config.RopeScale, tc.scale)
+		}
+	}
+
+	for _, tc := range []struct {
+		name    string
+		extra   map[string]any
+		tensors map[string][]float32
+		want    string // the refusal names it
+	}{
+		{"yarn", map[string]any{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": float32(4)}, nil, `"yarn"`},
+		{"longrope", map[string]any{"llama.rope.scaling.type": "longrope"}, nil, `"longrope"`},
+		{"unknown type", map[string]any{"llama.rope.scaling.type": "dynamic"}, nil, `"dynamic"`},
+		{"yarn key without type", map[string]any{"llama.rope.scaling.yarn_ext_factor": float32(1)}, nil, "llama.rope.scaling.yarn_ext_factor"},
+		{"sliding window", map[string]any{"llama.attention.sliding_window": uint32(4096)}, nil, "llama.attention.sliding_window"},
+		{"experts", map[string]any{"llama.expert_count": uint32(8)}, nil, "llama.expert_count"},
+		{"attention scale", map[string]any{"llama.attention.scale": float32(0.1)}, nil, "llama.attention.scale"},
+		{"logit scale", map[string]any{"llama.logit_scale": float32(2)}, nil, "llama.logit_scale"},
+		{"attn factor", map[string]any{"llama.rope.scaling.attn_factor": float32(1.2)}, nil, "llama.rope.scaling.attn_factor"},
+		{"key length", map[string]any{"llama.attention.key_length": uint32(16)}, nil, "llama.attention.key_length"},
+		{"vocab size", map[string]any{"llama.vocab_size": uint32(7)}, nil, "llama.vocab_size"},
+		{"longrope factors", nil, map[string][]float32{"rope_factors_long.weight": {1, 1, 1, 1}}, "rope_factors_long.weight (LongRoPE"},
+		{"q bias", nil, map[string][]float32{"blk.0.attn_q.bias": make([]float32, 64)}, "blk.0.attn_q.bias"},
+		{"unknown tensor", nil, map[string][]float32{"blk.2.mystery.weight": {1}}, "blk.2.mystery.weight"},
+	} {
+		f, err := gguf.Parse(write(t, plain, llamatest.GGUFOptions{Extra: tc.extra, ExtraTensors: tc.tensors}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = gguf.Llama(f)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a refusal naming %s", tc.name, err, tc.want)
+		}
 	}
 }

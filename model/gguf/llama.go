@@ -2,6 +2,8 @@ package gguf
 
 import (
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/kvlease/kvlease/model/llama"
 )
@@ -17,21 +19,32 @@ import (
 // with Q and K in the adjacent-pair RoPE order llama.cpp's converter writes.
 // Matrices may be F32, F16 or Q8_0; norms F32. The weights alias the file's
 // buffer.
+//
+// RoPE as llama.cpp computes it: rope_freqs.weight (Llama 3.1/3.2's
+// per-pair frequency factors) divides pair i's frequency by factor i, and
+// rope.scaling.factor (rope.scale_linear in older files) divides every
+// angle when rope.scaling.type is linear or absent; "none" ignores the
+// factor. Nothing that would change the math is ignored: any other scaling
+// type (yarn, longrope, …), any llama.* key outside those the loader reads
+// or knows to be inert, and any tensor it does not use are refused by name.
 func Llama(f *File) (*llama.Weights, error) {
 	arch, _ := f.String("general.architecture")
 	if arch != "llama" {
 		return nil, fmt.Errorf("%w: architecture %q (only llama loads)", ErrUnsupported, arch)
 	}
+	if err := checkKeys(f, arch); err != nil {
+		return nil, err
+	}
 	geti := func(key string, def int, required bool) (int, error) {
-		v, ok := f.Uint("llama." + key)
+		v, ok := f.Uint(arch + "." + key)
 		if !ok {
-			if required {
-				return 0, fmt.Errorf("%w: metadata llama.%s missing", ErrFormat, key)
+			if _, there := f.Metadata[arch+"."+key]; there || required {
+				return 0, fmt.Errorf("%w: metadata %s.%s missing or not a non-negative integer", ErrFormat, arch, key)
 			}
 			return def, nil
 		}
 		if v > 1<<30 {
-			return 0, fmt.Errorf("%w: llama.%s = %d", ErrFormat, key, v)
+			return 0, fmt.Errorf("%w: %s.%s = %d", ErrFormat, arch, key, v)
 		}
 		return int(v), nil
 	}
@@ -50,22 +63,25 @@ func Llama(f *File) (*llama.Weights, error) {
 		return nil, err
 	}
 	c.RopeTheta = 10000
-	if v, ok := f.Float("llama.rope.freq_base"); ok {
+	if v, ok := f.Float(arch + ".rope.freq_base"); ok {
 		c.RopeTheta = v
 	}
 	c.NormEps = 1e-5
-	if v, ok := f.Float("llama.attention.layer_norm_rms_epsilon"); ok {
+	if v, ok := f.Float(arch + ".attention.layer_norm_rms_epsilon"); ok {
 		c.NormEps = float32(v)
 	}
 	if c.Heads > 0 {
-		if rd, ok := f.Uint("llama.rope.dimension_count"); ok && int(rd) != c.Dim/c.Heads {
-			return nil, fmt.Errorf("%w: partial RoPE (rope.dimension_count %d, head dim %d)", ErrUnsupported, rd, c.Dim/c.Heads)
+		hd := c.Dim / c.Heads
+		for _, k := range []string{"rope.dimension_count", "attention.key_length", "attention.value_length"} {
+			if v, err := geti(k, hd, false); err != nil {
+				return nil, err
+			} else if v != hd {
+				return nil, fmt.Errorf("%w: %s.%s %d differs from the head dim %d (embedding_length / head_count)", ErrUnsupported, arch, k, v, hd)
+			}
 		}
 	}
-	if _, ok := f.Metadata["llama.rope.scaling.type"]; ok {
-		if s, _ := f.String("llama.rope.scaling.type"); s != "" && s != "none" {
-			return nil, fmt.Errorf("%w: RoPE scaling %q", ErrUnsupported, s)
-		}
+	if c.RopeScale, err = ropeScaling(f, arch); err != nil {
+		return nil, err
 	}
 	c.BOS, c.EOS = -1, -1
 	if v, ok := f.Uint("tokenizer.ggml.bos_token_id"); ok && v < 1<<31 {
@@ -82,31 +98,50 @@ func Llama(f *File) (*llama.Weights, error) {
 		return nil, fmt.Errorf("%w: token_embd.weight has %d dimensions", ErrFormat, len(emb.Dims))
 	}
 	c.VocabSize = int(emb.Dims[1])
+	if v, ok := f.Uint(arch + ".vocab_size"); ok && v != emb.Dims[1] {
+		return nil, fmt.Errorf("%w: %s.vocab_size %d, token_embd.weight has %d rows", ErrFormat, arch, v, emb.Dims[1])
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	// Every tensor the model uses is taken through mat and vec; whatever
+	// is left in the file at the end is refused.
+	used := make(map[string]bool, len(f.Tensors))
+	mat := func(name string, rows, cols int) (llama.Matrix, error) {
+		used[name] = true
+		return f.matrix(name, rows, cols)
+	}
+	vec := func(name string, n int) ([]float32, error) {
+		used[name] = true
+		return f.vector(name, n)
+	}
 	w := &llama.Weights{Config: c}
-	if w.Embedding, err = f.matrix("token_embd.weight", c.VocabSize, c.Dim); err != nil {
+	if w.Embedding, err = mat("token_embd.weight", c.VocabSize, c.Dim); err != nil {
 		return nil, err
 	}
 	if _, ok := f.Tensor("output.weight"); ok {
-		if w.Output, err = f.matrix("output.weight", c.VocabSize, c.Dim); err != nil {
+		if w.Output, err = mat("output.weight", c.VocabSize, c.Dim); err != nil {
 			return nil, err
 		}
 	} else {
 		w.Output = w.Embedding
 	}
-	if w.FinalNorm, err = f.vector("output_norm.weight", c.Dim); err != nil {
+	if w.FinalNorm, err = vec("output_norm.weight", c.Dim); err != nil {
 		return nil, err
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		if w.RopeFactors, err = vec("rope_freqs.weight", c.HeadDim()/2); err != nil {
+			return nil, err
+		}
 	}
 	w.Layers = make([]llama.Layer, c.Layers)
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		if l.AttnNorm, err = f.vector(p+"attn_norm.weight", c.Dim); err != nil {
+		if l.AttnNorm, err = vec(p+"attn_norm.weight", c.Dim); err != nil {
 			return nil, err
 		}
-		if l.FFNNorm, err = f.vector(p+"ffn_norm.weight", c.Dim); err != nil {
+		if l.FFNNorm, err = vec(p+"ffn_norm.weight", c.Dim); err != nil {
 			return nil, err
 		}
 		for _, m := range []struct {
@@ -118,12 +153,120 @@ func Llama(f *File) (*llama.Weights, error) {
 			{&l.Wo, "attn_output", c.Dim, c.Dim}, {&l.W1, "ffn_gate", c.HiddenDim, c.Dim},
 			{&l.W2, "ffn_down", c.Dim, c.HiddenDim}, {&l.W3, "ffn_up", c.HiddenDim, c.Dim},
 		} {
-			if *m.dst, err = f.matrix(p+m.name+".weight", m.rows, m.cols); err != nil {
+			if *m.dst, err = mat(p+m.name+".weight", m.rows, m.cols); err != nil {
 				return nil, err
 			}
 		}
 	}
+	for i := range f.Tensors {
+		if name := f.Tensors[i].Name; !used[name] {
+			return nil, fmt.Errorf("%w: tensor %s (%s) is not part of the %s model as implemented, and ignoring it could change the answers", ErrUnsupported, name, tensorRole(name), arch)
+		}
+	}
 	return w, w.Validate()
+}
+
+// inertKeys are <arch>.* metadata keys that Llama does not read and that do
+// not change the model's math (or that it checks below); any other key
+// under the architecture's prefix is refused.
+var inertKeys = map[string]bool{
+	"context_length": true, "embedding_length": true, "feed_forward_length": true, "block_count": true,
+	"vocab_size": true, "attention.head_count": true, "attention.head_count_kv": true,
+	"attention.layer_norm_rms_epsilon": true, "attention.key_length": true, "attention.value_length": true,
+	"rope.dimension_count": true, "rope.freq_base": true, "rope.scaling.type": true, "rope.scaling.factor": true,
+	"rope.scale_linear": true,
+	// Read by llama.cpp for YaRN only (refused) or not at all.
+	"rope.scaling.original_context_length": true, "rope.scaling.finetuned": true,
+	// The old converter's note that Q and K were permuted to llama.cpp's
+	// order, which every llama file is in.
+	"tensor_data_layout": true,
+}
+
+// checkKeys refuses an <arch>.* key that would change the math and that
+// Llama does not implement, naming it. A few are accepted at the value
+// that means "off".
+func checkKeys(f *File, arch string) error {
+	for _, k := range f.Keys {
+		name, ok := strings.CutPrefix(k, arch+".")
+		if !ok || inertKeys[name] {
+			continue
+		}
+		off := false
+		switch name {
+		case "expert_count", "expert_used_count":
+			v, ok := f.Uint(k)
+			off = ok && v == 0
+		case "attention.causal":
+			v, ok := f.Metadata[k].(bool)
+			off = ok && v
+		case "rope.scaling.attn_factor":
+			v, ok := f.Float(k)
+			off = ok && v == 1
+		}
+		if !off {
+			return fmt.Errorf("%w: metadata %s = %v: not implemented (it changes the model's math)", ErrUnsupported, k, f.Metadata[k])
+		}
+	}
+	return nil
+}
+
+// ropeScaling is the linear RoPE scaling factor of the file (0: none), as
+// llama.cpp reads it: rope.scaling.type defaults to linear, whose factor is
+// rope.scaling.factor or the older rope.scale_linear (absent or 0: none);
+// "none" turns the factor off; every other type is refused by name.
+func ropeScaling(f *File, arch string) (float64, error) {
+	typ := "linear"
+	if _, ok := f.Metadata[arch+".rope.scaling.type"]; ok {
+		s, ok := f.String(arch + ".rope.scaling.type")
+		if !ok {
+			return 0, fmt.Errorf("%w: %s.rope.scaling.type is not a string", ErrFormat, arch)
+		}
+		typ = s
+	}
+	switch typ {
+	case "none":
+		return 0, nil
+	case "linear":
+	default:
+		return 0, fmt.Errorf("%w: RoPE scaling %q (%s.rope.scaling.type; linear and none load)", ErrUnsupported, typ, arch)
+	}
+	for _, k := range []string{arch + ".rope.scaling.factor", arch + ".rope.scale_linear"} {
+		if _, ok := f.Metadata[k]; !ok {
+			continue
+		}
+		v, ok := f.Float(k)
+		if !ok || !(v >= 0) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("%w: %s = %v", ErrFormat, k, f.Metadata[k])
+		}
+		if v == 1 {
+			v = 0
+		}
+		return v, nil
+	}
+	return 0, nil
+}
+
+// tensorRole says what a tensor Llama does not use is for, where it knows.
+func tensorRole(name string) string {
+	base := name
+	if rest, ok := strings.CutPrefix(name, "blk."); ok {
+		if _, after, ok := strings.Cut(rest, "."); ok {
+			base = after
+		}
+	}
+	switch base {
+	case "rope_factors_long.weight", "rope_factors_short.weight":
+		return "LongRoPE frequency factors"
+	case "attn_qkv.weight", "attn_qkv.bias":
+		return "fused QKV projection"
+	case "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "output.bias":
+		return "a bias"
+	case "attn_q_norm.weight", "attn_k_norm.weight":
+		return "a per-head Q/K norm"
+	case "ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight":
+		return "mixture of experts"
+	}
+	return "unknown role"
 }
 
 func (f *File) matrix(name string, rows, cols int) (llama.Matrix, error) {

@@ -3,6 +3,7 @@ package llama
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Config is a llama-architecture model's shape and constants, as a model file
@@ -19,6 +20,9 @@ type Config struct {
 	MaxSeqLen int
 	// RopeTheta is RoPE's base frequency (10000 for llama 1/2).
 	RopeTheta float64
+	// RopeScale is linear RoPE scaling: every pair's angle is divided by it
+	// (llama.cpp's rope.scaling.factor with type linear; 0 means 1, none).
+	RopeScale float64
 	// NormEps is RMSNorm's epsilon.
 	NormEps float32
 	// BOS and EOS are the tokenizer's special ids (-1 when the file has none).
@@ -51,8 +55,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("llama: %d heads are not a multiple of %d kv heads", c.Heads, c.KVHeads)
 	case c.Dim > 1<<16 || c.HiddenDim > 1<<18 || c.Layers > 1024 || c.VocabSize > 1<<22 || c.MaxSeqLen > 1<<20:
 		return fmt.Errorf("llama: shape out of bounds (dim ≤ 65536, hidden ≤ 262144, layers ≤ 1024, vocab ≤ 4M, context ≤ 1M): %+v", c)
-	case !(c.RopeTheta > 0):
-		return errors.New("llama: RopeTheta must be positive")
+	case !(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0):
+		return errors.New("llama: RopeTheta must be positive and finite")
+	case !(c.RopeScale >= 0) || math.IsInf(c.RopeScale, 0):
+		return fmt.Errorf("llama: RopeScale %v must be 0 (none) or positive and finite", c.RopeScale)
 	case !(c.NormEps > 0):
 		return errors.New("llama: NormEps must be positive")
 	case c.EOS >= int32(c.VocabSize) || c.BOS >= int32(c.VocabSize):
@@ -81,6 +87,10 @@ type Weights struct {
 	Layers    []Layer
 	FinalNorm []float32 // Dim
 	Output    Matrix    // VocabSize × Dim (may be Embedding: a shared classifier)
+	// RopeFactors, when not nil, divide each RoPE pair's frequency: pair i
+	// of every head rotates by position × θ^(-2i/HeadDim) / RopeFactors[i]
+	// (HeadDim/2 of them; Llama 3.1/3.2's rope_freqs.weight).
+	RopeFactors []float32
 }
 
 // Validate checks the configuration and every tensor's shape.
@@ -112,6 +122,16 @@ func (w *Weights) Validate() error {
 	}
 	if err := vec("final norm", w.FinalNorm, c.Dim); err != nil {
 		return err
+	}
+	if w.RopeFactors != nil {
+		if err := vec("RoPE factors", w.RopeFactors, c.HeadDim()/2); err != nil {
+			return err
+		}
+		for i, f := range w.RopeFactors {
+			if !(f > 0) || math.IsInf(float64(f), 0) {
+				return fmt.Errorf("llama: RoPE factor %d is %v, want positive and finite", i, f)
+			}
+		}
 	}
 	for i := range w.Layers {
 		l := &w.Layers[i]

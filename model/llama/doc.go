@@ -4,7 +4,8 @@
 // # What it computes
 //
 // Token embedding, then per layer RMSNorm, the Q, K and V projections, RoPE
-// (adjacent pairs, the file's theta), causal grouped-query attention, the
+// (adjacent pairs, the file's theta, Llama 3.1's per-pair frequency factors
+// and linear scaling when the file has them), causal grouped-query attention, the
 // output projection and a SwiGLU feed-forward, each with its residual; then
 // the final norm and the classifier, only for the positions that sample.
 // Weights are F32, F16 or Q8_0 matrices (Matrix), possibly aliasing a

@@ -22,7 +22,7 @@ type Executor struct {
 	blockSize int
 	hd, kvDim int
 	group     int       // query heads per kv head
-	invFreq   []float64 // RoPE: theta^(-2i/hd), i < hd/2
+	invFreq   []float64 // RoPE: theta^(-2i/hd) / factor i / linear scale, i < hd/2
 	attScale  float32
 	run       Runner
 	viewKV    bool // the pool's slots can be read as []float32 in place (viewF32)
@@ -86,7 +86,14 @@ func New(w *Weights, pool *kvblock.Pool, run Runner) (*Executor, error) {
 	}
 	e.invFreq = make([]float64, e.hd/2)
 	for i := range e.invFreq {
-		e.invFreq[i] = math.Pow(c.RopeTheta, -float64(2*i)/float64(e.hd))
+		f := math.Pow(c.RopeTheta, -float64(2*i)/float64(e.hd))
+		if w.RopeFactors != nil {
+			f /= float64(w.RopeFactors[i])
+		}
+		if c.RopeScale > 0 {
+			f /= c.RopeScale
+		}
+		e.invFreq[i] = f
 	}
 	e.mm.e = e
 	e.attn.e = e

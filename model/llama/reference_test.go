@@ -64,6 +64,12 @@ func reference(w *llama.Weights, tokens []int32) []float64 {
 		for i := 0; i < len(x); i += 2 {
 			j := i % hd
 			a := float64(pos) * math.Pow(c.RopeTheta, -float64(j)/float64(hd))
+			if w.RopeFactors != nil {
+				a /= float64(w.RopeFactors[j/2])
+			}
+			if c.RopeScale != 0 {
+				a /= c.RopeScale
+			}
 			x0, x1 := x[i], x[i+1]
 			x[i] = x0*math.Cos(a) - x1*math.Sin(a)
 			x[i+1] = x0*math.Sin(a) + x1*math.Cos(a)
@@ -142,15 +148,35 @@ func TestForwardMatchesReference(t *testing.T) {
 		typ    llama.Type
 		shape  llama.Config
 		shared bool
+		// rope changes the RoPE of w (nil: plain); the test then also
+		// checks that the change matters at these positions.
+		rope func(w *llama.Weights)
 	}{
-		{"f32-gqa-shared", llama.F32, llamatest.Shape260K, true},
-		{"f32-unshared", llama.F32, llamatest.Shape260K, false},
-		{"f16", llama.F16, llamatest.Shape260K, false},
-		{"q8_0", llama.Q8_0, withHidden(llamatest.Shape260K, 192), false},
+		{"f32-gqa-shared", llama.F32, llamatest.Shape260K, true, nil},
+		{"f32-unshared", llama.F32, llamatest.Shape260K, false, nil},
+		{"f16", llama.F16, llamatest.Shape260K, false, nil},
+		{"q8_0", llama.Q8_0, withHidden(llamatest.Shape260K, 192), false, nil},
+		// Llama 3.1's rope_freqs: one factor per pair, 1 to 8 as its
+		// converter computes them (head dim 8: four pairs).
+		{"rope-factors", llama.F32, llamatest.Shape260K, false, func(w *llama.Weights) {
+			w.RopeFactors = []float32{1, 2.5, 5.75, 8}
+		}},
+		{"rope-linear", llama.Q8_0, withHidden(llamatest.Shape260K, 192), false, func(w *llama.Weights) {
+			w.Config.RopeScale = 4
+		}},
+		{"rope-factors-linear", llama.F32, llamatest.Shape260K, true, func(w *llama.Weights) {
+			w.RopeFactors = []float32{1.5, 1, 3, 8}
+			w.Config.RopeScale = 2
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := llamatest.Random(tc.shape, 7, tc.shared)
 			llamatest.Quantize(w, tc.typ)
+			if tc.rope != nil {
+				plain := *w
+				tc.rope(w)
+				ropeMatters(t, reference(&plain, []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250}), reference(w, []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250}))
+			}
 			h := newHarness(t, w, 64, 4, nil)
 			prompt := []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250, 12}
 			s := h.newSeq(1, prompt, model.Sampling{})
@@ -164,6 +190,21 @@ func TestForwardMatchesReference(t *testing.T) {
 				compareLogits(t, got, want)
 			}
 		})
+	}
+}
+
+// ropeMatters fails unless a and b (the reference with and without a RoPE
+// change) differ by much more than compareLogits tolerates: a forward pass
+// that ignored the change would fail.
+func ropeMatters(t *testing.T, a, b []float64) {
+	t.Helper()
+	scale, d := 0.0, 0.0
+	for i := range a {
+		scale = math.Max(scale, math.Abs(a[i]))
+		d = math.Max(d, math.Abs(a[i]-b[i]))
+	}
+	if d < 10*1e-3*(1+scale) {
+		t.Fatalf("the RoPE change moves the reference's logits by %g only: the test would not see it ignored", d)
 	}
 }
 
