@@ -13,13 +13,15 @@
 // The wire format is vLLM's (vllm/distributed/kv_events.py,
 // ZmqEventPublisher): a PUB socket sends each batch as three frames
 // [topic, 8-byte big-endian sequence number, msgpack payload], the payload
-// being (ts, events, data_parallel_rank); sequence numbers start at 0 and
+// being the array [ts, events, data_parallel_rank]; sequence numbers start at 0 and
 // grow by one per published batch. A ROUTER socket keeps the last
 // Config.ReplayBatches batches: a client sends an 8-byte big-endian start
 // sequence and gets every buffered (seq, payload) from there, then seq -1
 // with an empty payload. Events are encoded as maps keyed by field name with
-// the tag under "type" (newer vLLM) or as positional arrays with the tag
-// first (older vLLM); see encodeBatch for the fields.
+// the tag under "type" (vLLM since #42892, v0.26.0 on) or as positional
+// arrays with the tag first (older vLLM); the batch around them is an
+// array in both, as vLLM sends it and llm-d's decoder reads it. See
+// encodeBatch for the fields.
 //
 // With Config.LeaseTopic, PublishLeases also sends a prefill engine's lease
 // events (xfer.LeaseEvent: granted, claimed, renewed, released with a

@@ -13,11 +13,16 @@ import (
 type Encoding uint8
 
 const (
-	// EncodingMap encodes the batch and each event as a map keyed by field
-	// name, the event's tag under "type" (newer vLLM).
+	// EncodingMap encodes each event as a map keyed by field name, the
+	// event's tag under "type", in a positional batch [ts, events,
+	// data_parallel_rank]: vLLM since vllm-project/vllm#42892 (v0.26.0 and
+	// later), which dropped array_like from the event structs and kept it
+	// on the batch. llm-d's decoder (llm-d-kv-cache's VLLMAdapter, the
+	// router's) reads the batch positionally and each event in either
+	// form.
 	EncodingMap Encoding = iota
-	// EncodingArray encodes them as positional arrays, the event's tag
-	// first (older vLLM, msgspec's array_like structs).
+	// EncodingArray encodes the events positionally too, the event's tag
+	// first: vLLM before #42892 (msgspec's array_like event structs).
 	EncodingArray
 )
 
@@ -43,8 +48,8 @@ func ParseEncoding(s string) (Encoding, error) {
 // full-attention model; kvlease's pool is one such group (group_idx 0).
 const kvCacheSpecKind = "full_attention"
 
-// encodeBatch returns the msgpack payload of one batch: (ts, events,
-// data_parallel_rank), with vLLM's field names and order.
+// encodeBatch returns the msgpack payload of one batch: the array [ts,
+// events, data_parallel_rank], with vLLM's field names and order.
 //
 // The fields follow vLLM's msgspec structs with omit_defaults: in the map
 // encoding a field equal to its default (extra_keys, the sliding window:
@@ -58,29 +63,22 @@ const kvCacheSpecKind = "full_attention"
 // as in vLLM, and so is the parent of an offload tier's event (the tiers
 // know hashes only: no tokens, no parent, as vLLM's offloading events).
 func encodeBatch(enc Encoding, ts float64, rank int, events []kvblock.Event) []byte {
-	return encodeEnvelope(enc, ts, rank, func(e *msgpack.Encoder) { encodeEvents(e, enc, events) })
+	return encodeEnvelope(ts, rank, func(e *msgpack.Encoder) { encodeEvents(e, enc, events) })
 }
 
-// encodeEnvelope returns the payload (ts, events, data_parallel_rank) whose
-// events array the function writes.
-func encodeEnvelope(enc Encoding, ts float64, rank int, events func(*msgpack.Encoder)) []byte {
+// encodeEnvelope returns the payload [ts, events, data_parallel_rank]
+// whose events array the function writes. The batch is positional in
+// every encoding: vLLM's EventBatch kept array_like when #42892 made the
+// events maps, and llm-d's decoder reads it as an array (a map-encoded
+// batch decodes there as zero events, silently).
+func encodeEnvelope(ts float64, rank int, events func(*msgpack.Encoder)) []byte {
 	var buf bytes.Buffer
 	e := msgpack.NewEncoder(&buf)
 	// Writes to a bytes.Buffer do not fail, so neither does the encoder:
 	// its errors are ignored.
-	if enc == EncodingArray {
-		e.EncodeArrayLen(3)
-		e.EncodeFloat64(ts)
-		events(e)
-		e.EncodeInt(int64(rank))
-		return buf.Bytes()
-	}
-	e.EncodeMapLen(3)
-	e.EncodeString("ts")
+	e.EncodeArrayLen(3)
 	e.EncodeFloat64(ts)
-	e.EncodeString("events")
 	events(e)
-	e.EncodeString("data_parallel_rank")
 	e.EncodeInt(int64(rank))
 	return buf.Bytes()
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // encodeLeaseBatch returns the msgpack payload of a batch of lease events:
-// the same envelope as encodeBatch, (ts, events, data_parallel_rank), in
+// the same envelope as encodeBatch, [ts, events, data_parallel_rank], in
 // the same encoding, with these events (map keys in order; the array
 // encoding has the same values in that order after the tag):
 //
@@ -26,7 +26,7 @@ import (
 // labels; held_ms is the lease's life; read says whether a decode engine
 // finished reading its blocks (an unread release stranded them).
 func encodeLeaseBatch(enc Encoding, ts float64, rank int, events []xfer.LeaseEvent) []byte {
-	return encodeEnvelope(enc, ts, rank, func(e *msgpack.Encoder) { encodeLeaseEvents(e, enc, events) })
+	return encodeEnvelope(ts, rank, func(e *msgpack.Encoder) { encodeLeaseEvents(e, enc, events) })
 }
 
 func encodeLeaseEvents(e *msgpack.Encoder, enc Encoding, events []xfer.LeaseEvent) {

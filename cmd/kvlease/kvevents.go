@@ -66,7 +66,7 @@ func kvEventsFlagVars(fs *flag.FlagSet) (check func() (kvEventsFlags, error)) {
 	replay := fs.String("kv-events-replay-endpoint", "", "ZMQ ROUTER endpoint answering replay requests (8-byte start sequence), such as tcp://*:5558; empty: no replay")
 	topic := fs.String("kv-events-topic", "", "topic frame of every KV events message (llm-d's router subscribes to kv@<pod-ip>:<port>@<model>)")
 	leaseTopic := fs.String("kv-events-lease-topic", "", "also publish this prefill engine's lease events (granted, claimed, renewed, released with a reason) on the KV events socket under this topic, which must not be a prefix of --kv-events-topic nor have it as a prefix; empty: off")
-	encoding := fs.String("kv-events-encoding", "map", "msgpack layout of the events: map (newer vLLM, fields by name, tag under \"type\") or array (older vLLM, positional)")
+	encoding := fs.String("kv-events-encoding", "map", "msgpack layout of the events, in a positional batch [ts, events, rank]: map (vLLM since v0.26.0: each event a map, tag under \"type\"; what llm-d's router decodes) or array (vLLM before it: positional events, tag first)")
 	replayBatches := fs.Int("kv-events-buffer", kvevents.DefaultReplayBatches, "batches kept for replay")
 	queue := fs.Int("kv-events-queue", kvevents.DefaultQueueBatches, "batches queued between the engine and the publisher; beyond it a batch is dropped and counted, the engine never waits")
 	return func() (kvEventsFlags, error) {

@@ -54,9 +54,9 @@ func Decode(encoding string, payload []byte) (Batch, error) {
 	}
 	switch encoding {
 	case "map":
-		return batchFromMap(v)
+		return batchFrom(v, eventFromMap)
 	case "array":
-		return batchFromArray(v)
+		return batchFrom(v, eventFromArray)
 	}
 	return Batch{}, fmt.Errorf("encoding %q", encoding)
 }

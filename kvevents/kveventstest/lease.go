@@ -48,25 +48,15 @@ func DecodeLeases(encoding string, payload []byte) (LeaseBatch, error) {
 	}
 	var lb LeaseBatch
 	var ts, rank, events any
-	switch encoding {
-	case "map":
-		m, ok := v.(map[string]any)
-		if !ok {
-			return lb, fmt.Errorf("batch is %T, want a map", v)
-		}
-		if err := keys(m, []string{"ts", "events", "data_parallel_rank"}, nil); err != nil {
-			return lb, fmt.Errorf("batch: %v", err)
-		}
-		ts, events, rank = m["ts"], m["events"], m["data_parallel_rank"]
-	case "array":
-		a, ok := v.([]any)
-		if !ok || len(a) != 3 {
-			return lb, fmt.Errorf("batch is %T of %d, want an array of 3", v, len(a))
-		}
-		ts, events, rank = a[0], a[1], a[2]
-	default:
+	if encoding != "map" && encoding != "array" {
 		return lb, fmt.Errorf("encoding %q", encoding)
 	}
+	// The batch is an array in both encodings, as the KV events' is.
+	a, ok := v.([]any)
+	if !ok || len(a) != 3 {
+		return lb, fmt.Errorf("batch is %T of %d, want an array of 3", v, len(a))
+	}
+	ts, events, rank = a[0], a[1], a[2]
 	if lb.TS, err = float(ts); err != nil {
 		return lb, fmt.Errorf("ts: %v", err)
 	}

@@ -15,47 +15,17 @@ import (
 //	BlockRemoved:     block_hashes, medium: str | None, group_idx = None
 //	AllBlocksCleared: (no fields)
 //
-// Map encoding: one map per struct, the event's tag under "type"; fields
+// EventBatch is array_like (positional) in both encodings. Map encoding
+// (vLLM since #42892): one map per event, its tag under "type"; fields
 // with a default may be absent, the others must be present. Array
-// encoding: positional, the tag first; trailing fields with a default may be
-// absent. ExternalBlockHash is bytes or int; both are accepted.
+// encoding: positional events, the tag first; trailing fields with a
+// default may be absent. ExternalBlockHash is bytes or int; both are
+// accepted.
 
 var (
 	storedRequired = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name"}
 	storedOptional = []string{"extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window"}
 )
-
-func batchFromMap(v any) (Batch, error) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return Batch{}, fmt.Errorf("batch is %T, want a map", v)
-	}
-	if err := keys(m, []string{"ts", "events"}, []string{"data_parallel_rank"}); err != nil {
-		return Batch{}, fmt.Errorf("batch: %v", err)
-	}
-	var b Batch
-	var err error
-	if b.TS, err = float(m["ts"]); err != nil {
-		return b, fmt.Errorf("ts: %v", err)
-	}
-	if r, ok := m["data_parallel_rank"]; ok && r != nil {
-		if b.DataParallelRank, err = integer(r); err != nil {
-			return b, fmt.Errorf("data_parallel_rank: %v", err)
-		}
-	}
-	evs, ok := m["events"].([]any)
-	if !ok {
-		return b, fmt.Errorf("events is %T, want an array", m["events"])
-	}
-	for i, ev := range evs {
-		e, err := eventFromMap(ev)
-		if err != nil {
-			return b, fmt.Errorf("events[%d]: %v", i, err)
-		}
-		b.Events = append(b.Events, e)
-	}
-	return b, nil
-}
 
 func eventFromMap(v any) (Event, error) {
 	m, ok := v.(map[string]any)
@@ -103,7 +73,10 @@ func eventFromMap(v any) (Event, error) {
 	return e, nil
 }
 
-func batchFromArray(v any) (Batch, error) {
+// batchFrom decodes the batch, an array [ts, events] or [ts, events,
+// data_parallel_rank] in both encodings (vLLM's EventBatch stayed
+// array_like when its events became maps), each event with event.
+func batchFrom(v any, event func(any) (Event, error)) (Batch, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) < 2 || len(a) > 3 {
 		return Batch{}, fmt.Errorf("batch is %T of %d, want an array of 2 or 3", v, len(a))
@@ -123,7 +96,7 @@ func batchFromArray(v any) (Batch, error) {
 		return b, fmt.Errorf("events is %T, want an array", a[1])
 	}
 	for i, ev := range evs {
-		e, err := eventFromArray(ev)
+		e, err := event(ev)
 		if err != nil {
 			return b, fmt.Errorf("events[%d]: %v", i, err)
 		}
