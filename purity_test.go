@@ -15,7 +15,7 @@ import (
 )
 
 // pure lists the packages that must do no I/O, read no clock, use no global
-// randomness and start no goroutine (DESIGN.md, "pure cores, thin edges"),
+// randomness and start no goroutine (docs/design.md, "Pure cores, thin edges"),
 // neither themselves nor through any package of the module they import.
 // A value lists files of the package that are edges (engine/node.go): they
 // are not checked, and their imports are not followed.

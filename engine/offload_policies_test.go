@@ -42,7 +42,7 @@ func policyConfig(name string, tiers []offload.TierConfig) (*offload.Config, *he
 	return &cfg, nil
 }
 
-// TestScenarioS20S21EveryPolicy (SCENARIOS.md S20, S21) under every
+// TestScenarioS20S21EveryPolicy (docs/scenarios.md S20, S21) under every
 // policy, the custom one included, through engine.Core: a multi-turn
 // workload on a pool that preempts and evicts, copies completed two steps
 // late, a tier too small for the working set and a reuse filter, so the

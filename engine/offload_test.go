@@ -10,7 +10,7 @@ import (
 	"github.com/kvlease/kvlease/sched"
 )
 
-// TestS20FinishedRequestBlocksHeldUntilStored (SCENARIOS.md S20): a request
+// TestS20FinishedRequestBlocksHeldUntilStored (docs/scenarios.md S20): a request
 // finishes while the stores of its blocks are in flight; its request hold
 // goes at once, but each block stays held (not evictable, not reusable by
 // another request) until its own store completes, then becomes evictable.

@@ -199,7 +199,7 @@ func spillPrompt(seed, n int) []int32 {
 	return p
 }
 
-// TestS26SpilledLeaseReadFromTier (SCENARIOS.md S26, core level): a
+// TestS26SpilledLeaseReadFromTier (docs/scenarios.md S26, core level): a
 // leased, unread lease is spilled under policy always — stored under a
 // store hold, then its primary copies dropped — the pool reuses them, and
 // D's READ is served after the blocks are loaded back from the tier, with

@@ -10,7 +10,7 @@ import (
 // BlockID names a block of one pool: 0 ≤ id < capacity.
 type BlockID int32
 
-// HoldKind says what a hold is for. See DESIGN.md, "holds, not flags".
+// HoldKind says what a hold is for. See docs/design.md, "Holds, not flags".
 type HoldKind uint8
 
 const (

@@ -49,7 +49,7 @@ func consumer(s *engine.NodeStats) *xfer.ConsumerStats {
 	return &xfer.ConsumerStats{}
 }
 
-// transferMetrics are kvlease's P/D metrics (DESIGN.md, "Observability").
+// transferMetrics are kvlease's P/D metrics (docs/operations.md, "Metrics").
 var transferMetrics = []snapshotMetric{
 	{
 		name: "kvlease_leases_active", kind: gauge,

@@ -240,7 +240,7 @@ func tokens(seed, n int) []int32 {
 	return out
 }
 
-// TestScenarioS20StoreInFlightAtFinish (SCENARIOS.md S20): a request
+// TestScenarioS20StoreInFlightAtFinish (docs/scenarios.md S20): a request
 // finishes while stores of its blocks are in flight. Its own hold is
 // dropped at once, the blocks stay held by the stores (neither free nor
 // evictable, so no allocation can take them) until each store completes,
@@ -333,7 +333,7 @@ func TestScenarioS20StoreInFlightAtFinish(t *testing.T) {
 	}
 }
 
-// TestScenarioS21WatermarkSkipsNoRefusedBlock (SCENARIOS.md S21, at the
+// TestScenarioS21WatermarkSkipsNoRefusedBlock (docs/scenarios.md S21, at the
 // coordinator): the tier refuses blocks — whole batches while it is full
 // of blocks being stored, single blocks under the reuse threshold — and
 // the request's watermark stops before the first refused block, so each

@@ -66,7 +66,7 @@
 // policy is passed as Config.NewPolicy. The Coordinator keeps, per request
 // and tier, a watermark that advances only over blocks the Manager
 // accepted; refused blocks are offered again at the next trigger
-// (SCENARIOS.md S21), whatever the policy.
+// (docs/scenarios.md S21), whatever the policy.
 //
 // A Coordinator owns one Manager per tier (Config.Tiers, parsed from
 // --offload by ParseTiers; stores write through to every tier, loads

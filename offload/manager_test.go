@@ -245,7 +245,7 @@ func TestPrepareStoreAtCapacity(t *testing.T) {
 	}
 }
 
-// TestScenarioS21ManagerRefusesBlocks (SCENARIOS.md S21): the manager
+// TestScenarioS21ManagerRefusesBlocks (docs/scenarios.md S21): the manager
 // refuses some blocks — the tier is full of pinned blocks, or the reuse
 // threshold is not met — and reports exactly which, so the policy layer
 // can keep its watermark before the first refused block and offer it again.

@@ -44,7 +44,7 @@ func (t Trigger) String() string {
 // fits offers to the tiers' room and the in-flight bounds, takes store
 // holds, and keeps the watermarks, which advance only over blocks a tier
 // accepted, so blocks a tier refused are offered again at the next trigger
-// (SCENARIOS.md S21) whatever the policy.
+// (docs/scenarios.md S21) whatever the policy.
 //
 // A Policy is called by one Coordinator only, never concurrently. Embed
 // PolicyBase to leave out the methods a policy does not need.

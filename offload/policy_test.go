@@ -6,7 +6,7 @@ import (
 	"github.com/kvlease/kvlease/kvblock"
 )
 
-// TestScenarioS21PolicyWatermark (SCENARIOS.md S21, at the policy): the
+// TestScenarioS21PolicyWatermark (docs/scenarios.md S21, at the policy): the
 // watermark advances over accepted and already-present blocks, stops
 // before the first refused one, and does not move when the whole offer is
 // refused; the next trigger offers from the watermark again.

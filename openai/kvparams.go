@@ -41,8 +41,8 @@ const (
 )
 
 // KVTransferParams is vLLM's kv_transfer_params, the P/D contract carried
-// through proxies in request and response bodies (see DESIGN.md, "The P/D
-// protocol"), plus kvlease's lease fields.
+// through proxies in request and response bodies (see docs/protocol.md,
+// "HTTP: kv_transfer_params"), plus kvlease's lease fields.
 //
 // A zero string or number means absent (JSON null or missing): vLLM never
 // sends an empty engine id, host or request id, port 0, tp_size 0 or zero

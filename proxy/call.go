@@ -192,7 +192,7 @@ func (c *call) legs(req object, size int) {
 }
 
 // prefillEdits are the prefill leg's edits of the client's body
-// (DESIGN.md, "The P/D protocol"; the same edits as vLLM's toy proxy and
+// (docs/protocol.md, "Roles and the two legs"; the same edits as vLLM's toy proxy and
 // llm-d's nixlv2 sidecar): one token, not streamed, no minimum, with a
 // request for a remote decode.
 var prefillEdits = []edit{

@@ -8,7 +8,7 @@
 // # The legs
 //
 // POST /v1/completions and /v1/chat/completions, streaming or not, follow
-// DESIGN.md ("The P/D protocol") and vLLM's and llm-d's proxies:
+// docs/protocol.md ("Roles and the two legs") and vLLM's and llm-d's proxies:
 //
 //  1. Prefill: the client's body with stream false, stream_options,
 //     min_tokens and min_completion_tokens removed, max_tokens (and

@@ -137,7 +137,7 @@ func TestLegsNonStreaming(t *testing.T) {
 			t.Errorf("a leg lost the Authorization header")
 		}
 	}
-	// P: the client's members in order, edited as DESIGN.md says.
+	// P: the client's members in order, edited as docs/protocol.md says.
 	wantP := `{"model":"m","prompt":"hello","max_tokens":1,"temperature":0,"kv_transfer_params":` + string(prefillKV) +
 		`,"user":"u","stream":false}`
 	if string(pr[0].raw) != wantP {

@@ -27,7 +27,7 @@ func (c *Cluster) drive(n *Node) {
 		}
 		if p := n.Core.Producer(); p != nil && c.checking {
 			// The sweep ran first in Step: nothing due by now may be left
-			// (DESIGN.md: expiry sweeps every lease whose deadline passed).
+			// (docs/protocol.md, "Expiry": the sweep ends every due lease).
 			// It looks at every lease: with checkEvery, only at the
 			// instants of the checks.
 			if err := p.CheckDue(c.Now); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/kvlease/kvlease/xfer"
 )
 
-// Scenario tests of SCENARIOS.md on the simulated cluster. Every scenario
+// Scenario tests of docs/scenarios.md on the simulated cluster. Every scenario
 // ends with settle: the cluster idle, no invariant violation, pool
 // accounting right and no hold left on any live engine.
 

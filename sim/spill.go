@@ -1,6 +1,6 @@
 package sim
 
-// Lease spill figures of a simulated P (SCENARIOS.md S26): the engine
+// Lease spill figures of a simulated P (docs/scenarios.md S26): the engine
 // core decides and carries out spills and restores; the simulator only
 // counts them (and checks, at every block P sends, that the lease still
 // holds its primary copy: port.go).

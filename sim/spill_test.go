@@ -25,7 +25,7 @@ func spillSpec(pol offload.LeaseSpillPolicy, pBlocks int) Spec {
 	return spec
 }
 
-// TestS26LeaseSpill (SCENARIOS.md S26, simulator): D is congested (one
+// TestS26LeaseSpill (docs/scenarios.md S26, simulator): D is congested (one
 // request at a time, long outputs) while P, whose pool holds a quarter of
 // the prompts leased at once, keeps prefilling: under policy pressure P
 // spills leased, unread blocks to its tier, reuses their primary blocks,

@@ -158,7 +158,7 @@ type Config struct {
 	LeaseEvents bool
 }
 
-// DefaultConfig returns the defaults of a policy (DESIGN.md, lease rules).
+// DefaultConfig returns the defaults of a policy (docs/protocol.md, "Lease rules").
 func DefaultConfig(p Policy) Config {
 	c := Config{
 		Policy:            p,

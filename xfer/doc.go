@@ -5,7 +5,7 @@
 // reads in flight, verifies each block's checksum, and tells P when it may
 // free (RELEASE) — or falls back by policy when it cannot get them.
 //
-// Both are pure cores (DESIGN.md, "pure cores, thin edges"): no I/O, no
+// Both are pure cores (docs/design.md, "Pure cores, thin edges"): no I/O, no
 // clock, no goroutine, randomness from an injected *rand.Rand. Neither is
 // safe for concurrent use; engine.Core owns them.
 //

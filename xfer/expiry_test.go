@@ -11,7 +11,7 @@ import (
 	"github.com/kvlease/kvlease/wire"
 )
 
-// S24 (SCENARIOS.md): a RENEW and a READ reach P after the lease's due
+// S24 (docs/scenarios.md): a RENEW and a READ reach P after the lease's due
 // instant but before P's next sweep. Both are refused as expired, no block
 // is sent, and the time left P reports is never negative or wrapped. The
 // tests hand P the messages at an instant past the due one without calling

@@ -18,8 +18,9 @@ import "github.com/kvlease/kvlease/clock"
 //
 //   - MutateSweepStopsEarly: the expiry sweep walks leases in grant order
 //     and stops at the first one not yet due, so a renewed lease hides an
-//     expired one behind it (head-of-line stall; DESIGN.md: "Expiry sweeps
-//     every lease whose deadline passed, whatever the order of deadlines").
+//     expired one behind it (head-of-line stall; docs/protocol.md,
+//     "Expiry": the sweep ends every due lease, whatever the order of the
+//     deadlines).
 //   - MutateReleaseIgnoresRead: a release frees the lease's blocks at once
 //     even while a read of them is in flight (no pin).
 //   - MutateSkipQueuedHeartbeats: D renews only the leases it is reading,

@@ -600,7 +600,7 @@ func (es *engineServer) closeModel() {
 // URL is the engine's HTTP base URL.
 func (es *engineServer) URL() string { return es.urlStr }
 
-// Run serves until ctx ends, then shuts down gracefully (SCENARIOS S23):
+// Run serves until ctx ends, then shuts down gracefully (docs/scenarios.md S23):
 // the engine stops admitting (new requests get 503, /health 503), the HTTP
 // listener closes, and within the drain timeout requests in flight finish
 // and a prefill engine keeps serving its outstanding leases over the

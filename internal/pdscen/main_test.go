@@ -1,5 +1,5 @@
 // Package pdscen holds the end-to-end tests of the P/D lifecycle scenarios
-// of SCENARIOS.md (tests only): every test starts real `kvlease serve`
+// of docs/scenarios.md (tests only): every test starts real `kvlease serve`
 // processes on 127.0.0.1 — a prefill engine (P) and a decode engine (D)
 // sharing a cluster secret, with a 3 s lease — drives them as a P/D proxy
 // and its clients would, and checks P's pool and

@@ -166,5 +166,5 @@ func leaseEvent(encoding string, v any) (Lease, error) {
 }
 
 // releaseReasons are kvlease_leases_released_total's reason labels, as
-// DESIGN.md lists them.
+// docs/protocol.md lists them ("Release reasons").
 var releaseReasons = []string{"read_done", "rejected", "aborted", "undelivered", "peer_lost", "expired", "fallback", "shutdown", "unclaimed"}
