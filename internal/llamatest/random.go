@@ -64,10 +64,10 @@ func Random(c llama.Config, seed uint64, shared bool) *llama.Weights {
 	for range c.Layers {
 		w.Layers = append(w.Layers, llama.Layer{
 			AttnNorm: norm(c.Dim),
-			Wq:       mat(c.Dim, c.Dim),
+			Wq:       mat(c.QDim(), c.Dim),
 			Wk:       mat(c.KVDim(), c.Dim),
 			Wv:       mat(c.KVDim(), c.Dim),
-			Wo:       mat(c.Dim, c.Dim),
+			Wo:       mat(c.Dim, c.QDim()),
 			FFNNorm:  norm(c.Dim),
 			W1:       mat(c.HiddenDim, c.Dim),
 			W2:       mat(c.Dim, c.HiddenDim),
@@ -86,6 +86,42 @@ func Random(c llama.Config, seed uint64, shared bool) *llama.Weights {
 		}
 	}
 	return w
+}
+
+// AddBiases gives every layer of w Q, K and V biases (qwen2's) drawn from
+// seed, uniform in ±0.5: large enough that a forward pass ignoring them
+// gives other logits.
+func AddBiases(w *llama.Weights, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x62696173))
+	vec := func(n int) []float32 {
+		f := make([]float32, n)
+		for i := range f {
+			f[i] = r.Float32() - 0.5
+		}
+		return f
+	}
+	c := w.Config
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		l.BQ, l.BK, l.BV = vec(c.QDim()), vec(c.KVDim()), vec(c.KVDim())
+	}
+}
+
+// AddQKNorms gives every layer of w per-head Q and K RMSNorm weights
+// (qwen3's) drawn from seed, in [0.5, 2).
+func AddQKNorms(w *llama.Weights, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x716b6e6f))
+	vec := func(n int) []float32 {
+		f := make([]float32, n)
+		for i := range f {
+			f[i] = 0.5 + 1.5*r.Float32()
+		}
+		return f
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		l.QNorm, l.KNorm = vec(w.Config.HeadDim()), vec(w.Config.HeadDim())
+	}
 }
 
 // Quantize converts every matrix of w to t (F32, F16 or Q8_0) in place,

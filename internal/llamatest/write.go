@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/kvlease/kvlease/model/llama"
@@ -156,16 +157,17 @@ type GGUFOptions struct {
 	// Architecture is general.architecture ("llama" when empty).
 	Architecture string
 	Vocab        *Vocab
-	// Extra metadata (uint32, int32, float32, string, bool values).
+	// Extra metadata (uint32, int32, float32, string, bool values),
+	// replacing the value WriteGGUF would write under the same key.
 	Extra map[string]any
 	// ExtraTensors are written after the model's as F32 vectors (tests
 	// of tensors a loader must refuse).
 	ExtraTensors map[string][]float32
 }
 
-// WriteGGUF writes w as a GGUF v3 file with llama.* metadata, the
+// WriteGGUF writes w as a GGUF v3 file with <architecture>.* metadata, the
 // tokenizer of o.Vocab in tokenizer.ggml.* and tensors named as llama.cpp
-// names them, in w's matrix types (norms F32), aligned to 32 bytes; RoPE
+// names them, in w's matrix types (norms and biases F32), aligned to 32 bytes; RoPE
 // factors as rope_freqs.weight and linear RoPE scaling as
 // rope.scaling.type linear with its factor.
 func WriteGGUF(out io.Writer, w *llama.Weights, o GGUFOptions) error {
@@ -178,21 +180,27 @@ func WriteGGUF(out io.Writer, w *llama.Weights, o GGUFOptions) error {
 		k string
 		v any
 	}
+	if want, ok := map[string]llama.RopeStyle{"llama": llama.RopeAdjacent, "qwen2": llama.RopeHalves, "qwen3": llama.RopeHalves}[arch]; ok && c.Rope != want {
+		return fmt.Errorf("llamatest: architecture %s has RoPE on %v, the weights' config says %v", arch, want, c.Rope)
+	}
+	a := arch + "."
 	md := []kv{
 		{"general.architecture", arch},
 		{"general.alignment", uint32(32)},
-		{"llama.context_length", uint32(c.MaxSeqLen)},
-		{"llama.embedding_length", uint32(c.Dim)},
-		{"llama.block_count", uint32(c.Layers)},
-		{"llama.feed_forward_length", uint32(c.HiddenDim)},
-		{"llama.attention.head_count", uint32(c.Heads)},
-		{"llama.attention.head_count_kv", uint32(c.KVHeads)},
-		{"llama.rope.freq_base", float32(c.RopeTheta)},
-		{"llama.rope.dimension_count", uint32(c.HeadDim())},
-		{"llama.attention.layer_norm_rms_epsilon", c.NormEps},
+		{a + "context_length", uint32(c.MaxSeqLen)},
+		{a + "embedding_length", uint32(c.Dim)},
+		{a + "block_count", uint32(c.Layers)},
+		{a + "feed_forward_length", uint32(c.HiddenDim)},
+		{a + "attention.head_count", uint32(c.Heads)},
+		{a + "attention.head_count_kv", uint32(c.KVHeads)},
+		{a + "attention.key_length", uint32(c.HeadDim())},
+		{a + "attention.value_length", uint32(c.HeadDim())},
+		{a + "rope.freq_base", float32(c.RopeTheta)},
+		{a + "rope.dimension_count", uint32(c.HeadDim())},
+		{a + "attention.layer_norm_rms_epsilon", c.NormEps},
 	}
 	if c.RopeScale != 0 {
-		md = append(md, kv{"llama.rope.scaling.type", "linear"}, kv{"llama.rope.scaling.factor", float32(c.RopeScale)})
+		md = append(md, kv{a + "rope.scaling.type", "linear"}, kv{a + "rope.scaling.factor", float32(c.RopeScale)})
 	}
 	if v := o.Vocab; v != nil {
 		md = append(md, kv{"tokenizer.ggml.model", v.Model}, kv{"tokenizer.ggml.tokens", v.Tokens},
@@ -216,6 +224,10 @@ func WriteGGUF(out io.Writer, w *llama.Weights, o GGUFOptions) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if i := slices.IndexFunc(md, func(e kv) bool { return e.k == k }); i >= 0 {
+			md[i].v = o.Extra[k]
+			continue
+		}
 		md = append(md, kv{k, o.Extra[k]})
 	}
 
@@ -251,6 +263,14 @@ func WriteGGUF(out io.Writer, w *llama.Weights, o GGUFOptions) error {
 		matT(p+"attn_q.weight", l.Wq)
 		matT(p+"attn_k.weight", l.Wk)
 		matT(p+"attn_v.weight", l.Wv)
+		for _, b := range []struct {
+			name string
+			v    []float32
+		}{{"attn_q.bias", l.BQ}, {"attn_k.bias", l.BK}, {"attn_v.bias", l.BV}, {"attn_q_norm.weight", l.QNorm}, {"attn_k_norm.weight", l.KNorm}} {
+			if b.v != nil {
+				vecT(p+b.name, b.v)
+			}
+		}
 		matT(p+"attn_output.weight", l.Wo)
 		vecT(p+"ffn_norm.weight", l.FFNNorm)
 		matT(p+"ffn_gate.weight", l.W1)

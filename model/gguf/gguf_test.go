@@ -244,10 +244,13 @@ func TestRopeScaling(t *testing.T) {
 		{"attention scale", map[string]any{"llama.attention.scale": float32(0.1)}, nil, "llama.attention.scale"},
 		{"logit scale", map[string]any{"llama.logit_scale": float32(2)}, nil, "llama.logit_scale"},
 		{"attn factor", map[string]any{"llama.rope.scaling.attn_factor": float32(1.2)}, nil, "llama.rope.scaling.attn_factor"},
-		{"key length", map[string]any{"llama.attention.key_length": uint32(16)}, nil, "llama.attention.key_length"},
+		{"value length", map[string]any{"llama.attention.value_length": uint32(16)}, nil, "llama.attention.value_length 16"},
+		{"partial rope", map[string]any{"llama.rope.dimension_count": uint32(4)}, nil, "llama.rope.dimension_count 4"},
+		{"other architecture", map[string]any{"general.architecture": "gemma3"}, nil, `general.architecture "gemma3"`},
 		{"vocab size", map[string]any{"llama.vocab_size": uint32(7)}, nil, "llama.vocab_size"},
 		{"longrope factors", nil, map[string][]float32{"rope_factors_long.weight": {1, 1, 1, 1}}, "rope_factors_long.weight (LongRoPE"},
-		{"q bias", nil, map[string][]float32{"blk.0.attn_q.bias": make([]float32, 64)}, "blk.0.attn_q.bias"},
+		{"output bias", nil, map[string][]float32{"blk.0.attn_output.bias": make([]float32, 64)}, "blk.0.attn_output.bias (a bias"},
+		{"q norm on llama", nil, map[string][]float32{"blk.1.attn_q_norm.weight": make([]float32, 8)}, "blk.1.attn_q_norm.weight (a per-head Q/K norm"},
 		{"unknown tensor", nil, map[string][]float32{"blk.2.mystery.weight": {1}}, "blk.2.mystery.weight"},
 	} {
 		f, err := gguf.Parse(write(t, plain, llamatest.GGUFOptions{Extra: tc.extra, ExtraTensors: tc.tensors}))
@@ -258,5 +261,73 @@ func TestRopeScaling(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want a refusal naming %s", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestArchitectures: qwen2 (biases, RoPE on halves) and qwen3 (per-head Q/K
+// norms, a head width of attention.key_length other than dim/heads) files
+// load back what was written, keys under their own prefix; a qwen3 file
+// without its norms and a qwen2 file with a tensor qwen2 does not have are
+// refused by name.
+func TestArchitectures(t *testing.T) {
+	for _, tc := range []struct {
+		arch  string
+		shape llama.Config
+		build func(w *llama.Weights)
+	}{
+		{"qwen2", shape(), func(w *llama.Weights) { llamatest.AddBiases(w, 3) }},
+		{"qwen3", llama.Config{Dim: 64, HiddenDim: 192, Layers: 2, Heads: 4, KVHeads: 2, HeadSize: 32, VocabSize: 512, MaxSeqLen: 64},
+			func(w *llama.Weights) { llamatest.AddQKNorms(w, 3) }},
+		{"llama", shape(), func(w *llama.Weights) { llamatest.AddBiases(w, 3) }}, // llama.cpp loads biases on llama too
+	} {
+		for _, typ := range []llama.Type{llama.F32, llama.Q8_0} {
+			c := tc.shape
+			if tc.arch != "llama" {
+				c.Rope = llama.RopeHalves
+			}
+			w := llamatest.Random(c, 5, typ == llama.F32)
+			tc.build(w)
+			llamatest.Quantize(w, typ)
+			v := llamatest.SPMVocab(c.VocabSize)
+			f, err := gguf.Parse(write(t, w, llamatest.GGUFOptions{Architecture: tc.arch, Vocab: &v}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := gguf.Llama(f)
+			if err != nil {
+				t.Fatalf("%s %s: %v", tc.arch, typ, err)
+			}
+			if got.Config != w.Config {
+				t.Fatalf("%s: config %+v, wrote %+v", tc.arch, got.Config, w.Config)
+			}
+			for i := range w.Layers {
+				g, e := got.Layers[i], w.Layers[i]
+				sameMatrix(t, "wq", g.Wq, e.Wq)
+				sameMatrix(t, "wo", g.Wo, e.Wo)
+				for j, v := range [][]float32{g.BQ, g.BK, g.BV, g.QNorm, g.KNorm} {
+					if want := [][]float32{e.BQ, e.BK, e.BV, e.QNorm, e.KNorm}[j]; !slices.Equal(v, want) {
+						t.Fatalf("%s layer %d: bias or norm %d differs", tc.arch, i, j)
+					}
+				}
+			}
+		}
+	}
+
+	q3 := llamatest.Random(llama.Config{Dim: 64, HiddenDim: 192, Layers: 2, Heads: 4, KVHeads: 2, HeadSize: 32, VocabSize: 512, MaxSeqLen: 64, Rope: llama.RopeHalves}, 5, true)
+	f, _ := gguf.Parse(write(t, q3, llamatest.GGUFOptions{Architecture: "qwen3"}))
+	if _, err := gguf.Llama(f); err == nil || !strings.Contains(err.Error(), "blk.0.attn_q_norm.weight missing") {
+		t.Errorf("qwen3 without q/k norms: %v", err)
+	}
+	q2 := llamatest.Random(shape(), 5, true)
+	q2.Config.Rope = llama.RopeHalves
+	for _, name := range []string{"rope_freqs.weight", "output.bias"} {
+		f, _ = gguf.Parse(write(t, q2, llamatest.GGUFOptions{Architecture: "qwen2", ExtraTensors: map[string][]float32{name: make([]float32, 4)}}))
+		if _, err := gguf.Llama(f); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("qwen2 with %s: %v", name, err)
+		}
+	}
+	f, _ = gguf.Parse(write(t, q2, llamatest.GGUFOptions{Architecture: "qwen2", Extra: map[string]any{"qwen2.pooling_type": uint32(1)}}))
+	if _, err := gguf.Llama(f); err == nil || !strings.Contains(err.Error(), "qwen2.pooling_type") {
+		t.Errorf("qwen2 embedding model: %v", err)
 	}
 }

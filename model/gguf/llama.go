@@ -8,29 +8,47 @@ import (
 	"github.com/kvlease/kvlease/model/llama"
 )
 
-// Llama builds llama weights from a parsed file: general.architecture must
-// be "llama"; the shape comes from the llama.* keys (embedding_length,
-// feed_forward_length, block_count, attention.head_count,
-// attention.head_count_kv, context_length, rope.freq_base,
+// Llama builds model/llama weights from a parsed file whose
+// general.architecture is one of the llama family it implements, each as
+// llama.cpp computes it:
+//
+//   - llama (Llama 2/3.x, TinyLlama, SmolLM, Mistral without sliding
+//     window): RoPE on adjacent pairs (llama.cpp's NORM; its converter
+//     permutes Q and K into that order), optional rope_freqs.weight;
+//   - qwen2 (Qwen2, Qwen2.5): RoPE on halves (NEOX);
+//   - qwen3: RoPE on halves, and blk.N.attn_q_norm / attn_k_norm, an
+//     RMSNorm of each query and key head before RoPE.
+//
+// Q, K and V biases (attn_q.bias, …) load on all three, as in llama.cpp
+// (qwen2 files have them). The shape comes from the <arch>.* keys
+// (embedding_length, feed_forward_length, block_count,
+// attention.head_count, attention.head_count_kv, attention.key_length —
+// the head width, Dim/Heads when absent; value_length and
+// rope.dimension_count must equal it — context_length, rope.freq_base,
 // attention.layer_norm_rms_epsilon), BOS and EOS from tokenizer.ggml.*. The
-// tensors are llama.cpp's (token_embd, blk.N.attn_norm, attn_q, attn_k,
-// attn_v, attn_output, ffn_norm, ffn_gate, ffn_down, ffn_up, output_norm,
-// output — absent output means a classifier shared with the embedding),
-// with Q and K in the adjacent-pair RoPE order llama.cpp's converter writes.
-// Matrices may be F32, F16 or Q8_0; norms F32. The weights alias the file's
-// buffer.
+// other tensors are llama.cpp's (token_embd, blk.N.attn_norm, attn_q,
+// attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_down, ffn_up,
+// output_norm, output — absent output means a classifier shared with the
+// embedding). Matrices may be F32, F16 or Q8_0; norms and biases F32. The
+// weights alias the file's buffer.
 //
 // RoPE as llama.cpp computes it: rope_freqs.weight (Llama 3.1/3.2's
 // per-pair frequency factors) divides pair i's frequency by factor i, and
 // rope.scaling.factor (rope.scale_linear in older files) divides every
 // angle when rope.scaling.type is linear or absent; "none" ignores the
 // factor. Nothing that would change the math is ignored: any other scaling
-// type (yarn, longrope, …), any llama.* key outside those the loader reads
+// type (yarn, longrope, …), any <arch>.* key outside those the loader reads
 // or knows to be inert, and any tensor it does not use are refused by name.
 func Llama(f *File) (*llama.Weights, error) {
 	arch, _ := f.String("general.architecture")
-	if arch != "llama" {
-		return nil, fmt.Errorf("%w: architecture %q (only llama loads)", ErrUnsupported, arch)
+	var c llama.Config
+	switch arch {
+	case "llama":
+		c.Rope = llama.RopeAdjacent
+	case "qwen2", "qwen3":
+		c.Rope = llama.RopeHalves
+	default:
+		return nil, fmt.Errorf("%w: general.architecture %q (llama, qwen2 and qwen3 load)", ErrUnsupported, arch)
 	}
 	if err := checkKeys(f, arch); err != nil {
 		return nil, err
@@ -48,7 +66,6 @@ func Llama(f *File) (*llama.Weights, error) {
 		}
 		return int(v), nil
 	}
-	var c llama.Config
 	var err error
 	for _, k := range []struct {
 		dst *int
@@ -71,12 +88,18 @@ func Llama(f *File) (*llama.Weights, error) {
 		c.NormEps = float32(v)
 	}
 	if c.Heads > 0 {
-		hd := c.Dim / c.Heads
-		for _, k := range []string{"rope.dimension_count", "attention.key_length", "attention.value_length"} {
+		hd, err := geti("attention.key_length", c.Dim/c.Heads, false)
+		if err != nil {
+			return nil, err
+		}
+		if hd != c.Dim/c.Heads || c.Dim%c.Heads != 0 {
+			c.HeadSize = hd
+		}
+		for _, k := range []string{"attention.value_length", "rope.dimension_count"} {
 			if v, err := geti(k, hd, false); err != nil {
 				return nil, err
 			} else if v != hd {
-				return nil, fmt.Errorf("%w: %s.%s %d differs from the head dim %d (embedding_length / head_count)", ErrUnsupported, arch, k, v, hd)
+				return nil, fmt.Errorf("%w: %s.%s %d differs from the head width %d (attention.key_length, else embedding_length / head_count): partial RoPE or unequal key and value heads", ErrUnsupported, arch, k, v, hd)
 			}
 		}
 	}
@@ -129,7 +152,7 @@ func Llama(f *File) (*llama.Weights, error) {
 	if w.FinalNorm, err = vec("output_norm.weight", c.Dim); err != nil {
 		return nil, err
 	}
-	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+	if _, ok := f.Tensor("rope_freqs.weight"); ok && arch == "llama" {
 		if w.RopeFactors, err = vec("rope_freqs.weight", c.HeadDim()/2); err != nil {
 			return nil, err
 		}
@@ -149,11 +172,30 @@ func Llama(f *File) (*llama.Weights, error) {
 			name       string
 			rows, cols int
 		}{
-			{&l.Wq, "attn_q", c.Dim, c.Dim}, {&l.Wk, "attn_k", c.KVDim(), c.Dim}, {&l.Wv, "attn_v", c.KVDim(), c.Dim},
-			{&l.Wo, "attn_output", c.Dim, c.Dim}, {&l.W1, "ffn_gate", c.HiddenDim, c.Dim},
+			{&l.Wq, "attn_q", c.QDim(), c.Dim}, {&l.Wk, "attn_k", c.KVDim(), c.Dim}, {&l.Wv, "attn_v", c.KVDim(), c.Dim},
+			{&l.Wo, "attn_output", c.Dim, c.QDim()}, {&l.W1, "ffn_gate", c.HiddenDim, c.Dim},
 			{&l.W2, "ffn_down", c.Dim, c.HiddenDim}, {&l.W3, "ffn_up", c.HiddenDim, c.Dim},
 		} {
 			if *m.dst, err = mat(p+m.name+".weight", m.rows, m.cols); err != nil {
+				return nil, err
+			}
+		}
+		for _, b := range []struct {
+			dst  *[]float32
+			name string
+			n    int
+		}{{&l.BQ, "attn_q.bias", c.QDim()}, {&l.BK, "attn_k.bias", c.KVDim()}, {&l.BV, "attn_v.bias", c.KVDim()}} {
+			if _, ok := f.Tensor(p + b.name); ok {
+				if *b.dst, err = vec(p+b.name, b.n); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if arch == "qwen3" {
+			if l.QNorm, err = vec(p+"attn_q_norm.weight", c.HeadDim()); err != nil {
+				return nil, err
+			}
+			if l.KNorm, err = vec(p+"attn_k_norm.weight", c.HeadDim()); err != nil {
 				return nil, err
 			}
 		}
@@ -259,7 +301,7 @@ func tensorRole(name string) string {
 		return "LongRoPE frequency factors"
 	case "attn_qkv.weight", "attn_qkv.bias":
 		return "fused QKV projection"
-	case "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "output.bias":
+	case "attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "output.bias":
 		return "a bias"
 	case "attn_q_norm.weight", "attn_k_norm.weight":
 		return "a per-head Q/K norm"

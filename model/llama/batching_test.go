@@ -66,9 +66,29 @@ func alone(t *testing.T, w *llama.Weights, ps [][]int32) []want {
 // TestBatchingChunkingPreemptionKeepTokens runs the same requests alone and
 // then together, with random chunk sizes, random batch composition, a small
 // block size and a preemption (recompute) of each request halfway through:
-// every request's tokens and every byte of its KV must be identical.
+// every request's tokens and every byte of its KV must be identical. On a
+// llama model and on one with every variant of the family at once (wide
+// heads, biases, Q/K norms, RoPE on halves with factors).
 func TestBatchingChunkingPreemptionKeepTokens(t *testing.T) {
-	w := llamatest.Random(llamatest.Shape260K, 3, false)
+	t.Run("llama", func(t *testing.T) { batchingKeepsTokens(t, llamatest.Random(llamatest.Shape260K, 3, false)) })
+	t.Run("variants", func(t *testing.T) { batchingKeepsTokens(t, allVariants()) })
+}
+
+// allVariants is a model with every variant of the family the executor
+// implements.
+func allVariants() *llama.Weights {
+	w := llamatest.Random(qwen3Shape, 3, false)
+	w.Config.Rope = llama.RopeHalves
+	llamatest.AddBiases(w, 4)
+	llamatest.AddQKNorms(w, 5)
+	w.RopeFactors = make([]float32, w.Config.HeadDim()/2)
+	for i := range w.RopeFactors {
+		w.RopeFactors[i] = 1 + float32(i%3)
+	}
+	return w
+}
+
+func batchingKeepsTokens(t *testing.T, w *llama.Weights) {
 	r := rand.New(rand.NewPCG(1, 2))
 	ps := prompts(w.Config.VocabSize, r)
 	base := alone(t, w, ps)
@@ -156,7 +176,11 @@ func TestCorruptedBlockChangesTheAnswer(t *testing.T) {
 // TestDecodeStepAllocatesNothing: once the buffers have grown, a decode
 // step of a batch of sequences allocates nothing.
 func TestDecodeStepAllocatesNothing(t *testing.T) {
-	w := llamatest.Random(llamatest.Shape260K, 3, false)
+	t.Run("llama", func(t *testing.T) { decodeAllocatesNothing(t, llamatest.Random(llamatest.Shape260K, 3, false)) })
+	t.Run("variants", func(t *testing.T) { decodeAllocatesNothing(t, allVariants()) })
+}
+
+func decodeAllocatesNothing(t *testing.T, w *llama.Weights) {
 	h := newHarness(t, w, 512, 16, nil)
 	var ss []*seq
 	for i := 0; i < 4; i++ {

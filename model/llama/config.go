@@ -6,18 +6,26 @@ import (
 	"math"
 )
 
-// Config is a llama-architecture model's shape and constants, as a model file
-// states them.
+// Config is a llama-family model's shape and constants, as a model file
+// states them. The family's members differ in RoPE's pairing (Rope), in
+// optional Q/K/V biases and per-head Q/K norms (Layer) and in a head
+// width other than Dim/Heads (HeadSize).
 type Config struct {
 	Dim       int // embedding width
 	HiddenDim int // feed-forward width
 	Layers    int
 	Heads     int // query heads
 	KVHeads   int // key/value heads (grouped-query attention when < Heads)
+	// HeadSize is the width of one attention head (query, key and value)
+	// when it is not Dim/Heads (Qwen3-0.6B: dim 1024, 16 heads of 128);
+	// 0 means Dim/Heads. HeadDim is the width in effect.
+	HeadSize  int
 	VocabSize int
 	// MaxSeqLen is the longest sequence the model was trained for; the engine
 	// takes it as its maximum model length.
 	MaxSeqLen int
+	// Rope is which elements of a head RoPE rotates together.
+	Rope RopeStyle
 	// RopeTheta is RoPE's base frequency (10000 for llama 1/2).
 	RopeTheta float64
 	// RopeScale is linear RoPE scaling: every pair's angle is divided by it
@@ -29,11 +37,43 @@ type Config struct {
 	BOS, EOS int32
 }
 
+// RopeStyle is the pairing of a head's elements that RoPE rotates: pair i
+// (i < HeadDim/2) turns by position × frequency i either way.
+type RopeStyle uint8
+
+const (
+	// RopeAdjacent rotates (x[2i], x[2i+1]): llama (llama.cpp's NORM
+	// RoPE, the order its converter permutes Q and K into).
+	RopeAdjacent RopeStyle = iota
+	// RopeHalves rotates (x[i], x[i+HeadDim/2]): qwen2 and qwen3
+	// (llama.cpp's NEOX RoPE, Hugging Face's rotate_half).
+	RopeHalves
+)
+
+func (s RopeStyle) String() string {
+	switch s {
+	case RopeAdjacent:
+		return "adjacent pairs"
+	case RopeHalves:
+		return "halves"
+	}
+	return fmt.Sprintf("RopeStyle(%d)", uint8(s))
+}
+
 // KVBytes is the size of one KV element in the pool: float32.
 const KVBytes = 4
 
-// HeadDim is the width of one attention head.
-func (c Config) HeadDim() int { return c.Dim / c.Heads }
+// HeadDim is the width of one attention head: HeadSize, or Dim/Heads.
+func (c Config) HeadDim() int {
+	if c.HeadSize > 0 {
+		return c.HeadSize
+	}
+	return c.Dim / c.Heads
+}
+
+// QDim is the width of the query projection (and of the attention output
+// that the output projection reads): Heads × HeadDim.
+func (c Config) QDim() int { return c.Heads * c.HeadDim() }
 
 // KVDim is the width of the key (and of the value) projection.
 func (c Config) KVDim() int { return c.KVHeads * c.HeadDim() }
@@ -47,14 +87,18 @@ func (c Config) Validate() error {
 	switch {
 	case c.Dim <= 0 || c.HiddenDim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.VocabSize <= 0 || c.MaxSeqLen <= 0:
 		return fmt.Errorf("llama: every dimension must be positive: %+v", c)
-	case c.Dim%c.Heads != 0:
+	case c.HeadSize < 0 || c.HeadSize > 1<<12:
+		return fmt.Errorf("llama: head size %d out of bounds (0 for Dim/Heads, at most 4096)", c.HeadSize)
+	case c.HeadSize == 0 && c.Dim%c.Heads != 0:
 		return fmt.Errorf("llama: dim %d is not a multiple of %d heads", c.Dim, c.Heads)
+	case c.Rope > RopeHalves:
+		return fmt.Errorf("llama: unknown %v", c.Rope)
 	case c.HeadDim()%2 != 0:
 		return fmt.Errorf("llama: head dim %d is odd: RoPE rotates pairs", c.HeadDim())
 	case c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("llama: %d heads are not a multiple of %d kv heads", c.Heads, c.KVHeads)
-	case c.Dim > 1<<16 || c.HiddenDim > 1<<18 || c.Layers > 1024 || c.VocabSize > 1<<22 || c.MaxSeqLen > 1<<20:
-		return fmt.Errorf("llama: shape out of bounds (dim ≤ 65536, hidden ≤ 262144, layers ≤ 1024, vocab ≤ 4M, context ≤ 1M): %+v", c)
+	case c.Dim > 1<<16 || c.HiddenDim > 1<<18 || c.Layers > 1024 || c.VocabSize > 1<<22 || c.MaxSeqLen > 1<<20 || c.Heads > 1<<12 || c.QDim() > 1<<17:
+		return fmt.Errorf("llama: shape out of bounds (dim ≤ 65536, hidden ≤ 262144, layers ≤ 1024, vocab ≤ 4M, context ≤ 1M, heads ≤ 4096, heads × head dim ≤ 131072): %+v", c)
 	case !(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0):
 		return errors.New("llama: RopeTheta must be positive and finite")
 	case !(c.RopeScale >= 0) || math.IsInf(c.RopeScale, 0):
@@ -70,13 +114,20 @@ func (c Config) Validate() error {
 // Layer is one transformer block's weights.
 type Layer struct {
 	AttnNorm []float32 // Dim
-	Wq       Matrix    // Dim × Dim (rows × cols: out × in)
+	Wq       Matrix    // QDim × Dim (rows × cols: out × in)
 	Wk, Wv   Matrix    // KVDim × Dim
-	Wo       Matrix    // Dim × Dim
-	FFNNorm  []float32 // Dim
-	W1       Matrix    // HiddenDim × Dim (gate)
-	W2       Matrix    // Dim × HiddenDim (down)
-	W3       Matrix    // HiddenDim × Dim (up)
+	// BQ, BK and BV, when not nil, are added to the projections (qwen2):
+	// QDim, KVDim and KVDim.
+	BQ, BK, BV []float32
+	// QNorm and KNorm, when not nil (both or neither), are RMSNorm
+	// weights applied to each query and key head before RoPE (qwen3):
+	// HeadDim each.
+	QNorm, KNorm []float32
+	Wo           Matrix    // Dim × QDim
+	FFNNorm      []float32 // Dim
+	W1           Matrix    // HiddenDim × Dim (gate)
+	W2           Matrix    // Dim × HiddenDim (down)
+	W3           Matrix    // HiddenDim × Dim (up)
 }
 
 // Weights is a whole model. Its slices may alias a memory-mapped file: they
@@ -114,6 +165,12 @@ func (w *Weights) Validate() error {
 		}
 		return nil
 	}
+	optVec := func(name string, v []float32, n int) error {
+		if v == nil {
+			return nil
+		}
+		return vec(name, v, n)
+	}
 	if err := check("token embedding", &w.Embedding, c.VocabSize, c.Dim); err != nil {
 		return err
 	}
@@ -139,10 +196,15 @@ func (w *Weights) Validate() error {
 		for _, e := range []error{
 			vec(p+"attention norm", l.AttnNorm, c.Dim),
 			vec(p+"ffn norm", l.FFNNorm, c.Dim),
-			check(p+"wq", &l.Wq, c.Dim, c.Dim),
+			check(p+"wq", &l.Wq, c.QDim(), c.Dim),
 			check(p+"wk", &l.Wk, c.KVDim(), c.Dim),
 			check(p+"wv", &l.Wv, c.KVDim(), c.Dim),
-			check(p+"wo", &l.Wo, c.Dim, c.Dim),
+			check(p+"wo", &l.Wo, c.Dim, c.QDim()),
+			optVec(p+"q bias", l.BQ, c.QDim()),
+			optVec(p+"k bias", l.BK, c.KVDim()),
+			optVec(p+"v bias", l.BV, c.KVDim()),
+			optVec(p+"q norm", l.QNorm, c.HeadDim()),
+			optVec(p+"k norm", l.KNorm, c.HeadDim()),
 			check(p+"w1", &l.W1, c.HiddenDim, c.Dim),
 			check(p+"w2", &l.W2, c.Dim, c.HiddenDim),
 			check(p+"w3", &l.W3, c.HiddenDim, c.Dim),
@@ -150,6 +212,9 @@ func (w *Weights) Validate() error {
 			if e != nil {
 				return e
 			}
+		}
+		if (l.QNorm == nil) != (l.KNorm == nil) {
+			return fmt.Errorf("llama: %shas one of the Q and K norms only", p)
 		}
 	}
 	return nil

@@ -1,13 +1,19 @@
-// Package llama is a llama-architecture transformer on the CPU: a
-// model.Executor whose keys and values live in the kvblock pool's slots.
+// Package llama is a llama-family transformer on the CPU (Llama 2/3.x,
+// Qwen2/2.5, Qwen3): a model.Executor whose keys and values live in the
+// kvblock pool's slots.
 //
 // # What it computes
 //
-// Token embedding, then per layer RMSNorm, the Q, K and V projections, RoPE
-// (adjacent pairs, the file's theta, Llama 3.1's per-pair frequency factors
-// and linear scaling when the file has them), causal grouped-query attention, the
-// output projection and a SwiGLU feed-forward, each with its residual; then
-// the final norm and the classifier, only for the positions that sample.
+// Token embedding, then per layer RMSNorm, the Q, K and V projections (plus
+// their biases when the model has them: Qwen2), an RMSNorm of each query and
+// key head when the model has one (Qwen3), RoPE (on adjacent pairs or on
+// halves per Config.Rope, the file's theta, Llama 3.1's per-pair frequency
+// factors and linear scaling when the file has them), causal grouped-query
+// attention over heads of Config.HeadDim, the output projection and a
+// SwiGLU feed-forward, each with its residual; then the final norm and the
+// classifier, only for the positions that sample. Biases, head norms and
+// RoPE are element-wise, one rounding per operation, identical on every
+// path; the head norm's sum of squares is RMSNorm's reduction.
 // Weights are F32, F16 or Q8_0 matrices (Matrix), possibly aliasing a
 // memory-mapped file; package model/gguf and model/llama2c load them.
 //

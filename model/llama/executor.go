@@ -20,7 +20,9 @@ type Executor struct {
 	cfg       Config
 	pool      *kvblock.Pool
 	blockSize int
-	hd, kvDim int
+	hd        int       // head width
+	qDim      int       // Heads × hd
+	kvDim     int       // KVHeads × hd
 	group     int       // query heads per kv head
 	invFreq   []float64 // RoPE: theta^(-2i/hd) / factor i / linear scale, i < hd/2
 	attScale  float32
@@ -29,29 +31,30 @@ type Executor struct {
 
 	// Per-step scratch, grown on demand and reused: a step allocates
 	// nothing once the buffers have reached the largest batch.
-	n         int       // rows (computed positions) of the step
-	rowPos    []int     // position of each row
-	rowSeq    []int     // batch index of each row
-	x, xb, xo []float32 // n × Dim: residual, normed input, attention output
-	q         []float32 // n × Dim
-	k, v      []float32 // n × KVDim
-	h1, h3    []float32 // n × HiddenDim
-	rope      []float32 // n × hd: cos, sin interleaved per pair
-	scores    []float32 // per worker: MaxSeqLen+1 attention weights
-	sampled   []int     // row of each sampling sequence
-	scored    []int     // rows whose logits score a prompt token (Sampling.PromptLogprobs)
-	logits    []float32 // len(sampled) × VocabSize
-	sxb       []float32 // scoreRows × Dim: scored rows' normed input
-	slogits   []float32 // scoreRows × VocabSize: their logits
-	probs     []float64
-	unmasked  []float32 // a masked row's logits before the mask, for its logprobs
-	order     []int32
-	tops      []model.TokenLogprob // the step's top logprobs, MaxTopLogprobs per sampling sequence
-	plp       []model.Logprobs     // the step's prompt logprobs
-	pen       []float32            // penalized logits (Sampling.Penalized)
-	counts    []int32              // ApplyPenalties' scratch, zeros
-	batch     *model.Batch
-	layer     int
+	n        int       // rows (computed positions) of the step
+	rowPos   []int     // position of each row
+	rowSeq   []int     // batch index of each row
+	x, xb    []float32 // n × Dim: residual, normed input
+	xo       []float32 // n × max(QDim, Dim): attention output, then feed-forward output
+	q        []float32 // n × QDim
+	k, v     []float32 // n × KVDim
+	h1, h3   []float32 // n × HiddenDim
+	rope     []float32 // n × hd: cos, sin interleaved per pair
+	scores   []float32 // per worker: MaxSeqLen+1 attention weights
+	sampled  []int     // row of each sampling sequence
+	scored   []int     // rows whose logits score a prompt token (Sampling.PromptLogprobs)
+	logits   []float32 // len(sampled) × VocabSize
+	sxb      []float32 // scoreRows × Dim: scored rows' normed input
+	slogits  []float32 // scoreRows × VocabSize: their logits
+	probs    []float64
+	unmasked []float32 // a masked row's logits before the mask, for its logprobs
+	order    []int32
+	tops     []model.TokenLogprob // the step's top logprobs, MaxTopLogprobs per sampling sequence
+	plp      []model.Logprobs     // the step's prompt logprobs
+	pen      []float32            // penalized logits (Sampling.Penalized)
+	counts   []int32              // ApplyPenalties' scratch, zeros
+	batch    *model.Batch
+	layer    int
 
 	mm   matmulTask
 	attn attnTask
@@ -77,7 +80,7 @@ func New(w *Weights, pool *kvblock.Pool, run Runner) (*Executor, error) {
 	}
 	e := &Executor{
 		w: w, cfg: c, pool: pool, blockSize: pool.BlockSizeTokens(),
-		hd: c.HeadDim(), kvDim: c.KVDim(), group: c.Heads / c.KVHeads,
+		hd: c.HeadDim(), qDim: c.QDim(), kvDim: c.KVDim(), group: c.Heads / c.KVHeads,
 		attScale: float32(1 / math.Sqrt(float64(c.HeadDim()))),
 		run:      run,
 	}
@@ -216,8 +219,8 @@ func grow(s []float32, n int) []float32 {
 // e.logits.
 func (e *Executor) forward() {
 	c, n := e.cfg, e.n
-	e.x, e.xb, e.xo = grow(e.x, n*c.Dim), grow(e.xb, n*c.Dim), grow(e.xo, n*c.Dim)
-	e.q = grow(e.q, n*c.Dim)
+	e.x, e.xb, e.xo = grow(e.x, n*c.Dim), grow(e.xb, n*c.Dim), grow(e.xo, n*max(e.qDim, c.Dim))
+	e.q = grow(e.q, n*e.qDim)
 	e.k, e.v = grow(e.k, n*e.kvDim), grow(e.v, n*e.kvDim)
 	e.h1, e.h3 = grow(e.h1, n*c.HiddenDim), grow(e.h3, n*c.HiddenDim)
 	e.rope = grow(e.rope, n*e.hd)
@@ -237,15 +240,15 @@ func (e *Executor) forward() {
 		e.matmul(e.v, &L.Wv, e.xb, n)
 		for r := 0; r < n; r++ {
 			rt := e.rope[r*e.hd : (r+1)*e.hd]
-			q := e.q[r*c.Dim : (r+1)*c.Dim]
-			for h := 0; h < c.Heads; h++ {
-				rotate(q[h*e.hd:(h+1)*e.hd], rt)
-			}
+			q := e.q[r*e.qDim : (r+1)*e.qDim]
 			k := e.k[r*e.kvDim : (r+1)*e.kvDim]
-			for h := 0; h < c.KVHeads; h++ {
-				rotate(k[h*e.hd:(h+1)*e.hd], rt)
-			}
-			e.storeKV(r, l, k, e.v[r*e.kvDim:(r+1)*e.kvDim])
+			v := e.v[r*e.kvDim : (r+1)*e.kvDim]
+			addBias(q, L.BQ)
+			addBias(k, L.BK)
+			addBias(v, L.BV)
+			e.headsRope(q, L.QNorm, rt)
+			e.headsRope(k, L.KNorm, rt)
+			e.storeKV(r, l, k, v)
 		}
 		// Every row's K and V of this layer is in the pool before any row
 		// attends: a chunk's positions attend to each other.
@@ -353,6 +356,34 @@ func (e *Executor) ropeTable(p int, t []float32) {
 	}
 }
 
+// headsRope applies, to each head of x (one row's queries or keys), the
+// per-head RMSNorm of weights norm when not nil, then RoPE in the model's
+// pairing with the row's table t.
+func (e *Executor) headsRope(x, norm, t []float32) {
+	for h := 0; h < len(x); h += e.hd {
+		head := x[h : h+e.hd]
+		if norm != nil {
+			rmsnorm(head, head, norm, e.cfg.NormEps)
+		}
+		if e.cfg.Rope == RopeHalves {
+			rotateHalves(head, t)
+		} else {
+			rotate(head, t)
+		}
+	}
+}
+
+// addBias adds b (when not nil) to x element by element.
+func addBias(x, b []float32) {
+	if b == nil {
+		return
+	}
+	b = b[:len(x)]
+	for i := range x {
+		x[i] += b[i]
+	}
+}
+
 // rotate applies RoPE to one head: pairs (x[2i], x[2i+1]) rotate by the
 // angle of pair i (adjacent pairs, as llama2.c and GGUF's llama use).
 func rotate(x, t []float32) {
@@ -365,7 +396,22 @@ func rotate(x, t []float32) {
 	}
 }
 
-// rmsnorm writes w[i] · (x[i] / rms(x)) into dst.
+// rotateHalves applies RoPE to one head: pairs (x[i], x[i+len/2]) rotate
+// by the angle of pair i (qwen2 and qwen3), each element rounded as in
+// rotate.
+func rotateHalves(x, t []float32) {
+	h := len(x) / 2
+	t = t[:len(x)]
+	lo, hi := x[:h], x[h:2*h]
+	for i := range lo {
+		c, s := t[2*i], t[2*i+1]
+		a, b := lo[i], hi[i]
+		lo[i] = float32(a*c) - float32(b*s)
+		hi[i] = float32(a*s) + float32(b*c)
+	}
+}
+
+// rmsnorm writes w[i] · (x[i] / rms(x)) into dst (dst may be x).
 func rmsnorm(dst, x, w []float32, eps float32) {
 	ss := dotF32(x, x)
 	ss = ss/float32(len(x)) + eps
@@ -445,7 +491,7 @@ func (t *attnTask) Do(worker, i int) {
 	pos := e.rowPos[r]
 	stride := len(e.scores) / e.run.Workers()
 	sc := e.scores[worker*stride:][:pos+1]
-	q := e.q[r*c.Dim+h*e.hd : r*c.Dim+(h+1)*e.hd]
+	q := e.q[r*e.qDim+h*e.hd : r*e.qDim+(h+1)*e.hd]
 	kOff, vOff := e.kvOffset(e.layer, 0, g), e.kvOffset(e.layer, 1, g)
 	hb := 4 * e.hd
 	bs, slotFloats := e.blockSize, c.BytesPerToken()/4
@@ -477,7 +523,7 @@ func (t *attnTask) Do(worker, i int) {
 	for p, a := range sc {
 		sc[p] = float32(a * inv)
 	}
-	out := e.xo[r*c.Dim+h*e.hd : r*c.Dim+(h+1)*e.hd]
+	out := e.xo[r*e.qDim+h*e.hd : r*e.qDim+(h+1)*e.hd]
 	clear(out)
 	if e.viewKV {
 		for b0 := 0; b0 <= pos; b0 += bs {

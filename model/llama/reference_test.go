@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/kvlease/kvlease/internal/llamatest"
@@ -13,11 +14,18 @@ import (
 // whole token sequence (no pool, no chunks, no caches): the logits of the
 // last position. It follows the llama architecture as published (llama2.c's
 // run.c): RMSNorm, Q/K/V, RoPE on adjacent pairs, causal grouped-query
-// attention, output projection, SwiGLU, final norm, classifier.
+// attention, output projection, SwiGLU, final norm, classifier; with the
+// family's variants as Hugging Face's modeling code has them: a head width
+// of its own (Qwen3's head_dim), Q/K/V biases (Qwen2's), an RMSNorm of each
+// query and key head before RoPE (Qwen3's q_norm, k_norm), RoPE on halves
+// (rotate_half: element i with element i + head_dim/2), Llama 3.1's
+// per-pair frequency factors and linear scaling.
 func reference(w *llama.Weights, tokens []int32) []float64 {
 	c := w.Config
 	hd := c.Dim / c.Heads
-	kvDim := c.KVHeads * hd
+	if c.HeadSize != 0 {
+		hd = c.HeadSize
+	}
 	mat := func(m *llama.Matrix) [][]float64 {
 		out := make([][]float64, m.Rows)
 		row := make([]float32, m.Cols)
@@ -60,19 +68,40 @@ func reference(w *llama.Weights, tokens []int32) []float64 {
 		}
 		return out
 	}
+	// rope rotates each head of x: pair j (j < hd/2) is elements (2j,
+	// 2j+1), or (j, j+hd/2) on halves, by pos × θ^(-2j/hd) / factor j /
+	// linear scale.
 	rope := func(x []float64, pos int) {
-		for i := 0; i < len(x); i += 2 {
-			j := i % hd
-			a := float64(pos) * math.Pow(c.RopeTheta, -float64(j)/float64(hd))
-			if w.RopeFactors != nil {
-				a /= float64(w.RopeFactors[j/2])
+		for h := 0; h < len(x); h += hd {
+			for j := 0; j < hd/2; j++ {
+				a := float64(pos) * math.Pow(c.RopeTheta, -float64(2*j)/float64(hd))
+				if w.RopeFactors != nil {
+					a /= float64(w.RopeFactors[j])
+				}
+				if c.RopeScale != 0 {
+					a /= c.RopeScale
+				}
+				i0, i1 := h+2*j, h+2*j+1
+				if c.Rope == llama.RopeHalves {
+					i0, i1 = h+j, h+j+hd/2
+				}
+				x0, x1 := x[i0], x[i1]
+				x[i0] = x0*math.Cos(a) - x1*math.Sin(a)
+				x[i1] = x0*math.Sin(a) + x1*math.Cos(a)
 			}
-			if c.RopeScale != 0 {
-				a /= c.RopeScale
-			}
-			x0, x1 := x[i], x[i+1]
-			x[i] = x0*math.Cos(a) - x1*math.Sin(a)
-			x[i+1] = x0*math.Sin(a) + x1*math.Cos(a)
+		}
+	}
+	bias := func(x []float64, b []float32) {
+		for i := range b {
+			x[i] += float64(b[i])
+		}
+	}
+	headNorm := func(x []float64, g []float32) {
+		if g == nil {
+			return
+		}
+		for h := 0; h < len(x); h += hd {
+			copy(x[h:h+hd], norm(x[h:h+hd], vec(g)))
 		}
 	}
 	emb := mat(&w.Embedding)
@@ -89,11 +118,16 @@ func reference(w *llama.Weights, tokens []int32) []float64 {
 		for p := range n {
 			xb := norm(xs[p], vec(L.AttnNorm))
 			qs[p], keys[p], vals[p] = mul(wq, xb), mul(wk, xb), mul(wv, xb)
+			bias(qs[p], L.BQ)
+			bias(keys[p], L.BK)
+			bias(vals[p], L.BV)
+			headNorm(qs[p], L.QNorm)
+			headNorm(keys[p], L.KNorm)
 			rope(qs[p], p)
 			rope(keys[p], p)
 		}
 		for p := range n {
-			att := make([]float64, c.Dim)
+			att := make([]float64, c.Heads*hd)
 			for h := range c.Heads {
 				g := h / (c.Heads / c.KVHeads)
 				sc := make([]float64, p+1)
@@ -117,7 +151,6 @@ func reference(w *llama.Weights, tokens []int32) []float64 {
 					}
 				}
 			}
-			_ = kvDim
 			o := mul(wo, att)
 			for i := range o {
 				xs[p][i] += o[i]
@@ -148,9 +181,10 @@ func TestForwardMatchesReference(t *testing.T) {
 		typ    llama.Type
 		shape  llama.Config
 		shared bool
-		// rope changes the RoPE of w (nil: plain); the test then also
-		// checks that the change matters at these positions.
-		rope func(w *llama.Weights)
+		// variant changes w (nil: plain llama): a RoPE variant, biases,
+		// norms; the test then also checks that the change matters at
+		// these positions.
+		variant func(w *llama.Weights)
 	}{
 		{"f32-gqa-shared", llama.F32, llamatest.Shape260K, true, nil},
 		{"f32-unshared", llama.F32, llamatest.Shape260K, false, nil},
@@ -168,14 +202,24 @@ func TestForwardMatchesReference(t *testing.T) {
 			w.RopeFactors = []float32{1.5, 1, 3, 8}
 			w.Config.RopeScale = 2
 		}},
+		// qwen2: RoPE on halves, Q/K/V biases.
+		{"qwen2-f32", llama.F32, llamatest.Shape260K, true, qwen2},
+		{"qwen2-q8_0", llama.Q8_0, withHidden(llamatest.Shape260K, 192), false, qwen2},
+		// qwen3: a head width other than dim/heads (4 heads of 32 over
+		// dim 64: Wq is 128×64, Wo 64×128), per-head Q/K norms, halves.
+		{"qwen3-f32", llama.F32, qwen3Shape, true, qwen3},
+		{"qwen3-q8_0", llama.Q8_0, qwen3Shape, false, qwen3},
+		{"qwen3-norms-only", llama.F32, qwen3Shape, false, func(w *llama.Weights) { llamatest.AddQKNorms(w, 9) }},
+		{"llama-wide-heads", llama.F32, qwen3Shape, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := llamatest.Random(tc.shape, 7, tc.shared)
 			llamatest.Quantize(w, tc.typ)
-			if tc.rope != nil {
+			if tc.variant != nil {
 				plain := *w
-				tc.rope(w)
-				ropeMatters(t, reference(&plain, []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250}), reference(w, []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250}))
+				plain.Layers = slices.Clone(w.Layers)
+				tc.variant(w)
+				variantMatters(t, reference(&plain, []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250}), reference(w, []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250}))
 			}
 			h := newHarness(t, w, 64, 4, nil)
 			prompt := []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250, 12}
@@ -193,10 +237,23 @@ func TestForwardMatchesReference(t *testing.T) {
 	}
 }
 
-// ropeMatters fails unless a and b (the reference with and without a RoPE
-// change) differ by much more than compareLogits tolerates: a forward pass
-// that ignored the change would fail.
-func ropeMatters(t *testing.T, a, b []float64) {
+// The variants of the llama family as the loaders build them.
+var qwen3Shape = llama.Config{Dim: 64, HiddenDim: 192, Layers: 3, Heads: 4, KVHeads: 2, HeadSize: 32, VocabSize: 512, MaxSeqLen: 512}
+
+func qwen2(w *llama.Weights) {
+	w.Config.Rope = llama.RopeHalves
+	llamatest.AddBiases(w, 9)
+}
+
+func qwen3(w *llama.Weights) {
+	w.Config.Rope = llama.RopeHalves
+	llamatest.AddQKNorms(w, 9)
+}
+
+// variantMatters fails unless a and b (the reference with and without a
+// variant) differ by much more than compareLogits tolerates: a forward pass
+// that ignored the variant would fail.
+func variantMatters(t *testing.T, a, b []float64) {
 	t.Helper()
 	scale, d := 0.0, 0.0
 	for i := range a {
@@ -204,7 +261,7 @@ func ropeMatters(t *testing.T, a, b []float64) {
 		d = math.Max(d, math.Abs(a[i]-b[i]))
 	}
 	if d < 10*1e-3*(1+scale) {
-		t.Fatalf("the RoPE change moves the reference's logits by %g only: the test would not see it ignored", d)
+		t.Fatalf("the variant moves the reference's logits by %g only: the test would not see it ignored", d)
 	}
 }
 
