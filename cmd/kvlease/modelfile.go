@@ -19,7 +19,7 @@ type modelFileFlags struct {
 
 func addModelFileFlags(fs *flag.FlagSet) *modelFileFlags {
 	m := &modelFileFlags{}
-	fs.StringVar(&m.model, "model-file", "", "every engine runs this real llama-family model (kvlease serve --model-file): a GGUF v3 file (F32, F16, Q8_0) or a llama2.c checkpoint; default: the simulated model")
+	fs.StringVar(&m.model, "model-file", "", "every engine runs this real llama-family model (kvlease serve --model-file): a GGUF v3 file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) or a llama2.c checkpoint; default: the simulated model")
 	fs.StringVar(&m.tokenizer, "tokenizer-file", "", "the tokenizer.bin of a llama2.c --model-file (kvlease serve --tokenizer-file); default tokenizer.bin beside it")
 	return m
 }

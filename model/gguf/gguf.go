@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/kvlease/kvlease/model/llama"
 )
 
 // Magic is the first four bytes of a GGUF file.
@@ -46,7 +48,7 @@ type Tensor struct {
 	Type   uint32 // ggml_type
 	Offset uint64 // from the start of the data section
 	// Data is the tensor's bytes (aliasing the parsed buffer) when its type
-	// has a known size (F32, F16, Q8_0); nil otherwise.
+	// has a known size (every ggml type, see TypeSize); nil otherwise.
 	Data []byte
 }
 
@@ -247,21 +249,19 @@ func (r *reader) value(t uint32, depth int) (any, error) {
 	return out, nil
 }
 
-// TypeSize is the size in bytes of n elements of ggml type t (n a multiple
-// of the type's block), or false for a type this package does not size.
+// TypeSize is the size in bytes of n elements of ggml type t, or false when
+// n is not a whole number of t's blocks or t is not a ggml type with a
+// known block size (see llama.Type).
 func TypeSize(t uint32, n uint64) (uint64, bool) {
-	switch t {
-	case 0: // F32
-		return 4 * n, true
-	case 1: // F16
-		return 2 * n, true
-	case 8: // Q8_0
-		if n%32 != 0 {
-			return 0, false
-		}
-		return n / 32 * 34, true
+	if t > 255 {
+		return 0, false
 	}
-	return 0, false
+	typ := llama.Type(t)
+	b := uint64(typ.Block())
+	if b == 0 || n%b != 0 {
+		return 0, false
+	}
+	return n / b * uint64(typ.BlockBytes()), true
 }
 
 // Parse parses a GGUF v3 file held in b (typically memory-mapped). Tensor

@@ -106,20 +106,33 @@ func TestUnsupported(t *testing.T) {
 		t.Errorf("architecture gemma: %v", err)
 	}
 
-	// A Q4_0 tensor (ggml type 2): rewrite the type of token_embd.weight.
-	b := write(t, w, llamatest.GGUFOptions{})
-	i := bytes.Index(b, []byte("token_embd.weight"))
-	typeAt := i + len("token_embd.weight") + 4 + 2*8
-	binary.LittleEndian.PutUint32(b[typeAt:], 2)
-	f, err = gguf.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gguf.Llama(f); !errors.Is(err, gguf.ErrUnsupported) {
-		t.Errorf("Q4_0 tensor: %v", err)
+	// Tensors of types that do not load, or do not suit the width: rewrite
+	// the type of token_embd.weight (shape() is 64 wide).
+	for _, c := range []struct {
+		typ  uint32
+		want error
+		says string
+	}{
+		{20, gguf.ErrUnsupported, "token_embd.weight is IQ4_NL (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K load)"},
+		{16, gguf.ErrUnsupported, "token_embd.weight is IQ2_XXS"},
+		{12, gguf.ErrFormat, "token_embd.weight is Q4_K with rows of 64 columns, not whole blocks of 256"},
+		{4, gguf.ErrUnsupported, "token_embd.weight is Q4_2"},
+		{99, gguf.ErrUnsupported, "token_embd.weight is ggml type 99"},
+	} {
+		b := write(t, w, llamatest.GGUFOptions{})
+		i := bytes.Index(b, []byte("token_embd.weight"))
+		typeAt := i + len("token_embd.weight") + 4 + 2*8
+		binary.LittleEndian.PutUint32(b[typeAt:], c.typ)
+		f, err = gguf.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gguf.Llama(f); !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("a ggml type %d tensor: %v, want %v saying %q", c.typ, err, c.want, c.says)
+		}
 	}
 
-	b = write(t, w, llamatest.GGUFOptions{})
+	b := write(t, w, llamatest.GGUFOptions{})
 	binary.LittleEndian.PutUint32(b[4:], 2)
 	if _, err := gguf.Parse(b); !errors.Is(err, gguf.ErrUnsupported) {
 		t.Errorf("version 2: %v", err)

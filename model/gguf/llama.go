@@ -29,8 +29,12 @@ import (
 // other tensors are llama.cpp's (token_embd, blk.N.attn_norm, attn_q,
 // attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_down, ffn_up,
 // output_norm, output — absent output means a classifier shared with the
-// embedding). Matrices may be F32, F16 or Q8_0; norms and biases F32. The
-// weights alias the file's buffer.
+// embedding). Matrices may be of any type llama.Type.Loads (F32, F16,
+// BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: what llama-quantize
+// writes for Q4_K_M and Q5_K_M, with its fallbacks for rows that are not
+// whole 256-weight blocks); any other type is refused by its ggml name.
+// Norms and biases are F32, as llama.cpp's converter and llama-quantize
+// write them. The weights alias the file's buffer.
 //
 // RoPE as llama.cpp computes it: rope_freqs.weight (Llama 3.1/3.2's
 // per-pair frequency factors) divides pair i's frequency by factor i, and
@@ -319,19 +323,21 @@ func (f *File) matrix(name string, rows, cols int) (llama.Matrix, error) {
 	if len(t.Dims) != 2 || t.Dims[0] != uint64(cols) || t.Dims[1] != uint64(rows) {
 		return llama.Matrix{}, fmt.Errorf("%w: tensor %s has dims %v, want [%d %d]", ErrFormat, name, t.Dims, cols, rows)
 	}
-	m := llama.Matrix{Rows: rows, Cols: cols}
-	switch t.Type {
-	case 0:
-		m.Type, m.F = llama.F32, llama.F32s(t.Data)
-	case 1:
-		m.Type, m.Raw = llama.F16, t.Data
-	case 8:
-		m.Type, m.Raw = llama.Q8_0, t.Data
-	default:
-		return llama.Matrix{}, fmt.Errorf("%w: tensor %s is ggml type %d (F32, F16 and Q8_0 load)", ErrUnsupported, name, t.Type)
+	typ := llama.Type(t.Type)
+	if !typ.Loads() {
+		return llama.Matrix{}, fmt.Errorf("%w: tensor %s is %s (%s load)", ErrUnsupported, name, typ, llama.LoadableTypes())
+	}
+	if typ.RowBytes(cols) < 0 {
+		return llama.Matrix{}, fmt.Errorf("%w: tensor %s is %s with rows of %d columns, not whole blocks of %d", ErrFormat, name, typ, cols, typ.Block())
 	}
 	if t.Data == nil {
 		return llama.Matrix{}, fmt.Errorf("%w: tensor %s has no data", ErrFormat, name)
+	}
+	m := llama.Matrix{Rows: rows, Cols: cols, Type: typ}
+	if typ == llama.F32 {
+		m.F = llama.F32s(t.Data)
+	} else {
+		m.Raw = t.Data
 	}
 	return m, nil
 }
@@ -341,8 +347,8 @@ func (f *File) vector(name string, n int) ([]float32, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: tensor %s missing", ErrFormat, name)
 	}
-	if len(t.Dims) != 1 || t.Dims[0] != uint64(n) || t.Type != 0 {
-		return nil, fmt.Errorf("%w: tensor %s: dims %v type %d, want [%d] F32", ErrFormat, name, t.Dims, t.Type, n)
+	if len(t.Dims) != 1 || t.Dims[0] != uint64(n) || t.Type != uint32(llama.F32) {
+		return nil, fmt.Errorf("%w: tensor %s: dims %v type %s, want [%d] F32", ErrFormat, name, t.Dims, llama.Type(t.Type), n)
 	}
 	return llama.F32s(t.Data), nil
 }

@@ -14,8 +14,12 @@
 // classifier, only for the positions that sample. Biases, head norms and
 // RoPE are element-wise, one rounding per operation, identical on every
 // path; the head norm's sum of squares is RMSNorm's reduction.
-// Weights are F32, F16 or Q8_0 matrices (Matrix), possibly aliasing a
-// memory-mapped file; package model/gguf and model/llama2c load them.
+// Weights are matrices (Matrix) of F32, F16, BF16 or one of ggml's
+// quantisations Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the
+// types of llama-quantize's Q4_0 … Q8_0, Q4_K_M and Q5_K_M files; others
+// are refused by their ggml name), possibly aliasing a memory-mapped file;
+// package model/gguf and model/llama2c load them. Quantised weights are
+// decoded inside the dot products; activations stay float32.
 //
 // # KV in the pool
 //
@@ -40,7 +44,7 @@
 // recompute. Every reduction runs in one fixed order per position, and
 // every path that computes it — the one-vector vector kernel, the batched
 // ones (each weight row applied to eight or four inputs per load: mulF32,
-// mulQ8), the remainder path and the pure-Go twin used where the CPU lacks
+// mulQ8, mulQuant), the remainder path and the pure-Go twin used where the CPU lacks
 // AVX2 and FMA or the length does not suit the kernel — performs the same
 // operations in that order, each rounded the same way:
 //
@@ -51,6 +55,15 @@
 //     uses fma32, an exact single-precision fused multiply-add (not
 //     float32(math.FMA(…)), which rounds twice and differs in rare cases),
 //     checked against the CPU's instruction and against exact arithmetic.
+//   - Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K rows (dotQuantGeneric
+//     states each order): eight lanes; per sub-block of 32 weights (16 for
+//     Q6_K) each lane chains the products of exact float32 quants and
+//     inputs by fused multiply-adds, then adds the chain times the
+//     sub-block's float32 scale into its accumulator by one more; the
+//     types with minimums (Q4_1, Q5_1, Q4_K, Q5_K) chain min × sum32 of the
+//     sub-block's inputs in a second accumulator, subtracted (or added)
+//     at the end. BF16 rows are dot32Generic's order over their exactly
+//     decoded weights.
 //   - F16 and Q8_0 rows (four or eight lanes, Q8_0 per block, blocks in
 //     order), attention scores (four lanes by index mod 4, combined as
 //     (l0+l1)+(l2+l3)), softmax sums and the weighted sum of values (in

@@ -19,3 +19,9 @@ func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) 
 func scores(out, k []float32, stride int, q []float32) { scoresGeneric(out, k, stride, q) }
 
 func wsum(out, a, v []float32, stride int) { wsumGeneric(out, a, v, stride) }
+
+func dotQuant(t Type, raw []byte, x []float32) float32 { return dotQuantGeneric(t, raw, x) }
+
+func mulQuant(t Type, raw []byte, cols int, x []float32, n int, out []float32, stride int, _ []float32) {
+	mulQuantGeneric(t, raw, cols, x, n, out, stride)
+}

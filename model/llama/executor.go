@@ -425,11 +425,15 @@ func rmsnorm(dst, x, w []float32, eps float32) {
 
 // matmul sets out[r×Rows + o] = m row o · in[r×Cols ...] for rows r < n.
 // Work is split over output rows of m: each weight row is read once per step
-// and used for all n inputs while it is in cache; the F32 and Q8_0 kernels
-// (mulF32, mulQ8) apply it to several inputs per load, in the order of the
-// one-input kernel, so an input's outputs do not depend on n.
+// and used for all n inputs while it is in cache; the F32, Q8_0 and other
+// quantised kernels (mulF32, mulQ8, mulQuant) apply it to several inputs
+// per load, in the order of the one-input kernel, so an input's outputs do
+// not depend on n.
 func (e *Executor) matmul(out []float32, m *Matrix, in []float32, n int) {
 	e.mm.out, e.mm.m, e.mm.in, e.mm.n = out, m, in, n
+	if needsSums(m.Type) {
+		e.mm.sums = blockSums(e.mm.sums, in, m.Cols, n)
+	}
 	chunks := (m.Rows + matmulChunk - 1) / matmulChunk
 	e.run.Run(chunks, &e.mm)
 	e.mm.out, e.mm.m, e.mm.in = nil, nil, nil
@@ -444,6 +448,9 @@ type matmulTask struct {
 	m   *Matrix
 	in  []float32
 	n   int
+	// sums is blockSums of the n inputs, for the types that take them
+	// (needsSums).
+	sums []float32
 }
 
 func (t *matmulTask) Do(_, i int) {
@@ -455,6 +462,9 @@ func (t *matmulTask) Do(_, i int) {
 	case Q8_0:
 		rb := m.Type.RowBytes(m.Cols)
 		mulQ8(m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows)
+	case Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, BF16:
+		rb := m.Type.RowBytes(m.Cols)
+		mulQuant(m.Type, m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows, t.sums)
 	default:
 		for o := lo; o < hi; o++ {
 			for r := 0; r < n; r++ {

@@ -6,28 +6,6 @@ import (
 	"math"
 )
 
-// Type is a tensor's element encoding.
-type Type uint8
-
-// The encodings a Matrix holds. Their numbers are GGUF's (ggml_type).
-const (
-	F32  Type = 0
-	F16  Type = 1
-	Q8_0 Type = 8
-)
-
-func (t Type) String() string {
-	switch t {
-	case F32:
-		return "F32"
-	case F16:
-		return "F16"
-	case Q8_0:
-		return "Q8_0"
-	}
-	return fmt.Sprintf("type(%d)", uint8(t))
-}
-
 // Q8Block is the number of weights in one Q8_0 block; a block is stored as a
 // little-endian float16 scale followed by Q8Block int8 quants (34 bytes).
 const (
@@ -35,26 +13,10 @@ const (
 	q8BlockBytes = 2 + Q8Block
 )
 
-// RowBytes is the size in bytes of a row of cols elements of type t, or -1
-// when cols does not suit t (Q8_0 rows are whole blocks).
-func (t Type) RowBytes(cols int) int {
-	switch t {
-	case F32:
-		return 4 * cols
-	case F16:
-		return 2 * cols
-	case Q8_0:
-		if cols%Q8Block != 0 {
-			return -1
-		}
-		return cols / Q8Block * q8BlockBytes
-	}
-	return -1
-}
-
 // Matrix is a row-major Rows × Cols weight matrix. F32 matrices keep their
-// elements in F; F16 and Q8_0 matrices keep their encoded bytes in Raw
-// (little-endian). Either may alias a memory-mapped file.
+// elements in F; the other types (F16, BF16 and the quantisations, see
+// Type) keep their encoded bytes in Raw (little-endian, rows of whole
+// blocks, as GGUF stores them). Either may alias a memory-mapped file.
 type Matrix struct {
 	Rows, Cols int
 	Type       Type
@@ -63,61 +25,55 @@ type Matrix struct {
 }
 
 func (m *Matrix) validate(name string) error {
-	switch m.Type {
-	case F32:
+	switch {
+	case m.Type == F32:
 		if len(m.F) != m.Rows*m.Cols {
 			return fmt.Errorf("llama: %s: %d floats for %d×%d", name, len(m.F), m.Rows, m.Cols)
 		}
-	case F16, Q8_0:
+	case m.Type.Loads():
 		rb := m.Type.RowBytes(m.Cols)
 		if rb < 0 {
-			return fmt.Errorf("llama: %s: %s rows of %d columns are not whole blocks of %d", name, m.Type, m.Cols, Q8Block)
+			return fmt.Errorf("llama: %s: %s rows of %d columns are not whole blocks of %d", name, m.Type, m.Cols, m.Type.Block())
 		}
 		if len(m.Raw) != m.Rows*rb {
 			return fmt.Errorf("llama: %s: %d bytes for %d×%d %s", name, len(m.Raw), m.Rows, m.Cols, m.Type)
 		}
 	default:
-		return fmt.Errorf("llama: %s: unsupported tensor type %s (F32, F16 and Q8_0 load)", name, m.Type)
+		return fmt.Errorf("llama: %s: unsupported tensor type %s (%s load)", name, m.Type, LoadableTypes())
 	}
 	return nil
 }
 
-// Row writes row r, decoded to float32, into dst (len Cols).
+// Row writes row r, decoded to float32, into dst (len Cols). The decoding
+// is ggml's (and gguf-py's): each weight is its block's scale times its
+// quant, minus or plus the block's minimum where the type has one, each
+// operation rounded to float32 (see dequantize).
 func (m *Matrix) Row(r int, dst []float32) {
 	dst = dst[:m.Cols]
-	switch m.Type {
-	case F32:
+	if m.Type == F32 {
 		copy(dst, m.F[r*m.Cols:(r+1)*m.Cols])
-	case F16:
-		raw := m.Raw[r*2*m.Cols:]
-		for i := range dst {
-			dst[i] = f16tab[binary.LittleEndian.Uint16(raw[2*i:])]
-		}
-	case Q8_0:
-		rb := m.Type.RowBytes(m.Cols)
-		raw := m.Raw[r*rb : (r+1)*rb]
-		for b := 0; b < m.Cols/Q8Block; b++ {
-			blk := raw[b*q8BlockBytes : (b+1)*q8BlockBytes]
-			d := f16tab[binary.LittleEndian.Uint16(blk)]
-			for i := 0; i < Q8Block; i++ {
-				dst[b*Q8Block+i] = d * float32(int8(blk[2+i]))
-			}
-		}
+		return
 	}
+	rb := m.Type.RowBytes(m.Cols)
+	dequantize(m.Type, m.Raw[r*rb:(r+1)*rb], dst)
 }
 
 // dotRow is row r of m times x (len Cols), in the order every kernel of this
-// package uses (see dotF32): the result depends only on the row and x.
+// package uses for m's type (see the package documentation): the result
+// depends only on the row and x.
 func (m *Matrix) dotRow(r int, x []float32) float32 {
-	switch m.Type {
-	case F32:
+	if m.Type == F32 {
 		return dotF32(m.F[r*m.Cols:(r+1)*m.Cols], x)
-	case F16:
-		return dotF16(m.Raw[r*2*m.Cols:(r+1)*2*m.Cols], x)
-	default:
-		rb := m.Cols / Q8Block * q8BlockBytes
-		return dotQ8(m.Raw[r*rb:(r+1)*rb], x)
 	}
+	rb := m.Type.RowBytes(m.Cols)
+	raw := m.Raw[r*rb : (r+1)*rb]
+	switch m.Type {
+	case F16:
+		return dotF16(raw, x)
+	case Q8_0:
+		return dotQ8(raw, x)
+	}
+	return dotQuant(m.Type, raw, x)
 }
 
 // dotF16 is dotF32 over float16 weights (each converted exactly to float32).
