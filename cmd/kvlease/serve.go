@@ -717,6 +717,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout, msg)
 	log.Info("serving", "url", es.URL(), "model", f.model, "role", f.role.String())
+	if f.llm != nil && f.llm.TokenizerNote != "" {
+		log.Warn("tokenizer", "model", f.llm.Path, "note", f.llm.TokenizerNote)
+	}
 	if err := es.Run(ctx); err != nil {
 		return err
 	}

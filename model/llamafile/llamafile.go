@@ -42,9 +42,11 @@ type Model struct {
 	// Chat is the chat format: the family of the file's template, or
 	// ChatPlain.
 	Chat openai.ChatFormat
-	// AddBOS: text prompts start with BOS (tokenizer.ggml.add_bos_token;
-	// by default true for SentencePiece, false for byte-level BPE).
+	// AddBOS: text prompts start with BOS (gguf.AddBOS).
 	AddBOS bool
+	// TokenizerNote, when set, is a warning about the tokenizer for the
+	// log (a file that names no pre-tokenizer).
+	TokenizerNote string
 
 	data  []byte
 	unmap func() error
@@ -86,9 +88,9 @@ func (m *Model) load(tokenizerPath string) error {
 			return err
 		}
 		m.Chat = openai.DetectChatFormat(f.ChatTemplate())
-		m.AddBOS = m.Tok.BOS() >= 0 && m.Tok.Kind() == bpe.SentencePiece
-		if b, ok := f.Metadata["tokenizer.ggml.add_bos_token"].(bool); ok {
-			m.AddBOS = b && m.Tok.BOS() >= 0
+		m.AddBOS = gguf.AddBOS(f, m.Tok)
+		if m.Tok.Kind() == bpe.ByteLevel {
+			_, m.TokenizerNote, _ = gguf.PreTokenizer(f)
 		}
 	} else {
 		m.Format = Llama2C

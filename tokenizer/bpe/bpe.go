@@ -53,6 +53,13 @@ type Vocab struct {
 	Space string
 	// NoDummyPrefix turns off the space SentencePiece prepends to text.
 	NoDummyPrefix bool
+	// Pre is the pre-tokenizer (ByteLevel only).
+	Pre Pre
+	// IgnoreMerges (ByteLevel): a pre-tokenized word that is a piece of
+	// its own becomes that token without merging (Hugging Face's
+	// ignore_merges, set for Llama 3). Otherwise every word is merged,
+	// which can end at other tokens than the word's own piece.
+	IgnoreMerges bool
 }
 
 // Tokenizer encodes text to token ids and back. It is immutable after New
@@ -70,7 +77,9 @@ type Tokenizer struct {
 	eos     int32
 	space   string
 	prefix  bool
-	special []int32 // control tokens that Encode may parse from text
+	pre     Pre
+	ignore  bool // IgnoreMerges
+	special specials
 	// text[id] is each token's decoded bytes (nil for control tokens).
 	text [][]byte
 }
@@ -96,8 +105,11 @@ func New(v Vocab) (*Tokenizer, error) {
 	if v.BOS >= int32(n) || v.EOS >= int32(n) {
 		return nil, fmt.Errorf("%w: BOS %d or EOS %d outside %d pieces", ErrVocab, v.BOS, v.EOS, n)
 	}
+	if v.Pre >= numPre {
+		return nil, fmt.Errorf("%w: pre-tokenizer %d", ErrVocab, v.Pre)
+	}
 	t := &Tokenizer{kind: v.Kind, pieces: v.Pieces, scores: v.Scores, ids: make(map[string]int32, n),
-		unk: -1, bos: v.BOS, eos: v.EOS, space: v.Space, prefix: !v.NoDummyPrefix}
+		unk: -1, bos: v.BOS, eos: v.EOS, space: v.Space, prefix: !v.NoDummyPrefix, pre: v.Pre, ignore: v.IgnoreMerges}
 	if t.space == "" {
 		t.space = "▁"
 	}
@@ -132,12 +144,9 @@ func New(v Vocab) (*Tokenizer, error) {
 			if t.unk < 0 {
 				t.unk = int32(i)
 			}
-		case TypeControl, TypeUserDefined:
-			if p != "" {
-				t.special = append(t.special, int32(i))
-			}
 		}
 	}
+	t.special = newSpecials(v.Pieces, t.types)
 	if v.Kind == ByteLevel {
 		t.ranks = make(map[[2]string]int, len(v.Merges))
 		for r, m := range v.Merges {
@@ -247,57 +256,52 @@ func (t *Tokenizer) Decode(tokens []int32) string {
 }
 
 // Encode returns the tokens of text, with BOS first when bos and the
-// vocabulary has one. With special, control and user-defined pieces
-// written in the text (such as "<|im_start|>" in a rendered chat
-// template) become their tokens; otherwise they are plain text.
+// vocabulary has one.
+//
+// With special, the text of a control, user-defined or unknown token
+// written in text (such as "<|begin_of_text|>" or "<|im_start|>" in a
+// rendered chat template) becomes that token, as Hugging Face tokenizers
+// and vLLM parse special tokens by default and llama.cpp with
+// parse_special: "<|begin_of_text|>Hi<|eot_id|> there" is 4 tokens on a
+// Llama 3 vocabulary. Without special, control and unknown tokens' text is
+// plain text; user-defined tokens (Hugging Face's added tokens that are
+// not special) are still matched, as both references do. Where several
+// such pieces could match, the leftmost wins, and the longest of those
+// starting there (Hugging Face's rule).
+//
+// SentencePiece text after a special token gets the dummy prefix again,
+// like text at the start (llama.cpp's rule).
 func (t *Tokenizer) Encode(text string, bos, special bool) []int32 {
 	var out []int32
 	if bos && t.bos >= 0 {
 		out = append(out, t.bos)
 	}
-	first := true
+	afterSpecial := true
 	for len(text) > 0 {
-		seg, id, rest := text, int32(-1), ""
-		if special {
-			seg, id, rest = t.splitSpecial(text)
+		at, id, n := t.special.find(text, special)
+		if at < 0 {
+			at = len(text)
 		}
-		if seg != "" {
-			out = t.encodeText(out, seg, first)
-			first = false
+		if at > 0 {
+			out = t.encodeText(out, text[:at], afterSpecial)
 		}
-		if id >= 0 {
-			out = append(out, id)
+		if id < 0 {
+			break
 		}
-		text = rest
+		out = append(out, id)
+		afterSpecial = true
+		text = text[at+n:]
 	}
 	return out
 }
 
-// splitSpecial finds the first special piece in text (the longest at that
-// place): the text before it, its id (or -1) and the text after.
-func (t *Tokenizer) splitSpecial(text string) (string, int32, string) {
-	best, bestID, bestLen := -1, int32(-1), 0
-	for _, id := range t.special {
-		p := t.pieces[id]
-		if i := strings.Index(text, p); i >= 0 && (best < 0 || i < best || (i == best && len(p) > bestLen)) {
-			best, bestID, bestLen = i, id, len(p)
-		}
-	}
-	if best < 0 {
-		return text, -1, ""
-	}
-	return text[:best], bestID, text[best+bestLen:]
-}
-
-func (t *Tokenizer) encodeText(out []int32, text string, first bool) []int32 {
+func (t *Tokenizer) encodeText(out []int32, text string, prefix bool) []int32 {
 	if t.kind == ByteLevel {
-		for _, w := range pretokenize(text) {
-			out = t.bpeWord(out, w)
-		}
+		t.pre.split(text, func(w string) { out = t.bpeWord(out, w) })
 		return out
 	}
 	s := strings.ReplaceAll(text, " ", t.space)
-	if first && t.prefix {
+	if prefix && t.prefix {
 		s = t.space + s
 	}
 	return t.spm(out, s)
@@ -413,7 +417,7 @@ func (t *Tokenizer) bpeWord(out []int32, w string) []int32 {
 		sb.WriteRune(byteToUnicode[w[i]])
 	}
 	u := sb.String()
-	if id, ok := t.ids[u]; ok {
+	if id, ok := t.ids[u]; ok && (t.ignore || utf8.RuneCountInString(u) == 1) {
 		return append(out, id)
 	}
 	syms := make([]symbol, 0, len(w))

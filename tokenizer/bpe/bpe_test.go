@@ -141,7 +141,7 @@ func TestSentencePieceRoundTrip(t *testing.T) {
 	}
 }
 
-func TestPretokenize(t *testing.T) {
+func TestSplitGPT2(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want []string
@@ -153,8 +153,8 @@ func TestPretokenize(t *testing.T) {
 		{"end  ", []string{"end", "  "}},
 		{"x\ty", []string{"x", "\t", "y"}},
 	} {
-		if got := pretokenize(tc.in); !slices.Equal(got, tc.want) {
-			t.Errorf("pretokenize(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := words(PreGPT2, tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("GPT-2 split of %q = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -186,4 +186,11 @@ func FuzzEncode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// words is p's split of s.
+func words(p Pre, s string) []string {
+	var out []string
+	p.split(s, func(w string) { out = append(out, w) })
+	return out
 }

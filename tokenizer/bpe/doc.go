@@ -10,12 +10,18 @@
 // (the leftmost on ties) until no pair is a piece. A character that is not a
 // piece becomes its UTF-8 bytes' <0xXX> tokens (or <unk>).
 //
-// Byte-level BPE: the text is split by GPT-2's pre-tokenizer pattern, each
-// part's bytes map to GPT-2's printable characters, and pairs merge by the
-// lowest rank in the merges list. Files whose pre-tokenizer differs (llama
-// 3's, for example) are split with GPT-2's pattern anyway: the tokens may
-// differ from the reference tokenizer's on digits and contractions, which is
-// why prompts given as token ids go to the model verbatim.
+// Byte-level BPE: the text is split into words by the vocabulary's
+// pre-tokenizer (Pre: GPT-2's pattern, Llama 3's, Qwen2's, …, each the
+// Hugging Face tokenizers pattern written out by hand and checked against
+// a backtracking regular-expression engine running the pattern itself),
+// each word's bytes map to GPT-2's printable characters, and pairs merge
+// by the lowest rank in the merges list (with IgnoreMerges, a word that is
+// a token of its own is that token).
+//
+// Special tokens: the text of control, user-defined and unknown tokens
+// written in a prompt becomes those tokens when Encode is asked to parse
+// special tokens (user-defined ones always), leftmost and longest first,
+// as Hugging Face tokenizers and vLLM do; see Encode.
 //
 // Both merge loops are O(n log n) in the text's length (a heap of candidate
 // pairs over a linked list of symbols). The package is pure; a Tokenizer is
