@@ -124,24 +124,61 @@ func AddQKNorms(w *llama.Weights, seed uint64) {
 	}
 }
 
-// Quantize converts every matrix of w to t (F32, F16 or Q8_0) in place,
-// except the embedding and output when t is Q8_0 and their rows are not
-// whole blocks (they stay F32). Norm vectors stay F32, as in GGUF files.
+// Quantize converts every matrix of w to t (any type llama.Type.Loads)
+// in place, except those whose rows are not whole blocks of t (they stay
+// F32). Norm vectors stay F32, as in GGUF files.
 func Quantize(w *llama.Weights, t llama.Type) {
+	quantizeEach(w, func(string, int) llama.Type { return t })
+}
+
+// QuantizeKM converts w as llama-quantize's Q4_K_M (t = Q4_K) or Q5_K_M
+// (t = Q5_K) lays out its types: the output classifier Q6_K, attn_v and
+// ffn_down Q6_K in the even layers, every other matrix t; a matrix whose
+// width is not a multiple of 256 falls back as llama-quantize's do (Q4_K
+// to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0).
+func QuantizeKM(w *llama.Weights, t llama.Type) {
+	quantizeEach(w, func(name string, layer int) llama.Type {
+		if name == "output" || (name == "attn_v" || name == "ffn_down") && layer%2 == 0 {
+			return llama.Q6_K
+		}
+		return t
+	})
+}
+
+// quantizeEach converts every matrix of w to the type pick gives its name
+// (llama.cpp's, without "blk.N." and ".weight"; layer -1 for the
+// embedding and output), falling back as QuantizeKM says and leaving F32
+// the matrices whose rows still are not whole blocks.
+func quantizeEach(w *llama.Weights, pick func(name string, layer int) llama.Type) {
 	shared := sameMatrix(&w.Embedding, &w.Output)
-	q := func(m *llama.Matrix) {
+	q := func(m *llama.Matrix, name string, layer int) {
+		t := pick(name, layer)
+		if m.Cols%256 != 0 {
+			switch t {
+			case llama.Q4_K:
+				t = llama.Q5_0
+			case llama.Q5_K:
+				t = llama.Q5_1
+			case llama.Q6_K:
+				t = llama.Q8_0
+			}
+		}
 		*m = QuantizeMatrix(*m, t)
 	}
-	q(&w.Embedding)
+	q(&w.Embedding, "token_embd", -1)
 	if shared {
 		w.Output = w.Embedding
 	} else {
-		q(&w.Output)
+		q(&w.Output, "output", -1)
 	}
 	for i := range w.Layers {
 		l := &w.Layers[i]
-		for _, m := range []*llama.Matrix{&l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.W1, &l.W2, &l.W3} {
-			q(m)
+		for _, m := range []struct {
+			m    *llama.Matrix
+			name string
+		}{{&l.Wq, "attn_q"}, {&l.Wk, "attn_k"}, {&l.Wv, "attn_v"}, {&l.Wo, "attn_output"},
+			{&l.W1, "ffn_gate"}, {&l.W2, "ffn_down"}, {&l.W3, "ffn_up"}} {
+			q(m.m, m.name, i)
 		}
 	}
 }
@@ -152,10 +189,12 @@ func sameMatrix(a, b *llama.Matrix) bool {
 }
 
 // QuantizeMatrix returns an F32 matrix encoded as t. Q8_0 follows ggml:
-// per block of 32, d = max|x|/127 (stored as float16), q = round(x/d). A
-// matrix whose rows are not whole Q8_0 blocks is returned unchanged.
+// per block of 32, d = max|x|/127 (stored as float16), q = round(x/d);
+// the other quantisations round to nearest as quant.go says, BF16 rounds
+// to nearest even. A matrix whose rows are not whole blocks of t is
+// returned unchanged.
 func QuantizeMatrix(m llama.Matrix, t llama.Type) llama.Matrix {
-	if m.Type != llama.F32 || t == llama.F32 || t.RowBytes(m.Cols) < 0 {
+	if m.Type != llama.F32 || t == llama.F32 || !t.Loads() || t.RowBytes(m.Cols) < 0 {
 		return m
 	}
 	out := llama.Matrix{Rows: m.Rows, Cols: m.Cols, Type: t, Raw: make([]byte, m.Rows*t.RowBytes(m.Cols))}
@@ -164,25 +203,34 @@ func QuantizeMatrix(m llama.Matrix, t llama.Type) llama.Matrix {
 		for i, v := range m.F {
 			binary.LittleEndian.PutUint16(out.Raw[2*i:], llama.F32ToF16(v))
 		}
-	case llama.Q8_0:
-		raw := out.Raw
-		for b := 0; b < len(m.F); b += llama.Q8Block {
-			x := m.F[b : b+llama.Q8Block]
-			amax := float32(0)
-			for _, v := range x {
-				amax = max(amax, float32(math.Abs(float64(v))))
-			}
-			d := amax / 127
-			id := float32(0)
-			if d != 0 {
-				id = 1 / d
-			}
-			binary.LittleEndian.PutUint16(raw, llama.F32ToF16(d))
+		return out
+	case llama.BF16:
+		for i, v := range m.F {
+			b := math.Float32bits(v)
+			b += 0x7fff + b>>16&1 // round to nearest even (finite weights)
+			binary.LittleEndian.PutUint16(out.Raw[2*i:], uint16(b>>16))
+		}
+		return out
+	}
+	bs, bb := t.Block(), t.BlockBytes()
+	for b := 0; b < len(m.F)/bs; b++ {
+		x, blk := m.F[b*bs:(b+1)*bs], out.Raw[b*bb:(b+1)*bb]
+		switch t {
+		case llama.Q8_0:
+			d := absMaxAbs(x) / 127
+			binary.LittleEndian.PutUint16(blk, llama.F32ToF16(d))
 			for i, v := range x {
-				raw[2+i] = byte(int8(math.Round(float64(v * id))))
+				blk[2+i] = byte(int8(math.Round(float64(v * inv(d)))))
 			}
-			raw = raw[2+llama.Q8Block:]
+		case llama.Q4_K, llama.Q5_K:
+			quantizeK45(t, x, blk)
+		case llama.Q6_K:
+			quantizeQ6K(x, blk)
+		default:
+			quantize32(t, x, blk)
 		}
 	}
 	return out
 }
+
+func absMaxAbs(x []float32) float32 { return float32(math.Abs(float64(absMax(x)))) }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/kvlease/kvlease/internal/llamatest"
-	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/model/llama"
 )
 
@@ -221,18 +220,7 @@ func TestForwardMatchesReference(t *testing.T) {
 				tc.variant(w)
 				variantMatters(t, reference(&plain, []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250}), reference(w, []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250}))
 			}
-			h := newHarness(t, w, 64, 4, nil)
-			prompt := []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250, 12}
-			s := h.newSeq(1, prompt, model.Sampling{})
-			for s.computed+5 < len(s.tokens) {
-				h.step([]*seq{s}, []int{5})
-			}
-			for i := 0; i < 4; i++ {
-				h.step([]*seq{s}, []int{len(s.tokens) - s.computed})
-				got := h.exec.Logits(0)
-				want := reference(w, s.tokens[:len(s.tokens)-1])
-				compareLogits(t, got, want)
-			}
+			forwardMatchesReference(t, w)
 		})
 	}
 }

@@ -1,0 +1,202 @@
+package llama_test
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/kvlease/kvlease/internal/llamatest"
+	"github.com/kvlease/kvlease/model"
+	"github.com/kvlease/kvlease/model/gguf"
+	"github.com/kvlease/kvlease/model/llama"
+)
+
+// kShape has widths that are whole K-quant super-blocks (dim 256) and one
+// that is not (ffn_down's 576 columns), so a Q4_K_M layout has K-quants
+// and llama-quantize's fallbacks.
+var kShape = llama.Config{Dim: 256, HiddenDim: 576, Layers: 2, Heads: 4, KVHeads: 2, VocabSize: 512, MaxSeqLen: 512}
+
+// forwardMatchesReference runs a prompt in chunks of 5 over blocks of 4
+// tokens, then decode steps, comparing each step's logits with the
+// float64 reference over the same (decoded) weights.
+func forwardMatchesReference(t *testing.T, w *llama.Weights) {
+	t.Helper()
+	h := newHarness(t, w, 64, 4, nil)
+	prompt := []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250, 12}
+	s := h.newSeq(1, prompt, model.Sampling{})
+	for s.computed+5 < len(s.tokens) {
+		h.step([]*seq{s}, []int{5})
+	}
+	for i := 0; i < 4; i++ {
+		h.step([]*seq{s}, []int{len(s.tokens) - s.computed})
+		compareLogits(t, h.exec.Logits(0), reference(w, s.tokens[:len(s.tokens)-1]))
+	}
+}
+
+// TestQuantizedForwardMatchesReference: models whose matrices are each
+// quantised type, and llama-quantize's Q4_K_M and Q5_K_M layouts (with
+// their fallbacks), compute the float64 reference's logits over their
+// decoded weights.
+func TestQuantizedForwardMatchesReference(t *testing.T) {
+	for _, typ := range []llama.Type{llama.Q4_0, llama.Q4_1, llama.Q5_0, llama.Q5_1, llama.Q4_K, llama.Q5_K, llama.Q6_K, llama.BF16} {
+		t.Run(typ.String(), func(t *testing.T) {
+			w := llamatest.Random(kShape, 7, false)
+			llamatest.Quantize(w, typ)
+			if w.Layers[0].Wq.Type != typ {
+				t.Fatalf("Wq is %s", w.Layers[0].Wq.Type)
+			}
+			forwardMatchesReference(t, w)
+		})
+	}
+	for _, c := range []struct {
+		name  string
+		typ   llama.Type
+		shape llama.Config
+	}{
+		{"Q4_K_M", llama.Q4_K, kShape}, {"Q5_K_M", llama.Q5_K, kShape},
+		{"Q4_K_M-narrow", llama.Q4_K, withHidden(llamatest.Shape260K, 192)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := llamatest.Random(c.shape, 8, false)
+			llamatest.QuantizeKM(w, c.typ)
+			forwardMatchesReference(t, w)
+		})
+	}
+}
+
+// TestQ4KMFileMatchesReference: a Q4_K_M-layout GGUF file written by
+// llamatest loads through model/gguf (every type it holds) and computes
+// the float64 reference's logits.
+func TestQ4KMFileMatchesReference(t *testing.T) {
+	w := llamatest.Random(kShape, 9, false)
+	llamatest.QuantizeKM(w, llama.Q4_K)
+	v := llamatest.SPMVocab(kShape.VocabSize)
+	var b bytes.Buffer
+	if err := llamatest.WriteGGUF(&b, w, llamatest.GGUFOptions{Vocab: &v}); err != nil {
+		t.Fatal(err)
+	}
+	lw := loadGGUF(t, b.Bytes())
+	want := map[string]bool{"Q4_K": true, "Q6_K": true, "Q5_0": true, "Q8_0": true}
+	for typ := range fileTypes(t, b.Bytes()) {
+		delete(want, typ)
+	}
+	if len(want) > 0 {
+		t.Fatalf("the file has no tensors of %v", want)
+	}
+	forwardMatchesReference(t, lw)
+}
+
+func loadGGUF(t *testing.T, b []byte) *llama.Weights {
+	t.Helper()
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := gguf.Llama(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// fileTypes counts a GGUF file's tensors by ggml type name.
+func fileTypes(t *testing.T, b []byte) map[string]int {
+	f, err := gguf.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, tn := range f.Tensors {
+		n[llama.Type(tn.Type).String()]++
+	}
+	return n
+}
+
+// TestLlamaQuantizeFilesLoad (with KVLEASE_LLAMACPP, a llama.cpp tree
+// with its build): an F32 file written here, quantised by llama-quantize
+// to each of the file types people download, loads (every tensor type
+// llama-quantize chose) and computes the float64 reference's logits over
+// llama.cpp's quants. kShape has K-quant widths and a fallback width.
+func TestLlamaQuantizeFilesLoad(t *testing.T) {
+	dir := os.Getenv("KVLEASE_LLAMACPP")
+	if dir == "" {
+		t.Skip("KVLEASE_LLAMACPP (a llama.cpp tree with build/bin/llama-quantize) not set")
+	}
+	bin := filepath.Join(dir, "build", "bin", "llama-quantize")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("no llama-quantize: %v", err)
+	}
+	w := llamatest.Random(kShape, 10, false)
+	v := llamatest.SPMVocab(kShape.VocabSize)
+	var b bytes.Buffer
+	if err := llamatest.WriteGGUF(&b, w, llamatest.GGUFOptions{Vocab: &v}); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	in := filepath.Join(tmp, "f32.gguf")
+	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ft := range []string{"Q4_K_M", "Q5_K_M", "Q4_K_S", "Q5_K_S", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "BF16"} {
+		t.Run(ft, func(t *testing.T) {
+			out := filepath.Join(tmp, ft+".gguf")
+			if msg, err := exec.Command(bin, in, out, ft).CombinedOutput(); err != nil {
+				t.Fatalf("llama-quantize %s: %v\n%s", ft, err, msg)
+			}
+			qb, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			types := fileTypes(t, qb)
+			names := make([]string, 0, len(types))
+			for n, c := range types {
+				names = append(names, fmt.Sprintf("%s×%d", n, c))
+			}
+			sort.Strings(names)
+			t.Logf("llama-quantize %s wrote %v", ft, names)
+			forwardMatchesReference(t, loadGGUF(t, qb))
+		})
+	}
+}
+
+// TestQuantizersRoundTrip: llamatest's quantisers write blocks that
+// decode close to their input (the RMS error relative to the weights'
+// RMS within what each type's bits allow).
+func TestQuantizersRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, c := range []struct {
+		typ llama.Type
+		tol float64
+	}{
+		{llama.Q4_0, 0.12}, {llama.Q4_1, 0.1}, {llama.Q5_0, 0.06}, {llama.Q5_1, 0.05},
+		{llama.Q4_K, 0.12}, {llama.Q5_K, 0.06}, {llama.Q6_K, 0.03}, {llama.Q8_0, 0.01}, {llama.BF16, 0.003},
+	} {
+		m := llama.Matrix{Rows: 8, Cols: 512, Type: llama.F32, F: make([]float32, 8*512)}
+		for i := range m.F {
+			m.F[i] = float32(r.NormFloat64())
+		}
+		q := llamatest.QuantizeMatrix(m, c.typ)
+		if q.Type != c.typ {
+			t.Fatalf("%s: got %s", c.typ, q.Type)
+		}
+		row := make([]float32, m.Cols)
+		se, ss := 0.0, 0.0
+		for i := 0; i < m.Rows; i++ {
+			q.Row(i, row)
+			for j, v := range row {
+				d := float64(v - m.F[i*m.Cols+j])
+				se += d * d
+				ss += float64(m.F[i*m.Cols+j]) * float64(m.F[i*m.Cols+j])
+			}
+		}
+		if e := math.Sqrt(se / ss); e > c.tol {
+			t.Errorf("%s: relative RMS error %.4f > %g", c.typ, e, c.tol)
+		}
+	}
+}
