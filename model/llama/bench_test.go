@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"syscall"
 	"testing"
 
@@ -128,6 +129,47 @@ func BenchmarkPrefill512(b *testing.B) {
 					e.Execute(&bt, &out)
 				}
 				report(b, 512*b.N, cpu0)
+			})
+		}
+	}
+}
+
+// BenchmarkMatVec measures one 2048 × 2048 matrix (TinyLlama's attention
+// projections; 2 to 16 MB, so it streams from memory) of each type applied
+// to one vector (a decode step's matrix-vector product: the one-row
+// kernels) and to eight (the batched kernels), one thread. It reports
+// weights applied per CPU-second (Mw/cpu-s, millions; n=8 counts each
+// weight eight times) and weight bytes read per CPU-second.
+func BenchmarkMatVec(b *testing.B) {
+	const rows, cols = 2048, 2048
+	r := rand.New(rand.NewPCG(1, 2))
+	f := llama.Matrix{Rows: rows, Cols: cols, Type: llama.F32, F: make([]float32, rows*cols)}
+	for i := range f.F {
+		f.F[i] = float32(r.NormFloat64()) / 45
+	}
+	for _, typ := range []llama.Type{llama.F32, llama.F16, llama.BF16, llama.Q8_0, llama.Q6_K, llama.Q5_K, llama.Q5_1, llama.Q5_0, llama.Q4_K, llama.Q4_1, llama.Q4_0} {
+		m := llamatest.QuantizeMatrix(f, typ)
+		size := 4 * rows * cols
+		if typ != llama.F32 {
+			size = len(m.Raw)
+		}
+		for _, n := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/n=%d", typ, n), func(b *testing.B) {
+				x := make([]float32, n*cols)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				out := make([]float32, n*rows)
+				var sums []float32
+				b.ResetTimer()
+				cpu0 := cpuSeconds()
+				for i := 0; i < b.N; i++ {
+					sums = llama.MatVec(&m, x, n, out, sums)
+				}
+				if cpu := cpuSeconds() - cpu0; cpu > 0 {
+					b.ReportMetric(float64(rows*cols*n)*float64(b.N)/cpu/1e6, "Mw/cpu-s")
+					b.ReportMetric(float64(size)*float64(b.N)/cpu/1e9, "GB/cpu-s")
+				}
 			})
 		}
 	}
