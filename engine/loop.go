@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 
@@ -71,6 +72,13 @@ type LoopConfig struct {
 	MaxReadStreams int
 	// Logger receives connection-level debug logs. Nil discards.
 	Logger *slog.Logger
+	// Async makes the driver execute each step off the loop: a Turn that
+	// starts a step hands its batch over (Turn.Execute) and the driver
+	// reports the result, once computed, with StepDone, while it keeps
+	// turning the loop (transport, requests, aborts, offload completions,
+	// timers). Otherwise Turn executes the batch inline and the step
+	// completes at now + its modelled Duration (model/synth).
+	Async bool
 }
 
 // DefaultMaxReadStreams is the default LoopConfig.MaxReadStreams.
@@ -100,7 +108,11 @@ type Loop struct {
 	res      model.StepResult
 	rd       Ready // the core's last Step (StepInto)
 	inFlight bool
-	due      clock.Instant // when the step in flight completes
+	due      clock.Instant // when the step in flight completes (inline steps)
+	async    bool          // LoopConfig.Async
+	// running is the batch of the step in flight (nil: none): the blocks
+	// it reads and writes (CheckStep).
+	running *model.Batch
 
 	events []transport.Event // Poll's buffer
 	reads  []*readStream     // P's reads being streamed, in arrival order
@@ -123,7 +135,7 @@ func NewLoop(core *Core, exec model.Executor, cfg LoopConfig) *Loop {
 	if maxReads <= 0 {
 		maxReads = DefaultMaxReadStreams
 	}
-	l := &Loop{core: core, exec: exec, log: log, maxReads: maxReads}
+	l := &Loop{core: core, exec: exec, log: log, maxReads: maxReads, async: cfg.Async}
 	if core.producer != nil || core.consumer != nil {
 		if cfg.Port == nil {
 			panic("engine: NewLoop: a core with a transfer configuration needs LoopConfig.Port")
@@ -157,6 +169,18 @@ type Turn struct {
 	LeaseEvents []xfer.LeaseEvent
 	// Batch is the batch this turn started executing, or nil.
 	Batch *model.Batch
+	// Execute asks the driver to execute Batch (LoopConfig.Async) and to
+	// report its result with StepDone. Until then the batch and the
+	// memory it names (tokens, block tables, masks) stay as they are, and
+	// the step owns the pool bytes and slot digests of its blocks: it
+	// writes those of the positions it computes and reads those before
+	// them. Nothing else writes them meanwhile: no block of a running step
+	// is freed, reused, loaded into or restored into (its request holds it
+	// until StepDone, even if aborted), and a read streams only blocks no
+	// running step writes (CheckStep). Everything else in the pool — its
+	// accounting, prefix cache, events and the other blocks — is the
+	// loop's.
+	Execute bool
 	// Again asks for another Turn at once: a step of zero duration ended,
 	// a read ended, or an offload copy failed at once.
 	Again bool
@@ -181,9 +205,10 @@ func (l *Loop) Turn(now clock.Instant) Turn {
 func (l *Loop) TurnInto(now clock.Instant, t *Turn) {
 	l.moved = false
 	l.poll(now)
-	if l.inFlight && now >= l.due {
+	if l.inFlight && !l.async && now >= l.due {
 		l.core.Complete(now, &l.res)
 		l.inFlight = false
+		l.running = nil
 		l.moved = true
 	}
 	rd := &l.rd
@@ -196,12 +221,18 @@ func (l *Loop) TurnInto(now clock.Instant, t *Turn) {
 	l.transfer(now, rd)
 	t.Again = l.copy(now, rd)
 	if rd.Batch != nil {
-		l.exec.Execute(rd.Batch, &l.res)
-		l.due = now.Add(l.res.Duration)
 		l.inFlight = true
+		l.running = rd.Batch
 		l.moved = true
 		t.Batch = rd.Batch
-		t.Again = t.Again || l.res.Duration <= 0
+		if l.async {
+			l.due = clock.Never // StepDone says when
+			t.Execute = true
+		} else {
+			l.exec.Execute(rd.Batch, &l.res)
+			l.due = now.Add(l.res.Duration)
+			t.Again = t.Again || l.res.Duration <= 0
+		}
 	}
 	if l.pump(now) {
 		t.Again = true // the core may have messages for the peer
@@ -209,15 +240,37 @@ func (l *Loop) TurnInto(now clock.Instant, t *Turn) {
 	t.Moved = l.moved || t.Again
 }
 
-// StepDue reports when the step in flight completes, if one is.
-func (l *Loop) StepDue() (clock.Instant, bool) { return l.due, l.inFlight }
+// StepDue reports when the step in flight completes, if one is executing
+// inline (its end is modelled); an asynchronous step's end is reported
+// with StepDone.
+func (l *Loop) StepDue() (clock.Instant, bool) { return l.due, l.inFlight && !l.async }
+
+// Executing reports whether a step is in flight (inline or asynchronous).
+func (l *Loop) Executing() bool { return l.inFlight }
+
+// StepDone reports at now the end of the asynchronous step the last
+// Turn.Execute handed over, with its result: the core applies it at once
+// (Core.Complete), tearing down the requests aborted while it ran. res is
+// read before StepDone returns. The driver turns the loop afterwards (its
+// outputs, and the next step). It panics without an asynchronous step in
+// flight.
+func (l *Loop) StepDone(now clock.Instant, res *model.StepResult) {
+	if !l.async || !l.inFlight {
+		panic("engine: Loop.StepDone without an asynchronous step in flight")
+	}
+	l.core.Complete(now, res)
+	l.inFlight = false
+	l.running = nil
+	l.moved = true
+}
 
 // NextDeadline is the earliest instant at which the core has timer work
 // (lease expiry, heartbeats, retries, the drain deadline), or clock.Never.
 func (l *Loop) NextDeadline() clock.Instant { return l.core.NextDeadline() }
 
 // NextWake is the earliest instant at which Turn has work without a new
-// input: NextDeadline, or the completion of the step in flight.
+// input: NextDeadline, or the completion of the inline step in flight (an
+// asynchronous one ends with StepDone, an input).
 func (l *Loop) NextWake() clock.Instant {
 	t := l.core.NextDeadline()
 	if l.inFlight {
@@ -293,6 +346,14 @@ func (l *Loop) Copied(now clock.Instant, c Copied) {
 // CopiesIdle reports whether no offload copy is in flight.
 func (l *Loop) CopiesIdle() bool { return l.core.offload == nil || l.core.offload.Idle() }
 
+// Poll hands the port's events to the core now, as Turn does first. A
+// driver that applies other inputs before its Turn (submissions, aborts)
+// polls before them, so that the core sees its inputs in the order of
+// their instants: a received message's arrival stamp (Event.At) is then
+// after every instant the core was handed before, and no input at now
+// decides a lease's fate ahead of a message that reached the edge earlier.
+func (l *Loop) Poll(now clock.Instant) { l.poll(now) }
+
 // poll hands the port's events to the core.
 func (l *Loop) poll(now clock.Instant) {
 	if l.port == nil {
@@ -324,7 +385,11 @@ func (l *Loop) Handle(now clock.Instant, ev transport.Event) {
 		l.log.Debug("transfer dial failed", "peer", string(ev.Remote), "reason", ev.Reason)
 		l.core.PeerDialFailed(now, string(ev.Remote))
 	case transport.Received:
-		l.core.PeerMessage(now, s, ev.Msg)
+		at := ev.At
+		if at == 0 || at > now {
+			at = now // unknown, or stamped after the driver read its clock
+		}
+		l.core.PeerMessageArrived(now, at, s, ev.Msg)
 	case transport.Closed:
 		l.log.Debug("transfer connection closed", "peer", string(ev.Remote), "reason", ev.Reason)
 		delete(l.conns, ev.Conn)
@@ -435,8 +500,12 @@ func (l *Loop) Shutdown(now clock.Instant, graceful bool) []Output {
 	var outs []Output
 	l.core.Drain()
 	if l.inFlight {
+		if l.async {
+			panic("engine: Loop.Shutdown with an asynchronous step executing: wait for it and report it with StepDone first")
+		}
 		l.core.Complete(now, &l.res)
 		l.inFlight = false
+		l.running = nil
 	}
 	live := make([]*request, 0, len(l.core.byExt))
 	for _, r := range l.core.byExt {
@@ -515,4 +584,46 @@ func cmpUint64(a, b uint64) int {
 		return 1
 	}
 	return 0
+}
+
+// CheckStep verifies what the step in flight owns (Turn.Execute): every
+// block it reads or writes is held, and no read being streamed includes a
+// block it writes (the positions it computes), so neither a free nor a
+// reuse nor a transfer touches memory the executor is using. The
+// simulator runs it after every instant; it costs a walk over the batch
+// and the reads.
+func (l *Loop) CheckStep() error {
+	b := l.running
+	if b == nil {
+		return nil
+	}
+	pool := l.core.pool
+	bs := pool.BlockSizeTokens()
+	var writes map[*uint64]kvblock.BlockID
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		end := s.Start + s.Count
+		for k := 0; k < (end+bs-1)/bs; k++ {
+			blk := s.Blocks[k]
+			if pool.Refs(blk) == 0 {
+				return fmt.Errorf("engine: block %d of request %d is not held while its step runs", blk, s.Req)
+			}
+			if (k+1)*bs > s.Start { // holds a position the step computes
+				if writes == nil {
+					writes = make(map[*uint64]kvblock.BlockID)
+				}
+				writes[&pool.Digests(blk)[0]] = blk
+			}
+		}
+	}
+	for _, st := range l.reads {
+		for j := range st.w.Blocks {
+			if d := st.w.Blocks[j].Digests; len(d) > 0 {
+				if blk, ok := writes[&d[0]]; ok {
+					return fmt.Errorf("engine: read %d of lease %d streams block %d, which the running step writes", st.w.ReadID, st.w.Lease, blk)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -44,13 +44,21 @@ func (c *Core) PeerClosed(now clock.Instant, s xfer.SessionID) {
 
 // PeerMessage delivers a transfer message received on session s.
 func (c *Core) PeerMessage(now clock.Instant, s xfer.SessionID, m wire.Message) {
+	c.PeerMessageArrived(now, now, s, m)
+}
+
+// PeerMessageArrived delivers a transfer message received on session s
+// that reached the engine's edge at arrived (transport.Event.At): P judges
+// its leases' timing on that instant (xfer.Producer.HandleArrived), so a
+// RENEW that arrived on time is on time however late the loop handles it.
+func (c *Core) PeerMessageArrived(now, arrived clock.Instant, s xfer.SessionID, m wire.Message) {
 	if c.consumer != nil && c.consumer.OwnsSession(s) {
 		c.consumer.Handle(now, s, m)
 		c.drainConsumer(now)
 		return
 	}
 	if c.producer != nil {
-		c.producer.Handle(now, s, m)
+		c.producer.HandleArrived(now, arrived, s, m)
 	}
 }
 

@@ -69,6 +69,17 @@ type Config struct {
 	// slice or the events' slices after it returns.
 	OnEvents func([]kvblock.Event)
 
+	// AsyncExecute runs the executor on a goroutine of its own: the loop
+	// hands it each step's batch and goes on serving the transport (READs
+	// from blocks the step does not write, RENEWs, RELEASEs), submissions,
+	// aborts, offload completions and timers while the model computes,
+	// and applies the result when the goroutine reports it
+	// (engine.LoopConfig.Async). Set it for an executor that computes in
+	// real time (model/llama: seconds per prefill step on a CPU); a
+	// modelled one (model/synth) returns at once with the step's Duration
+	// and runs inline, without a hand-off per step.
+	AsyncExecute bool
+
 	// OnLeaseEvents, if set, is called with each turn's lease events
 	// (engine.Turn.LeaseEvents, recorded when the transfer config's
 	// LeaseEvents is on), in order, for the lease topic of the KV events
@@ -163,6 +174,15 @@ type Node struct {
 	// set.Completions() until it is closed, then nil.
 	set         *tier.Set
 	completions <-chan tier.Completion
+
+	// Executor edge (Config.AsyncExecute): jobs carries each step's batch
+	// to the executor goroutine, results brings its result back; result
+	// is a result received and not yet reported to the loop. nil without
+	// AsyncExecute.
+	exec    model.Executor
+	jobs    chan *model.Batch
+	results chan *model.StepResult
+	result  *model.StepResult
 }
 
 type msgKind uint8
@@ -216,12 +236,20 @@ func New(core *engine.Core, exec model.Executor, cfg Config) *Node {
 		done:       make(chan struct{}),
 		streams:    idtable.New[Stream](streamSlots),
 	}
-	lc := engine.LoopConfig{MaxReadStreams: cfg.MaxReadStreams, Logger: log}
+	lc := engine.LoopConfig{MaxReadStreams: cfg.MaxReadStreams, Logger: log, Async: cfg.AsyncExecute}
+	if cfg.AsyncExecute {
+		n.exec = exec
+		n.jobs = make(chan *model.Batch, 1)
+		n.results = make(chan *model.StepResult, 1)
+	}
 	if core.Producer() != nil || core.Consumer() != nil {
 		if cfg.Transport == nil {
 			panic("node: New: a core with a transfer configuration needs Config.Transport")
 		}
 		n.tr = cfg.Transport
+		// Received messages are stamped on the node's clock as they
+		// arrive: P judges lease timing on the stamp.
+		n.tr.SetClock(n.Now)
 		n.port = tcp.NewPort(cfg.Transport, context.Background(), n.selfWake)
 		lc.Port = n.port
 		if core.Producer() != nil {
@@ -313,12 +341,24 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.tr != nil {
 		trReady = n.tr.Ready()
 	}
+	if n.jobs != nil {
+		go n.execute()
+		defer close(n.jobs)
+	}
 	for {
 		msgs = n.takeInbox(msgs)
 		now := n.Now()
+		// The transport's events first: each message is stamped with its
+		// arrival, and the core must see its inputs in the order of their
+		// instants (engine.Loop.Poll).
+		n.loop.Poll(now)
+		n.stepDone(now)
 		n.handle(now, msgs)
 		n.pollOffload(now)
 		n.loop.TurnInto(now, &t)
+		if t.Execute {
+			n.jobs <- t.Batch // never waits: one step in flight
+		}
 		n.route(t.Outputs)
 		n.noteTransfers(t.Transfers)
 		if n.onEvents != nil && len(t.Events) > 0 {
@@ -374,6 +414,8 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		select {
 		case <-n.wake:
+		case res := <-n.results:
+			n.result = res
 		case <-trReady:
 		case c, ok := <-n.completions:
 			if !ok {
@@ -389,6 +431,36 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		timer.Stop()
 	}
+}
+
+// execute is the executor goroutine (Config.AsyncExecute): it computes
+// each batch the loop hands it and reports the result. The result's
+// memory is reused for the next batch, which comes only after the loop
+// applied the result (StepDone).
+func (n *Node) execute() {
+	var res model.StepResult
+	for b := range n.jobs {
+		n.exec.Execute(b, &res)
+		n.results <- &res
+	}
+}
+
+// stepDone reports to the loop the result of its asynchronous step, if
+// the executor goroutine has delivered it.
+func (n *Node) stepDone(now clock.Instant) {
+	if n.results == nil || !n.loop.Executing() {
+		return
+	}
+	if n.result == nil {
+		select {
+		case n.result = <-n.results:
+		default:
+			return
+		}
+	}
+	res := n.result
+	n.result = nil
+	n.loop.StepDone(now, res)
 }
 
 // closeAll closes every channel of ws and returns ws emptied.
@@ -622,6 +694,15 @@ func (n *Node) shutdown() {
 		}
 	}
 	n.handle(now, msgs)
+	if n.results != nil && n.loop.Executing() {
+		// The executor is still writing the step's blocks: wait for it
+		// (a step ends; the shutdown aborts its requests afterwards).
+		if n.result == nil {
+			n.result = <-n.results
+		}
+		now = n.Now()
+		n.stepDone(now)
+	}
 	live := n.streams.Len()
 	n.route(n.loop.Shutdown(now, graceful))
 	if n.tr != nil {

@@ -89,11 +89,19 @@ func startPD(t *testing.T, role engine.Role, id string, xc xfer.Config, exec mod
 // startPDWith is startPD with node options (its Transport is set here).
 func startPDWith(t *testing.T, role engine.Role, id string, xc xfer.Config, exec model.Executor, mutate func(*engine.Config), ncfg Config) *pdNode {
 	t.Helper()
+	return startPDExec(t, role, id, xc, func(*engine.Core) model.Executor { return exec }, mutate, ncfg)
+}
+
+// startPDExec is startPDWith with the executor made on the node's core by
+// mk (which returns nil for the simulated model).
+func startPDExec(t *testing.T, role engine.Role, id string, xc xfer.Config, mk func(*engine.Core) model.Executor, mutate func(*engine.Config), ncfg Config) *pdNode {
+	t.Helper()
 	cfg := pdConfig(t, role, id, &xc)
 	if mutate != nil {
 		mutate(&cfg)
 	}
 	core := engine.NewCore(cfg, rand.New(rand.NewPCG(uint64(len(id)), 99)))
+	exec := mk(core)
 	if exec == nil {
 		exec = synth.New(zeroProfile(t), core.Pool(), pdModelSeed)
 	}

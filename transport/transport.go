@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 
+	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/wire"
 )
 
@@ -63,7 +64,11 @@ func (k EventKind) String() string {
 // Msg is set only for Received. A received message is read-only: a transport
 // may deliver the same value twice (memnet's duplication fault), and the
 // sender has given it up. Reason is set only for DialFailed, Closed and a
-// failed Sent; Tag only for Sent.
+// failed Sent; Tag only for Sent. At, set only for Received, is when the
+// message reached the engine's edge (the transport's reader handed it
+// over), on the owner's clock: the engine judges a lease's timing on it,
+// not on the instant its loop got round to the message (zero: unknown, the
+// instant the loop handles it).
 type Event struct {
 	Kind   EventKind
 	Conn   ConnID
@@ -72,6 +77,7 @@ type Event struct {
 	Msg    wire.Message
 	Reason string
 	Tag    uint64
+	At     clock.Instant
 }
 
 // String formats e for logs and test failures.

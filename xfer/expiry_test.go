@@ -452,3 +452,46 @@ func TestS24OrderIndependent(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewJudgedOnArrival (issue 29): a RENEW and a READ that reached P
+// before the lease's due instant are on time, even when P's loop hands
+// them to the producer after that instant (it was busy): the RENEW
+// extends the lease from its arrival, the READ pins it. The same messages
+// arriving after the due instant find it expired.
+func TestRenewJudgedOnArrival(t *testing.T) {
+	for _, onTime := range []bool{true, false} {
+		t.Run(fmt.Sprintf("on time %v", onTime), func(t *testing.T) {
+			e := newPEnv(t, testConfig(PolicyLease))
+			g := e.grant("r", 12)
+			e.p.Delivered(e.now, "r", true)
+			s := e.connect()
+			info, _ := e.p.Lease(g.Lease)
+			due := info.Deadline
+			arrived := due.Add(-time.Millisecond)
+			if !onTime {
+				arrived = due.Add(time.Millisecond)
+			}
+			e.now = due.Add(50 * time.Millisecond) // P's loop gets to it late; no sweep ran since
+			e.p.HandleArrived(e.now, arrived, s, &wire.Renew{Seq: 1, Leases: []wire.LeaseRef{ref(g)}})
+			e.p.HandleArrived(e.now, arrived, s, &wire.Read{ReadID: 1, Lease: g.Lease, Token: g.Token, Indexes: []uint32{0}})
+			out, reads := e.p.Take()
+			a, ok := only[*wire.RenewAck](t, out[:1])
+			if !ok {
+				t.Fatalf("no RENEW_ACK first: %+v", out)
+			}
+			after, live := e.p.Lease(g.Lease)
+			if onTime {
+				if a.Results[0].Status != wire.StatusOK || !live || after.Deadline != arrived.Add(e.p.cfg.LeaseExtension) || len(reads) != 1 {
+					t.Fatalf("RENEW that arrived on time: ack %+v, live %v, deadline %v (want %v), %d reads", a.Results[0], live, after.Deadline, arrived.Add(e.p.cfg.LeaseExtension), len(reads))
+				}
+				return
+			}
+			if a.Results[0].Status != wire.StatusExpired || live || len(reads) != 0 {
+				t.Fatalf("RENEW that arrived late: ack %+v, live %v, %d reads", a.Results[0], live, len(reads))
+			}
+			if r, ok := released(e, g.Lease); !ok || r.reason != wire.ReasonExpired {
+				t.Fatalf("late RENEW: release %+v, want expired", r)
+			}
+		})
+	}
+}

@@ -14,7 +14,7 @@ import "github.com/kvlease/kvlease/clock"
 //
 //	go test -tags kvlease_mutation ./sim/
 //
-// The six breaks:
+// The seven breaks:
 //
 //   - MutateSweepStopsEarly: the expiry sweep walks leases in grant order
 //     and stops at the first one not yet due, so a renewed lease hides an
@@ -36,6 +36,11 @@ import "github.com/kvlease/kvlease/clock"
 //     copies when its store ends even while a read streams them from the
 //     pool (SpillReady ignores the read's pin), so the read sends memory
 //     the pool may reuse (S26).
+//   - MutateJudgeOnProcessing: a message's lease timing is judged at the
+//     instant P's loop handles it rather than when it reached P
+//     (Producer.HandleArrived ignores the arrival stamp), so a RENEW or
+//     READ that arrived before the lease's due instant, while P's loop was
+//     busy, finds the lease expired (issue 29).
 
 // grantOrderSweep is the mutated expiry sweep (MutateSweepStopsEarly):
 // leases in grant order, stopping at the first that is not due. Leases

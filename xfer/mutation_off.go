@@ -15,4 +15,5 @@ const (
 	MutateNaiveAbort           = false
 	MutateRenewSkipsDueCheck   = false
 	MutateSpillIgnoresRead     = false
+	MutateJudgeOnProcessing    = false
 )

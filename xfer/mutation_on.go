@@ -15,4 +15,5 @@ var (
 	MutateNaiveAbort           bool
 	MutateRenewSkipsDueCheck   bool
 	MutateSpillIgnoresRead     bool
+	MutateJudgeOnProcessing    bool
 )

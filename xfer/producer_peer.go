@@ -86,8 +86,24 @@ func (p *Producer) unbind(now clock.Instant, s SessionID, bound []*leaseState) {
 	}
 }
 
-// Handle processes one message received on session s.
+// Handle processes one message received on session s, as one that
+// reached P at now (HandleArrived).
 func (p *Producer) Handle(now clock.Instant, s SessionID, m wire.Message) {
+	p.HandleArrived(now, now, s, m)
+}
+
+// HandleArrived processes one message received on session s that reached
+// P's edge at arrived and that P's loop handles at now: the message is
+// handled as of its arrival (arrived later than now counts as now). A
+// RENEW or READ that arrived before its lease's due instant renews or pins
+// it even if P's loop was busy until after that instant (a long turn, a
+// pause): D was on time. The edge guarantees that arrived is not before
+// any instant it handed the producer before (engine.Loop.Poll): the
+// producer's instants stay monotonic.
+func (p *Producer) HandleArrived(now, arrived clock.Instant, s SessionID, m wire.Message) {
+	if !MutateJudgeOnProcessing && arrived < now {
+		now = arrived
+	}
 	ss, ok := p.sessions[s]
 	if !ok {
 		return // a message racing the session's end

@@ -544,6 +544,9 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 			return nil, err
 		}
 		tok = f.llm
+		// The forward pass computes for real (seconds per prefill step
+		// on a CPU): off the loop, which keeps serving leases meanwhile.
+		ncfg.AsyncExecute = true
 	} else {
 		exec = synth.New(f.prof, core.Pool(), f.seed)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/wire"
 )
@@ -260,6 +261,9 @@ type Transport struct {
 	stats counters
 	warn  limiter
 
+	// clock stamps each Received event's At (SetClock); nil: unstamped.
+	clock atomic.Pointer[func() clock.Instant]
+
 	evMu   sync.Mutex
 	events []queued
 	spare  []queued
@@ -416,11 +420,28 @@ func (t *Transport) pushLent(c *conn, ev transport.Event, lent []byte) bool {
 		ev.Local = *a
 	}
 	t.evMu.Lock()
+	if ev.Kind == transport.Received {
+		// Stamped under the queue's lock, so stamps follow the queue's
+		// order: an event that a Poll does not return was stamped after
+		// that Poll took the queue, hence after any instant its owner read
+		// before polling.
+		if now := t.clock.Load(); now != nil {
+			ev.At = (*now)()
+		}
+	}
 	t.events = append(t.events, queued{c, ev, lent})
 	t.evMu.Unlock()
 	t.signal()
 	return true
 }
+
+// SetClock makes the transport stamp every received message's Event.At
+// with now() as it queues it for Poll: when the message reached the owner,
+// however long the owner then takes to poll it. The owner reads its clock
+// before it polls, so the messages a Poll returns were stamped after the
+// owner's previous instants and those it does not return are stamped after
+// the instant it read (see engine.Loop.Poll). Safe for concurrent use.
+func (t *Transport) SetClock(now func() clock.Instant) { t.clock.Store(&now) }
 
 // Dial opens a connection to addr ("host:port") and returns its id at once;
 // the outcome comes later as Dialed or DialFailed, with Event.Remote set to
