@@ -3,6 +3,7 @@ module github.com/kvlease/kvlease
 go 1.26.0
 
 require (
+	github.com/ardanlabs/jinja v1.8.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/dlclark/regexp2/v2 v2.13.0
 	github.com/go-zeromq/zmq4 v0.17.0

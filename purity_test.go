@@ -35,6 +35,7 @@ var pure = map[string][]string{
 	"wire":               nil,
 	"offload":            nil,
 	"openai":             nil,
+	"chat":               nil,
 	"tokenizer":          nil,
 	"tokenizer/bpe":      nil,
 	"transport":          nil,
@@ -102,6 +103,7 @@ var forbiddenImports = map[string]string{
 var allowedThirdParty = map[string]string{
 	"github.com/cespare/xxhash/v2": "a hash function over byte slices",
 	"golang.org/x/sys/cpu":         "reads CPU features once at init (imported by model/llama and model/synth on amd64 only, where that is CPUID); no I/O",
+	"github.com/ardanlabs/jinja":   "a Jinja template engine over in-memory values (chat); its one clock read, the builtin strftime_now, is shadowed by chat with the render's clock",
 }
 
 var forbiddenTime = map[string]bool{

@@ -132,7 +132,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			s.fail(w, r, s.remoteForReject(kv, c.body), pe)
 			return
 		}
-		c.prompt = s.cfg.Tokenizer.AppendChat(c.prompt, req.Messages, req.AddGenerationPrompt)
+		var err error
+		if c.prompt, err = s.cfg.Tokenizer.AppendChat(c.prompt, &req.Conversation); err != nil {
+			s.fail(w, r, s.remoteForReject(kv, c.body), chatError(err))
+			return
+		}
 		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "messages"
 	} else {
 		req, pe := openai.ParseCompletionRequest(c.body)

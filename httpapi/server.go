@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvlease/kvlease/chat"
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/metrics"
@@ -123,8 +124,10 @@ type Tokenizer interface {
 	// AppendEncode appends the tokens of a completion prompt to dst.
 	AppendEncode(dst []int32, text string) []int32
 	// AppendChat appends the tokens of a chat rendered with the model's
-	// chat template to dst.
-	AppendChat(dst []int32, msgs []openai.ChatMessage, addGenerationPrompt bool) []int32
+	// chat template (or the request's chat_template) to dst. An error is
+	// the request's (a template that refuses the conversation, a
+	// chat_template that does not compile): a 400 (chatError).
+	AppendChat(dst []int32, c *chat.Conversation) ([]int32, error)
 	// TokenBytes is the text of one generated token: nil for special
 	// tokens. The caller does not keep or modify it.
 	TokenBytes(tok int32) []byte
@@ -137,18 +140,55 @@ func (byteTokenizer) AppendEncode(dst []int32, text string) []int32 {
 	return tokenizer.AppendEncode(dst, text)
 }
 
-func (byteTokenizer) AppendChat(dst []int32, msgs []openai.ChatMessage, addGenerationPrompt bool) []int32 {
-	for _, m := range msgs {
+// AppendChat renders c with kvlease's fixed template
+// (openai.RenderChatPrompt), or with the request's chat_template, and
+// encodes the bytes.
+func (byteTokenizer) AppendChat(dst []int32, c *chat.Conversation) ([]int32, error) {
+	if c.Template != "" {
+		text, err := (&chat.Renderer{}).Render(c, time.Now())
+		if err != nil {
+			return dst, err
+		}
+		return tokenizer.AppendEncode(dst, text), nil
+	}
+	if c.ToolsPrompt != "" || hasToolCalls(c.Messages) {
+		return tokenizer.AppendEncode(dst, openai.RenderChatPrompt(c)), nil
+	}
+	for i := range c.Messages {
+		m := &c.Messages[i]
 		dst = tokenizer.AppendEncode(dst, "<|")
 		dst = tokenizer.AppendEncode(dst, m.Role)
 		dst = tokenizer.AppendEncode(dst, "|>\n")
 		dst = tokenizer.AppendEncode(dst, m.Content)
 		dst = append(dst, '\n')
 	}
-	if addGenerationPrompt {
+	if c.AddGenerationPrompt {
 		dst = tokenizer.AppendEncode(dst, openai.GenerationPrompt)
 	}
-	return dst
+	return dst, nil
+}
+
+func hasToolCalls(msgs []openai.ChatMessage) bool {
+	for i := range msgs {
+		if msgs[i].ToolCalls != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// chatError is the 400 for a chat the template cannot render: the
+// template's own message when it raised, as vLLM answers.
+func chatError(err error) *openai.Error {
+	var ie *chat.InputError
+	if errors.As(err, &ie) {
+		return openai.BadRequest(ie.Param, "%s", ie.Msg)
+	}
+	var re *chat.RaiseError
+	if errors.As(err, &re) {
+		return openai.BadRequest("messages", "%s", re.Message)
+	}
+	return openai.BadRequest("messages", "the chat template failed on these messages: %v", err)
 }
 
 var byteText = func() (t [256][1]byte) {

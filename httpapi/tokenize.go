@@ -54,7 +54,10 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 			e = pe
 			break
 		}
-		toks = s.cfg.Tokenizer.AppendChat(nil, chat.Messages, chat.AddGenerationPrompt)
+		var err error
+		if toks, err = s.cfg.Tokenizer.AppendChat(nil, &chat.Conversation); err != nil {
+			e = chatError(err)
+		}
 	default:
 		var text string
 		if req.Prompt == nil || json.Unmarshal(req.Prompt, &text) != nil {

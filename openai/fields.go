@@ -110,7 +110,7 @@ const (
 	whyNoBeam        = "beam search is not implemented"
 	whyNoMM          = "kvlease serves a text-only model"
 	whyNoReasoning   = "kvlease serves no reasoning model"
-	whyNoTemplate    = "kvlease renders chat with its fixed template (see the README)"
+	whyNoTemplate    = "kvlease does not implement it in chat template rendering (see the README)"
 	whyNoExt         = "vLLM's extension hooks are not available"
 	whyNoRequestID   = "send the id as the X-Request-Id header"
 )
@@ -165,8 +165,6 @@ var chatRefused = merge(sharedRefused, map[string]refusal{
 	"continue_final_message": {nullOrBool(false), whyNoTemplate},
 	"add_special_tokens":     {nullOrBool(false), whyNoTemplate},
 	"documents":              {isNullOrEmpty, whyNoTemplate},
-	"chat_template":          {nullOnly, whyNoTemplate},
-	"chat_template_kwargs":   {isNullOrEmpty, whyNoTemplate},
 	"media_io_kwargs":        {isNullOrEmpty, whyNoMM},
 })
 
@@ -175,9 +173,11 @@ var chatRefused = merge(sharedRefused, map[string]refusal{
 // bookkeeping, and hints about cost that change no output. They are
 // documented as such in the README.
 // response_format, tools, tool_choice and parallel_tool_calls are parsed
-// by parseStructure (structured.go).
+// by parseStructure (structured.go); tools, chat_template and
+// chat_template_kwargs by parseTemplateFields (chattemplate.go).
 var chatAccepted = []string{"metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_options",
-	"prediction", "include_reasoning", "response_format", "tools", "tool_choice", "parallel_tool_calls"}
+	"prediction", "include_reasoning", "response_format", "tools", "tool_choice", "parallel_tool_calls",
+	"chat_template", "chat_template_kwargs"}
 
 // completionAccepted are the completions fields parsed outside
 // rawCompletion.

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"github.com/kvlease/kvlease/chat"
 	"sort"
 	"strings"
 	"testing"
@@ -261,8 +262,9 @@ func TestTruncatePromptTokens(t *testing.T) {
 	}
 }
 
-// An assistant message's tool calls are rendered into the prompt as the
-// model generates them.
+// An assistant message's tool calls reach the template as sent, with the
+// tool message's tool_call_id; kvlease's fixed template renders them as
+// the model generates them.
 func TestAssistantToolCallsRendered(t *testing.T) {
 	body := `{"messages":[{"role":"user","content":"w?"},
 		{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\"city\": \"Oslo\"}"}}]},
@@ -272,11 +274,20 @@ func TestAssistantToolCallsRendered(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	if got, want := r.Messages[1].Content, `{"name":"w","arguments":{"city": "Oslo"}}`; got != want {
+	if m := r.Messages[1]; m.Content != "" || !strings.HasPrefix(string(m.ToolCalls), `[{"id":"c1"`) {
+		t.Errorf("assistant message %+v", m)
+	}
+	if m := r.Messages[2]; m.ToolCallID != "c1" || m.Content != "rain" {
+		t.Errorf("tool message %+v", m)
+	}
+	if got, want := chat.PlainContent(&r.Messages[1]), `{"name":"w","arguments":{"city": "Oslo"}}`; got != want {
 		t.Errorf("one call rendered %s, want %s", got, want)
 	}
-	if got, want := r.Messages[3].Content, "hm\n"+`[{"name":"a","arguments":{}},{"name":"b","arguments":"not json"}]`; got != want {
+	if got, want := chat.PlainContent(&r.Messages[3]), "hm\n"+`[{"name":"a","arguments":{}},{"name":"b","arguments":"not json"}]`; got != want {
 		t.Errorf("two calls rendered %s, want %s", got, want)
+	}
+	if got := r.Prompt(); !strings.Contains(got, "<|assistant|>\n"+`{"name":"w","arguments":{"city": "Oslo"}}`+"\n<|tool|>\nrain\n") {
+		t.Errorf("fixed template: %q", got)
 	}
 	for _, bad := range []string{
 		`{"messages":[{"role":"user","content":"x","tool_calls":[{"type":"function","function":{"name":"a","arguments":"{}"}}]}]}`,
@@ -289,8 +300,9 @@ func TestAssistantToolCallsRendered(t *testing.T) {
 	}
 }
 
-// Tools that may be called are shown to the model in the system message;
-// with tool_choice none they are not.
+// Tools that may be called are shown to the model in the system message
+// by renderers without a tools section (the fixed template); with
+// tool_choice none they are not. A Jinja template gets the tools as sent.
 func TestToolsPrompt(t *testing.T) {
 	tools := `"tools":[{"type":"function","function":{"name":"f","description":"Finds.","parameters":{"type":"object", "properties":{}}}}]`
 	r, e := ParseChatCompletionRequest([]byte(`{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"x"}],` + tools + `}`))
@@ -300,18 +312,21 @@ func TestToolsPrompt(t *testing.T) {
 	want := "You can call these tools:\n" + `{"name":"f","description":"Finds.","parameters":{"type":"object","properties":{}}}` + "\n" +
 		`To call one, answer with {"name": <tool>, "arguments": <object>} or an array of calls.` +
 		"\n\nBe brief."
-	if len(r.Messages) != 2 || r.Messages[0].Content != want {
-		t.Errorf("system message %q, want %q", r.Messages[0].Content, want)
+	if got := r.Prompt(); got != "<|system|>\n"+want+"\n<|user|>\nx\n<|assistant|>\n" {
+		t.Errorf("prompt %q, want the tools in the system message %q", got, want)
+	}
+	if r.Messages[0].Content != "Be brief." || string(r.Tools) != tools[len(`"tools":`):] {
+		t.Errorf("the template's view: system %q, tools %s", r.Messages[0].Content, r.Tools)
 	}
 	r, e = ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}],` + tools + `,"tool_choice":{"type":"function","function":{"name":"f"}}}`))
 	if e != nil {
 		t.Fatal(e)
 	}
-	if len(r.Messages) != 2 || r.Messages[0].Role != "system" || !strings.HasSuffix(r.Messages[0].Content, "Call f: answer with its arguments.") {
-		t.Errorf("messages %+v", r.Messages)
+	if got := r.Prompt(); !strings.HasPrefix(got, "<|system|>\nYou can call these tools:") || !strings.Contains(got, "Call f: answer with its arguments.\n<|user|>\nx\n") {
+		t.Errorf("prompt %q", got)
 	}
 	r, e = ParseChatCompletionRequest([]byte(`{"messages":[{"role":"user","content":"x"}],` + tools + `,"tool_choice":"none"}`))
-	if e != nil || len(r.Messages) != 1 {
-		t.Errorf("tool_choice none: %v %+v", e, r.Messages)
+	if e != nil || r.Prompt() != "<|user|>\nx\n<|assistant|>\n" || r.Tools == nil {
+		t.Errorf("tool_choice none: %v %q, tools %s", e, r.Prompt(), r.Tools)
 	}
 }

@@ -148,10 +148,11 @@ func refParseMessages(raw json.RawMessage) ([]ChatMessage, *Error) {
 		if e != nil {
 			return nil, e
 		}
-		if content, e = appendToolCalls(content, param+".tool_calls", m.Role, m.ToolCalls); e != nil {
+		calls, e := checkToolCalls(param+".tool_calls", m.Role, m.ToolCalls)
+		if e != nil {
 			return nil, e
 		}
-		msgs[i] = ChatMessage{Role: m.Role, Content: content, Name: m.Name}
+		msgs[i] = ChatMessage{Role: m.Role, Content: content, Name: m.Name, ToolCalls: calls, ToolCallID: m.ToolCallID}
 	}
 	return msgs, nil
 }

@@ -11,10 +11,11 @@ import (
 var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
 type rawMessage struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	Name      string          `json:"name"`
-	ToolCalls json.RawMessage `json:"tool_calls"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 type rawPart struct {
@@ -88,12 +89,13 @@ func parseMessage(n int, b []byte, i int) (ChatMessage, int, *Error) {
 	if e != nil {
 		return ChatMessage{}, -1, e
 	}
+	var calls json.RawMessage
 	if m.ToolCalls != nil {
-		if content, e = appendToolCalls(content, messageParam(n)+".tool_calls", m.Role, m.ToolCalls); e != nil {
+		if calls, e = checkToolCalls(messageParam(n)+".tool_calls", m.Role, m.ToolCalls); e != nil {
 			return ChatMessage{}, -1, e
 		}
 	}
-	return ChatMessage{Role: m.Role, Content: content, Name: m.Name}, end, nil
+	return ChatMessage{Role: m.Role, Content: content, Name: m.Name, ToolCalls: calls, ToolCallID: m.ToolCallID}, end, nil
 }
 
 // decode reads the message object at b[i] as json.Unmarshal does, or
@@ -111,6 +113,8 @@ func (m *rawMessage) decode(b []byte, i int) int {
 			return 4, setVal(&m.Name, b, i, readString)
 		case "tool_calls":
 			return 8, setRaw(&m.ToolCalls, b, i, messageDepth+1)
+		case "tool_call_id":
+			return 16, setVal(&m.ToolCallID, b, i, readString)
 		}
 		return 0, -1
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/kvlease/kvlease/chat"
 	"reflect"
 	"slices"
 	"strconv"
@@ -178,28 +179,25 @@ type CompletionRequest struct {
 
 // ChatMessage is one message of a chat request. Content is the text, with
 // the text parts of an array content joined by "\n" (as vLLM's "string"
-// content format does).
-type ChatMessage struct {
-	Role    string
-	Content string
-	Name    string
-}
+// content format does); an assistant's tool_calls and a tool message's
+// tool_call_id are kept for the chat template.
+type ChatMessage = chat.Message
 
 // ChatCompletionRequest is a validated POST /v1/chat/completions body.
 type ChatCompletionRequest struct {
-	Model    string
-	Messages []ChatMessage
-	// AddGenerationPrompt appends the assistant header to the rendered
-	// prompt; default true.
-	AddGenerationPrompt bool
+	Model string
+	// Conversation is what the chat template renders: the messages,
+	// add_generation_prompt (default true), the tools, chat_template and
+	// chat_template_kwargs.
+	chat.Conversation
 	SamplingParams
 	RequestOptions
 }
 
-// Prompt renders the messages with the chat template (see the package
-// documentation).
+// Prompt renders the messages with kvlease's fixed chat template (see the
+// package documentation).
 func (r *ChatCompletionRequest) Prompt() string {
-	return RenderChatPrompt(r.Messages, r.AddGenerationPrompt)
+	return RenderChatPrompt(&r.Conversation)
 }
 
 // rawCommon is the JSON shape of the fields both endpoints share. Fields
@@ -307,7 +305,7 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	r := &ChatCompletionRequest{Model: raw.Model, AddGenerationPrompt: true}
+	r := &ChatCompletionRequest{Model: raw.Model, Conversation: chat.Conversation{AddGenerationPrompt: true}}
 	r.KVTransferParams, e = parseCommon(&raw.rawCommon, &r.SamplingParams, &r.RequestOptions)
 	if e != nil {
 		return r, e
@@ -356,7 +354,10 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *Error) {
 	if r.Structure, e = parseStructure(body, true); e != nil {
 		return r, e
 	}
-	r.Messages = withToolsPrompt(r.Messages, r.Structure.ToolsPrompt)
+	r.ToolsPrompt = r.Structure.ToolsPrompt
+	if e = parseTemplateFields(body, &r.Conversation); e != nil {
+		return r, e
+	}
 	return r, nil
 }
 

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"github.com/kvlease/kvlease/chat"
 	"reflect"
 	"strings"
 	"testing"
@@ -262,7 +263,7 @@ func TestParseChat(t *testing.T) {
 		{Role: "system", Content: "Be terse."},
 		{Role: "user", Content: "a\nb", Name: "al"},
 		{Role: "assistant"},
-		{Role: "tool", Content: "42"},
+		{Role: "tool", Content: "42", ToolCallID: "c1"},
 		{Role: "developer"},
 	}
 	if !reflect.DeepEqual(r.Messages, wantMsgs) {
@@ -350,16 +351,16 @@ func TestRenderChatPrompt(t *testing.T) {
 		{Role: "user", Content: "multi\nline"},
 	}
 	want := "<|system|>\nYou are terse.\n<|user|>\nHi\n<|assistant|>\nHello.\n<|user|>\nmulti\nline\n"
-	if got := RenderChatPrompt(msgs, false); got != want {
+	if got := RenderChatPrompt(&chat.Conversation{Messages: msgs}); got != want {
 		t.Errorf("without generation prompt:\n%q\nwant\n%q", got, want)
 	}
-	if got := RenderChatPrompt(msgs, true); got != want+"<|assistant|>\n" {
+	if got := RenderChatPrompt(&chat.Conversation{Messages: msgs, AddGenerationPrompt: true}); got != want+"<|assistant|>\n" {
 		t.Errorf("with generation prompt: %q", got)
 	}
-	if got := RenderChatPrompt(nil, true); got != GenerationPrompt {
+	if got := RenderChatPrompt(&chat.Conversation{AddGenerationPrompt: true}); got != GenerationPrompt {
 		t.Errorf("empty: %q", got)
 	}
-	if got := string(AppendChatPrompt([]byte("x"), msgs[:1], false)); got != "x<|system|>\nYou are terse.\n" {
+	if got := string(AppendChatPrompt([]byte("x"), &chat.Conversation{Messages: msgs[:1]})); got != "x<|system|>\nYou are terse.\n" {
 		t.Errorf("append: %q", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kvlease/kvlease/chat"
 	"strings"
 
 	"github.com/kvlease/kvlease/model/constrain"
@@ -37,8 +38,9 @@ type Structure struct {
 	Tool              string
 	ParallelToolCalls bool
 	// ToolsPrompt tells the model of the tools it may call and of the form
-	// of a call; "" when no call may be made. ParseChatCompletionRequest
-	// puts it first in the system message (see withToolsPrompt).
+	// of a call; "" when no call may be made. Renderers without a tools
+	// section of their own put it first in the system message
+	// (chat.WithToolsPrompt); a model's Jinja template gets the tools.
 	ToolsPrompt string
 }
 
@@ -66,7 +68,13 @@ var structureKeys = []string{"response_format", "tools", "tool_choice", "paralle
 // a key equal to one of its names up to case, or one it cannot tell
 // without unquoting (escapes, non-ASCII). Most requests have none, and
 // skip a second decoding of the whole body.
-func mayHaveStructure(body []byte) bool {
+func mayHaveStructure(body []byte) bool { return mayHaveKeys(body, structureKeys) }
+
+// mayHaveKeys reports whether body, a JSON object already decoded once,
+// may hold a member encoding/json would decode into a field named one of
+// keys: a key equal to one up to case, or one it cannot tell without
+// unquoting (escapes, non-ASCII).
+func mayHaveKeys(body []byte, keys []string) bool {
 	may := false
 	EachMember(body, func(rawKey []byte, _, _ int) {
 		if may {
@@ -79,7 +87,7 @@ func mayHaveStructure(body []byte) bool {
 				return
 			}
 		}
-		for _, name := range structureKeys {
+		for _, name := range keys {
 			if len(key) == len(name) && strings.EqualFold(string(key), name) {
 				may = true
 				return
@@ -331,19 +339,6 @@ func toolsPrompt(defs []toolDef, st *Structure) string {
 	return b.String()
 }
 
-// withToolsPrompt puts the tools prompt first in msgs' first system
-// message, or in a system message of its own before them.
-func withToolsPrompt(msgs []ChatMessage, prompt string) []ChatMessage {
-	if prompt == "" {
-		return msgs
-	}
-	if len(msgs) > 0 && msgs[0].Role == "system" {
-		msgs[0].Content = prompt + "\n\n" + msgs[0].Content
-		return msgs
-	}
-	return append([]ChatMessage{{Role: "system", Content: prompt}}, msgs...)
-}
-
 func parseToolChoice(raw json.RawMessage, tools []constrain.Tool, st *Structure) *Error {
 	st.ToolChoice = ToolChoiceNone
 	if raw == nil || nullOnly(raw) {
@@ -389,59 +384,19 @@ func parseToolChoice(raw json.RawMessage, tools []constrain.Tool, st *Structure)
 	return BadRequest("tool_choice.function.name", "tool_choice names function %q, which is not among the tools", named.Function.Name)
 }
 
-// appendToolCalls renders an assistant message's tool_calls after its
-// content, in the form the model generates them (constrain.ToolCalls): one
-// call as {"name":...,"arguments":...}, several as an array. The next
-// turn's prompt then holds the calls as the model wrote them. Arguments
-// that are not JSON are rendered as a JSON string.
-func appendToolCalls(content, param, role string, raw json.RawMessage) (string, *Error) {
+// checkToolCalls checks an assistant message's tool_calls (only an
+// assistant's, each a function call) and returns them for the template:
+// nil when null or empty (vLLM drops an empty list).
+func checkToolCalls(param, role string, raw json.RawMessage) (json.RawMessage, *Error) {
 	if raw == nil || isNullOrEmpty(raw) {
-		return content, nil
+		return nil, nil
 	}
 	if role != "assistant" {
-		return "", BadRequest(param, "%s: only assistant messages carry tool calls", param)
+		return nil, BadRequest(param, "%s: only assistant messages carry tool calls", param)
 	}
-	var calls []struct {
-		Type     string `json:"type"`
-		Function *struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
+	if _, err := chat.ParseToolCalls(raw, param); err != nil {
+		ie := err.(*chat.InputError)
+		return nil, BadRequest(ie.Param, "%s", ie.Msg)
 	}
-	if bytes.TrimSpace(raw)[0] != '[' || json.Unmarshal(raw, &calls) != nil {
-		return "", BadRequest(param, "%s must be an array of tool calls", param)
-	}
-	b := []byte(content)
-	if len(b) > 0 {
-		b = append(b, '\n')
-	}
-	if len(calls) > 1 {
-		b = append(b, '[')
-	}
-	for i, c := range calls {
-		if c.Function == nil || (c.Type != "" && c.Type != "function") {
-			return "", BadRequest(fmt.Sprintf("%s[%d]", param, i), "%s[%d] must be a function call", param, i)
-		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"name":`...)
-		b = append(b, mustJSON(c.Function.Name)...)
-		b = append(b, `,"arguments":`...)
-		if args := strings.TrimSpace(c.Function.Arguments); json.Valid([]byte(args)) {
-			b = append(b, args...)
-		} else {
-			b = append(b, mustJSON(c.Function.Arguments)...)
-		}
-		b = append(b, '}')
-	}
-	if len(calls) > 1 {
-		b = append(b, ']')
-	}
-	return string(b), nil
-}
-
-func mustJSON(s string) []byte {
-	b, _ := json.Marshal(s) // a string always marshals
-	return b
+	return raw, nil
 }

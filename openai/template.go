@@ -1,33 +1,43 @@
 package openai
 
+import "github.com/kvlease/kvlease/chat"
+
 // Chat template markers. See the package documentation.
 const (
 	// GenerationPrompt is appended when add_generation_prompt is true.
 	GenerationPrompt = "<|assistant|>\n"
 )
 
-// RenderChatPrompt renders messages with kvlease's chat template: for each
-// message "<|" + role + "|>\n" + content + "\n", then GenerationPrompt when
-// addGenerationPrompt. Names are not rendered. The output is a pure function
-// of its arguments.
-func RenderChatPrompt(msgs []ChatMessage, addGenerationPrompt bool) string {
-	n := len(GenerationPrompt)
-	for _, m := range msgs {
-		n += len(m.Role) + len(m.Content) + 5
+// RenderChatPrompt renders a conversation with kvlease's fixed chat
+// template: for each message "<|" + role + "|>\n" + content + "\n", then
+// GenerationPrompt when c.AddGenerationPrompt. Names are not rendered; the
+// tools prompt goes first in the system message and an assistant's tool
+// calls after its content (chat.WithToolsPrompt, chat.PlainContent). The
+// output is a pure function of c.
+func RenderChatPrompt(c *chat.Conversation) string {
+	n := len(GenerationPrompt) + len(c.ToolsPrompt) + 16
+	for i := range c.Messages {
+		n += len(c.Messages[i].Role) + len(c.Messages[i].Content) + 5
 	}
-	return string(AppendChatPrompt(make([]byte, 0, n), msgs, addGenerationPrompt))
+	return string(AppendChatPrompt(make([]byte, 0, n), c))
 }
 
 // AppendChatPrompt appends the rendering of RenderChatPrompt to dst.
-func AppendChatPrompt(dst []byte, msgs []ChatMessage, addGenerationPrompt bool) []byte {
-	for _, m := range msgs {
+func AppendChatPrompt(dst []byte, c *chat.Conversation) []byte {
+	msgs := chat.WithToolsPrompt(c.Messages, c.ToolsPrompt)
+	for i := range msgs {
+		m := &msgs[i]
 		dst = append(dst, "<|"...)
 		dst = append(dst, m.Role...)
 		dst = append(dst, "|>\n"...)
-		dst = append(dst, m.Content...)
+		if m.ToolCalls != nil {
+			dst = append(dst, chat.PlainContent(m)...)
+		} else {
+			dst = append(dst, m.Content...)
+		}
 		dst = append(dst, '\n')
 	}
-	if addGenerationPrompt {
+	if c.AddGenerationPrompt {
 		dst = append(dst, GenerationPrompt...)
 	}
 	return dst

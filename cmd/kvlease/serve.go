@@ -688,6 +688,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	if f.llm != nil && f.llm.Chat.Fallback != "" {
+		log.Warn("chat: the model's own chat template is not used", "family", f.llm.Chat.Family.String(), "reason", f.llm.Chat.Fallback)
+	}
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
 		if err != nil {

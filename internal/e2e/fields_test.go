@@ -106,8 +106,8 @@ var chatFields = []fieldCase{
 	// vLLM's extra parameters.
 	{"add_generation_prompt", false, true},
 	{"continue_final_message", true, false},
-	{"chat_template", "{{ messages }}", false},
-	{"chat_template_kwargs", map[string]any{"enable_thinking": false}, false},
+	{"chat_template", "{{ messages[0].content }}", true},
+	{"chat_template_kwargs", map[string]any{"enable_thinking": false}, true},
 	{"echo", true, false},
 	{"top_k", 2, true},
 	{"skip_special_tokens", false, false},
@@ -241,6 +241,22 @@ func TestSDKHonouredFieldsTakeEffect(t *testing.T) {
 	}
 	if len(ch.Choices[0].Message.ToolCalls) != 0 || ch.Choices[0].FinishReason == "tool_calls" {
 		t.Errorf("tool_choice none gave %+v", ch.Choices[0])
+	}
+	// chat_template renders the chat, with chat_template_kwargs (the
+	// simulated model's prompt is the text's bytes); a template that
+	// raises is a 400 with its message, as in vLLM.
+	tp := openai.ChatCompletionNewParams{Model: modelName, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}, MaxTokens: openai.Int(1)}
+	ch, err = c.Chat.Completions.New(ctx, tp, option.WithJSONSet("chat_template", "{{ messages[0].content }}{{ suffix }}"),
+		option.WithJSONSet("chat_template_kwargs", map[string]any{"suffix": "!!"}))
+	if err != nil {
+		t.Errorf("chat_template: %v", err)
+	} else if ch.Usage.PromptTokens != int64(len("Hi!!")) {
+		t.Errorf("chat_template: %d prompt tokens, want those of \"Hi!!\"", ch.Usage.PromptTokens)
+	}
+	_, err = c.Chat.Completions.New(ctx, tp, option.WithJSONSet("chat_template", "{{ raise_exception('Only tools here') }}"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Message != "Only tools here" {
+		t.Errorf("a raising chat_template: %v", err)
 	}
 }
 

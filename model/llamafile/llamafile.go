@@ -15,12 +15,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/kvlease/kvlease/chat"
 	"github.com/kvlease/kvlease/model/constrain"
 	"github.com/kvlease/kvlease/model/gguf"
 	"github.com/kvlease/kvlease/model/llama"
 	"github.com/kvlease/kvlease/model/llama2c"
-	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/tokenizer/bpe"
 )
 
@@ -39,9 +40,12 @@ type Model struct {
 	Format  Format
 	Weights *llama.Weights
 	Tok     *bpe.Tokenizer
-	// Chat is the chat format: the family of the file's template, or
-	// ChatPlain.
-	Chat openai.ChatFormat
+	// Chat renders chats: the file's own Jinja template
+	// (tokenizer.chat_template), or the family of its markers when the
+	// template cannot be compiled or run (Chat.Fallback says why; the
+	// caller logs it once). A llama2.c checkpoint has no template:
+	// chat.Plain.
+	Chat *chat.Renderer
 	// AddBOS: text prompts start with BOS (gguf.AddBOS).
 	AddBOS bool
 	// TokenizerNote, when set, is a warning about the tokenizer for the
@@ -72,6 +76,7 @@ func Open(path, tokenizerPath string) (*Model, error) {
 }
 
 func (m *Model) load(tokenizerPath string) error {
+	template := ""
 	if bytes.HasPrefix(m.data, []byte(gguf.Magic)) {
 		m.Format = GGUF
 		if tokenizerPath != "" {
@@ -87,7 +92,7 @@ func (m *Model) load(tokenizerPath string) error {
 		if m.Tok, err = gguf.Tokenizer(f); err != nil {
 			return err
 		}
-		m.Chat = openai.DetectChatFormat(f.ChatTemplate())
+		template = f.ChatTemplate()
 		m.AddBOS = gguf.AddBOS(f, m.Tok)
 		if m.Tok.Kind() == bpe.ByteLevel {
 			_, m.TokenizerNote, _ = gguf.PreTokenizer(f)
@@ -117,6 +122,14 @@ func (m *Model) load(tokenizerPath string) error {
 		}
 		m.AddBOS = true
 	}
+	var tok chat.Tokens
+	if id := m.Tok.BOS(); id >= 0 {
+		tok.BOS = m.Tok.Piece(id)
+	}
+	if id := m.Tok.EOS(); id >= 0 {
+		tok.EOS = m.Tok.Piece(id)
+	}
+	m.Chat = chat.NewRenderer(template, tok)
 	if m.Tok.VocabSize() != m.Weights.Config.VocabSize {
 		return fmt.Errorf("the tokenizer has %d tokens, the model %d", m.Tok.VocabSize(), m.Weights.Config.VocabSize)
 	}
@@ -148,18 +161,19 @@ func (m *Model) AppendEncode(dst []int32, text string) []int32 {
 	return append(dst, m.Tok.Encode(text, m.AddBOS, false)...)
 }
 
-// AppendChat renders msgs in the model's chat format and appends their
-// tokens, the format's markers as special tokens.
-func (m *Model) AppendChat(dst []int32, msgs []openai.ChatMessage, addGenerationPrompt bool) []int32 {
-	bos, eos := "", ""
-	if id := m.Tok.BOS(); id >= 0 {
-		bos = m.Tok.Piece(id)
+// AppendChat renders c with the model's chat template (or the request's
+// chat_template) at the current time and appends its tokens, the special
+// tokens written in the text as those tokens. A Jinja template writes
+// {{ bos_token }} itself where the model wants it, so BOS is added in
+// front only for a family (as vLLM tokenizes a rendered chat without
+// adding special tokens). The error is the request's
+// (chat.Renderer.Render).
+func (m *Model) AppendChat(dst []int32, c *chat.Conversation) ([]int32, error) {
+	text, err := m.Chat.Render(c, time.Now())
+	if err != nil {
+		return dst, err
 	}
-	if id := m.Tok.EOS(); id >= 0 {
-		eos = m.Tok.Piece(id)
-	}
-	text := m.Chat.Render(msgs, addGenerationPrompt, bos, eos)
-	return append(dst, m.Tok.Encode(text, m.AddBOS, true)...)
+	return append(dst, m.Tok.Encode(text, m.AddBOS && m.Chat.Template == nil && c.Template == "", true)...), nil
 }
 
 // Vocab is the vocabulary for constrained decoding: every token's text as

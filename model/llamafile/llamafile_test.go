@@ -3,6 +3,7 @@ package llamafile_test
 import (
 	"bytes"
 	"errors"
+	"github.com/kvlease/kvlease/chat"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +15,6 @@ import (
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/model/llama"
 	"github.com/kvlease/kvlease/model/llamafile"
-	"github.com/kvlease/kvlease/openai"
 )
 
 func writeFile(t *testing.T, path string, write func(*bytes.Buffer) error) {
@@ -59,7 +59,8 @@ func TestOpenBothFormats(t *testing.T) {
 	dir := t.TempDir()
 	w := llamatest.Random(llamatest.Shape260K, 21, false)
 	v := llamatest.SPMVocab(w.Config.VocabSize)
-	v.ChatTemplate = "<|im_start|>"
+	v.ChatTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
+		"{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 	gg := filepath.Join(dir, "m.gguf")
 	writeFile(t, gg, func(b *bytes.Buffer) error { return llamatest.WriteGGUF(b, w, llamatest.GGUFOptions{Vocab: &v}) })
 	l2 := filepath.Join(dir, "stories.bin")
@@ -95,8 +96,17 @@ func TestOpenBothFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if m.Chat != openai.ChatML || m.Name() != "m" || m.Format != llamafile.GGUF {
-		t.Errorf("chat %v, name %q, format %v", m.Chat, m.Name(), m.Format)
+	if m.Chat.Template == nil || m.Chat.Fallback != "" || m.Name() != "m" || m.Format != llamafile.GGUF {
+		t.Errorf("chat %+v, name %q, format %v", m.Chat, m.Name(), m.Format)
+	}
+	conv := &chat.Conversation{Messages: []chat.Message{{Role: "user", Content: "Hi"}}, AddGenerationPrompt: true}
+	text := "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+	if toks, err := m.AppendChat(nil, conv); err != nil || !slices.Equal(toks, m.Tok.Encode(text, false, true)) {
+		t.Errorf("chat tokens %v %v, want those of %q without BOS", toks, err, text)
+	}
+	conv.Template = "{{ raise_exception('no ' + messages[0].role) }}"
+	if _, err := m.AppendChat(nil, conv); err == nil || err.Error() != "no user" {
+		t.Errorf("a request's raising template: %v", err)
 	}
 
 	os.Remove(filepath.Join(dir, "tokenizer.bin"))
