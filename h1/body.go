@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 )
 
 // source is where a request body's bytes come from: a connection's input
@@ -15,8 +16,9 @@ type source interface {
 	buffered() []byte
 	consume(n int)
 	// more waits until more input is buffered, or returns why none will
-	// come (io.EOF at the end of the input).
-	more() error
+	// come (io.EOF at the end of the input). A non-zero dead bounds the
+	// wait: past it the input fails with a timeout.
+	more(dead time.Time) error
 }
 
 // Bounds of a chunked body's framing (net/http's): the length of a chunk
@@ -59,6 +61,37 @@ type body struct {
 	// cont, when set, is called before the first read: it sends the
 	// client the 100 Continue it waits for.
 	cont func()
+	// The body's read deadline (Server.BodyReadTimeout, MinBodyRate):
+	// from start, the first wait for its bytes, timeout plus one second
+	// per rate bytes taken (got). No timeout: no deadline.
+	timeout time.Duration
+	rate    int64
+	start   time.Time
+	got     int64
+}
+
+// deadline is the bound of the body's next wait for input: timeout after
+// the first wait, plus the time its bytes so far took at the minimum
+// rate, so that a body that keeps coming at the rate is never cut, and
+// one that trickles is.
+func (b *body) deadline() time.Time {
+	if b.timeout <= 0 {
+		return time.Time{}
+	}
+	if b.start.IsZero() {
+		b.start = time.Now()
+	}
+	d := b.start.Add(b.timeout)
+	if b.rate > 0 {
+		d = d.Add(time.Duration(float64(b.got) / float64(b.rate) * float64(time.Second)))
+	}
+	return d
+}
+
+// take consumes n bytes of the source for the body.
+func (b *body) take(n int) {
+	b.src.consume(n)
+	b.got += int64(n)
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -106,7 +139,7 @@ func (b *body) readIdentity(p []byte) (int, error) {
 	}
 	buf := b.src.buffered()
 	if len(buf) == 0 {
-		if err := b.src.more(); err != nil {
+		if err := b.src.more(b.deadline()); err != nil {
 			return 0, unexpected(err)
 		}
 		buf = b.src.buffered()
@@ -115,7 +148,7 @@ func (b *body) readIdentity(p []byte) (int, error) {
 		buf = buf[:b.left]
 	}
 	n := copy(p, buf)
-	b.src.consume(n)
+	b.take(n)
 	b.left -= int64(n)
 	if b.left == 0 {
 		return n, io.EOF
@@ -149,7 +182,7 @@ func (b *body) readChunked(p []byte) (n int, err error) {
 			if b.excess > maxExcessBytes {
 				return n, errChunkExcess
 			}
-			b.src.consume(i + 1)
+			b.take(i + 1)
 			if size == 0 {
 				b.state = chunkTrail
 			} else {
@@ -167,7 +200,7 @@ func (b *body) readChunked(p []byte) (n int, err error) {
 				buf = buf[:b.left]
 			}
 			k := copy(p, buf)
-			b.src.consume(k)
+			b.take(k)
 			p, n, b.left = p[k:], n+k, b.left-int64(k)
 			if b.left == 0 {
 				b.state = chunkCRLF
@@ -180,7 +213,7 @@ func (b *body) readChunked(p []byte) (n int, err error) {
 			if buf[0] != '\r' || buf[1] != '\n' {
 				return n, errChunkMalformed
 			}
-			b.src.consume(2)
+			b.take(2)
 			b.state = chunkLine
 			continue
 		case chunkTrail:
@@ -196,7 +229,7 @@ func (b *body) readChunked(p []byte) (n int, err error) {
 			if b.trailer > maxTrailerBytes || !validTrailerLine(line) {
 				return n, errTrailer
 			}
-			b.src.consume(i + 1)
+			b.take(i + 1)
 			if len(line) == 2 {
 				return n, io.EOF
 			}
@@ -206,7 +239,7 @@ func (b *body) readChunked(p []byte) (n int, err error) {
 		if n > 0 {
 			return n, nil
 		}
-		if err := b.src.more(); err != nil {
+		if err := b.src.more(b.deadline()); err != nil {
 			return n, unexpected(err)
 		}
 	}

@@ -2,11 +2,13 @@ package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"runtime"
@@ -29,6 +31,8 @@ type conn struct {
 	srv        *Server
 	nc         net.Conn
 	remoteAddr string
+	src        netip.Addr // the client's address (invalid when not TCP)
+	pending    bool       // counted in srv.pending; guarded by srv.mu
 	baseCtx    context.Context
 	readerDone chan struct{} // closed when the reading ends
 
@@ -73,6 +77,9 @@ type conn struct {
 	date     []byte
 	tmpl     http.Request
 	lastPost bool
+	settled  bool                 // a request completed (srv.settle was called)
+	tlsState *tls.ConnectionState // the TLS connection's, after its first request
+	wdead    time.Time            // the write deadline set on nc
 }
 
 // headState is the reading of a request's head, kept in the conn so that
@@ -86,6 +93,9 @@ type headState struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{srv: s, nc: nc, remoteAddr: nc.RemoteAddr().String(), readerDone: make(chan struct{})}
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		c.src = ta.AddrPort().Addr().Unmap()
+	}
 	c.cond.L = &c.mu
 	c.baseCtx = context.WithValue(context.WithValue(context.Background(),
 		http.ServerContextKey, s), http.LocalAddrContextKey, nc.LocalAddr())
@@ -123,6 +133,7 @@ func (c *conn) readLoop() (serve bool) {
 				c.mu.Unlock()
 				continue
 			}
+			c.answerPlainLocked(err)
 			if c.rerr == nil {
 				c.rerr = err
 			}
@@ -140,6 +151,31 @@ func (c *conn) readLoop() (serve bool) {
 		c.mu.Unlock()
 		c.growChunk(n)
 	}
+}
+
+// answerPlainLocked answers a plain HTTP request sent to a TLS port (the
+// handshake's first record is not TLS but looks like HTTP) with a 400 that
+// says so, as net/http does.
+func (c *conn) answerPlainLocked(err error) {
+	var re tls.RecordHeaderError
+	if !errors.As(err, &re) || re.Conn == nil || c.rerr != nil || !looksLikeHTTP(re.RecordHeader[:]) {
+		return
+	}
+	re.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+
+		"400 Bad Request: this port speaks HTTPS (TLS); the client sent plain HTTP\n")
+	re.Conn.Close()
+}
+
+// looksLikeHTTP reports whether the first five bytes of a connection are
+// those of an HTTP request.
+func looksLikeHTTP(b []byte) bool {
+	for _, m := range []string{"GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH"} {
+		if string(b) == m {
+			return true
+		}
+	}
+	return false
 }
 
 // growChunk grows the read buffer after a read of n bytes filled a small
@@ -174,8 +210,9 @@ func (c *conn) rearmLocked() bool {
 func (c *conn) buffered() []byte { return c.buf[c.r:] }
 func (c *conn) consume(n int)    { c.r += n }
 
-// more waits for input and takes it into c.buf (a body's read).
-func (c *conn) more() error { return c.wait(false, false, time.Time{}) }
+// more waits for input and takes it into c.buf (a body's read), until
+// dead when not zero.
+func (c *conn) more(dead time.Time) error { return c.wait(false, false, dead) }
 
 // errYield ends a server's wait for a head whose role the reader took:
 // the goroutine that waited now reads.
@@ -425,7 +462,15 @@ func (c *conn) serveOne() error {
 	if t.Host == "" {
 		t.Host = x.url.Host
 	}
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if c.tlsState == nil {
+			st := tc.ConnectionState()
+			c.tlsState = &st
+		}
+		t.TLS = c.tlsState
+	}
 	x.body.src = c
+	x.body.timeout, x.body.rate = c.srv.BodyReadTimeout, c.srv.MinBodyRate
 	if h.chunked {
 		x.body.chunked = true
 		t.TransferEncoding = chunkedTE
@@ -463,6 +508,10 @@ func (c *conn) serveOne() error {
 	c.mu.Unlock()
 	cancel()
 	w.finish()
+	if !c.settled {
+		c.settled = true
+		c.srv.settle(c)
+	}
 	switch {
 	case c.werr != nil:
 		return errClose
@@ -503,8 +552,24 @@ func (c *conn) refuse(se *statusError) {
 	body := fmt.Sprintf("%d %s: %s", se.code, text, se.reason)
 	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		se.code, text, len(body), body)
+	c.armWrite()
 	if _, err := c.nc.Write([]byte(msg)); err == nil {
 		c.linger()
+	}
+}
+
+// armWrite sets the write deadline of WriteTimeout before a write, unless
+// the one set leaves at least half of it: a deadline is set at most every
+// WriteTimeout/2, not per write.
+func (c *conn) armWrite() {
+	d := c.srv.WriteTimeout
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	if c.wdead.Sub(now) < d/2 {
+		c.wdead = now.Add(d)
+		c.nc.SetWriteDeadline(c.wdead)
 	}
 }
 

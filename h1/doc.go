@@ -56,6 +56,23 @@
 // it, then the connection closes. Chunk lines, trailers and the framing
 // of a chunked body are bounded as net/http bounds them.
 //
+// # Bounds
+//
+// Besides the head's timeouts, a body's reading has a deadline that
+// follows its progress (BodyReadTimeout from the handler's first wait for
+// its bytes, plus a second per MinBodyRate bytes received), each write of
+// an answer has one (WriteTimeout), and connections are bounded in all
+// (MaxConns) and per client address until they complete a request
+// (MaxPendingConnsPerSource): one beyond is closed at once. SetBounds sets
+// the defaults kvlease's servers run with.
+//
+// # TLS
+//
+// With TLSConfig every connection is TLS (the handshake runs in the
+// reader's first read, bounded as the first head); the reader still
+// sees a client leave at once. A plain HTTP request to a TLS port gets a
+// 400 that says so.
+//
 // # Lifecycle
 //
 // Shutdown and Close follow net/http's Server: Shutdown stops accepting,

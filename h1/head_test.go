@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // pieces is a source that hands out its bytes step at a time, as a
@@ -22,7 +23,7 @@ type pieces struct {
 
 func (p *pieces) buffered() []byte { return p.buf[p.r:] }
 func (p *pieces) consume(n int)    { p.r += n }
-func (p *pieces) more() error {
+func (p *pieces) more(time.Time) error {
 	if len(p.data) == 0 {
 		return io.EOF
 	}
@@ -51,7 +52,7 @@ func readRequest(src *pieces) (h head, hdr http.Header, u url.URL, b []byte, hea
 			src.consume(end)
 			break
 		}
-		if err := src.more(); err != nil {
+		if err := src.more(time.Time{}); err != nil {
 			return h, hdr, u, nil, err, nil
 		}
 	}

@@ -135,6 +135,7 @@ func (w *response) writeBody(p []byte) error {
 		c.wbuf = append(c.wbuf, "\r\n"...)
 	}
 	if len(p) >= largeWriteBytes {
+		c.armWrite()
 		bufs := net.Buffers{c.wbuf, p}
 		if _, err := bufs.WriteTo(c.nc); err != nil {
 			c.werr = err
@@ -178,6 +179,7 @@ func (w *response) sendContinue() {
 	if w.committed || w.done || c.werr != nil {
 		return
 	}
+	c.armWrite()
 	if _, err := c.nc.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
 		c.werr = err
 	}
@@ -264,6 +266,7 @@ func (c *conn) flushWire() {
 		return
 	}
 	if c.werr == nil {
+		c.armWrite()
 		if _, err := c.nc.Write(c.wbuf); err != nil {
 			c.werr = err
 		}

@@ -2,10 +2,12 @@ package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,32 @@ type Server struct {
 	// request line and the header, plus 4096 bytes of slack); beyond it
 	// the client gets 431. Zero means http.DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// BodyReadTimeout bounds the reading of a request's body from the
+	// handler's first wait for its bytes, extended by one second per
+	// MinBodyRate bytes received: a body that keeps coming at MinBodyRate
+	// is never cut, one that trickles loses its connection (the handler's
+	// read fails with a timeout and its context is cancelled). Zero means
+	// no bound; with MinBodyRate zero the bound is of the whole body.
+	BodyReadTimeout time.Duration
+	MinBodyRate     int64 // bytes per second
+	// WriteTimeout bounds each write of an answer to the socket: a
+	// client that does not read its answer loses the connection. Zero
+	// means no bound. (It bounds a write, not the answer: a stream may
+	// last as long as its handler writes.)
+	WriteTimeout time.Duration
+	// MaxConns bounds the open connections; a connection accepted beyond
+	// it is closed at once. Zero means no bound.
+	MaxConns int
+	// MaxPendingConnsPerSource bounds, per client IP address, the
+	// connections that have not yet completed a request (a client that
+	// opens connections and sends nothing, or never finishes a body); a
+	// connection accepted beyond it is closed at once. Zero means no
+	// bound.
+	MaxPendingConnsPerSource int
+	// TLSConfig, when set, makes every connection TLS: its handshake is
+	// bounded by ReadHeaderTimeout, as the first request's head. It needs
+	// Certificates, GetCertificate or GetConfigForClient.
+	TLSConfig *tls.Config
 	// Logger gets handler panics (Error) and refused requests (Debug);
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -33,9 +61,52 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
-	closed    atomic.Bool   // Shutdown or Close was called
-	gone      chan struct{} // a connection ended (Shutdown waits on it)
-	rearms    atomic.Int64  // read deadlines re-armed after passing (tests wait on it)
+	pending   map[netip.Addr]int // connections without a completed request, per source
+	refused   atomic.Uint64      // connections closed at accept (MaxConns, MaxPendingConnsPerSource)
+	closed    atomic.Bool        // Shutdown or Close was called
+	gone      chan struct{}      // a connection ended (Shutdown waits on it)
+	rearms    atomic.Int64       // read deadlines re-armed after passing (tests wait on it)
+}
+
+// The bounds kvlease serve and kvlease proxy set (SetBounds).
+const (
+	// DefaultBodyReadTimeout and DefaultMinBodyRate: a body must start
+	// within 10 s and come at 64 KiB/s at least (the transfer port's
+	// minimum rate): 8 MiB may take 138 s, one byte every 5 s is cut at
+	// 10 s.
+	DefaultBodyReadTimeout = 10 * time.Second
+	DefaultMinBodyRate     = 64 << 10
+	// DefaultWriteTimeout: a client that reads none of its answer for a
+	// minute loses the connection.
+	DefaultWriteTimeout = time.Minute
+	// DefaultMaxConns and DefaultMaxPendingConnsPerSource: a proxy may
+	// open as many connections at once to an engine as it has requests in
+	// flight (its --max-concurrent, 4096); a flood from one address holds
+	// at most 4096 connections until their deadlines close them.
+	DefaultMaxConns                 = 16384
+	DefaultMaxPendingConnsPerSource = 4096
+)
+
+// SetBounds sets s's body, write and connection bounds to the defaults
+// above where they are zero.
+func SetBounds(s *Server) {
+	for _, f := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&s.BodyReadTimeout, DefaultBodyReadTimeout}, {&s.WriteTimeout, DefaultWriteTimeout}} {
+		if *f.v == 0 {
+			*f.v = f.d
+		}
+	}
+	if s.MinBodyRate == 0 {
+		s.MinBodyRate = DefaultMinBodyRate
+	}
+	if s.MaxConns == 0 {
+		s.MaxConns = DefaultMaxConns
+	}
+	if s.MaxPendingConnsPerSource == 0 {
+		s.MaxPendingConnsPerSource = DefaultMaxPendingConnsPerSource
+	}
 }
 
 // maxPostHandlerReadBytes is how much of a request body the handler left
@@ -100,10 +171,17 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
+		if s.TLSConfig != nil {
+			nc = tls.Server(nc, s.TLSConfig)
+		}
 		c := newConn(s, nc)
-		if !s.add(c) {
+		switch s.add(c) {
+		case addClosed:
 			nc.Close()
 			return http.ErrServerClosed
+		case addRefused:
+			nc.Close()
+			continue
 		}
 		go c.serve()
 	}
@@ -128,23 +206,88 @@ func (s *Server) untrack(ln net.Listener) {
 	s.mu.Unlock()
 }
 
-func (s *Server) add(c *conn) bool {
+const (
+	addOK = iota
+	addRefused
+	addClosed
+)
+
+// add tracks c, or reports why not: the server is closed, or c is over
+// MaxConns or MaxPendingConnsPerSource (counted in refused).
+func (s *Server) add(c *conn) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
-		return false
+		return addClosed
 	}
 	if s.conns == nil {
 		s.conns = make(map[*conn]struct{})
+		s.pending = make(map[netip.Addr]int)
 		s.gone = make(chan struct{}, 1)
 	}
+	refuse := s.MaxConns > 0 && len(s.conns) >= s.MaxConns
+	if c.src.IsValid() && s.MaxPendingConnsPerSource > 0 && !refuse {
+		refuse = s.pending[c.src] >= s.MaxPendingConnsPerSource
+	}
+	if refuse {
+		n := s.refused.Add(1)
+		if n&(n-1) == 0 { // 1, 2, 4, ...: a flood logs a few lines
+			s.logger().Warn("h1: connection refused: too many open", "peer", c.remoteAddr, "open", len(s.conns),
+				"max_conns", s.MaxConns, "pending_from_peer", s.pending[c.src],
+				"max_pending_per_source", s.MaxPendingConnsPerSource, "refused_total", n)
+		}
+		return addRefused
+	}
 	s.conns[c] = struct{}{}
-	return true
+	if c.src.IsValid() {
+		s.pending[c.src]++
+		c.pending = true
+	}
+	return addOK
+}
+
+// settle counts c's first completed request: it no longer counts against
+// its source's MaxPendingConnsPerSource.
+func (s *Server) settle(c *conn) {
+	s.mu.Lock()
+	s.settleLocked(c)
+	s.mu.Unlock()
+}
+
+func (s *Server) settleLocked(c *conn) {
+	if !c.pending {
+		return
+	}
+	c.pending = false
+	if n := s.pending[c.src] - 1; n > 0 {
+		s.pending[c.src] = n
+	} else {
+		delete(s.pending, c.src)
+	}
+}
+
+// Stats are a server's connection counts.
+type Stats struct {
+	Open    int    // connections open
+	Pending int    // of which have not completed a request yet
+	Refused uint64 // connections closed at accept: over MaxConns or MaxPendingConnsPerSource
+}
+
+// Stats returns the server's connection counts.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Open: len(s.conns), Refused: s.refused.Load()}
+	for _, n := range s.pending {
+		st.Pending += n
+	}
+	return st
 }
 
 func (s *Server) remove(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.settleLocked(c)
 	gone := s.gone
 	s.mu.Unlock()
 	select {

@@ -486,14 +486,21 @@ func checkRequestID(id string) *openai.Error {
 	return nil
 }
 
+// maxPresize bounds the buffer readBody allocates from a request's
+// Content-Length.
+const maxPresize = 256 << 10
+
 // readBody reads r's body into buf, bounded by MaxBodyBytes.
 func (s *Server) readBody(r *http.Request, buf []byte) ([]byte, *openai.Error) {
 	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
 		return buf, openai.TooLarge("the request body is %d bytes; at most %d are accepted", r.ContentLength, limit)
 	}
-	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength {
-		buf = make([]byte, 0, r.ContentLength)
+	// A declared length is not trusted with more memory than maxPresize
+	// before the bytes come (as the proxy's readAllBounded): a longer body
+	// grows the buffer as it arrives.
+	if want := min(r.ContentLength, maxPresize); want > 0 && int64(cap(buf)) < want {
+		buf = make([]byte, 0, want)
 	}
 	buf = buf[:0]
 	body := io.LimitReader(r.Body, limit+1)

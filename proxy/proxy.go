@@ -223,6 +223,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, drain time.Duration)
 		IdleTimeout:       2 * time.Minute,
 		Logger:            p.log,
 	}
+	h1.SetBounds(srv)
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	scraped := make(chan struct{})
 	go func() {

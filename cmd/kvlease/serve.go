@@ -565,6 +565,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		IdleTimeout:       5 * time.Minute,
 		Logger:            log,
 	}
+	h1.SetBounds(es.http)
 	es.urlStr = "http://" + ln.Addr().String()
 	return es, nil
 }
