@@ -74,15 +74,26 @@ func loadCases(t *testing.T) ([]refCase, json.RawMessage) {
 	return cases, raw
 }
 
-// referencePython is a python3 that imports jinja2, or skips the test.
-func referencePython(t *testing.T) string {
+// noPython says why the reference renderer cannot run.
+const noPython = "no python3 with jinja2 (Debian: apt-get install python3-jinja2): the reference renderer cannot run"
+
+// findPython is a python3 that imports jinja2, or "".
+func findPython() string {
 	for _, py := range []string{"python3", "/usr/bin/python3"} {
 		if exec.Command(py, "-c", "import jinja2").Run() == nil {
 			return py
 		}
 	}
-	t.Skip("no python3 with jinja2 (Debian: apt-get install python3-jinja2): the reference renderer cannot run")
 	return ""
+}
+
+// referencePython is findPython's, or skips the test.
+func referencePython(t *testing.T) string {
+	py := findPython()
+	if py == "" {
+		t.Skip(noPython)
+	}
+	return py
 }
 
 type refResult struct {
@@ -91,29 +102,54 @@ type refResult struct {
 	Kind  string  `json:"kind"`
 }
 
-// renderReference renders every case with testdata/hf_render.py.
-func renderReference(t *testing.T, py, src string, tok Tokens, cases json.RawMessage) ([]refResult, string) {
-	req, _ := json.Marshal(map[string]any{"template": src, "now": refNow.Format("2006-01-02T15:04:05"),
-		"bos_token": tok.BOS, "eos_token": tok.EOS, "cases": cases})
+// refJob is one template for testdata/hf_render.py.
+type refJob struct {
+	src string
+	tok Tokens
+}
+
+// refOutput is hf_render.py's answer for one template: its renders, or
+// why it does not compile.
+type refOutput struct {
+	results      []refResult
+	compileError string
+}
+
+// renderReference renders every case with every template in one run of
+// testdata/hf_render.py.
+func renderReference(t *testing.T, py string, jobs []refJob, cases json.RawMessage) []refOutput {
+	req := make([]map[string]any, len(jobs))
+	for i, j := range jobs {
+		req[i] = map[string]any{"template": j.src, "now": refNow.Format("2006-01-02T15:04:05"),
+			"bos_token": j.tok.BOS, "eos_token": j.tok.EOS, "cases": cases}
+	}
+	body, _ := json.Marshal(req)
 	cmd := exec.Command(py, "testdata/hf_render.py")
-	cmd.Stdin = bytes.NewReader(req)
+	cmd.Stdin = bytes.NewReader(body)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("hf_render.py: %v\n%s", err, stderr.String())
 	}
-	var compile struct {
-		Error string `json:"compile_error"`
+	var raw []json.RawMessage
+	if err := json.Unmarshal(out, &raw); err != nil || len(raw) != len(jobs) {
+		t.Fatalf("hf_render.py output: %v (%d results for %d templates)", err, len(raw), len(jobs))
 	}
-	if json.Unmarshal(out, &compile) == nil && compile.Error != "" {
-		return nil, compile.Error
+	res := make([]refOutput, len(jobs))
+	for i, r := range raw {
+		var compile struct {
+			Error string `json:"compile_error"`
+		}
+		if json.Unmarshal(r, &compile) == nil && compile.Error != "" {
+			res[i].compileError = compile.Error
+			continue
+		}
+		if err := json.Unmarshal(r, &res[i].results); err != nil {
+			t.Fatalf("hf_render.py output: %v", err)
+		}
 	}
-	var res []refResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("hf_render.py output: %v", err)
-	}
-	return res, ""
+	return res
 }
 
 // templateTokens are the bos_token and eos_token the model files of a
@@ -167,26 +203,31 @@ func TestTemplatesMatchReference(t *testing.T) {
 			t.Errorf("%s is not among llama.cpp's templates", name)
 		}
 	}
-	total, equal := 0, 0
-	var summary []string
-	for _, f := range files {
-		name := filepath.Base(f)
+	jobs := make([]refJob, len(files))
+	for i, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
+		jobs[i] = refJob{string(src), templateTokens(filepath.Base(f))}
+	}
+	refs := renderReference(t, py, jobs, raw)
+	total, equal := 0, 0
+	var summary []string
+	for fi, f := range files {
+		name := filepath.Base(f)
 		required := slices.Contains(requiredTemplates, name)
 		report := t.Logf
 		if required {
 			report = t.Errorf
 		}
-		tok := templateTokens(name)
-		ref, compileErr := renderReference(t, py, string(src), tok, raw)
+		src, tok := jobs[fi].src, jobs[fi].tok
+		ref, compileErr := refs[fi].results, refs[fi].compileError
 		if compileErr != "" {
 			report("%s: the reference does not compile it: %s", name, compileErr)
 			continue
 		}
-		tmpl, err := Parse(string(src))
+		tmpl, err := Parse(src)
 		if err != nil {
 			report("%s: %v", name, err)
 			summary = append(summary, name+": does not compile")

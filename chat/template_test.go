@@ -58,14 +58,16 @@ func TestSmallTemplate(t *testing.T) {
 	if raised == 0 {
 		t.Error("no conversation makes the template raise: raise_exception goes unchecked")
 	}
-	if _, err := os.Stat("/usr/bin/python3"); err != nil && os.Getenv("KVLEASE_LLAMACPP") == "" {
+	py := findPython()
+	if py == "" {
+		t.Log("the kept output is not checked against the live reference: " + noPython)
 		return
 	}
-	py := referencePython(t)
-	ref, compileErr := renderReference(t, py, string(src), tok, raw)
-	if compileErr != "" {
-		t.Fatal(compileErr)
+	out := renderReference(t, py, []refJob{{string(src), tok}}, raw)[0]
+	if out.compileError != "" {
+		t.Fatal(out.compileError)
 	}
+	ref := out.results
 	for i := range ref {
 		if !equalPtr(ref[i].Text, want[i].Text) || !equalPtr(ref[i].Error, want[i].Error) {
 			t.Errorf("%s: testdata/small.golden.json is not the reference's output any more: run testdata/gen_golden.sh", cases[i].Name)

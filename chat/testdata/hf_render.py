@@ -19,13 +19,14 @@ parsed from their JSON text with json.loads, {} when empty), tool_call_id
 and name when given; tools as the request has them (None when absent);
 add_generation_prompt; bos_token and eos_token; then chat_template_kwargs.
 
-Reads one JSON object on stdin:
+Reads a JSON array of jobs on stdin, each
   {"template": "...", "now": "2024-07-26T09:30:00", "bos_token": "<s>",
    "eos_token": "</s>", "cases": [{"messages": [...], "tools": [...],
    "add_generation_prompt": true, "chat_template_kwargs": {...}}, ...]}
-with messages as an OpenAI chat request has them. Writes a JSON array,
-one {"text": "..."} or {"error": "...", "kind": "..."} per case, or
-{"compile_error": "..."} when the template does not compile.
+with messages as an OpenAI chat request has them, and writes a JSON array
+with each job's result: an array of one {"text": "..."} or {"error": "...",
+"kind": "..."} per case, or {"compile_error": "..."} when the template does
+not compile.
 """
 import datetime
 import json
@@ -81,7 +82,10 @@ def context(req, case):
 
 
 def main():
-    req = json.load(sys.stdin)
+    json.dump([render_job(job) for job in json.load(sys.stdin)], sys.stdout, ensure_ascii=False)
+
+
+def render_job(req):
     now = datetime.datetime.fromisoformat(req["now"])
 
     def raise_exception(message):
@@ -101,15 +105,14 @@ def main():
     try:
         tmpl = env.from_string(req["template"])
     except jinja2.exceptions.TemplateError as e:
-        json.dump({"compile_error": str(e)}, sys.stdout, ensure_ascii=False)
-        return
+        return {"compile_error": str(e)}
     out = []
     for case in req["cases"]:
         try:
             out.append({"text": tmpl.render(**context(req, case))})
         except Exception as e:  # a template's raise_exception, or a runtime error
             out.append({"error": str(e), "kind": type(e).__name__})
-    json.dump(out, sys.stdout, ensure_ascii=False)
+    return out
 
 
 if __name__ == "__main__":
