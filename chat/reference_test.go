@@ -77,10 +77,11 @@ func loadCases(t *testing.T) ([]refCase, json.RawMessage) {
 // noPython says why the reference renderer cannot run.
 const noPython = "no python3 with jinja2 (Debian: apt-get install python3-jinja2): the reference renderer cannot run"
 
-// findPython is a python3 that imports jinja2, or "".
+// findPython is a python3 that imports jinja2 (KVLEASE_PYTHON first, as
+// model/llama's tests take it), or "".
 func findPython() string {
-	for _, py := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(py, "-c", "import jinja2").Run() == nil {
+	for _, py := range []string{os.Getenv("KVLEASE_PYTHON"), "python3", "/usr/bin/python3"} {
+		if py != "" && exec.Command(py, "-c", "import jinja2").Run() == nil {
 			return py
 		}
 	}
