@@ -121,7 +121,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		modelName   string
 		promptParam string
 		prompts     []openai.Prompt // a completions request's batch, when it has several prompts
-		echoText    []byte          // the prompt's text as given, for echo
+		tok         openai.Tokenization
+		echoText    []byte // the prompt's text as given, for echo
 	)
 	if chat {
 		req, pe := openai.ParseChatCompletionRequest(c.body)
@@ -151,7 +152,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		if len(req.Prompts) > 1 {
 			prompts, promptParam = req.Prompts, "prompt[0]"
 		}
-		if c.prompt, e = s.appendPrompt(c.prompt, req.Prompt, promptParam); e != nil {
+		tok = req.Tokenization
+		if c.prompt, e = s.appendPrompt(c.prompt, req.Prompt, tok, promptParam); e != nil {
 			s.fail(w, r, s.remoteForReject(kv, c.body), e)
 			return
 		}
@@ -268,7 +270,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	if len(prompts) > 1 || sp.N > 1 {
-		s.serveMulti(w, r, c, prompts, ro)
+		s.serveMulti(w, r, c, prompts, tok, ro)
 		return
 	}
 	// The engine answers the submission with the stream's first outputs,
@@ -320,10 +322,10 @@ func (s *Server) setPenalties(ms *model.Sampling, sp *openai.SamplingParams) *op
 	return nil
 }
 
-// wordTokens tokenizes a bad word without special tokens (a BOS the
-// tokenizer adds is dropped).
+// wordTokens tokenizes a bad word without added special tokens, as vLLM
+// does (and drops any leading special token left).
 func (s *Server) wordTokens(w string) []int32 {
-	toks := s.cfg.Tokenizer.AppendEncode(nil, w)
+	toks := s.cfg.Tokenizer.AppendEncode(nil, w, openai.Tokenization{NoAddSpecialTokens: true})
 	for len(toks) > 0 && s.cfg.Tokenizer.TokenBytes(toks[0]) == nil {
 		toks = toks[1:]
 	}
@@ -333,10 +335,10 @@ func (s *Server) wordTokens(w string) []int32 {
 // appendPrompt appends the tokens of completion prompt p to dst: token ids
 // verbatim (no BOS added, so a client can compare the model with another
 // implementation), after checking them against the vocabulary; text
-// through the tokenizer.
-func (s *Server) appendPrompt(dst []int32, p openai.Prompt, param string) ([]int32, *openai.Error) {
+// through the tokenizer, as opt says.
+func (s *Server) appendPrompt(dst []int32, p openai.Prompt, opt openai.Tokenization, param string) ([]int32, *openai.Error) {
 	if !p.IsTokens() {
-		return s.cfg.Tokenizer.AppendEncode(dst, p.Text), nil
+		return s.cfg.Tokenizer.AppendEncode(dst, p.Text, opt), nil
 	}
 	for _, t := range p.Tokens {
 		if int(t) >= s.ecfg.VocabSize {

@@ -57,7 +57,7 @@ type choiceRun struct {
 // the prefix cache: the n choices share those blocks instead of each
 // computing the prompt. A refusal or failure of any choice aborts the
 // others and answers the request with its error.
-func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, prompts []openai.Prompt, ro *openai.RequestOptions) {
+func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, prompts []openai.Prompt, tok openai.Tokenization, ro *openai.RequestOptions) {
 	n := c.sp.N
 	np := max(len(prompts), 1)
 	m := &multi{s: s, c: c, w: w, n: n, choices: make([]*choiceRun, np*n)}
@@ -66,7 +66,7 @@ func (s *Server) serveMulti(w http.ResponseWriter, r *http.Request, c *call, pro
 		if i > 0 {
 			param := "prompt[" + strconv.Itoa(i) + "]"
 			var e *openai.Error
-			if toks, e = s.appendPrompt(nil, prompts[i], param); e != nil {
+			if toks, e = s.appendPrompt(nil, prompts[i], tok, param); e != nil {
 				s.fail(w, r, nil, e)
 				return
 			}

@@ -121,8 +121,9 @@ type Config struct {
 // Tokenizer is the text side of the served model. Implementations must be
 // safe for concurrent use.
 type Tokenizer interface {
-	// AppendEncode appends the tokens of a completion prompt to dst.
-	AppendEncode(dst []int32, text string) []int32
+	// AppendEncode appends the tokens of a completion prompt to dst, as
+	// the request's tokenization fields say.
+	AppendEncode(dst []int32, text string, opt openai.Tokenization) []int32
 	// AppendChat appends the tokens of a chat rendered with the model's
 	// chat template (or the request's chat_template) to dst. An error is
 	// the request's (a template that refuses the conversation, a
@@ -136,7 +137,9 @@ type Tokenizer interface {
 // byteTokenizer is kvlease's own tokenizer: one token per byte.
 type byteTokenizer struct{}
 
-func (byteTokenizer) AppendEncode(dst []int32, text string) []int32 {
+// AppendEncode: one token per byte whatever opt says (the byte-level
+// vocabulary has neither BOS nor special-token text).
+func (byteTokenizer) AppendEncode(dst []int32, text string, _ openai.Tokenization) []int32 {
 	return tokenizer.AppendEncode(dst, text)
 }
 

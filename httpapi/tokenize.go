@@ -11,10 +11,12 @@ import (
 // one generation uses, so counts and ids agree with usage.prompt_tokens).
 
 type tokenizeRequest struct {
-	Model           string          `json:"model"`
-	Prompt          json.RawMessage `json:"prompt"`
-	Messages        json.RawMessage `json:"messages"`
-	ReturnTokenStrs bool            `json:"return_token_strs"`
+	Model              string          `json:"model"`
+	Prompt             json.RawMessage `json:"prompt"`
+	Messages           json.RawMessage `json:"messages"`
+	ReturnTokenStrs    bool            `json:"return_token_strs"`
+	AddSpecialTokens   *bool           `json:"add_special_tokens"`
+	SplitSpecialTokens bool            `json:"split_special_tokens"`
 }
 
 type tokenizeResponse struct {
@@ -24,11 +26,12 @@ type tokenizeResponse struct {
 	TokenStrs   *[]string `json:"token_strs"`
 }
 
-// tokenize serves POST /tokenize: {"prompt": "..."} or a chat's
-// {"messages": [...], "add_generation_prompt": bool} (validated as a chat
-// completion's), answered {"count", "max_model_len", "tokens",
-// "token_strs"} (token_strs only with "return_token_strs": true; a special
-// token's string is "").
+// tokenize serves POST /tokenize: {"prompt": "..."} (with
+// add_special_tokens, default true, and split_special_tokens, default
+// false, as on /v1/completions) or a chat's {"messages": [...],
+// "add_generation_prompt": bool} (validated as a chat completion's),
+// answered {"count", "max_model_len", "tokens", "token_strs"} (token_strs
+// only with "return_token_strs": true; a special token's string is "").
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	body, e := s.readBody(r, nil)
 	if e != nil {
@@ -64,7 +67,8 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 			e = openai.BadRequest("prompt", "prompt must be a string (or send messages)")
 			break
 		}
-		toks = s.cfg.Tokenizer.AppendEncode(nil, text)
+		toks = s.cfg.Tokenizer.AppendEncode(nil, text, openai.Tokenization{SplitSpecialTokens: req.SplitSpecialTokens,
+			NoAddSpecialTokens: req.AddSpecialTokens != nil && !*req.AddSpecialTokens})
 	}
 	if e != nil {
 		s.writeError(w, "", e)

@@ -3,7 +3,11 @@ package httpapi
 import (
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"testing"
+
+	"github.com/kvlease/kvlease/openai"
 )
 
 func TestTokenizeDetokenize(t *testing.T) {
@@ -86,4 +90,70 @@ func TestTruncatePromptTokens(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.extra, got, want)
 		}
 	}
+}
+
+// optTokenizer is the byte tokenizer, recording the options text prompts
+// are encoded with.
+type optTokenizer struct {
+	byteTokenizer
+	mu   sync.Mutex
+	opts []openai.Tokenization
+}
+
+func (o *optTokenizer) AppendEncode(dst []int32, text string, opt openai.Tokenization) []int32 {
+	o.mu.Lock()
+	o.opts = append(o.opts, opt)
+	o.mu.Unlock()
+	return o.byteTokenizer.AppendEncode(dst, text, opt)
+}
+
+func (o *optTokenizer) take() []openai.Tokenization {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	got := o.opts
+	o.opts = nil
+	return got
+}
+
+// TestTokenizationFieldsReachTheTokenizer: add_special_tokens and
+// split_special_tokens of /tokenize and of every prompt of a completions
+// batch reach the tokenizer; bad words are encoded without added special
+// tokens.
+func TestTokenizationFieldsReachTheTokenizer(t *testing.T) {
+	tok := &optTokenizer{}
+	n := newNode(t, nodeOpts{})
+	_, url := newServer(t, n, func(c *Config) { c.Tokenizer = tok })
+	off := openai.Tokenization{NoAddSpecialTokens: true, SplitSpecialTokens: true}
+	for _, tc := range []struct {
+		path, body string
+		want       []openai.Tokenization
+	}{
+		{"/tokenize", `{"prompt":"Hi"}`, []openai.Tokenization{{}}},
+		{"/tokenize", `{"prompt":"Hi","add_special_tokens":false,"split_special_tokens":true}`, []openai.Tokenization{off}},
+		{"/v1/completions", `{"prompt":"Hi","max_tokens":1}`, []openai.Tokenization{{}}},
+		{"/v1/completions", `{"prompt":["Hi","Ho"],"max_tokens":1,"add_special_tokens":false,"split_special_tokens":true}`, []openai.Tokenization{off, off}},
+		{"/v1/completions", `{"prompt":"Hi","max_tokens":1,"bad_words":["x"]}`, []openai.Tokenization{{}, {NoAddSpecialTokens: true}, {NoAddSpecialTokens: true}}},
+	} {
+		resp := post(t, url+tc.path, tc.body)
+		readJSON(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d", tc.path, tc.body, resp.StatusCode)
+		}
+		got := tok.take()
+		slices.SortFunc(got, func(a, b openai.Tokenization) int { return cmpOpt(a) - cmpOpt(b) })
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s %s: encoded with %+v, want %+v", tc.path, tc.body, got, tc.want)
+		}
+	}
+}
+
+func cmpOpt(o openai.Tokenization) int {
+	n := 0
+	if o.NoAddSpecialTokens {
+		n++
+	}
+	if o.SplitSpecialTokens {
+		n += 2
+	}
+	return n
 }

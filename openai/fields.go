@@ -144,9 +144,8 @@ var sharedRefused = map[string]refusal{
 
 // completionRefused adds the completions-only fields.
 var completionRefused = merge(sharedRefused, map[string]refusal{
-	"suffix":             {isNullOrEmpty, "suffix (insertion) is not supported"},
-	"prompt_embeds":      {isNullOrEmpty, "prompt embeddings are not supported"},
-	"add_special_tokens": {nullOrBool(true), "special tokens are always added as the tokenizer does"},
+	"suffix":        {isNullOrEmpty, "suffix (insertion) is not supported"},
+	"prompt_embeds": {isNullOrEmpty, "prompt embeddings are not supported"},
 })
 
 // chatRefused adds the chat-only fields.

@@ -173,8 +173,22 @@ type CompletionRequest struct {
 	// at index i×N+j; nil for a single prompt.
 	Prompt  Prompt
 	Prompts []Prompt
+	Tokenization
 	SamplingParams
 	RequestOptions
+}
+
+// Tokenization says how a text prompt becomes tokens. The zero value is
+// vLLM's default.
+type Tokenization struct {
+	// NoAddSpecialTokens: the prompt does not get the special tokens the
+	// model's tokenizer adds (BOS): vLLM's add_special_tokens false.
+	NoAddSpecialTokens bool
+	// SplitSpecialTokens: special-token text written in the prompt stays
+	// text instead of becoming the special token (Hugging Face
+	// tokenizers' split_special_tokens; vLLM has no request field for it
+	// and always parses special-token text).
+	SplitSpecialTokens bool
 }
 
 // ChatMessage is one message of a chat request. Content is the text, with
@@ -239,7 +253,9 @@ type rawCommon struct {
 
 type rawCompletion struct {
 	rawCommon
-	Prompt json.RawMessage `json:"prompt"`
+	Prompt             json.RawMessage `json:"prompt"`
+	AddSpecialTokens   *bool           `json:"add_special_tokens"`
+	SplitSpecialTokens bool            `json:"split_special_tokens"`
 }
 
 type rawChat struct {
@@ -266,7 +282,8 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	r := &CompletionRequest{Model: raw.Model}
+	r := &CompletionRequest{Model: raw.Model, Tokenization: Tokenization{SplitSpecialTokens: raw.SplitSpecialTokens,
+		NoAddSpecialTokens: raw.AddSpecialTokens != nil && !*raw.AddSpecialTokens}}
 	r.KVTransferParams, e = parseCommon(&raw.rawCommon, &r.SamplingParams, &r.RequestOptions)
 	if e != nil {
 		return r, e

@@ -481,3 +481,26 @@ func BenchmarkParseChatLong(b *testing.B) {
 		}
 	}
 }
+
+// TestTokenizationFields: add_special_tokens (vLLM's, default true) and
+// split_special_tokens (Hugging Face's, default false) on completions.
+func TestTokenizationFields(t *testing.T) {
+	for body, want := range map[string]Tokenization{
+		`{"prompt":"x"}`: {},
+		`{"prompt":"x","add_special_tokens":true,"split_special_tokens":false}`: {},
+		`{"prompt":"x","add_special_tokens":null}`:                              {},
+		`{"prompt":"x","add_special_tokens":false}`:                             {NoAddSpecialTokens: true},
+		`{"prompt":"x","split_special_tokens":true}`:                            {SplitSpecialTokens: true},
+	} {
+		r, e := ParseCompletionRequest([]byte(body))
+		if e != nil || r.Tokenization != want {
+			t.Errorf("%s: %+v, %v; want %+v", body, r, e, want)
+		}
+		if ClassifyField(false, "add_special_tokens") != FieldSupported || ClassifyField(false, "split_special_tokens") != FieldSupported {
+			t.Error("the fields are not classified supported")
+		}
+	}
+	if _, e := ParseCompletionRequest([]byte(`{"prompt":"x","add_special_tokens":"no"}`)); e == nil || e.Status != 400 {
+		t.Errorf("a string add_special_tokens: %v", e)
+	}
+}

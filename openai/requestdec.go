@@ -48,8 +48,13 @@ const (
 func decodeCompletion(body []byte, raw *rawCompletion) (odd bool, e *Error) {
 	v := new(rawValues)
 	end, odd := decodeObject(body, skipSpace(body, 0), 0, completionNames, func(key []byte, i int) (uint64, int) {
-		if string(key) == "prompt" {
+		switch string(key) {
+		case "prompt":
 			return 1 << 40, setRaw(&raw.Prompt, body, i, memberDepth)
+		case "add_special_tokens":
+			return 1 << 41, setPtrAt(&raw.AddSpecialTokens, &v.addSpecialTokens, body, i, readBool)
+		case "split_special_tokens":
+			return 1 << 42, setVal(&raw.SplitSpecialTokens, body, i, readBool)
 		}
 		return raw.rawCommon.member(key, body, i, v)
 	})
@@ -172,7 +177,7 @@ type rawValues struct {
 	seed                                                     int64
 	cacheSalt, truncationSide                                string
 	streamOptions                                            StreamOptions
-	addGenerationPrompt                                      bool
+	addGenerationPrompt, addSpecialTokens                    bool
 }
 
 // readStreamOptions reads a stream_options object.

@@ -22,6 +22,7 @@ import (
 	"github.com/kvlease/kvlease/model/gguf"
 	"github.com/kvlease/kvlease/model/llama"
 	"github.com/kvlease/kvlease/model/llama2c"
+	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/tokenizer/bpe"
 )
 
@@ -155,10 +156,12 @@ func (m *Model) Close() error {
 	return err
 }
 
-// AppendEncode appends the tokens of a completion prompt (BOS first when
-// AddBOS); special tokens written in the text stay text.
-func (m *Model) AppendEncode(dst []int32, text string) []int32 {
-	return append(dst, m.Tok.Encode(text, m.AddBOS, false)...)
+// AppendEncode appends the tokens of a completion prompt: BOS first when
+// AddBOS unless opt.NoAddSpecialTokens, and special-token text written in
+// the prompt as those tokens unless opt.SplitSpecialTokens (vLLM's and
+// Hugging Face's defaults; bpe.Tokenizer.Encode says which tokens count).
+func (m *Model) AppendEncode(dst []int32, text string, opt openai.Tokenization) []int32 {
+	return append(dst, m.Tok.Encode(text, m.AddBOS && !opt.NoAddSpecialTokens, !opt.SplitSpecialTokens)...)
 }
 
 // AppendChat renders c with the model's chat template (or the request's
