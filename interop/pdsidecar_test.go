@@ -1,0 +1,210 @@
+package interop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/llm-d/llm-d-inference-scheduler/pkg/common"
+	"github.com/llm-d/llm-d-inference-scheduler/pkg/sidecar/proxy"
+
+	"github.com/kvlease/kvlease/cluster"
+	kvproxy "github.com/kvlease/kvlease/proxy"
+)
+
+const pdModel = "kvlease-tiny" // serve's default name for the tiny profile
+
+// pdRequest is one request of the P/D comparison: its path, its body,
+// and how to read the answer's text.
+type pdRequest struct {
+	name, path string
+	body       map[string]any
+}
+
+var pdRequests = []pdRequest{
+	{"completion greedy", "/v1/completions", map[string]any{
+		"prompt":     "The quick brown fox jumps over the lazy dog, and then it runs across the wide green field to the river",
+		"max_tokens": 24, "temperature": 0, "ignore_eos": true}},
+	{"completion seeded", "/v1/completions", map[string]any{
+		"prompt": "Once upon a time in a land far away", "max_tokens": 24, "seed": 42, "temperature": 0.9, "ignore_eos": true}},
+	{"completion streaming", "/v1/completions", map[string]any{
+		"prompt": "Streams of tokens flow from the decode engine", "max_tokens": 24, "temperature": 0, "ignore_eos": true,
+		"stream": true}},
+	{"chat", "/v1/chat/completions", map[string]any{
+		"messages":   []map[string]string{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is a lease?"}},
+		"max_tokens": 24, "seed": 7}},
+	{"chat streaming", "/v1/chat/completions", map[string]any{
+		"messages":   []map[string]string{{"role": "user", "content": "Tell me about prefill and decode."}},
+		"max_tokens": 24, "seed": 3, "ignore_eos": true, "stream": true, "stream_options": map[string]any{"include_usage": true}}},
+}
+
+// answer posts r to base (with the prefill header when prefill is not
+// empty) and returns the answer's text: the first choice's text or
+// message content, the deltas joined when streamed.
+func answer(t *testing.T, base string, r pdRequest, prefill string) string {
+	t.Helper()
+	body := map[string]any{"model": pdModel}
+	for k, v := range r.body {
+		body[k] = v
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, base+r.path, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if prefill != "" {
+		req.Header.Set(common.PrefillPodHeader, prefill)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: %s %s", base, resp.Status, msg)
+	}
+	type choice struct {
+		Text    string `json:"text"`
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+	}
+	type chunk struct {
+		Choices []choice `json:"choices"`
+	}
+	text := func(c chunk) string {
+		if len(c.Choices) == 0 {
+			return ""
+		}
+		return c.Choices[0].Text + c.Choices[0].Message.Content + c.Choices[0].Delta.Content
+	}
+	if r.body["stream"] != true {
+		var c chunk
+		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+			t.Fatal(err)
+		}
+		return text(c)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	done := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			done = true
+			break
+		}
+		var c chunk
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("stream chunk %q: %v", data, err)
+		}
+		out.WriteString(text(c))
+	}
+	if !done {
+		t.Fatalf("%s: stream ended without [DONE]", base)
+	}
+	return out.String()
+}
+
+// freePort returns a port that was free a moment ago (the sidecar takes a
+// port number, not a listener).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestPDSidecarMatchesSingleEngine runs llm-d-inference-scheduler's P/D
+// sidecar (pkg/sidecar/proxy, connector nixlv2, as cmd/pd-sidecar starts
+// it) in front of a kvlease decode engine, with a kvlease prefill engine
+// named in x-prefiller-host-port as llm-d's scheduler names it: every
+// answer (completion, chat, streamed or not, greedy or seeded) equals the
+// answer of one `kvlease serve --role both` engine, and each request went
+// through P/D (P granted one lease per request and every lease ended in a
+// read by D).
+func TestPDSidecarMatchesSingleEngine(t *testing.T) {
+	single := serve(t, "--role", "both", "--profile", "tiny", "--transfer-port", "0")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{Binary: kvleaseBin, Prefill: 1, Decode: 1, ReadyTimeout: waitTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, d := c.URLs(kvproxy.RolePrefill)[0], c.URLs(kvproxy.RoleDecode)[0]
+	decodeURL, err := url.Parse(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefillHostPort := strings.TrimPrefix(p, "http://")
+
+	port := freePort(t)
+	sidecar := proxy.NewProxy(port, decodeURL, proxy.Config{Connector: proxy.ConnectorNIXLV2})
+	allow, err := proxy.NewAllowlistValidator(false, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- sidecar.Start(ctx, nil, allow) }()
+	defer func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Errorf("sidecar: %v", err)
+		}
+	}()
+	base := "http://127.0.0.1:" + port
+	waitFor(t, "the sidecar's /health", func() bool {
+		select {
+		case err := <-stopped:
+			t.Fatalf("sidecar stopped: %v", err)
+		default:
+		}
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+
+	for _, r := range pdRequests {
+		t.Run(r.name, func(t *testing.T) {
+			want := answer(t, single.URL, r, "")
+			got := answer(t, base, r, prefillHostPort)
+			if got != want || got == "" {
+				t.Errorf("through llm-d's sidecar %q\n            single engine %q", got, want)
+			}
+		})
+	}
+	granted := `kvlease_leases_granted_total{model_name="` + pdModel + `"}`
+	read := `kvlease_leases_released_total{model_name="` + pdModel + `",reason="read_done"}`
+	if g := metric(t, p, granted); g != float64(len(pdRequests)) {
+		t.Errorf("P granted %v leases for %d requests through the sidecar", g, len(pdRequests))
+	}
+	waitFor(t, "every lease to end in a read", func() bool { return metric(t, p, read) == float64(len(pdRequests)) })
+	t.Logf("%d requests through llm-d's pd-sidecar (nixlv2) equal to a single engine; P: %s", len(pdRequests), fmt.Sprint(metric(t, p, read), " leases read"))
+}
