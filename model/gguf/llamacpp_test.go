@@ -234,6 +234,7 @@ func BenchmarkEncodeLlama3(b *testing.B) {
 		"東京は日本の首都です。 Ünïcödé naïve café 🦙🦙 emoji!\n", 40)
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		tk.Encode(text, true, true)
 	}

@@ -173,12 +173,21 @@ func TestBadVocab(t *testing.T) {
 }
 
 func FuzzEncode(f *testing.F) {
-	tk, _ := New(gpt2Vocab())
+	var tks []*Tokenizer
+	for p := Pre(0); p < numPre; p++ {
+		v := gpt2Vocab()
+		v.Pre, v.IgnoreMerges = p, p == PreLlama3
+		tk, _ := New(v)
+		tks = append(tks, tk)
+	}
 	sp, _ := New(spmVocab([]string{"▁", "a", "▁a"}, []float32{-1, -2, -3}))
 	f.Add("hello  world's 12\n")
+	f.Add("\xff 2024\t\t'LL 東京 🦙\u0301")
 	f.Fuzz(func(t *testing.T, s string) {
-		if d := tk.Decode(tk.Encode(s, false, false)); d != s {
-			t.Fatalf("byte-level round trip of %q gave %q", s, d)
+		for _, tk := range tks {
+			if d := tk.Decode(tk.Encode(s, false, false)); d != s {
+				t.Fatalf("byte-level (%v) round trip of %q gave %q", tk.pre, s, d)
+			}
 		}
 		if utf8.ValidString(s) {
 			if d := sp.Decode(sp.Encode(s, false, false)); d != s {
@@ -193,4 +202,53 @@ func words(p Pre, s string) []string {
 	var out []string
 	p.split(s, func(w string) { out = append(out, w) })
 	return out
+}
+
+// TestSpecialTokenText: with special, control, user-defined and unknown
+// pieces written in the text are their tokens, the leftmost first and the
+// longest there (Hugging Face's rule: "<ab>" before "<b>cd>" although the
+// latter is longer); without, only user-defined ones are.
+func TestSpecialTokenText(t *testing.T) {
+	v := gpt2Vocab()
+	extra := []struct {
+		piece string
+		typ   int32
+	}{{"<ab>", TypeControl}, {"<b>cd>", TypeControl}, {"<a", TypeControl}, {"<u>", TypeUserDefined}, {"<unk>", TypeUnknown}, {"<x>", TypeNormal}}
+	for _, e := range extra {
+		v.Pieces = append(v.Pieces, e.piece)
+		v.Types = append(v.Types, e.typ)
+	}
+	tk, err := New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	special := func(p string) string { return "[" + p + "]" }
+	show := func(ids []int32) string {
+		var sb strings.Builder
+		for _, id := range ids {
+			if tk.types[id] == TypeNormal {
+				sb.Write(tk.TokenBytes(id))
+			} else {
+				sb.WriteString(special(tk.Piece(id)))
+			}
+		}
+		return sb.String()
+	}
+	for _, tc := range []struct {
+		in             string
+		special, plain string
+	}{
+		{"x<ab>cd>y", "x[<ab>]cd>y", "x<ab>cd>y"},
+		{"x<b>cd>y", "x[<b>cd>]y", "x<b>cd>y"},
+		{"<abc", "[<a]bc", "<abc"},
+		{"a<u>b<unk><x>", "a[<u>]b[<unk>]<x>", "a[<u>]b<unk><x>"},
+		{"<|endoftext|><|endoftext|>", "[<|endoftext|>][<|endoftext|>]", "<|endoftext|><|endoftext|>"},
+	} {
+		if got := show(tk.Encode(tc.in, false, true)); got != tc.special {
+			t.Errorf("%q with special tokens: %s, want %s", tc.in, got, tc.special)
+		}
+		if got := show(tk.Encode(tc.in, false, false)); got != tc.plain {
+			t.Errorf("%q without special tokens: %s, want %s", tc.in, got, tc.plain)
+		}
+	}
 }
