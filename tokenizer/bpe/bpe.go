@@ -65,13 +65,18 @@ type Vocab struct {
 // Tokenizer encodes text to token ids and back. It is immutable after New
 // and safe for concurrent use.
 type Tokenizer struct {
-	kind    Kind
-	pieces  []string
-	scores  []float32
-	types   []int32
-	ids     map[string]int32
-	ranks   map[[2]string]int // ByteLevel
-	byteTok [256]int32        // SentencePiece byte fallback (-1: none)
+	kind   Kind
+	pieces []string
+	scores []float32
+	types  []int32
+	ids    map[string]int32
+	// ByteLevel: the merges by the ids of their two sides, the token of
+	// each byte's character (-1: none) and, with IgnoreMerges, every
+	// token by the bytes it stands for.
+	merges  map[uint64]pairMerge
+	byteID  [256]int32
+	words   map[string]int32
+	byteTok [256]int32 // SentencePiece byte fallback (-1: none)
 	unk     int32
 	bos     int32
 	eos     int32
@@ -148,15 +153,8 @@ func New(v Vocab) (*Tokenizer, error) {
 	}
 	t.special = newSpecials(v.Pieces, t.types)
 	if v.Kind == ByteLevel {
-		t.ranks = make(map[[2]string]int, len(v.Merges))
-		for r, m := range v.Merges {
-			a, b, ok := strings.Cut(m, " ")
-			if !ok {
-				return nil, fmt.Errorf("%w: merge %d %q is not a pair", ErrVocab, r, m)
-			}
-			if _, dup := t.ranks[[2]string{a, b}]; !dup {
-				t.ranks[[2]string{a, b}] = r
-			}
+		if err := t.byteLevel(v); err != nil {
+			return nil, err
 		}
 	}
 	t.text = make([][]byte, n)
@@ -297,7 +295,8 @@ func (t *Tokenizer) Encode(text string, bos, special bool) []int32 {
 
 func (t *Tokenizer) encodeText(out []int32, text string, prefix bool) []int32 {
 	if t.kind == ByteLevel {
-		t.pre.split(text, func(w string) { out = t.bpeWord(out, w) })
+		var sc bpeScratch
+		t.pre.split(text, func(w string) { out = t.bpeWord(out, w, &sc) })
 		return out
 	}
 	s := strings.ReplaceAll(text, " ", t.space)
@@ -406,34 +405,6 @@ func (t *Tokenizer) spm(out []int32, s string) []int32 {
 			case t.unk >= 0:
 				out = append(out, t.unk)
 			}
-		}
-	}
-	return out
-}
-
-func (t *Tokenizer) bpeWord(out []int32, w string) []int32 {
-	var sb strings.Builder
-	for i := 0; i < len(w); i++ {
-		sb.WriteRune(byteToUnicode[w[i]])
-	}
-	u := sb.String()
-	if id, ok := t.ids[u]; ok && (t.ignore || utf8.RuneCountInString(u) == 1) {
-		return append(out, id)
-	}
-	syms := make([]symbol, 0, len(w))
-	for i, r := range u {
-		syms = append(syms, symbol{text: u[i : i+utf8.RuneLen(r)], prev: len(syms) - 1, next: len(syms) + 1})
-	}
-	syms[len(syms)-1].next = -1
-	merge(syms, func(a, b string) (float64, bool) {
-		r, ok := t.ranks[[2]string{a, b}]
-		return -float64(r), ok
-	})
-	for i := 0; i >= 0 && i < len(syms); i = syms[i].next {
-		if id, ok := t.ids[syms[i].text]; ok {
-			out = append(out, id)
-		} else if t.unk >= 0 {
-			out = append(out, t.unk)
 		}
 	}
 	return out
