@@ -11,6 +11,7 @@ import (
 	"github.com/kvlease/kvlease/internal/llamatest"
 	"github.com/kvlease/kvlease/model/gguf"
 	"github.com/kvlease/kvlease/model/llama"
+	"github.com/kvlease/kvlease/tokenizer/bpe"
 )
 
 func shape() llama.Config {
@@ -342,5 +343,58 @@ func TestArchitectures(t *testing.T) {
 	f, _ = gguf.Parse(write(t, q2, llamatest.GGUFOptions{Architecture: "qwen2", Extra: map[string]any{"qwen2.pooling_type": uint32(1)}}))
 	if _, err := gguf.Llama(f); err == nil || !strings.Contains(err.Error(), "qwen2.pooling_type") {
 		t.Errorf("qwen2 embedding model: %v", err)
+	}
+}
+
+// TestPreTokenizerNames: tokenizer.ggml.pre picks the pre-tokenizer as
+// llama.cpp reads it; a missing one is llama.cpp's default with a note to
+// log; an unknown one is refused naming it.
+func TestPreTokenizerNames(t *testing.T) {
+	w := llamatest.Random(shape(), 5, true)
+	v := llamatest.SPMVocab(w.Config.VocabSize)
+	f, err := gguf.Parse(write(t, w, llamatest.GGUFOptions{Vocab: &v}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Metadata["tokenizer.ggml.model"] = "gpt2"
+	f.Metadata["tokenizer.ggml.merges"] = []string{}
+	for _, tc := range []struct {
+		name    string // "" for none
+		pre     bpe.Pre
+		bos     bool
+		note    bool
+		refused bool
+	}{
+		{"llama-bpe", bpe.PreLlama3, true, false, false},
+		{"smaug-bpe", bpe.PreLlama3, false, false, false},
+		{"qwen2", bpe.PreQwen2, false, false, false},
+		{"qwen35", bpe.PreQwen35, false, false, false},
+		{"smollm", bpe.PreStarCoder, false, false, false},
+		{"gpt-2", bpe.PreGPT2, false, false, false},
+		{"falcon", bpe.PreFalcon, false, false, false},
+		{"", bpe.PreDefault, false, true, false},
+		{"tekken", 0, false, false, true},
+		{"no-such-tokenizer", 0, false, false, true},
+	} {
+		delete(f.Metadata, "tokenizer.ggml.pre")
+		if tc.name != "" {
+			f.Metadata["tokenizer.ggml.pre"] = tc.name
+		}
+		p, note, err := gguf.PreTokenizer(f)
+		tk, terr := gguf.Tokenizer(f)
+		if tc.refused {
+			if !errors.Is(err, gguf.ErrUnsupported) || !errors.Is(terr, gguf.ErrUnsupported) || !strings.Contains(terr.Error(), `"`+tc.name+`"`) {
+				t.Errorf("%q: %v, %v; want a refusal naming it", tc.name, err, terr)
+			}
+			continue
+		}
+		if err != nil || terr != nil || p.Pre != tc.pre || (note != "") != tc.note || gguf.AddBOS(f, tk) != tc.bos {
+			t.Errorf("%q: %+v, note %q, %v, %v, adds BOS %v", tc.name, p, note, err, terr, tk != nil && gguf.AddBOS(f, tk))
+		}
+	}
+	f.Metadata["tokenizer.ggml.pre"] = "llama-bpe"
+	f.Metadata["tokenizer.ggml.add_bos_token"] = false
+	if tk, err := gguf.Tokenizer(f); err != nil || gguf.AddBOS(f, tk) {
+		t.Errorf("add_bos_token false: %v", err)
 	}
 }
