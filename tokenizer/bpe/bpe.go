@@ -17,9 +17,10 @@ const (
 	// by the highest score, and characters outside the vocabulary fall back
 	// to byte tokens <0xXX>.
 	SentencePiece Kind = iota
-	// ByteLevel is GPT-2-style byte-level BPE (SmolLM, GPT-2, …): text is
-	// split by GPT-2's pre-tokenizer, bytes map to printable characters, and
-	// pairs merge by their rank in the merges list.
+	// ByteLevel is GPT-2-style byte-level BPE (Llama 3, Qwen2, SmolLM,
+	// GPT-2, …): text is split by the vocabulary's pre-tokenizer (Pre),
+	// bytes map to printable characters, and pairs merge by their rank in
+	// the merges list.
 	ByteLevel
 )
 
@@ -314,7 +315,7 @@ type symbol struct {
 
 type bigram struct {
 	left, right int
-	score       float64 // SentencePiece: the merged piece's score; ByteLevel: -rank
+	score       float64 // the merged piece's score
 	size        int     // length of the merged text, to detect stale entries
 }
 
