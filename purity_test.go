@@ -73,6 +73,8 @@ var edge = map[string]bool{
 	"kvevents/kveventstest": true,
 	// kvleasebin: builds cmd/kvlease for the tests that run it.
 	"internal/kvleasebin": true,
+	// tlsfiles: TLS configurations from PEM files, reloaded on change.
+	"internal/tlsfiles": true,
 }
 
 // forbiddenImports are the standard-library packages a pure package may not

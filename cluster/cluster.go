@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/tlsfiles"
 	"github.com/kvlease/kvlease/proxy"
 	"github.com/kvlease/kvlease/proxy/route"
 )
@@ -92,6 +94,15 @@ type Options struct {
 	// not applied to it; ProxyArgs are appended to its command line.
 	ProxyProcess bool
 	ProxyArgs    []string
+
+	// TLS, when set, makes every HTTP port HTTPS with its certificate
+	// (kvlease up --tls writes a throwaway one): the engines serve it,
+	// the proxy serves it and verifies the engines against its CA.
+	TLS *tlsfiles.Local
+	// ClientCerts (with TLS) makes the engines require a client
+	// certificate signed by the CA (--ssl-cert-reqs 2); the proxy
+	// presents TLS's.
+	ClientCerts bool
 }
 
 func (o *Options) fill() error {
@@ -285,7 +296,8 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 		if build == nil {
 			build = DefaultServeArgs
 		}
-		args := append(build(e, c.secretFile), opt.ExtraServeArgs...)
+		args := append(build(e, c.secretFile), c.tlsArgs("")...)
+		args = append(args, opt.ExtraServeArgs...)
 		c.engines = append(c.engines, &proc{info: e, prefix: prefix, args: args, env: opt.Env})
 	}
 	if opt.ProxyProcess {
@@ -302,7 +314,8 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 		args := append([]string{"proxy", "--host", e.Host, "--port", strconv.Itoa(e.Port),
 			"--prefill", strings.Join(c.URLs(proxy.RolePrefill), ","),
 			"--decode", strings.Join(c.URLs(proxy.RoleDecode), ","),
-			"--policy", opt.Policy.String(), "--drain-timeout", opt.DrainTimeout.String()}, opt.ProxyArgs...)
+			"--policy", opt.Policy.String(), "--drain-timeout", opt.DrainTimeout.String()}, c.tlsArgs(RoleProxy)...)
+		args = append(args, opt.ProxyArgs...)
 		c.proxyProc = &proc{info: e, prefix: prefix, args: args, env: opt.Env}
 	}
 	for _, p := range c.engines {
@@ -325,6 +338,48 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	return c, c.startProxy()
 }
 
+// tlsArgs are the HTTPS flags of an engine, or of the proxy process
+// (role RoleProxy).
+func (c *Cluster) tlsArgs(role string) []string {
+	t := c.opt.TLS
+	if t == nil {
+		return nil
+	}
+	args := []string{"--ssl-certfile", t.CertFile, "--ssl-keyfile", t.KeyFile}
+	switch {
+	case role == RoleProxy:
+		args = append(args, "--engine-ssl-ca-certs", t.CAFile)
+		if c.opt.ClientCerts {
+			args = append(args, "--engine-ssl-certfile", t.CertFile, "--engine-ssl-keyfile", t.KeyFile)
+		}
+	case c.opt.ClientCerts:
+		args = append(args, "--ssl-ca-certs", t.CAFile, "--ssl-cert-reqs", "2")
+	}
+	return args
+}
+
+// clientTLS is the client configuration of the cluster's own requests
+// (health checks, the proxy's legs): the CA, and the client certificate
+// when the engines require one. Nil without TLS.
+func (c *Cluster) clientTLS() (*tls.Config, error) {
+	t := c.opt.TLS
+	if t == nil {
+		return nil, nil
+	}
+	f := tlsfiles.ClientFiles{CAFile: t.CAFile}
+	if c.opt.ClientCerts {
+		f.CertFile, f.KeyFile = t.CertFile, t.KeyFile
+	}
+	return tlsfiles.Client(f, c.opt.Logger)
+}
+
+func (c *Cluster) scheme() string {
+	if c.opt.TLS != nil {
+		return "https://"
+	}
+	return "http://"
+}
+
 // place applies Options.Place to e and sets its URL; it returns the
 // command prefix.
 func (c *Cluster) place(e *Engine) []string {
@@ -332,7 +387,7 @@ func (c *Cluster) place(e *Engine) []string {
 	if c.opt.Place != nil {
 		prefix = c.opt.Place(e)
 	}
-	e.URL = "http://" + net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
+	e.URL = c.scheme() + net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
 	return prefix
 }
 
@@ -345,6 +400,15 @@ func (c *Cluster) startProxy() error {
 			cfg.Prefill = append(cfg.Prefill, p.info.URL)
 		} else {
 			cfg.Decode = append(cfg.Decode, p.info.URL)
+		}
+	}
+	if c.opt.TLS != nil {
+		var err error
+		if cfg.EngineTLS, err = c.clientTLS(); err != nil {
+			return err
+		}
+		if cfg.TLS, err = tlsfiles.Server(tlsfiles.ServerFiles{CertFile: c.opt.TLS.CertFile, KeyFile: c.opt.TLS.KeyFile}, c.opt.Logger); err != nil {
+			return err
 		}
 	}
 	if c.opt.Proxy != nil {
@@ -360,7 +424,7 @@ func (c *Cluster) startProxy() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.px, c.stopProxy, c.served = px, cancel, make(chan error, 1)
-	c.proxyURL = "http://" + ln.Addr().String()
+	c.proxyURL = c.scheme() + ln.Addr().String()
 	go func() { c.served <- px.Serve(ctx, ln, c.opt.DrainTimeout) }()
 	return nil
 }
@@ -409,7 +473,13 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *proc) error {
 	p.mu.Lock()
 	r := p.cur
 	p.mu.Unlock()
-	client := &http.Client{Timeout: time.Second}
+	ctls, err := c.clientTLS()
+	if err != nil {
+		return err
+	}
+	tr := &http.Transport{TLSClientConfig: ctls}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Timeout: time.Second, Transport: tr}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {

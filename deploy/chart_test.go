@@ -420,3 +420,64 @@ func TestChartLeaseSpill(t *testing.T) {
 		t.Errorf("KVLEASE_LEASE_SPILL %q set by default", e.Value)
 	}
 }
+
+// TestChartTLS: with tls.secretName the engines get the Secret's files as
+// --ssl-* (their environment), mounted read only, and HTTPS probes; the
+// proxy serves HTTPS, dials https engine URLs and verifies them against
+// ca.crt, presenting the certificate. llm-d's topology and
+// clientCertReqs 2 are refused.
+func TestChartTLS(t *testing.T) {
+	r := mustRender(t, map[string]any{"tls": map[string]any{"secretName": "kv-tls", "clientCertReqs": 1}})
+	for _, name := range []string{"demo-kvlease-prefill", "demo-kvlease-decode", "demo-kvlease-proxy"} {
+		d := r.deployments[name]
+		if d == nil {
+			t.Fatalf("no %s: %s", name, r.kinds())
+		}
+		c := &d.Spec.Template.Spec.Containers[0]
+		mounted := false
+		for _, m := range c.VolumeMounts {
+			mounted = mounted || m.Name == "tls" && m.MountPath == "/etc/kvlease/tls" && m.ReadOnly
+		}
+		secret := false
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			secret = secret || v.Name == "tls" && v.Secret != nil && v.Secret.SecretName == "kv-tls"
+		}
+		if !mounted || !secret {
+			t.Errorf("%s: the Secret is not mounted read only at /etc/kvlease/tls", name)
+		}
+		for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+			if p != nil && p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+				t.Errorf("%s: probe %s over %s", name, p.HTTPGet.Path, p.HTTPGet.Scheme)
+			}
+		}
+		if name == "demo-kvlease-proxy" {
+			args := strings.Join(c.Args, " ")
+			for _, want := range []string{"--prefill=https://demo-kvlease-prefill:8000", "--decode=https://demo-kvlease-decode:8000",
+				"--ssl-certfile=/etc/kvlease/tls/tls.crt", "--ssl-keyfile=/etc/kvlease/tls/tls.key",
+				"--engine-ssl-ca-certs=/etc/kvlease/tls/ca.crt", "--engine-ssl-certfile=/etc/kvlease/tls/tls.crt"} {
+				if !strings.Contains(args, want) {
+					t.Errorf("proxy args %q lack %s", args, want)
+				}
+			}
+			continue
+		}
+		for k, want := range map[string]string{"KVLEASE_SSL_CERTFILE": "/etc/kvlease/tls/tls.crt", "KVLEASE_SSL_KEYFILE": "/etc/kvlease/tls/tls.key",
+			"KVLEASE_SSL_CA_CERTS": "/etc/kvlease/tls/ca.crt", "KVLEASE_SSL_CERT_REQS": "1"} {
+			if e := env(c, k); e == nil || e.Value != want {
+				t.Errorf("%s: %s = %v, want %s", name, k, e, want)
+			}
+		}
+	}
+	if c := container(mustRender(t, nil).deployments["demo-kvlease-decode"], "kvlease"); env(c, "KVLEASE_SSL_CERTFILE") != nil ||
+		c.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTP {
+		t.Error("TLS without tls.secretName")
+	}
+	for values, want := range map[string]map[string]any{
+		"topology llm-d": {"topology": "llm-d", "tls": map[string]any{"secretName": "kv-tls"}},
+		"clientCertReqs": {"tls": map[string]any{"secretName": "kv-tls", "clientCertReqs": 2}},
+	} {
+		if _, err := render(want); err == nil || !strings.Contains(err.Error(), values) {
+			t.Errorf("values %v: err %v, want it to name %s", want, err, values)
+		}
+	}
+}

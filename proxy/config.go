@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,6 +81,15 @@ type Config struct {
 	// forwarded as it came, so a client's key reaches the engines and the
 	// proxy can still abort its requests.
 	EngineAPIKey string
+
+	// TLS, when set, makes Serve's listener TLS (clients speak HTTPS).
+	TLS *tls.Config
+	// EngineTLS is the client configuration of the connections to
+	// https engines (legs, aborts, scrapes, /v1/models): the CAs they are
+	// verified against (nil RootCAs: the system's) and a client
+	// certificate for engines that ask for one. Nil: the defaults. Not
+	// used with Transport set.
+	EngineTLS *tls.Config
 
 	// Logger receives the proxy's logs; nil discards them.
 	Logger *slog.Logger

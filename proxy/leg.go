@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -118,7 +119,7 @@ func (lcl *legClient) roundTrip(ctx context.Context, deadline time.Time, e *engi
 		lc := e.pool.get(lcl.idleTimeout)
 		reused := lc != nil
 		if lc == nil {
-			nc, err := lcl.dialBy(ctx, deadline, e.hostPort)
+			nc, err := lcl.dialBy(ctx, deadline, e)
 			if err != nil {
 				return nil, err
 			}
@@ -141,14 +142,25 @@ func (lcl *legClient) roundTrip(ctx context.Context, deadline time.Time, e *engi
 	}
 }
 
-// dialBy dials addr, giving up when ctx is done or at deadline.
-func (lcl *legClient) dialBy(ctx context.Context, deadline time.Time, addr string) (net.Conn, error) {
+// dialBy dials e, giving up when ctx is done or at deadline; an https
+// engine's connection is TLS, its handshake done. A failed handshake is
+// a dial error too: the engine never saw the request.
+func (lcl *legClient) dialBy(ctx context.Context, deadline time.Time, e *engine) (net.Conn, error) {
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	return lcl.dial(ctx, "tcp", addr)
+	nc, err := lcl.dial(ctx, "tcp", e.hostPort)
+	if err != nil || e.tls == nil {
+		return nc, err
+	}
+	tc := tls.Client(nc, e.tls)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: nc.RemoteAddr(), Err: fmt.Errorf("TLS handshake: %w", err)}
+	}
+	return tc, nil
 }
 
 // nothingAnswered wraps an error that came before any byte of the answer.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -85,6 +86,7 @@ type engine struct {
 	inflight  atomic.Int64
 	downUntil atomic.Int64 // clock.Instant of the proxy's clock; 0 when up
 	pool      connPool     // the legs' idle connections to it
+	tls       *tls.Config  // an https engine's client configuration (ServerName set); nil for http
 
 	// Guarded by Proxy.mu.
 	scraped   bool
@@ -118,6 +120,7 @@ func New(cfg Config) (*Proxy, error) {
 			MaxIdleConnsPerHost: 1024,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true, // events must pass as they come, not gzip-buffered
+			TLSClientConfig:     cfg.EngineTLS.Clone(),
 		}
 		p.transport = p.ownsTr
 		p.legs = &legClient{
@@ -137,6 +140,15 @@ func New(cfg Config) (*Proxy, error) {
 		for i, u := range urls {
 			base, _ := ParseEngineURL(u) // validated above
 			e := &engine{role: name, index: i, base: base, hostPort: base[strings.Index(base, "//")+2:]}
+			if strings.HasPrefix(base, "https:") {
+				e.tls = cfg.EngineTLS.Clone()
+				if e.tls == nil {
+					e.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+				}
+				if e.tls.ServerName == "" {
+					e.tls.ServerName, _, _ = net.SplitHostPort(e.hostPort)
+				}
+			}
 			r.engines = append(r.engines, e)
 			r.hostPorts = append(r.hostPorts, e.hostPort)
 			p.engines = append(p.engines, e)
@@ -221,6 +233,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, drain time.Duration)
 		Handler:           p,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         p.cfg.TLS,
 		Logger:            p.log,
 	}
 	h1.SetBounds(srv)

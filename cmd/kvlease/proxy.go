@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/tlsfiles"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/proxy"
 	"github.com/kvlease/kvlease/proxy/route"
@@ -52,10 +53,22 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 	fs.StringVar(&cfg.EngineAPIKey, "engine-api-key", "", "key presented to the engines (their --api-key) instead of forwarding the client's Authorization header")
 	drain := fs.Duration("drain-timeout", 5*time.Second, "on SIGTERM, time given to requests in flight before they are aborted")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file, from start to shutdown")
+	tlsf := addTLSFlags(fs)
+	var engineTLS tlsfiles.ClientFiles
+	fs.StringVar(&engineTLS.CAFile, "engine-ssl-ca-certs", "", "PEM CA certificates that https engines are verified against (default: the system's)")
+	fs.StringVar(&engineTLS.CertFile, "engine-ssl-certfile", "", "a PEM client certificate presented to https engines that ask for one (their --ssl-cert-reqs)")
+	fs.StringVar(&engineTLS.KeyFile, "engine-ssl-keyfile", "", "the PEM private key of --engine-ssl-certfile")
 	if err := parseFlags(fs, args); err != nil {
 		return proxyFlags{}, err
 	}
 	var err error
+	tlsLog := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})) // certificate reloads
+	if cfg.TLS, err = tlsf.config(tlsLog); err != nil {
+		return proxyFlags{}, err
+	}
+	if cfg.EngineTLS, err = tlsfiles.Client(engineTLS, tlsLog); err != nil {
+		return proxyFlags{}, fmt.Errorf("--engine-ssl-*: %v", err)
+	}
 	if cfg.Prefill, err = engineURLs("--prefill", *prefill); err != nil {
 		return proxyFlags{}, err
 	}
@@ -146,7 +159,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("--host/--port: %v", err)
 	}
-	fmt.Fprintf(stdout, "kvlease proxy on http://%s (%s): prefill %s; decode %s\n", ln.Addr(), f.cfg.Route.Policy,
+	fmt.Fprintf(stdout, "kvlease proxy on %s://%s (%s): prefill %s; decode %s\n", scheme(f.cfg.TLS), ln.Addr(), f.cfg.Route.Policy,
 		strings.Join(f.cfg.Prefill, ", "), strings.Join(f.cfg.Decode, ", "))
 	return px.Serve(ctx, ln, f.drain)
 }

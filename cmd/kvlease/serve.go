@@ -85,6 +85,7 @@ type serveFlags struct {
 	llm      *llamafile.Model
 	threads  int
 	kvEvents kvEventsFlags
+	tls      *tlsFlags // HTTPS (--ssl-*): checked and loaded when the engine starts
 }
 
 // kvBytesPerToken is the KV of one token in the pool: the model file's
@@ -173,6 +174,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	maxFaults := fs.Int("max-faults", 64, "--enable-fault-api: active faults at most (409 beyond)")
 	kvEvents := kvEventsFlagVars(fs)
 	lora := loraFlagVars(fs)
+	tlsf := addTLSFlags(fs)
 	if err := parseFlags(fs, expandLoRAModules(args)); err != nil {
 		return serveFlags{}, err
 	}
@@ -186,7 +188,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 
 	f := serveFlags{host: *host, port: *port, transferPort: *transferPort, advertiseHost: *advertise,
 		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly,
-		sched: sc, seed: *seed, maxBodyBytes: *maxBody, streamInterval: *streamInterval, cpuProfile: *cpuProfile, drain: *drain, apiKeys: apiKeys(keys)}
+		sched: sc, seed: *seed, maxBodyBytes: *maxBody, streamInterval: *streamInterval, cpuProfile: *cpuProfile, drain: *drain, apiKeys: apiKeys(keys), tls: tlsf}
 	switch {
 	case *faultAPI && strings.TrimSpace(*adminKey) == "":
 		return f, errors.New("--enable-fault-api: needs --admin-key (or KVLEASE_ADMIN_KEY): the fault API can break any request")
@@ -196,6 +198,9 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		f.faults = &httpapi.FaultConfig{AdminKey: *adminKey, Seed: *faultSeed, MaxActive: *maxFaults}
 	}
 	var err error
+	if _, err = tlsf.check(); err != nil {
+		return f, err
+	}
 	if f.kvEvents, err = kvEvents(); err != nil {
 		return f, err
 	}
@@ -566,7 +571,13 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		Logger:            log,
 	}
 	h1.SetBounds(es.http)
-	es.urlStr = "http://" + ln.Addr().String()
+	if f.tls != nil {
+		if es.http.TLSConfig, err = f.tls.config(log); err != nil {
+			es.close()
+			return nil, err
+		}
+	}
+	es.urlStr = scheme(es.http.TLSConfig) + "://" + ln.Addr().String()
 	return es, nil
 }
 

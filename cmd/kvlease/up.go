@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/internal/tlsfiles"
 	"github.com/kvlease/kvlease/proxy/route"
 )
 
@@ -37,8 +40,15 @@ func parseUpFlags(args []string, stderr io.Writer) (cluster.Options, string, err
 	fs.StringVar(&opt.Binary, "binary", "", "kvlease binary to run the engines with (default: this one)")
 	fs.DurationVar(&opt.ReadyTimeout, "ready-timeout", 60*time.Second, "how long each engine may take to answer /health")
 	mf := addModelFileFlags(fs)
+	tlsOn := fs.Bool("tls", false, "HTTPS everywhere: a throwaway CA and certificate for 127.0.0.1 in the log directory (tls/ca.pem for clients)")
+	fs.BoolVar(&opt.ClientCerts, "tls-client-certs", false, "with --tls: the engines require a client certificate (mutual TLS), which the proxy presents")
 	if err := parseFlags(fs, args); err != nil {
 		return opt, "", err
+	}
+	if *tlsOn {
+		opt.TLS = &tlsfiles.Local{} // written when the log directory exists
+	} else if opt.ClientCerts {
+		return opt, "", errors.New("--tls-client-certs: needs --tls")
 	}
 	switch {
 	case opt.Prefill < 1 || opt.Prefill > cluster.MaxEngines:
@@ -74,6 +84,17 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if opt.TLS != nil {
+		dir := filepath.Join(opt.LogDir, "tls")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		l, err := tlsfiles.WriteLocal(dir, "127.0.0.1", "::1", "localhost")
+		if err != nil {
+			return fmt.Errorf("--tls: %w", err)
+		}
+		opt.TLS = &l
+	}
 	opt.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fmt.Fprintf(stdout, "kvlease up: starting %d prefill and %d decode engine(s), %s...\n",
 		opt.Prefill, opt.Decode, what)
@@ -104,12 +125,17 @@ func printCluster(w io.Writer, c *cluster.Cluster, opt cluster.Options) {
 	for _, e := range c.Engines() {
 		fmt.Fprintf(w, "  %-9s %-24s pid %d, transfer port %d, log %s\n", e.Name(), e.URL, c.PID(e.Index), e.TransferPort, e.LogPath)
 	}
+	curl := "curl"
+	if opt.TLS != nil {
+		curl = "curl --cacert " + opt.TLS.CAFile
+		fmt.Fprintf(w, "\nHTTPS: the CA is %s (certificate %s, key %s)\n", opt.TLS.CAFile, opt.TLS.CertFile, opt.TLS.KeyFile)
+	}
 	fmt.Fprintf(w, "\nTry it:\n\n"+
-		"  curl -s %[1]s/v1/completions -H 'Content-Type: application/json' \\\n"+
+		"  %[2]s -s %[1]s/v1/completions -H 'Content-Type: application/json' \\\n"+
 		"    -d '{\"prompt\": \"The quick brown fox\", \"max_tokens\": 16}'\n\n"+
-		"  curl -sN %[1]s/v1/chat/completions -H 'Content-Type: application/json' \\\n"+
+		"  %[2]s -sN %[1]s/v1/chat/completions -H 'Content-Type: application/json' \\\n"+
 		"    -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 16, \"stream\": true}'\n\n"+
-		"Ctrl-C stops everything.\n", c.URL())
+		"Ctrl-C stops everything.\n", c.URL(), curl)
 }
 
 func indent(s, prefix string) string {

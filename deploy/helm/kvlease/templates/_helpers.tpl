@@ -54,6 +54,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if not (has .Values.kvEvents.encoding (list "map" "array")) -}}
 {{- fail (printf "kvEvents.encoding %q: want map or array" .Values.kvEvents.encoding) -}}
 {{- end -}}
+{{- if and .Values.tls.secretName (eq .Values.topology "llm-d") -}}
+{{- fail "tls.secretName with topology llm-d: the routing sidecar's TLS is not configured by this chart; use topology proxy" -}}
+{{- end -}}
+{{- if not (has (int .Values.tls.clientCertReqs) (list 0 1)) -}}
+{{- fail (printf "tls.clientCertReqs %v: want 0 or 1 (2 would fail the kubelet's probes, which present no certificate)" .Values.tls.clientCertReqs) -}}
+{{- end -}}
 {{- if and (eq .Values.topology "llm-d") (eq (int .Values.llmd.enginePort) (int .Values.ports.http)) -}}
 {{- fail "llmd.enginePort must differ from ports.http: the sidecar listens on ports.http" -}}
 {{- end -}}
@@ -207,6 +213,18 @@ spec:
               value: {{ $v.kvEvents.leaseTopic | quote }}
             {{- end }}
             {{- end }}
+            {{- if $v.tls.secretName }}
+            - name: KVLEASE_SSL_CERTFILE
+              value: /etc/kvlease/tls/tls.crt
+            - name: KVLEASE_SSL_KEYFILE
+              value: /etc/kvlease/tls/tls.key
+            {{- if $v.tls.clientCertReqs }}
+            - name: KVLEASE_SSL_CA_CERTS
+              value: /etc/kvlease/tls/ca.crt
+            - name: KVLEASE_SSL_CERT_REQS
+              value: {{ $v.tls.clientCertReqs | quote }}
+            {{- end }}
+            {{- end }}
             {{- with $spec.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
@@ -231,18 +249,21 @@ spec:
             httpGet:
               path: /v1/models
               port: http
+              scheme: {{ include "kvlease.probeScheme" $root }}
             periodSeconds: {{ $v.probes.startup.periodSeconds }}
             failureThreshold: {{ $v.probes.startup.failureThreshold }}
           readinessProbe:
             httpGet:
               path: /v1/models
               port: http
+              scheme: {{ include "kvlease.probeScheme" $root }}
             periodSeconds: {{ $v.probes.readiness.periodSeconds }}
             failureThreshold: {{ $v.probes.readiness.failureThreshold }}
           livenessProbe:
             httpGet:
               path: /health
               port: http
+              scheme: {{ include "kvlease.probeScheme" $root }}
             periodSeconds: {{ $v.probes.liveness.periodSeconds }}
             # /health answers 503 while the engine drains: the threshold
             # covers the whole drain.
@@ -256,9 +277,19 @@ spec:
             # is read only).
             - name: data
               mountPath: /var/lib/kvlease
+            {{- if $v.tls.secretName }}
+            - name: tls
+              mountPath: /etc/kvlease/tls
+              readOnly: true
+            {{- end }}
       volumes:
         - name: data
           emptyDir: {}
+        {{- if $v.tls.secretName }}
+        - name: tls
+          secret:
+            secretName: {{ $v.tls.secretName }}
+        {{- end }}
       {{- with $v.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
@@ -309,4 +340,10 @@ spec:
       targetPort: kv-replay
       protocol: TCP
     {{- end }}
+{{- end -}}
+
+
+{{/* The probes' scheme: HTTPS with tls.secretName. */}}
+{{- define "kvlease.probeScheme" -}}
+{{- if .Values.tls.secretName }}HTTPS{{ else }}HTTP{{ end -}}
 {{- end -}}
