@@ -227,7 +227,10 @@ type Config struct {
 	// MaxInflightStoreBlocks bounds the blocks under store holds (a block
 	// stored to two tiers counts twice). At the bound nothing more is
 	// offered; the watermarks stay, so the blocks are offered later. 0:
-	// a quarter of the pool.
+	// a quarter of the pool, or with RequestLevel the whole pool per tier
+	// (a request's unit is stored whole or not at all, once, when it
+	// finishes: under a quarter of the pool every request longer than that
+	// would be refused entire).
 	MaxInflightStoreBlocks int
 	// MaxInflightLoadBlocks bounds the blocks under load holds (target
 	// blocks only). At the bound a lookup loads a shorter prefix or none.
@@ -361,6 +364,9 @@ func (c Config) resolved(capacity, tierBlocks int) Config {
 	quarter := max(1, capacity/4)
 	if c.MaxInflightStoreBlocks == 0 {
 		c.MaxInflightStoreBlocks = quarter
+		if c.NewPolicy == nil && c.Policy == RequestLevel {
+			c.MaxInflightStoreBlocks = capacity * len(c.Tiers)
+		}
 	}
 	if c.MaxInflightLoadBlocks == 0 {
 		c.MaxInflightLoadBlocks = quarter

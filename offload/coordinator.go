@@ -425,7 +425,9 @@ func (c *Coordinator) StoreDone(id WorkID, copied int) (spill SpillStored) {
 //
 // At most (len(tokens)-1)/blockSize blocks are looked up, so at least one
 // token is left to compute. The load is shortened to what
-// MaxInflightLoadBlocks and the pool's available blocks allow. A request
+// MaxInflightLoadBlocks and the pool's available blocks allow, except that
+// with no load in flight a run the bound would cut to nothing the policy
+// loads (a RequestLevel unit longer than the bound) loads whole. A request
 // may have one lookup with loads in flight at a time; a second panics.
 func (c *Coordinator) Lookup(req uint64, tokens []int32, hashes []kvblock.Hash) bool {
 	loading, _ := c.lookup(req, tokens, hashes, kvblock.Adapter{}, false)
@@ -488,7 +490,15 @@ func (c *Coordinator) lookup(req uint64, tokens []int32, hashes []kvblock.Hash, 
 	for _, m := range c.tiers {
 		m.Lookup(hashes) // counts reuse for the filter
 	}
-	k = min(k, c.cfg.MaxInflightLoadBlocks-c.inLoad)
+	room := c.cfg.MaxInflightLoadBlocks - c.inLoad
+	if c.inLoad == 0 && room < k && c.policy.Loadable(hashes, first, room) == 0 {
+		// The bound would cut the run to nothing the policy lets load
+		// (RequestLevel loads only runs ending at a unit's end): with no
+		// load in flight the run loads whole, the only load until it is
+		// done, as a store of a whole unit is.
+		room = k
+	}
+	k = min(k, room)
 	// Sharing the primary prefix takes its evictable blocks out of what an
 	// allocation can use.
 	avail := c.pool.NumAvailable()

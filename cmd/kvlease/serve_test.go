@@ -301,6 +301,64 @@ func TestServeOffloadMultiTurn(t *testing.T) {
 	}
 }
 
+// TestServeOffloadRequestLevel: `--offload-policy request-level` from the
+// command line stores and loads whole requests. 12 conversations of 3
+// turns, round robin, each turn's prompt the previous prompt and the
+// token ids it returned (300 to 428 tokens: 18 to 26 blocks of 16, more
+// than a quarter of the 64-block pool, the default in-flight bounds of the
+// other policies, which cut every such unit to nothing: stored 0), on a
+// pool too small to keep them: every unit is stored, none refused, and the
+// later turns load their history back.
+func TestServeOffloadRequestLevel(t *testing.T) {
+	url, cancel, exited, errb := serveInProcess(t, "--profile", "zero", "--model", "m", "--num-blocks", "64",
+		"--block-size", "16", "--offload", "cpu:4096blocks", "--offload-policy", "request-level")
+	prompts := make([][]int, 12)
+	for c := range prompts {
+		for i := range 300 {
+			prompts[c] = append(prompts[c], 1+(c*31+i*7)%250)
+		}
+		prompts[c][0] = c
+	}
+	for turn := range 3 {
+		for c := range prompts {
+			body, _ := json.Marshal(map[string]any{"model": "m", "prompt": prompts[c], "max_tokens": 64,
+				"ignore_eos": true, "return_token_ids": true})
+			resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				Choices []struct {
+					TokenIDs []int `json:"token_ids"`
+				} `json:"choices"`
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || json.Unmarshal(raw, &out) != nil || len(out.Choices) != 1 || len(out.Choices[0].TokenIDs) != 64 {
+				t.Fatalf("turn %d of %d: %d %s", turn, c, resp.StatusCode, raw)
+			}
+			prompts[c] = append(prompts[c], out.Choices[0].TokenIDs...)
+		}
+	}
+	metricsText := get(t, url+"/metrics")
+	cancel()
+	if code := <-exited; code != 0 {
+		t.Errorf("exit %d; stderr %s", code, errb.String())
+	}
+	value := func(name string) string {
+		m := regexp.MustCompile(name + `\{medium="CPU",model_name="m",policy="request-level"\} (\d+)`).FindStringSubmatch(metricsText)
+		if m == nil {
+			t.Fatalf("no %s in\n%s", name, metricsText)
+		}
+		return m[1]
+	}
+	stored, hits, refused := value("kvlease_offload_stored_blocks_total"), value("kvlease_offload_hits_total"), value("kvlease_offload_refused_blocks_total")
+	if stored == "0" || hits == "0" || refused != "0" {
+		t.Errorf("request-level: stored %s, hits %s, refused %s blocks; want stored and hits, none refused", stored, hits, refused)
+	}
+	t.Logf("request-level: stored %s, hits %s, refused %s blocks", stored, hits, refused)
+}
+
 // multiTurn runs convs chat conversations of turns turns each, round
 // robin, each turn appending the answer and a new user message to the
 // conversation's history; it returns the answers in order.
