@@ -3,6 +3,7 @@ package llama_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"syscall"
 	"testing"
 
@@ -20,6 +21,11 @@ import (
 func benchDecode(b *testing.B, shape llama.Config, typ llama.Type, batch, ctxLen, threads int) {
 	w := llamatest.Random(shape, 1, false)
 	llamatest.Quantize(w, typ)
+	benchDecodeWeights(b, w, batch, ctxLen, threads)
+}
+
+func benchDecodeWeights(b *testing.B, w *llama.Weights, batch, ctxLen, threads int) {
+	shape := w.Config
 	var run llama.Runner
 	if threads > 1 {
 		wk := llamafile.NewWorkers(threads)
@@ -91,6 +97,29 @@ func BenchmarkDecode(b *testing.B) {
 					benchDecode(b, s.shape, s.typ, batch, 64, threads)
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkDecodeFile is BenchmarkDecode on the model file that
+// KVLEASE_BENCH_MODEL names (a GGUF file, say a TinyLlama-shaped Q4_K_M
+// one): one sequence and a batch of 16 at a context of 64, one and two
+// threads.
+func BenchmarkDecodeFile(b *testing.B) {
+	path := os.Getenv("KVLEASE_BENCH_MODEL")
+	if path == "" {
+		b.Skip("KVLEASE_BENCH_MODEL (a GGUF file) not set")
+	}
+	m, err := llamafile.Open(path, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for _, batch := range []int{1, 16} {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("batch=%d/threads=%d", batch, threads), func(b *testing.B) {
+				benchDecodeWeights(b, m.Weights, batch, 64, threads)
+			})
 		}
 	}
 }

@@ -44,9 +44,9 @@
 // recompute. Every reduction runs in one fixed order per position, and
 // every path that computes it — the one-vector vector kernel, the batched
 // ones (each weight row applied to eight or four inputs per load: mulF32,
-// mulQ8, mulQuant), the remainder path and the pure-Go twin used where the CPU lacks
-// AVX2 and FMA or the length does not suit the kernel — performs the same
-// operations in that order, each rounded the same way:
+// mulQ8, mulQuant), the remainder path and the pure-Go twin used where the
+// CPU lacks AVX2 and FMA or the length does not suit the kernel — performs
+// the same operations in that order, each rounded the same way:
 //
 //   - F32 matrix rows and RMSNorm's sum of squares (dot32Generic): 32 lanes
 //     by index mod 32, each lane a chain of fused multiply-adds (the product
@@ -55,15 +55,28 @@
 //     uses fma32, an exact single-precision fused multiply-add (not
 //     float32(math.FMA(…)), which rounds twice and differs in rare cases),
 //     checked against the CPU's instruction and against exact arithmetic.
-//   - Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K rows (dotQuantGeneric
-//     states each order): eight lanes; per sub-block of 32 weights (16 for
-//     Q6_K) each lane chains the products of exact float32 quants and
-//     inputs by fused multiply-adds, then adds the chain times the
-//     sub-block's float32 scale into its accumulator by one more; the
-//     types with minimums (Q4_1, Q5_1, Q4_K, Q5_K) chain min × sum32 of the
-//     sub-block's inputs in a second accumulator, subtracted (or added)
-//     at the end. BF16 rows are dot32Generic's order over their exactly
-//     decoded weights.
+//   - Quantised rows other than Q8_0 (dotQuantGeneric; the vector kernels
+//     in quant_amd64.s): eight lanes. A quant is converted exactly to
+//     float32 with its offset applied (q−8 for Q4_0, q−16 for Q5_0, q−32
+//     for Q6_K; Q4_1, Q5_1, Q4_K and Q5_K keep q ≥ 0). Per sub-block —
+//     the 32-weight block of Q4_0, Q4_1, Q5_0 and Q5_1, the 32-weight
+//     sub-block k of Q4_K and Q5_K, the 16-weight sub-block k of Q6_K —
+//     lane j starts a chain with the rounded product of weight j and its
+//     input, then fused multiply-adds weights 8+j, 16+j, 24+j (Q6_K: 8+j
+//     only), and adds the chain times the sub-block's scale into its
+//     accumulator by one more fused multiply-add. The scale is d for the
+//     32-weight types and float32(d·sc_k) (rounded once) for the
+//     K-quants. The minimums are apart: Q4_1 and Q5_1 chain m × sum32(the
+//     block's inputs) over the blocks in one scalar fused multiply-add
+//     each and add it to hsum8 of the accumulators; Q4_K and Q5_K chain
+//     float32(dmin·m_k) × sum32(sub-block k's inputs) in lane k of a second
+//     accumulator and subtract its hsum8. sum32 is (x[j]+x[8+j]) +
+//     (x[16+j]+x[24+j]) per lane, then hsum8; hsum8 of eight lanes is
+//     (h0+h2)+(h1+h3) with h_j = a_j + a_{j+4}. The kernels take the sums
+//     precomputed once per input (blockSums), the twin computes them
+//     in place: the same values.
+//   - BF16 rows: dot32Generic's order over the weights, each widened to
+//     float32 exactly.
 //   - F16 and Q8_0 rows (four or eight lanes, Q8_0 per block, blocks in
 //     order), attention scores (four lanes by index mod 4, combined as
 //     (l0+l1)+(l2+l3)), softmax sums and the weighted sum of values (in
