@@ -32,16 +32,41 @@ func newBenchPair(b *testing.B, cfg Config) *benchPair {
 	d, _ := New(cfg)
 	b.Cleanup(d.Shutdown)
 	bp := &benchPair{p: p, d: d, dc: d.Dial(context.Background(), p.Addr())}
-	var evs []transport.Event
-	for bp.pc == 0 {
-		<-p.Ready()
-		for _, ev := range p.Poll(evs[:0]) {
-			if ev.Kind == transport.Accepted {
-				bp.pc = ev.Conn
+	bp.pc = awaitEvent(b, p, transport.Accepted, 0).Conn
+	awaitEvent(b, d, transport.Dialed, bp.dc)
+	// Authenticate as the engines' handshake does (D sends AUTH, P answers
+	// AUTH_ACK OK): before it the transport takes no frame larger than a
+	// handshake's, so a block would close the connection.
+	if !d.Send(bp.dc, &wire.Auth{}) {
+		b.Fatal("Send AUTH failed")
+	}
+	if ev := awaitEvent(b, p, transport.Received, bp.pc); ev.Msg.Type() != wire.MsgAuth {
+		b.Fatalf("P received %v, want AUTH", ev.Msg)
+	}
+	if !p.Send(bp.pc, &wire.AuthAck{Status: wire.StatusOK}) {
+		b.Fatal("Send AUTH_ACK failed")
+	}
+	if ev := awaitEvent(b, d, transport.Received, bp.dc); ev.Msg.Type() != wire.MsgAuthAck {
+		b.Fatalf("D received %v, want AUTH_ACK", ev.Msg)
+	}
+	return bp
+}
+
+// awaitEvent polls t until an event of kind arrives (on conn id, or any
+// connection when id is 0) and returns it; a Closed event fails b.
+func awaitEvent(b *testing.B, t *Transport, kind transport.EventKind, id transport.ConnID) transport.Event {
+	b.Helper()
+	for {
+		<-t.Ready()
+		for _, ev := range t.Poll(nil) {
+			if ev.Kind == transport.Closed {
+				b.Fatalf("connection closed: %v", ev)
+			}
+			if ev.Kind == kind && (id == 0 || ev.Conn == id) {
+				return ev
 			}
 		}
 	}
-	return bp
 }
 
 // stream sends n copies of block from P to D the way an engine node
