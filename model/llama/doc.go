@@ -64,11 +64,14 @@
 //     lane j starts a chain with the rounded product of weight j and its
 //     input, then fused multiply-adds weights 8+j, 16+j, 24+j (Q6_K: 8+j
 //     only), and adds the chain times the sub-block's scale into its
-//     accumulator by one more fused multiply-add. The scale is d for the
+//     accumulator by one more fused multiply-add; even sub-blocks (blocks)
+//     go to one accumulator, odd ones to a second, added lane by lane at
+//     the end. The scale is d for the
 //     32-weight types and float32(d·sc_k) (rounded once) for the
 //     K-quants. The minimums are apart: Q4_1 and Q5_1 chain m × sum32(the
-//     block's inputs) over the blocks in one scalar fused multiply-add
-//     each and add it to hsum8 of the accumulators; Q4_K and Q5_K chain
+//     block's inputs) over the even and over the odd blocks in one scalar
+//     fused multiply-add each and add their sum to hsum8 of the
+//     accumulators; Q4_K and Q5_K chain
 //     float32(dmin·m_k) × sum32(sub-block k's inputs) in lane k of a second
 //     accumulator and subtract its hsum8. sum32 is (x[j]+x[8+j]) +
 //     (x[16+j]+x[24+j]) per lane, then hsum8; hsum8 of eight lanes is

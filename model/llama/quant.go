@@ -180,23 +180,27 @@ func needsSums(t Type) bool { return t == Q4_1 || t == Q5_1 || t == Q4_K || t ==
 // dotQuantGeneric is a row of raw (type BF16 or a quantisation other than
 // Q8_0) times x, in the type's fixed order (the vector kernels give the
 // same bits). With p_i the product of a float32 quant (an exact small
-// integer, the offset −8, −16 or −32 applied) and its input:
+// integer, the offset −8, −16 or −32 applied) and its input, and two
+// accumulators of eight lanes, A_0 and A_1:
 //
-//   - Q4_0, Q5_0, Q4_1, Q5_1: per block of 32, lane j (0..7) is s_j =
-//     p_j, then fma(q, x, s_j) for weights 8+j, 16+j, 24+j; acc_j =
-//     fma(d, s_j, acc_j). Q4_1 and Q5_1 also chain mn = fma(m, sum32(x of
-//     the block), mn) over the blocks, and give hsum8(acc) + mn; the
-//     others hsum8(acc).
+//   - Q4_0, Q5_0, Q4_1, Q5_1: per block b of 32, lane j (0..7) is s_j =
+//     p_j, then fma(q, x, s_j) for weights 8+j, 16+j, 24+j; A_{b mod 2,j}
+//     = fma(d, s_j, A_{b mod 2,j}). Q4_1 and Q5_1 also chain mn_{b mod 2}
+//     = fma(m, sum32(x of the block), mn_{b mod 2}), and give hsum16(A) +
+//     (mn_0 + mn_1); the others hsum16(A).
 //   - Q4_K, Q5_K: per sub-block k of 32 (d_k = float32(d·sc_k)), s_j as
-//     above over the sub-block, acc_j = fma(d_k, s_j, acc_j); and mn_k =
-//     fma(float32(dmin·m_k), sum32(x of sub-block k), mn_k) with one lane
-//     per sub-block; the result is hsum8(acc) − hsum8(mn).
+//     above over the sub-block, A_{k mod 2,j} = fma(d_k, s_j, A_{k mod
+//     2,j}); and mn_k = fma(float32(dmin·m_k), sum32(x of sub-block k),
+//     mn_k) with one lane per sub-block; the result is hsum16(A) −
+//     hsum8(mn).
 //   - Q6_K: per sub-block k of 16, s_j = p_j then fma for weight 8+j;
-//     acc_j = fma(float32(d·sc_k), s_j, acc_j); hsum8(acc).
+//     A_{k mod 2,j} = fma(float32(d·sc_k), s_j, A_{k mod 2,j}); hsum16(A).
 //   - BF16: dot32Generic's order over the (exactly) decoded weights.
 //
-// Every fma is rounded once (fma32; VFMADD231PS in the kernels), every
-// other operation rounded to float32.
+// hsum16(A) is hsum8 of A_{0,j} + A_{1,j}. Two accumulators, so that a
+// one-row kernel has two chains of fused multiply-adds in flight. Every
+// fma is rounded once (fma32; VFMADD231PS in the kernels), every other
+// operation rounded to float32.
 func dotQuantGeneric(t Type, raw []byte, x []float32) float32 {
 	switch t {
 	case BF16:
@@ -212,8 +216,8 @@ func dotQuantGeneric(t Type, raw []byte, x []float32) float32 {
 // dotQ32Generic is dotQuantGeneric for Q4_0, Q5_0, Q4_1 and Q5_1.
 func dotQ32Generic(t Type, raw []byte, x []float32) float32 {
 	bb := t.BlockBytes()
-	var acc [8]float32
-	var mn float32
+	var acc [2][8]float32
+	var mn [2]float32
 	var q [32]float32
 	for b := 0; b < len(x)/32; b++ {
 		blk := raw[b*bb : (b+1)*bb : (b+1)*bb]
@@ -235,12 +239,21 @@ func dotQ32Generic(t Type, raw []byte, x []float32) float32 {
 		for i := range q {
 			q[i] = float32(q4Nibble(qs, i)|uint8(qh>>i&1)<<4) - off
 		}
-		scaledChain32(&acc, d, &q, xx)
+		scaledChain32(&acc[b&1], d, &q, xx)
 		if t == Q4_1 || t == Q5_1 {
-			mn = fma32(f16tab[le16(blk[2:])], sum32(xx), mn)
+			mn[b&1] = fma32(f16tab[le16(blk[2:])], sum32(xx), mn[b&1])
 		}
 	}
-	return hsum8(&acc) + mn
+	return hsum16(&acc) + (mn[0] + mn[1])
+}
+
+// hsum16 is hsum8 of the lane-wise sums of two accumulators.
+func hsum16(acc *[2][8]float32) float32 {
+	var v [8]float32
+	for j := range v {
+		v[j] = acc[0][j] + acc[1][j]
+	}
+	return hsum8(&v)
 }
 
 // scaledChain32 adds d times 32 quants' products with xx to acc: lane j
@@ -260,7 +273,8 @@ func scaledChain32(acc *[8]float32, d float32, q *[32]float32, xx []float32) {
 // dotQ45KGeneric is dotQuantGeneric for Q4_K and Q5_K.
 func dotQ45KGeneric(t Type, raw []byte, x []float32) float32 {
 	bb := t.BlockBytes()
-	var acc, mn [8]float32
+	var acc [2][8]float32
+	var mn [8]float32
 	for b := 0; b < len(x)/qkK; b++ {
 		blk := raw[b*bb : (b+1)*bb : (b+1)*bb]
 		d, dmin := f16tab[le16(blk)], f16tab[le16(blk[2:])]
@@ -271,16 +285,16 @@ func dotQ45KGeneric(t Type, raw []byte, x []float32) float32 {
 			for l := range q {
 				q[l] = float32(qK(t, blk, k, l))
 			}
-			scaledChain32(&acc, float32(d*float32(sc[k])), &q, xx)
+			scaledChain32(&acc[k&1], float32(d*float32(sc[k])), &q, xx)
 			mn[k] = fma32(float32(dmin*float32(mins[k])), sum32(xx), mn[k])
 		}
 	}
-	return hsum8(&acc) - hsum8(&mn)
+	return hsum16(&acc) - hsum8(&mn)
 }
 
 // dotQ6KGeneric is dotQuantGeneric for Q6_K.
 func dotQ6KGeneric(raw []byte, x []float32) float32 {
-	var acc [8]float32
+	var acc [2][8]float32
 	for b := 0; b < len(x)/qkK; b++ {
 		blk := raw[b*210 : (b+1)*210 : (b+1)*210]
 		d := f16tab[le16(blk[208:])]
@@ -290,11 +304,11 @@ func dotQ6KGeneric(raw []byte, x []float32) float32 {
 			for j := 0; j < 8; j++ {
 				s := float32(float32(int(q6(blk, 16*k+j))-32) * xx[j])
 				s = fma32(float32(int(q6(blk, 16*k+8+j))-32), xx[8+j], s)
-				acc[j] = fma32(d1, s, acc[j])
+				acc[k&1][j] = fma32(d1, s, acc[k&1][j])
 			}
 		}
 	}
-	return hsum8(&acc)
+	return hsum16(&acc)
 }
 
 // dotBF16Generic is dot32Generic over the bfloat16 weights in raw, each
