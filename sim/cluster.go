@@ -40,6 +40,10 @@ type Spec struct {
 	// (congestion).
 	DecodeSched sched.Config
 	Faults      memnet.Faults
+	// PrefillStepScale, when positive, multiplies the modelled duration
+	// of every step of a prefill engine: a slow model whose prefill steps
+	// last about a lease, during which P's loop keeps serving its leases.
+	PrefillStepScale float64
 	// ReadBandwidth is P's read streaming speed in bytes per second (0:
 	// instant).
 	ReadBandwidth float64
@@ -93,6 +97,11 @@ type Node struct {
 	Core *engine.Core
 	Loop *engine.Loop
 	port *port
+	// exec computes the node's steps, off the loop (engine.LoopConfig.
+	// Async): a step's KV is written and its tokens sampled when it
+	// completes, at its modelled end (startStep); res is its result.
+	exec *synth.Executor
+	res  model.StepResult
 	// tiers are the node's offload tiers (volatile, like its core).
 	tiers []*tierStore
 	// active: something reached the core this instant (an input, a
@@ -126,6 +135,14 @@ type Node struct {
 	Hung    bool
 	backlog []pendingCall
 	hangGen uint64
+	// Paused: the node's loop is busy (a long turn, a pause of its
+	// process's goroutines) while its transport runs: messages reach its
+	// port, stamped with their arrival, and wait there; HTTP calls, step
+	// and copy completions wait in its backlog (Pause).
+	Paused   bool
+	pauseGen uint64
+	// lastPause is when the node's loop last paused or resumed.
+	lastPause clock.Instant
 	// draining: exit once the core reports Drained.
 	draining bool
 	// lastFault is the last instant a fault touched the node (crash,
@@ -227,7 +244,11 @@ type Req struct {
 	Grant      *xfer.Grant
 	clientGone bool // the client disconnected
 	atD        bool
-	responded  bool // P's response reached the proxy
+	// dReq is the request's id in the core dCore of its decode engine,
+	// once that core accepted it.
+	dReq      uint64
+	dCore     *engine.Core
+	responded bool // P's response reached the proxy
 	// leaseRead: P streamed a whole read of the lease. D no longer needs it
 	// (it may wait in D's scheduler, holding its own copy, and its RELEASE
 	// may be dropped at D's notice bound): its expiry is no early free.
@@ -430,11 +451,12 @@ func (c *Cluster) boot(n *Node) {
 	}
 	n.Core = engine.NewCore(cfg, rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())))
 	n.port = newPort(c, n, n.Core)
-	n.Loop = engine.NewLoop(n.Core, synth.New(s.Profile, n.Core.Pool(), s.ModelSeed), engine.LoopConfig{
-		Port: n.port, Copier: copier{c, n},
+	n.exec = synth.New(s.Profile, n.Core.Pool(), s.ModelSeed)
+	n.Loop = engine.NewLoop(n.Core, n.exec, engine.LoopConfig{
+		Port: n.port, Copier: copier{c, n}, Async: true,
 	})
 	n.tiers = offloadTiers(s.Offload)
-	n.Hung = false
+	n.Hung, n.Paused = false, false
 	n.backlog = nil
 	n.draining = false
 	n.touch()
@@ -467,7 +489,21 @@ func (c *Cluster) waitedFor(n *Node, l wire.LeaseID, r wire.Reason) bool {
 	if q == nil || !q.atD || q.Done || q.Pulled || q.leaseRead || q.Fallback != 0 || q.D.Crashed || q.D.Hung || q.injected {
 		return false
 	}
+	if cons := q.D.Core.Consumer(); q.dCore == q.D.Core && cons != nil && !cons.Has(q.dReq) {
+		// D's consumer is done with the pull: it gave up on the lease
+		// itself (P was silent past D's view of the lease: a pause of
+		// P's loop longer than D's margin), or D has the blocks.
+		return false
+	}
 	last := max(n.lastFault, q.D.lastFault, c.lastFault[pairKey(n.Name, q.D.Name)])
+	if r == wire.ReasonUnclaimed {
+		// A claim is D's first RENEW on the lease, which may wait for a
+		// handshake that P's busy loop has not answered: a pause of P's
+		// loop is not P's fault for a renewal that came on time (the
+		// invariants judge those on arrival), but a claim that could not
+		// leave D in time is not late at P either.
+		last = max(last, n.lastPause)
+	}
 	since := q.GrantedAt
 	if r == wire.ReasonUnclaimed {
 		// A claim deadline is short (a third of the lease: tens of

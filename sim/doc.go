@@ -2,7 +2,8 @@
 //
 // A Cluster runs prefill and decode engines — each an engine.Loop, the
 // event loop the production node runs, over an engine.Core with the
-// model/synth executor — over a simulated network (transport/memnet,
+// model/synth executor, whose steps are in-flight work completing at their
+// modelled end (engine.LoopConfig.Async) — over a simulated network (transport/memnet,
 // reached through each engine's Port, which models read bandwidth and
 // zero-copy sends), with an
 // in-simulation proxy that runs each request's prefill leg, carries the
@@ -13,7 +14,9 @@
 //
 // Faults are scheduled at instants: Crash and Restart (volatile state lost,
 // same engine id), Hang (a node stops stepping; what reaches it waits in a
-// backlog), Partition (nested partitions of a pair heal with the last),
+// backlog), Pause (a node's loop is busy while its transport runs: messages
+// reach its port stamped with their arrival and wait there), Partition
+// (nested partitions of a pair heal with the last),
 // Drain (graceful shutdown: leases served until read or a deadline, then
 // the node exits), client aborts (Abort; AbortBothLegs also tells P), and
 // message faults on every engine's sends (MsgFaults: loss that breaks the
@@ -68,7 +71,9 @@
 // kvlease_mutation tag, package xfer has switches that break the protocol
 // on purpose (an expiry sweep that stops at the first unexpired lease, a
 // release that ignores an in-flight read, a consumer that skips heartbeats
-// while queued, an abort that frees a finished request's blocks at once),
+// while queued, an abort that frees a finished request's blocks at once,
+// a P that judges lease timing on when its loop handles a message rather
+// than when it arrived, and the others xfer/mutation.go lists),
 // and TestMutationsCaught requires the swarm to catch each within 200
 // seeds, for the reason the break must cause:
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/model"
+	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/proxy/route"
 	"github.com/kvlease/kvlease/sched"
@@ -27,6 +28,7 @@ func (p Profile) withoutFaults() Profile {
 	p.Msg = MsgFaults{}
 	p.PartitionTimeout = 0
 	p.Partitions, p.Crashes, p.Hangs, p.Drains = 0, 0, 0, 0
+	p.Pauses = 0
 	p.AbortShare = 0
 	p.Script = nil
 	p.OffloadFailProb = 0
@@ -147,8 +149,36 @@ func drawProfile(rng, offRng *rand.Rand, opts Options) Profile {
 	return p
 }
 
+// drawLoopTiming draws what times the engines' loops (issue 29): one seed
+// in five has a slow model on its prefill engines, whose 320-token prefill
+// step lasts half a lease to two leases; one in two (unless NoFaults) has
+// its loops paused up to six times, each pause up to 1.5 leases, so that
+// messages wait at busy engines past their leases' due instants.
+func drawLoopTiming(rng *rand.Rand, p *Profile, opts Options) {
+	if rng.IntN(5) == 0 {
+		prof, _ := synth.LookupProfile("tiny")
+		ref := prof.Duration(&model.Batch{Seqs: []model.Seq{{Count: 320}}})
+		p.PrefillStepScale = float64(p.Lease) * (0.5 + 1.5*rng.Float64()) / float64(ref)
+	}
+	if !opts.NoFaults && rng.IntN(2) == 0 {
+		p.Pauses = 1 + rng.IntN(6)
+		p.PauseMax = time.Duration(float64(p.Lease) * (0.1 + 1.4*rng.Float64()))
+	}
+}
+
+// schedulePauses pauses random engines' loops p.Pauses times inside
+// [0, end), each for up to p.PauseMax.
+func schedulePauses(c *Cluster, rng *rand.Rand, p Profile, end clock.Instant) {
+	for range p.Pauses {
+		n := c.Nodes[rng.IntN(len(c.Nodes))]
+		at := clock.Instant(rng.Int64N(int64(end)))
+		c.Pause(at, string(n.Name), time.Duration(1+rng.Int64N(int64(p.PauseMax))))
+	}
+}
+
 func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
 	s := DefaultSpec()
+	s.PrefillStepScale = p.PrefillStepScale
 	s.Seed = netSeed ^ seed
 	s.Prefill, s.Decode = p.Prefill, p.Decode
 	s.Blocks = p.Blocks

@@ -28,7 +28,7 @@ func (c *Cluster) crash(n *Node) {
 	n.pastFreedReads = n.FreedReads()
 	n.pastSpill = n.SpillCounts()
 	n.Crashed = true
-	n.Hung = false
+	n.Hung, n.Paused = false, false
 	c.setWake(n, n.wake)
 	for _, pc := range n.backlog {
 		if pc.req != nil {
@@ -111,7 +111,10 @@ func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
 			}
 			n.lastFault = c.Now
 			c.mix(traceResume, hashString(name))
-			for len(n.backlog) > 0 && !n.Hung && !n.Crashed {
+			if n.Paused {
+				return // the pause's end runs the backlog
+			}
+			for len(n.backlog) > 0 && !n.halted() && !n.Crashed {
 				pc := n.backlog[0]
 				n.backlog = n.backlog[1:]
 				n.touch()
@@ -120,6 +123,64 @@ func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
 		})
 	})
 }
+
+// Pause makes node name's loop busy over [t, t+d): a long turn, or its
+// process's goroutines held up (on an engine before issue 29, a whole
+// forward pass on the loop's goroutine). Its transport runs meanwhile:
+// messages reach its port, stamped with their arrival, and its reads'
+// frames keep leaving; everything else that reaches it (HTTP calls, step
+// and offload completions) waits in its backlog. When it resumes the loop
+// handles the port's messages first, in order, then the backlog. A pause
+// is not a fault of a prefill engine (a RENEW that reached it on time is
+// on time: its leases must not expire because it was busy); on a decode
+// engine it is (its heartbeats leave late).
+func (c *Cluster) Pause(t clock.Instant, name string, d time.Duration) {
+	n := c.byName[transport.Addr(name)]
+	c.At(t, func() {
+		if n.Crashed || n.Paused {
+			return
+		}
+		c.mix(tracePause, hashString(name))
+		n.Paused = true
+		n.lastPause = c.Now
+		c.setWake(n, n.wake)
+		if n.Role == engine.RoleDecode {
+			n.lastFault = c.Now
+		}
+		n.pauseGen++
+		gen := n.pauseGen
+		c.After(d, func() {
+			if !n.Paused || n.pauseGen != gen {
+				return
+			}
+			n.Paused = false
+			n.lastPause = c.Now
+			c.setWake(n, n.wake)
+			if n.poke {
+				c.poked(n) // poked while paused
+			}
+			if n.Role == engine.RoleDecode {
+				n.lastFault = c.Now
+			}
+			c.mix(traceUnpause, hashString(name))
+			if n.Hung || n.Crashed {
+				return // the hang's end runs the backlog
+			}
+			n.touch()
+			c.feed(n)
+			for len(n.backlog) > 0 && !n.halted() && !n.Crashed {
+				pc := n.backlog[0]
+				n.backlog = n.backlog[1:]
+				n.touch()
+				pc.fn()
+			}
+		})
+	})
+}
+
+// halted reports whether n's loop does not turn now: hung, or busy
+// (Paused).
+func (n *Node) halted() bool { return n.Hung || n.Paused }
 
 // Partition cuts a from b over [t, t+d). Overlapping partitions of the
 // same pair nest: the pair heals when the last one ends.

@@ -28,9 +28,16 @@ import (
 //     (xfer.Config.MaxExpiresIn): a negative remainder wrapped to ~49 days
 //     would be one.
 //
-// The first three are checked on P's state around the message; the answers
-// are checked when D receives them, matched by connection and RENEW
-// sequence or read id (a dropped answer is simply not checked).
+//   - A message that reached P before a lease's due instant does not end
+//     it as expired, peer_lost or unclaimed, however late P's loop handles
+//     it (issue 29: timing is judged on arrival, not on processing).
+//
+// "Due when P handled it" is due at the message's arrival at P's edge
+// (transport.Event.At), which is also when the loop handles it unless the
+// loop was busy (Cluster.Pause). The first four are checked on P's state
+// around the message; the answers are checked when D receives them,
+// matched by connection and RENEW sequence or read id (a dropped answer is
+// simply not checked).
 
 // expiryWatch is the cluster's bookkeeping for the expiry invariants.
 type expiryWatch struct {
@@ -40,6 +47,7 @@ type expiryWatch struct {
 	// messages that reach P late are recorded.
 	renews map[watchKey][]wire.LeaseID
 	reads  map[watchKey]wire.LeaseID
+	named  []dueLease // leasesNamed's buffer
 }
 
 type watchKey struct {
@@ -47,48 +55,64 @@ type watchKey struct {
 	id   uint64
 }
 
-// dueLease is a lease named by a message to P that was due, and not yet
+// dueLease is a lease named by a message to P that was live, and not yet
 // decided, when P was handed the message.
 type dueLease struct {
 	id   wire.LeaseID
 	info xfer.LeaseInfo
 }
 
-// dueNamed lists the leases named by message m to node n that are due at
-// now and whose fate is not decided yet. It allocates only when it finds
-// one.
-func (c *Cluster) dueNamed(n *Node, m wire.Message) []dueLease {
+// leasesNamed lists the leases named by message m to node n that are live
+// and whose fate is not decided yet, in the cluster's scratch buffer
+// (valid until the next call).
+func (c *Cluster) leasesNamed(n *Node, m wire.Message) []dueLease {
 	p := n.Core.Producer()
 	if p == nil {
 		return nil
 	}
-	var due []dueLease
+	named := c.expiry.named[:0]
 	switch m := m.(type) {
 	case *wire.Renew:
 		for _, r := range m.Leases {
-			due = appendDue(due, p, r.ID, c.Now)
+			named = appendLive(named, p, r.ID)
 		}
 	case *wire.Read:
-		due = appendDue(due, p, m.Lease, c.Now)
+		named = appendLive(named, p, m.Lease)
 	case *wire.Release:
-		due = appendDue(due, p, m.Lease, c.Now)
+		named = appendLive(named, p, m.Lease)
 	}
-	return due
+	c.expiry.named = named
+	return named
 }
 
-// appendDue appends lease id of p to due if it is live, undecided and due
-// at now.
-func appendDue(due []dueLease, p *xfer.Producer, id wire.LeaseID, now clock.Instant) []dueLease {
-	if info, live := p.Lease(id); live && info.Pending == 0 && dueAt(info) <= now {
-		due = append(due, dueLease{id, info})
+// appendLive appends lease id of p to named if it is live and undecided.
+func appendLive(named []dueLease, p *xfer.Producer, id wire.LeaseID) []dueLease {
+	if info, live := p.Lease(id); live && info.Pending == 0 {
+		named = append(named, dueLease{id, info})
 	}
-	return due
+	return named
 }
 
 // checkExpiry runs the expiry invariants around message m, received by
-// node n on connection conn: due is what dueNamed found before n handled
-// it.
-func (c *Cluster) checkExpiry(n *Node, conn transport.ConnID, m wire.Message, due []dueLease) {
+// node n on connection conn, which reached n's edge at arrived: named is
+// what leasesNamed found before n handled it.
+func (c *Cluster) checkExpiry(n *Node, conn transport.ConnID, m wire.Message, named []dueLease, arrived clock.Instant) {
+	var due []dueLease
+	for _, d := range named {
+		if dueAt(d.info) <= arrived {
+			due = append(due, d)
+			continue
+		}
+		// On time at arrival: the message may release it (a RELEASE),
+		// never end it as due.
+		if rel, ok := n.ReleasedAt[d.id]; ok && rel.At == c.Now {
+			switch rel.Reason {
+			case wire.ReasonExpired, wire.ReasonPeerLost, wire.ReasonUnclaimed:
+				c.violate("%s: %T of lease %d reached P at %v, before its due instant %v, yet ended it as %s when handled at %v",
+					n.Name, m, d.id, arrived, dueAt(d.info), rel.Reason, c.Now)
+			}
+		}
+	}
 	if len(due) > 0 {
 		c.checkDueHandled(n, conn, m, due)
 	}

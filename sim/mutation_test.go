@@ -32,6 +32,8 @@ func TestMutationsCaught(t *testing.T) {
 		{"consumer skips heartbeats while queued", &xfer.MutateSkipQueuedHeartbeats, "expired under a waiting, reachable decoder", Options{}},
 		{"abort frees a finished request's blocks at once", &xfer.MutateNaiveAbort, "not live and pinned", Options{}},
 		{"renew answered without the due check", &xfer.MutateRenewSkipsDueCheck, "renewed it at", Options{}},
+		// Issue 29: a RENEW that reached a busy P on time is on time.
+		{"lease timing judged on processing, not arrival", &xfer.MutateJudgeOnProcessing, "before its due instant", Options{}},
 		// Lease spill (S26) on every seed, with small pools so that reads
 		// run while spill stores end.
 		{"spill drops a lease's blocks under a read", &xfer.MutateSpillIgnoresRead, "whose primary copy the lease no longer holds",

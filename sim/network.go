@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"time"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/transport/memnet"
 	"github.com/kvlease/kvlease/wire"
@@ -16,7 +18,7 @@ import (
 // drive turns one node's loop — the production engine's, engine.Loop —
 // until it asks for no more at this instant, and routes its outputs.
 func (c *Cluster) drive(n *Node) {
-	if n.Crashed || n.Hung {
+	if n.Crashed || n.halted() {
 		return
 	}
 	for turns := 0; ; turns++ {
@@ -34,6 +36,9 @@ func (c *Cluster) drive(n *Node) {
 				c.violate("%s: %v", n.Name, err)
 			}
 		}
+		if t.Execute {
+			c.startStep(n, t.Batch)
+		}
 		if b := t.Batch; b != nil {
 			sc := n.Core.Config().Sched
 			if len(b.Seqs) > sc.MaxNumSeqs || b.NumTokens() > sc.MaxNumBatchedTokens {
@@ -49,7 +54,7 @@ func (c *Cluster) drive(n *Node) {
 		// whenever something may have happened). Without it, a lease
 		// released at once (undelivered) freed blocks that the waiting
 		// queue never saw when nothing else was due.
-		if (!t.Again && !n.fed) || n.Crashed || n.Hung {
+		if (!t.Again && !n.fed) || n.Crashed || n.halted() {
 			break
 		}
 		if turns == 1<<16 {
@@ -193,7 +198,39 @@ func (c *Cluster) deliver(d memnet.Delivery) {
 			c.fleet.renewals += uint64(len(m.Leases))
 		}
 	}
+	if n.Paused && !n.Hung {
+		// The node's transport runs while its loop is busy: the message
+		// reaches the port now, stamped now, and waits there.
+		n.touch()
+		c.handle(n, ev)
+		return
+	}
 	c.call(n, nil, func() { c.handle(n, ev) })
+}
+
+// startStep runs the step of batch b that node n's loop handed over
+// (Turn.Execute) as in-flight work: it completes at the batch's modelled
+// duration (times Spec.PrefillStepScale on a prefill engine), when the
+// executor writes its KV and samples its tokens and the loop gets the
+// result (StepDone). Meanwhile the loop keeps turning: what it does to the
+// step's blocks shows in the KV the step writes at its end. A step of a
+// crashed life ends with it; a hung or busy loop gets the result when it
+// resumes.
+func (c *Cluster) startStep(n *Node, b *model.Batch) {
+	d := c.Spec.Profile.Duration(b)
+	if s := c.Spec.PrefillStepScale; s > 0 && n.Role == engine.RolePrefill {
+		d = time.Duration(float64(d) * s)
+	}
+	core := n.Core
+	c.After(d, func() {
+		if n.Crashed || n.Core != core {
+			return
+		}
+		c.call(n, nil, func() {
+			n.exec.Execute(b, &n.res)
+			n.Loop.StepDone(c.Now, &n.res)
+		})
+	})
 }
 
 // feed hands the events waiting in node n's port to its loop one at a
@@ -211,9 +248,13 @@ func (c *Cluster) feed(n *Node) {
 			n.Loop.Handle(c.Now, *ev)
 			continue
 		}
-		due := c.dueNamed(n, ev.Msg)
+		at := ev.At
+		if at == 0 || at > c.Now {
+			at = c.Now
+		}
+		named := c.leasesNamed(n, ev.Msg)
 		n.Loop.Handle(c.Now, *ev)
-		c.checkExpiry(n, ev.Conn, ev.Msg, due)
+		c.checkExpiry(n, ev.Conn, ev.Msg, named, at)
 	}
 	clear(evs)
 	n.port.spare = evs[:0]
@@ -225,6 +266,7 @@ func (c *Cluster) handle(n *Node, ev transport.Event) {
 	case transport.Dialed, transport.Accepted:
 		c.conns[[2]transport.Addr{ev.Local, ev.Remote}] = ev.Conn
 	case transport.Received:
+		ev.At = c.Now // when it reached the node's edge
 		if c.OnMessage != nil {
 			c.OnMessage(c, ev.Remote, ev.Local, ev.Msg)
 		}

@@ -57,7 +57,7 @@ func (c *Cluster) copyLater(n *Node, id uint64, store bool, tier int, blocks []k
 		if n.Crashed || n.Core != core {
 			return // the work died with its core
 		}
-		if n.Hung {
+		if n.halted() {
 			n.backlog = append(n.backlog, pendingCall{nil, done})
 			return
 		}

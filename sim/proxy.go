@@ -228,9 +228,12 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 				d.Loop.Reject(c.Now, remote) // the client left during the latency
 				return
 			}
-			if res, _ := d.Loop.Add(c.Now, in); res != engine.Accepted {
+			res, id := d.Loop.Add(c.Now, in)
+			if res != engine.Accepted {
 				c.fail(r, "decode rejected: "+res.String(), res.HTTPStatus())
+				return
 			}
+			r.dReq, r.dCore = id, d.Core
 		}
 		if p.Latency > 0 {
 			c.After(p.Latency, func() {

@@ -82,7 +82,7 @@ func (c *Cluster) call(n *Node, r *Req, fn func()) bool {
 	switch {
 	case n.Crashed:
 		return false
-	case n.Hung:
+	case n.halted():
 		n.backlog = append(n.backlog, pendingCall{r, fn})
 	default:
 		n.touch()
@@ -101,7 +101,7 @@ func (c *Cluster) next() clock.Instant {
 		return min(t, c.nextSparse())
 	}
 	for _, n := range c.Nodes {
-		if n.Crashed || n.Hung {
+		if n.Crashed || n.halted() {
 			continue
 		}
 		t = min(t, n.Loop.NextWake())
@@ -212,6 +212,9 @@ func (c *Cluster) check() {
 		}
 		n.active, n.checkedPool = false, v
 		if err := n.Core.Check(); err != nil {
+			c.violate("%s: %v", n.Name, err)
+		}
+		if err := n.Loop.CheckStep(); err != nil {
 			c.violate("%s: %v", n.Name, err)
 		}
 	}

@@ -93,7 +93,16 @@ type Profile struct {
 	Crashes            int
 	Hangs              int
 	Drains             int // graceful shutdowns (SIGTERM), each followed by a restart
-	AbortShare         float64
+	// Pauses are busy spells of an engine's loop (Cluster.Pause), each up
+	// to PauseMax, at random instants of the safety phase: messages reach
+	// the engine and wait, stamped with their arrival.
+	Pauses   int
+	PauseMax time.Duration
+	// PrefillStepScale, when positive, slows every prefill engine's steps
+	// by this factor (Spec.PrefillStepScale): a long prefill lasts about a
+	// lease, and P's leases must not expire because of it.
+	PrefillStepScale float64
+	AbortShare       float64
 	// Burst: arrivals come within the first fifth of the window; LongShare
 	// of the requests decode for hundreds of tokens (with a small D batch
 	// bound, requests wait in D's queue for longer than a lease).
@@ -222,6 +231,12 @@ func (p Profile) String() string {
 	}
 	if p.Rate > 0 {
 		s += fmt.Sprintf(" rate=%g/s", p.Rate)
+	}
+	if p.Pauses > 0 {
+		s += fmt.Sprintf(" pauses=%d pause_max=%v", p.Pauses, p.PauseMax)
+	}
+	if p.PrefillStepScale > 0 {
+		s += fmt.Sprintf(" prefill_step_scale=%.0f", p.PrefillStepScale)
 	}
 	for _, f := range p.Script {
 		s += " [" + f.String() + "]"
@@ -356,6 +371,9 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	profRng, workRng, faultRng := sub(), sub(), sub()
 
 	prof := drawProfile(profRng, rand.New(rand.NewPCG(seed, 0x0ff10ad)), opts)
+	// From a source of their own, so that every other draw of the seed
+	// stays as it was.
+	drawLoopTiming(rand.New(rand.NewPCG(seed, 0x6c6f6f70)), &prof, opts)
 	if opts.Profile != nil {
 		prof = *opts.Profile
 		if opts.NoFaults {
@@ -379,6 +397,7 @@ func RunSeed(seed uint64, opts Options) (res Result, err error) {
 	res.Requests = len(reqs)
 	end := clock.Instant(opts.SafetyPhase)
 	down := scheduleFaults(c, faultRng, prof, end)
+	schedulePauses(c, rand.New(rand.NewPCG(seed, 0x7061757365)), prof, end)
 
 	if opts.APIFaults && !opts.NoFaults {
 		frng := rand.New(rand.NewPCG(seed, 0x6661756c7473))

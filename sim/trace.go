@@ -67,6 +67,8 @@ const (
 	traceReset
 	traceOffload
 	traceInjected
+	tracePause
+	traceUnpause
 )
 
 func (c *Cluster) mix(vals ...uint64) {

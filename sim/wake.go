@@ -74,7 +74,7 @@ func (c *Cluster) setWake(n *Node, t clock.Instant) {
 		return
 	}
 	n.wakeKey = t
-	if n.Crashed || n.Hung {
+	if n.Crashed || n.halted() {
 		n.wakeKey = clock.Never
 	}
 	if n.hix < 0 {
@@ -168,7 +168,7 @@ func (c *Cluster) driveSparse() {
 		i := c.visitPop()
 		n := c.Nodes[i]
 		c.passIdx = i
-		if n.Crashed || n.Hung || (!n.poke && n.wake > c.Now) {
+		if n.Crashed || n.halted() || (!n.poke && n.wake > c.Now) {
 			if n.hix < 0 {
 				c.setWake(n, n.wake)
 			}
@@ -184,7 +184,7 @@ func (c *Cluster) driveSparse() {
 // nextSparse is the earliest instant a node has work at.
 func (c *Cluster) nextSparse() clock.Instant {
 	for _, n := range c.pokes {
-		if !n.Crashed && !n.Hung {
+		if !n.Crashed && !n.halted() {
 			return c.Now // poked after its turn at this instant
 		}
 	}
