@@ -19,6 +19,15 @@
 //		}
 //	}
 //
+// In a Loop the step is in-flight work (LoopConfig.Async): Turn hands the
+// batch over (Turn.Execute), keeps turning — transport, admissions,
+// aborts, offload completions, timers — and applies the result when the
+// driver reports it (StepDone). The node runs a real model's forward pass
+// on a goroutine of its own; the simulator completes each step at its
+// modelled end. Each received message is judged on when it reached the
+// engine (transport.Event.At, Core.PeerMessageArrived), not on when the
+// loop handled it.
+//
 // Every finished request goes through one teardown sequence: its blocks are
 // offered to the transfer hook (which may take a lease hold), then to the
 // offload hook (which may take store holds), then the request hold is

@@ -481,9 +481,10 @@ func (l *Loop) Settle(now clock.Instant) []Output {
 	return rd.Outputs
 }
 
-// Shutdown ends the engine at now. It stops admitting, completes the step
-// in flight (its result is computed; only its modelled delay is cut
-// short), aborts every live request and runs out what is left without
+// Shutdown ends the engine at now. It stops admitting, completes the
+// inline step in flight (its result is computed; only its modelled delay
+// is cut short; an asynchronous step must have been reported with StepDone
+// first: Shutdown panics otherwise), aborts every live request and runs out what is left without
 // waiting, streams what the connections take of the reads in progress,
 // ends every lease (REVOKED shutdown) and, when graceful, closes every
 // transfer connection after its queued frames (the last acknowledgements

@@ -12,10 +12,11 @@
 //		apply queued submissions, aborts and stats requests (loop.Add, ...)
 //		feed finished offload copies (loop.Copied)
 //		t := loop.Turn(now)     // transport events, completion, step, streaming
+//		if t.Execute { hand t.Batch to the executor goroutine }
 //		route t.Outputs to the request streams
 //		if !t.Again {
-//			wait for a submission, the transport, an offload completion
-//			or loop.NextWake
+//			wait for a submission, the transport, an offload completion,
+//			the executor's result (loop.StepDone) or loop.NextWake
 //		}
 //	}
 //

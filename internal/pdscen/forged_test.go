@@ -15,12 +15,12 @@ import (
 // rawPeer is a hand-driven transfer client of P: wire frames over a plain
 // TCP connection, no transport package in between.
 type rawPeer struct {
-	t   *testing.T
+	t   testing.TB
 	c   net.Conn
 	buf []byte
 }
 
-func dialRaw(t *testing.T, addr string) *rawPeer {
+func dialRaw(t testing.TB, addr string) *rawPeer {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -105,7 +105,7 @@ func (r *rawPeer) handshake(id string) {
 }
 
 // leaseOf parses the lease id and token of P's kv_transfer_params.
-func leaseOf(t *testing.T, kv json.RawMessage) (wire.LeaseID, wire.Token) {
+func leaseOf(t testing.TB, kv json.RawMessage) (wire.LeaseID, wire.Token) {
 	t.Helper()
 	var f struct {
 		ID    string `json:"lease_id"`

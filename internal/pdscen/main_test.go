@@ -403,7 +403,7 @@ func (e *engine) abort(t *testing.T, id string) string {
 // labels sorted by name) to value.
 type metrics map[string]float64
 
-func (e *engine) metrics(t *testing.T) metrics {
+func (e *engine) metrics(t testing.TB) metrics {
 	t.Helper()
 	resp, err := http.Get(e.url + "/metrics")
 	if err != nil {
@@ -529,7 +529,7 @@ func waitFor(cond func() bool) error {
 }
 
 // mustWait is waitFor failing t with what.
-func mustWait(t *testing.T, what string, cond func() bool) {
+func mustWait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	if waitFor(cond) != nil {
 		t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
