@@ -165,6 +165,13 @@ func packageDirs(t *testing.T, root string) []string {
 			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "out") {
 				return filepath.SkipDir
 			}
+			// A directory with its own go.mod (deploy/, interop/) is
+			// another module: its packages are not this module's.
+			if path != root {
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir
+				}
+			}
 			return nil
 		}
 		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
