@@ -259,10 +259,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for _, r := range rows {
 		fmt.Fprintf(stdout, "%-14s leases released: %s\n", r.Policy, releasedText(r.Released))
 	}
-	fmt.Fprintln(stdout, "\nunread lease block-seconds: KV memory a prefill engine held for requests nobody read (stranded).")
-	fmt.Fprintf(stdout, "goodput: completed requests per second with TTFT ≤ %v. Leases: %v for lease, vllm and vllm-lease, %v for legacy-timeout\n",
-		demoSLOTTFT, o.kvLease, o.legacyTimeout)
-	fmt.Fprintln(stdout, "(production defaults 30s and 480s: stranded block-seconds grow with them).")
+	writeDemoLegend(stdout, o)
 
 	paths, err := writeDemoFiles(o, rows, results)
 	fmt.Fprintln(stdout)
@@ -419,6 +416,32 @@ func writeDemoTable(w io.Writer, rows []demoRow) {
 			r.UnreadBlockSeconds, r.HeldAfterLoad, end, verdict)
 	}
 	tw.Flush()
+}
+
+// writeDemoLegend explains each column of the table and the lines under
+// it.
+func writeDemoLegend(w io.Writer, o demoOptions) {
+	fmt.Fprintf(w, `
+columns:
+  policy            the lease release policy of the run (see kvlease demo -h, --policies)
+  requests          requests sent: the same seeded workload under every policy (how many fit in the run varies with the load)
+  ok                answered in full
+  errors            streams cut by the deliberate kill: requests decode0 was streaming when it was killed (SIGKILL), which
+                    the proxy ends with an error event ("decode engine ... failed"); no release policy can save them, and
+                    the demo does not fail on them
+  aborted           abandoned by their client on purpose (the %.0f%% fault), before or during their answer
+  rejected          invalid for the decode engine (the %.0f%% fault): refused by it after their prefill, as planned
+  goodput           completed requests per second with a time to first token of at most %v
+  p99 TTFT          99th percentile of the time to first token of completed requests
+  unread lease      KV memory a prefill engine held under leases nobody read (stranded), in block-seconds
+  held blocks       the prefill engine's blocks still held by leases when the load stopped, and after settling
+                    (at the end: must be 0, else LEAK)
+  outputs equal to  completed outputs replayed on a single --role both engine and equal to its answer
+leases released: how each policy's leases ended (read_done: read by the decode engine; aborted, rejected,
+  undelivered: released when the proxy or D knew; expired: held until the lease ran out)
+leases: %v for lease, vllm and vllm-lease, %v for legacy-timeout (production defaults 30s and 480s: stranded
+  block-seconds grow with them)
+`, o.abortRate*100, o.invalidRate*100, demoSLOTTFT, o.kvLease, o.legacyTimeout)
 }
 
 // Files written by the demo into --out.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,24 @@ func TestDemoEndToEnd(t *testing.T) {
 		f.Close()
 		if err != nil || cfg.Width < 100 {
 			t.Errorf("%s: not a PNG plot (%v, %+v)", name, err, cfg)
+		}
+	}
+}
+
+// TestDemoLegendExplainsEveryColumn: every column the demo's table prints
+// has a line in the legend under it.
+func TestDemoLegendExplainsEveryColumn(t *testing.T) {
+	var table, legend strings.Builder
+	writeDemoTable(&table, nil)
+	writeDemoLegend(&legend, demoOptions{abortRate: 0.15, invalidRate: 0.1, kvLease: 3 * time.Second, legacyTimeout: 10 * time.Second})
+	header := strings.Split(table.String(), "\n")[0]
+	cols := regexp.MustCompile(`\S+(?: \S+)*`).FindAllString(header, -1)
+	if len(cols) != 12 {
+		t.Fatalf("header %q: %d columns", header, len(cols))
+	}
+	for _, c := range cols {
+		if !regexp.MustCompile(`\n  ` + regexp.QuoteMeta(c) + `  +\S`).MatchString(legend.String()) {
+			t.Errorf("the legend does not explain column %q:\n%s", c, legend.String())
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -678,21 +677,6 @@ func (es *engineServer) Run(ctx context.Context) error {
 	es.log.Info("stopped", attrs...)
 	return nil
 }
-
-// version is buildVersion if set, else the module version of the build,
-// else "dev".
-func version() string {
-	if buildVersion != "" {
-		return buildVersion
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
-
-// buildVersion may be set with -ldflags "-X main.buildVersion=...".
-var buildVersion string
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseServeFlags(args, stderr)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,9 +76,36 @@ func parseUpFlags(args []string, stderr io.Writer) (cluster.Options, string, err
 	return opt, mf.describe(opt.Profile), nil
 }
 
+// portFree reports, when port is not 0, whether host:port can be listened
+// on now; if not, an error naming --port and a port that is free.
+func portFree(host string, port int) error {
+	if port == 0 {
+		return nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err == nil {
+		return ln.Close()
+	}
+	suggest := "--port 0 (a free port)"
+	for p := port + 1; p <= min(port+100, 65535); p++ {
+		if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+			ln.Close()
+			suggest = fmt.Sprintf("--port %d, or --port 0 for any free one", p)
+			break
+		}
+	}
+	return fmt.Errorf("--port %d: cannot listen on %s:%d (%v); nothing was started: pick another with %s",
+		port, host, port, errors.Unwrap(err), suggest)
+}
+
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opt, what, err := parseUpFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	// The proxy's port is the one the user named: check it before
+	// starting anything (the engines' ports are picked free).
+	if err := portFree("127.0.0.1", opt.ProxyPort); err != nil {
 		return err
 	}
 	if opt.LogDir == "" {

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -108,5 +110,22 @@ func TestUpFailsClearlyWhenAnEngineCannotStart(t *testing.T) {
 	code, _, stderr := runCmd(t, "up", "--binary", "/bin/false", "--port", "0", "--log-dir", t.TempDir())
 	if code != 1 || !strings.Contains(stderr, "exited while starting") || !strings.Contains(stderr, "logs are in") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestUpPortTaken: with the proxy's port taken, kvlease up says so and
+// suggests --port before it starts anything (here --binary names no
+// program: starting an engine would fail with another error).
+func TestUpPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	code, stdout, stderr := runCmd(t, "up", "--port", port, "--binary", filepath.Join(t.TempDir(), "none"), "--log-dir", t.TempDir())
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "--port "+port+": cannot listen on 127.0.0.1:"+port) ||
+		!strings.Contains(stderr, "nothing was started: pick another with --port ") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
