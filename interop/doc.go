@@ -15,5 +15,8 @@
 // The module has its own go.mod (as deploy/ has) so that kvlease's own
 // module does not depend on llm-d's Kubernetes-sized dependency tree; a
 // replace points it at the kvlease checkout it sits in. The engines run
-// as processes of a kvlease binary built from that checkout.
+// as processes of a kvlease binary built from that checkout; the tests
+// import only kvlease's kvblock and kvevents/kveventstest (small, stable
+// dependencies), so that a module kvlease adds elsewhere does not change
+// this module's go.sum.
 package interop

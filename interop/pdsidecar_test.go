@@ -10,15 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/llm-d/llm-d-inference-scheduler/pkg/common"
 	"github.com/llm-d/llm-d-inference-scheduler/pkg/sidecar/proxy"
-
-	"github.com/kvlease/kvlease/cluster"
-	kvproxy "github.com/kvlease/kvlease/proxy"
 )
 
 const pdModel = "kvlease-tiny" // serve's default name for the tiny profile
@@ -148,14 +147,17 @@ func freePort(t *testing.T) string {
 // read by D).
 func TestPDSidecarMatchesSingleEngine(t *testing.T) {
 	single := serve(t, "--role", "both", "--profile", "tiny", "--transfer-port", "0")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Binary: kvleaseBin, Prefill: 1, Decode: 1, ReadyTimeout: waitTimeout})
-	if err != nil {
+	// A prefill and a decode engine as llm-d deploys them: the same
+	// cluster secret; D learns P's transfer endpoint from the
+	// kv_transfer_params of P's answer, which the sidecar passes on.
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(strings.Repeat("cd", 32)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	p, d := c.URLs(kvproxy.RolePrefill)[0], c.URLs(kvproxy.RoleDecode)[0]
+	p := serve(t, "--role", "prefill", "--profile", "tiny", "--transfer-port", "0", "--cluster-secret-file", secret).URL
+	d := serve(t, "--role", "decode", "--profile", "tiny", "--transfer-port", "0", "--cluster-secret-file", secret).URL
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	decodeURL, err := url.Parse(d)
 	if err != nil {
 		t.Fatal(err)
