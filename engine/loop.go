@@ -394,7 +394,12 @@ func (l *Loop) Handle(now clock.Instant, ev transport.Event) {
 		l.log.Debug("transfer connection closed", "peer", string(ev.Remote), "reason", ev.Reason)
 		delete(l.conns, ev.Conn)
 		l.dropStreams(now, ev.Conn)
-		l.core.PeerClosed(now, s)
+		if ev.Tampered {
+			l.log.Warn("transfer frame failed authentication: altered or injected on the path", "peer", string(ev.Remote), "reason", ev.Reason)
+			l.core.PeerTampered(now, s)
+		} else {
+			l.core.PeerClosed(now, s)
+		}
 	case transport.Sent:
 		l.sent(ev.Tag, ev.Reason == "")
 	}

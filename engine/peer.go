@@ -31,9 +31,19 @@ func (c *Core) PeerDialFailed(now clock.Instant, addr string) {
 }
 
 // PeerClosed reports that a transfer connection is gone.
-func (c *Core) PeerClosed(now clock.Instant, s xfer.SessionID) {
+func (c *Core) PeerClosed(now clock.Instant, s xfer.SessionID) { c.peerClosed(now, s, false) }
+
+// PeerTampered reports that a transfer connection ended on a frame that
+// failed its authentication (transport.Event.Tampered).
+func (c *Core) PeerTampered(now clock.Instant, s xfer.SessionID) { c.peerClosed(now, s, true) }
+
+func (c *Core) peerClosed(now clock.Instant, s xfer.SessionID, tampered bool) {
 	if c.consumer != nil && c.consumer.OwnsSession(s) {
-		c.consumer.Disconnected(now, s)
+		if tampered {
+			c.consumer.Tampered(now, s)
+		} else {
+			c.consumer.Disconnected(now, s)
+		}
 		c.drainConsumer(now)
 		return
 	}

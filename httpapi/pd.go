@@ -53,6 +53,11 @@ func (s *Server) remote(kv *openai.KVTransferParams, promptLen int) (*xfer.Remot
 		return nil, openai.BadRequest("kv_transfer_params.lease_token", "kv_transfer_params.lease_token must be %d hex digits", openai.LeaseTokenHexLen)
 	}
 	host := strings.TrimSuffix(strings.TrimPrefix(kv.RemoteHost, "["), "]")
+	if p := s.cfg.KVPeers; p != nil && !p.Allow(host, kv.RemotePort) {
+		return nil, openai.BadRequest("kv_transfer_params.remote_host",
+			"kv_transfer_params names the prefill endpoint %s, which this engine's --kv-peers (%s) does not allow",
+			net.JoinHostPort(host, strconv.Itoa(kv.RemotePort)), p)
+	}
 	n := kv.RemoteNumTokens
 	if n == 0 {
 		n = promptLen

@@ -110,6 +110,9 @@ type Config struct {
 	// FaultsPath, guarded by its admin key, and the X-Return-Error header.
 	// Nil: FaultsPath answers 404 and the header is ignored.
 	Faults *FaultConfig
+	// KVPeers, on a decode engine, are the prefill endpoints it may dial;
+	// nil: any that a request names.
+	KVPeers *KVPeers
 	// LoRA, when set, serves LoRA adapters (lora.go): requests name them
 	// as their model, /v1/models lists them, vllm:lora_requests_info
 	// reports them, and with RuntimeUpdates the load and unload endpoints

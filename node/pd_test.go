@@ -115,7 +115,7 @@ func startPDExec(t *testing.T, role engine.Role, id string, xc xfer.Config, mk f
 			}
 		})
 	}
-	tr, err := tcp.New(tcp.Config{KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: time.Second})
+	tr, err := tcp.New(tcp.Config{KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: time.Second, Secret: pdSecret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,8 +76,13 @@ type Event struct {
 	Remote Addr // the other end of the connection
 	Msg    wire.Message
 	Reason string
-	Tag    uint64
-	At     clock.Instant
+	// Tampered (Closed): the connection ended because a frame failed its
+	// authentication, altered or injected by someone on the path: a
+	// protocol core may treat the peer's data as untrustworthy, not as
+	// merely lost.
+	Tampered bool
+	Tag      uint64
+	At       clock.Instant
 }
 
 // String formats e for logs and test failures.

@@ -8,8 +8,9 @@ import (
 )
 
 // Version is the protocol version this package speaks, sent in Hello and
-// HelloAck.
-const Version uint16 = 1
+// HelloAck. Version 2 seals every frame after the handshake (Sealer); a
+// version 1 peer, whose frames were plain, is refused at HELLO.
+const Version uint16 = 2
 
 // Bounds. Decode enforces each on every frame from a peer; Validate checks
 // them and AppendFrame panics on a message that breaks one. Every message

@@ -30,6 +30,17 @@ const readChunkBytes = 1 << 20
 // own error otherwise. Short reads are fine: ReadFrame reads until the frame
 // is complete.
 func ReadFrame(r io.Reader, buf []byte, maxPayload int) (frame []byte, err error) {
+	return readFrame(r, buf, maxPayload, false)
+}
+
+// ReadSealedFrame reads one sealed frame (see Sealer) as ReadFrame reads a
+// plain one, bounds and errors alike, and returns it whole, its length
+// prefix and tag included, for Opener.Open.
+func ReadSealedFrame(r io.Reader, buf []byte, maxPayload int) (frame []byte, err error) {
+	return readFrame(r, buf, maxPayload, true)
+}
+
+func readFrame(r io.Reader, buf []byte, maxPayload int, sealed bool) (frame []byte, err error) {
 	if maxPayload <= 0 || maxPayload > MaxFrameBytes {
 		maxPayload = MaxFrameBytes
 	}
@@ -43,9 +54,14 @@ func ReadFrame(r io.Reader, buf []byte, maxPayload int) (frame []byte, err error
 	}
 	need := int(n) + 1 // the type byte
 	frame = buf[:0]
+	if sealed {
+		need += 4 + SealOverhead // kept: the prefix is authenticated
+		frame = append(frame, hdr[:]...)
+	}
 	if cap(frame) >= need {
+		start := len(frame)
 		frame = frame[:need]
-		if _, err := io.ReadFull(r, frame); err != nil {
+		if _, err := io.ReadFull(r, frame[start:]); err != nil {
 			return nil, readErr(err, true)
 		}
 		return frame, nil

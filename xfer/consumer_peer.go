@@ -45,6 +45,20 @@ func (c *Consumer) DialFailed(now clock.Instant, addr string) {
 // retried (within the lease and MaxReadAttempts) over a new connection. A
 // session lost before its handshake completed is a failed dial.
 func (c *Consumer) Disconnected(now clock.Instant, s SessionID) {
+	c.disconnected(now, s, FailureDisconnected, FallbackDisconnected)
+}
+
+// Tampered reports that session s ended on a frame from P that failed its
+// authentication: someone on the path altered or injected it. Nothing P
+// sent on s since the frame was delivered is in doubt (a frame is
+// delivered only once it verified); reads in flight are retried as after
+// a disconnection, and those out of attempts fall back as
+// FallbackTampered.
+func (c *Consumer) Tampered(now clock.Instant, s SessionID) {
+	c.disconnected(now, s, FailureTampered, FallbackTampered)
+}
+
+func (c *Consumer) disconnected(now clock.Instant, s SessionID, kind FailureKind, reason FallbackReason) {
 	pr, ok := c.bySession[s]
 	if !ok {
 		return
@@ -61,10 +75,10 @@ func (c *Consumer) Disconnected(now clock.Instant, s SessionID) {
 	// Redial at once: a lost connection is often a blip, and P keeps the
 	// leases bound to it only for the peer grace. Failed dials back off.
 	pr.retryAt = now
-	c.stats.Failures[FailureDisconnected]++
+	c.stats.Failures[kind]++
 	for _, p := range c.pullsOf(pr) {
 		if p.state == pullReading && p.sent {
-			c.retry(now, p, FallbackDisconnected)
+			c.retry(now, p, reason)
 		}
 	}
 }

@@ -59,6 +59,9 @@ const (
 	// FallbackInjected: a fault injected through the fault API told D to
 	// give the remote prefix up (fault kind fallback).
 	FallbackInjected
+	// FallbackTampered: a frame from P failed its authentication (altered
+	// or injected on the path), out of attempts or lease.
+	FallbackTampered
 	numFallbackReasons
 )
 
@@ -78,6 +81,7 @@ var fallbackReasonNames = [...]string{
 	FallbackBadVersion:       "bad_version",
 	FallbackHandshakeRefused: "handshake_refused",
 	FallbackInjected:         "injected",
+	FallbackTampered:         "tampered",
 }
 
 // Valid reports whether r is a defined reason (not zero).
@@ -145,6 +149,9 @@ const (
 	// FailureEngineMismatch: the engine at a request's address is not the
 	// one its kv_transfer_params named.
 	FailureEngineMismatch
+	// FailureTampered: a connection to P ended on a frame that failed its
+	// authentication (altered or injected on the path).
+	FailureTampered
 	numFailureKinds
 )
 
@@ -164,6 +171,7 @@ var failureKindNames = [...]string{
 	FailureBadVersion:       "bad_version",
 	FailureHandshakeRefused: "handshake_refused",
 	FailureEngineMismatch:   "engine_mismatch",
+	FailureTampered:         "tampered",
 }
 
 // Valid reports whether k is a defined kind (not zero).

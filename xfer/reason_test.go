@@ -38,9 +38,9 @@ func TestReasonNames(t *testing.T) {
 		want  string
 	}{
 		{FallbackReason(0).Valid(), FallbackReason(0).String(), "none"},
-		{numFallbackReasons.Valid(), numFallbackReasons.String(), "FallbackReason(16)"},
+		{numFallbackReasons.Valid(), numFallbackReasons.String(), "FallbackReason(17)"},
 		{FailureKind(0).Valid(), FailureKind(0).String(), "FailureKind(0)"},
-		{numFailureKinds.Valid(), numFailureKinds.String(), "FailureKind(16)"},
+		{numFailureKinds.Valid(), numFailureKinds.String(), "FailureKind(17)"},
 	} {
 		if tc.valid || tc.got != tc.want {
 			t.Errorf("got %q valid %v, want %q invalid", tc.got, tc.valid, tc.want)

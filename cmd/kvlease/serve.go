@@ -84,7 +84,8 @@ type serveFlags struct {
 	llm      *llamafile.Model
 	threads  int
 	kvEvents kvEventsFlags
-	tls      *tlsFlags // HTTPS (--ssl-*): checked and loaded when the engine starts
+	tls      *tlsFlags        // HTTPS (--ssl-*): checked and loaded when the engine starts
+	kvPeers  *httpapi.KVPeers // --kv-peers; nil: a decode engine dials any prefill endpoint
 }
 
 // kvBytesPerToken is the KV of one token in the pool: the model file's
@@ -174,6 +175,8 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	kvEvents := kvEventsFlagVars(fs)
 	lora := loraFlagVars(fs)
 	tlsf := addTLSFlags(fs)
+	kvPeers := fs.String("kv-peers", "", "decode engine: the prefill transfer endpoints it may dial, comma-separated CIDR prefixes, IP addresses or host:port "+
+		"(10.0.0.0/8,p0.svc:9000); a request naming another gets 400. Default: any")
 	if err := parseFlags(fs, expandLoRAModules(args)); err != nil {
 		return serveFlags{}, err
 	}
@@ -199,6 +202,11 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	var err error
 	if _, err = tlsf.check(); err != nil {
 		return f, err
+	}
+	if *kvPeers != "" {
+		if f.kvPeers, err = httpapi.ParseKVPeers(*kvPeers); err != nil {
+			return f, fmt.Errorf("--kv-peers %v", err)
+		}
 	}
 	if f.kvEvents, err = kvEvents(); err != nil {
 		return f, err
@@ -456,7 +464,8 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		// before then, so the receiver reuses its buffers instead of
 		// allocating 2 MiB per block (BenchmarkTransfer: 0.17x -> 0.8-0.9x
 		// of a plain socket).
-		tr, err := tcp.New(tcp.Config{Logger: log, LendBlockData: true, MaxFrameBytes: f.maxPulledFrameBytes()})
+		tr, err := tcp.New(tcp.Config{Logger: log, LendBlockData: true, MaxFrameBytes: f.maxPulledFrameBytes(),
+			Secret: f.secret}) // frames after the handshake sealed
 		if err != nil {
 			return nil, err
 		}
@@ -557,10 +566,14 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	es.node = node.New(core, exec, ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes, StreamInterval: f.streamInterval,
 		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...), Tokenizer: tok,
-		Faults: f.faults, LoRA: f.lora})
+		Faults: f.faults, LoRA: f.lora, KVPeers: f.kvPeers})
 	if err != nil {
 		es.close()
 		return nil, err
+	}
+	if f.transfer != nil && f.role != engine.RolePrefill && f.kvPeers == nil {
+		log.Info("no --kv-peers: this engine dials any prefill transfer endpoint a request's kv_transfer_params names; " +
+			"keep it behind the proxy or set --kv-peers")
 	}
 	es.http = &h1.Server{
 		Handler:           es.api,

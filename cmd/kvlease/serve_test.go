@@ -33,6 +33,12 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		want string
 	}{
 		{[]string{"--role", "chef"}, "--role"},
+		{[]string{"--kv-peers", "10.0.0.0/33"}, "--kv-peers \"10.0.0.0/33\""},
+		{[]string{"--kv-peers", " , "}, "leave --kv-peers unset"},
+		{[]string{"--ssl-certfile", "c.pem"}, "--ssl-certfile and --ssl-keyfile: give both"},
+		{[]string{"--ssl-cert-reqs", "2"}, "need HTTPS"},
+		{[]string{"--ssl-cert-reqs", "5", "--ssl-certfile", "c", "--ssl-keyfile", "k"}, "--ssl-cert-reqs 5"},
+		{[]string{"--ssl-cert-reqs", "2", "--ssl-certfile", "c", "--ssl-keyfile", "k"}, "give --ssl-ca-certs"},
 		{[]string{"--profile", "gpt-9"}, "--profile \"gpt-9\": want one of"},
 		{[]string{"--port", "65536"}, "--port"},
 		{[]string{"--transfer-port", "-1"}, "--transfer-port"},

@@ -18,6 +18,10 @@ type rawPeer struct {
 	t   testing.TB
 	c   net.Conn
 	buf []byte
+	// After a handshake, frames are sealed with the session's keys (as the
+	// engines' transports seal them).
+	sealer *wire.Sealer
+	opener *wire.Opener
 }
 
 func dialRaw(t testing.TB, addr string) *rawPeer {
@@ -32,7 +36,11 @@ func dialRaw(t testing.TB, addr string) *rawPeer {
 
 func (r *rawPeer) send(m wire.Message) {
 	r.t.Helper()
-	if _, err := r.c.Write(wire.AppendFrame(nil, m)); err != nil {
+	frame := wire.AppendFrame(nil, m)
+	if r.sealer != nil {
+		frame = r.sealer.Seal(frame)
+	}
+	if _, err := r.c.Write(frame); err != nil {
 		r.t.Fatalf("send %v: %v", m.Type(), err)
 	}
 }
@@ -42,11 +50,19 @@ func (r *rawPeer) send(m wire.Message) {
 func (r *rawPeer) recv() (wire.Message, error) {
 	r.c.SetReadDeadline(time.Now().Add(waitTimeout))
 	for {
-		frame, err := wire.ReadFrame(r.c, r.buf[:0], 0)
+		var frame []byte
+		var err error
+		if r.opener != nil {
+			if frame, err = wire.ReadSealedFrame(r.c, r.buf[:0], 0); err == nil {
+				r.buf = frame
+				frame, err = r.opener.Open(frame)
+			}
+		} else if frame, err = wire.ReadFrame(r.c, r.buf[:0], 0); err == nil {
+			r.buf = frame
+		}
 		if err != nil {
 			return nil, err
 		}
-		r.buf = frame
 		if len(frame) == 1 && frame[0] == 0 {
 			continue
 		}
@@ -81,8 +97,9 @@ func (r *rawPeer) expectClosed() {
 	}
 }
 
-// hello sends HELLO as D id and checks P's proof with key.
-func (r *rawPeer) hello(id string) *wire.HelloAck {
+// hello sends HELLO as D id and checks P's proof with key; it returns P's
+// answer and D's nonce.
+func (r *rawPeer) hello(id string) (*wire.HelloAck, [16]byte) {
 	r.t.Helper()
 	h := &wire.Hello{Version: wire.Version, EngineID: id}
 	rand.Read(h.Nonce[:])
@@ -91,17 +108,21 @@ func (r *rawPeer) hello(id string) *wire.HelloAck {
 	if ack.Status != wire.StatusOK || !wire.VerifyMAC(secret, wire.RoleP, h.Nonce, ack.EngineID, id, ack.MAC) {
 		r.t.Fatalf("HELLO_ACK %v, or P's proof does not verify", ack.Status)
 	}
-	return ack
+	return ack, h.Nonce
 }
 
-// handshake authenticates as D id with the cluster secret.
+// handshake authenticates as D id with the cluster secret; the frames
+// after it are sealed.
 func (r *rawPeer) handshake(id string) {
 	r.t.Helper()
-	ack := r.hello(id)
+	ack, nonce := r.hello(id)
 	r.send(&wire.Auth{MAC: wire.ComputeMAC(secret, wire.RoleD, ack.Nonce, ack.EngineID, id)})
+	k := wire.DeriveSessionKeys(secret, nonce, ack.Nonce, ack.EngineID, id)
+	r.sealer = wire.NewSealer(k.DToP)
 	if st := expect[*wire.AuthAck](r).Status; st != wire.StatusOK {
 		r.t.Fatalf("AUTH_ACK %v", st)
 	}
+	r.opener = wire.NewOpener(k.PToD)
 }
 
 // leaseOf parses the lease id and token of P's kv_transfer_params.
@@ -183,7 +204,7 @@ func TestE2ES17ForgedTokenRefused(t *testing.T) {
 	})
 	t.Run("wrong secret", func(t *testing.T) {
 		r := dialRaw(t, p.transfer)
-		ack := r.hello("impostor")
+		ack, _ := r.hello("impostor")
 		r.send(&wire.Auth{MAC: wire.ComputeMAC([]byte("not the cluster secret, guessed"), wire.RoleD, ack.Nonce, ack.EngineID, "impostor")})
 		if st := expect[*wire.AuthAck](r).Status; st != wire.StatusUnauthenticated {
 			t.Errorf("AUTH_ACK %v, want unauthenticated", st)

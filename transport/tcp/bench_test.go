@@ -34,20 +34,26 @@ func newBenchPair(b *testing.B, cfg Config) *benchPair {
 	bp := &benchPair{p: p, d: d, dc: d.Dial(context.Background(), p.Addr())}
 	bp.pc = awaitEvent(b, p, transport.Accepted, 0).Conn
 	awaitEvent(b, d, transport.Dialed, bp.dc)
-	// Authenticate as the engines' handshake does (D sends AUTH, P answers
+	// Authenticate as the engines' handshake does (HELLO, HELLO_ACK, AUTH,
 	// AUTH_ACK OK): before it the transport takes no frame larger than a
-	// handshake's, so a block would close the connection.
-	if !d.Send(bp.dc, &wire.Auth{}) {
-		b.Fatal("Send AUTH failed")
-	}
-	if ev := awaitEvent(b, p, transport.Received, bp.pc); ev.Msg.Type() != wire.MsgAuth {
-		b.Fatalf("P received %v, want AUTH", ev.Msg)
-	}
-	if !p.Send(bp.pc, &wire.AuthAck{Status: wire.StatusOK}) {
-		b.Fatal("Send AUTH_ACK failed")
-	}
-	if ev := awaitEvent(b, d, transport.Received, bp.dc); ev.Msg.Type() != wire.MsgAuthAck {
-		b.Fatalf("D received %v, want AUTH_ACK", ev.Msg)
+	// handshake's, so a block would close the connection; with
+	// Config.Secret the frames after it are sealed.
+	for _, step := range []struct {
+		from, to *Transport
+		fc, tc   transport.ConnID
+		m        wire.Message
+	}{
+		{d, p, bp.dc, bp.pc, &wire.Hello{Version: wire.Version, EngineID: "d0", Nonce: [16]byte{1}}},
+		{p, d, bp.pc, bp.dc, &wire.HelloAck{Version: wire.Version, EngineID: "p0", Nonce: [16]byte{2}, Status: wire.StatusOK}},
+		{d, p, bp.dc, bp.pc, &wire.Auth{}},
+		{p, d, bp.pc, bp.dc, &wire.AuthAck{Status: wire.StatusOK}},
+	} {
+		if !step.from.Send(step.fc, step.m) {
+			b.Fatalf("Send %v failed", step.m.Type())
+		}
+		if ev := awaitEvent(b, step.to, transport.Received, step.tc); ev.Msg.Type() != step.m.Type() {
+			b.Fatalf("received %v, want %v", ev.Msg, step.m.Type())
+		}
 	}
 	return bp
 }
@@ -128,7 +134,10 @@ func (bp *benchPair) stream(b *testing.B, block *wire.Block, n int) {
 // "lend+zerocopy" as the engine node streams (the sender writes each block
 // from its own memory with SendBlock, the receiver lends), "lend" with
 // Config.LendBlockData (the receiver reuses its frame buffers), "own"
-// without (a fresh buffer per block). Run them alone with
+// without (a fresh buffer per block), "lend+zerocopy+sealed" as the engines
+// stream with a cluster secret (Config.Secret: every frame encrypted and
+// authenticated, the sender copying each block to seal it). Run them alone
+// with
 // -bench 'Transfer/1GiB' -benchtime 3x.
 func BenchmarkTransfer(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 2 << 20} {
@@ -144,9 +153,15 @@ func BenchmarkTransfer(b *testing.B) {
 	for _, c := range []struct {
 		name           string
 		lend, zeroCopy bool
-	}{{"lend+zerocopy", true, true}, {"lend", true, false}, {"own", false, false}} {
+		sealed         bool
+	}{{"lend+zerocopy", true, true, false}, {"lend+zerocopy+sealed", true, true, true}, {"lend", true, false, false},
+		{"own", false, false, false}} {
 		b.Run("1GiB/block=2MiB/"+c.name, func(b *testing.B) {
-			benchmarkGiB(b, Config{LendBlockData: c.lend}, c.zeroCopy)
+			cfg := Config{LendBlockData: c.lend}
+			if c.sealed {
+				cfg.Secret = []byte("benchmark cluster secret")
+			}
+			benchmarkGiB(b, cfg, c.zeroCopy)
 		})
 	}
 }

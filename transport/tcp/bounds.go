@@ -30,13 +30,14 @@ const (
 	DropBadFrame         = "bad_frame"                // a frame that does not decode
 	DropSlowFrame        = "slow_frame"               // a frame arriving slower than MinReceiveRate
 	DropIdle             = "idle_timeout"             // nothing received for IdleTimeout
+	DropTampered         = "tampered"                 // a sealed frame did not verify (ReasonTampered)
 	DropHandshakeTimeout = "handshake_timeout"        // not authenticated within HandshakeTimeout
 	DropUnauthenticated  = "too_many_unauthenticated" // MaxUnauthenticated
 	DropSource           = "too_many_from_source"     // MaxUnauthenticatedPerSource
 	DropTooManyConns     = "too_many_connections"     // MaxConns
 )
 
-const numDropKinds = 8
+const numDropKinds = 9
 
 // Sides of HandshakeFailure.
 const (
@@ -45,7 +46,7 @@ const (
 )
 
 // DropKinds lists the kinds of Stats.Dropped, for exporters.
-var DropKinds = []string{DropFrameTooLarge, DropBadFrame, DropSlowFrame, DropIdle, DropHandshakeTimeout,
+var DropKinds = []string{DropFrameTooLarge, DropBadFrame, DropSlowFrame, DropIdle, DropTampered, DropHandshakeTimeout,
 	DropUnauthenticated, DropSource, DropTooManyConns}
 
 // HandshakeFailure classifies a connection that ended before it

@@ -53,9 +53,12 @@ type conn struct {
 
 	refusal string // the owner refused the peer's handshake (observeSent)
 
+	seal sealing // frame authentication, with Config.Secret
+
 	accepted bool   // set before start: P's side of the connection
 	source   string // accepted: the peer's IP, for MaxUnauthenticatedPerSource
 	authed   atomic.Bool
+	tampered atomic.Bool // a frame failed authentication (ReasonTampered)
 	hsTimer  *time.Timer // accepted: Config.HandshakeTimeout; set before start
 	// Guarded by Transport.mu: the unauthenticated set's links, and whether
 	// Stats.Authenticated counts c.
@@ -75,6 +78,7 @@ type outFrame struct {
 	buf  []byte
 	data []byte
 	done func(ok bool)
+	seal bool // the writer seals it (Config.Secret, after the handshake)
 }
 
 func (f *outFrame) size() int { return len(f.buf) + len(f.data) }
@@ -159,13 +163,30 @@ func (c *conn) ownerClose() {
 
 // enqueue queues f, or recycles f.buf and reports false without calling
 // f.done.
-func (c *conn) enqueue(f outFrame) bool {
+func (c *conn) enqueue(f outFrame, m wire.Message) bool {
 	limit := c.t.cfg.MaxQueuedBytes
 	c.mu.Lock()
 	if !c.up || c.isDead || c.ownerClosed.Load() {
 		c.mu.Unlock()
 		putBuf(f.buf)
 		return false
+	}
+	if c.t.cfg.Secret != nil {
+		// In queue order, which is the wire's: the frames after this end's
+		// last plain one are sealed.
+		f.seal = c.seal.out
+		if !c.seal.out {
+			c.recordHandshakeLocked(m)
+			if sealsAfter(m, c.accepted) {
+				if c.seal.sealer == nil {
+					c.mu.Unlock()
+					putBuf(f.buf)
+					c.fail(fmt.Sprintf("%s: %s sent before the handshake's HELLO and HELLO_ACK", ReasonBadFrame, m.Type()))
+					return false
+				}
+				c.seal.out = true
+			}
+		}
 	}
 	if c.queued > 0 && c.queued+f.size() > limit {
 		n := c.queued + f.size()
@@ -215,6 +236,7 @@ func (c *conn) writeLoop() {
 		batch, c.queue = c.queue, spare[:0]
 		closing := c.ownerClosed.Load()
 		dead := c.isDead
+		sealed := c.seal.out
 		c.mu.Unlock()
 		if dead {
 			return
@@ -231,7 +253,11 @@ func (c *conn) writeLoop() {
 				return
 			case <-ka.C:
 				c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-				if _, err := c.nc.Write(keepaliveFrame); err != nil {
+				kf := keepaliveFrame
+				if sealed { // nothing is queued: it goes next on the wire
+					kf = c.seal.sealer.Seal(append(make([]byte, 0, len(kf)+wire.SealOverhead), kf...))
+				}
+				if _, err := c.nc.Write(kf); err != nil {
 					c.fail(writeReason(err, cfg.WriteTimeout))
 					return
 				}
@@ -243,7 +269,10 @@ func (c *conn) writeLoop() {
 		bufs = bufs[:0]
 		for i := range batch {
 			f := &batch[i]
-			total += f.size()
+			total += f.size() // as enqueued, before sealing
+			if f.seal {
+				c.sealFrame(f)
+			}
 			bufs = append(bufs, f.buf)
 			if len(f.data) > 0 {
 				bufs = append(bufs, f.data)
@@ -383,6 +412,10 @@ func (c *conn) readLoop() {
 			break
 		}
 		need := int(n) + 1 // the type byte
+		sealed := c.seal.in
+		if sealed {
+			need += 4 + wire.SealOverhead // the prefix is kept, the tag follows
+		}
 		if !t.recv.acquire(need, c.dead) {
 			break // failed while waiting: the reason is set
 		}
@@ -394,17 +427,32 @@ func (c *conn) readLoop() {
 			// into a buffer of its size, not a 4 KiB pool buffer.
 			buf = c.pooledBuffer(need, buf)
 		}
-		frame, err := wire.ReadFrame(br, buf[:0], c.frameLimit())
+		var raw, frame []byte // as read; and its type byte and payload
+		if sealed {
+			raw, err = wire.ReadSealedFrame(br, buf[:0], c.frameLimit())
+		} else {
+			raw, err = wire.ReadFrame(br, buf[:0], c.frameLimit())
+		}
 		if err != nil {
 			t.recv.release(need)
 			c.fail(c.readReason(err))
 			break
 		}
+		frame = raw
+		if sealed {
+			if frame, err = c.seal.opener.Open(raw); err != nil {
+				t.recv.release(need)
+				t.stats.drop(DropTampered)
+				c.tampered.Store(true)
+				c.fail(ReasonTampered + ": " + err.Error())
+				break
+			}
+		}
 		c.frameBytes = 0
-		c.maxDelivered = max(c.maxDelivered, len(frame))
+		c.maxDelivered = max(c.maxDelivered, len(raw))
 		if isKeepalive(frame) {
 			t.recv.release(need)
-			buf = frame
+			buf = raw
 			continue
 		}
 		m, err := wire.Decode(frame)
@@ -414,22 +462,28 @@ func (c *conn) readLoop() {
 			c.fail(ReasonBadFrame + ": " + err.Error())
 			break
 		}
+		if why := c.observeReceived(m); why != "" {
+			t.recv.release(need)
+			t.stats.drop(DropBadFrame)
+			c.fail(why)
+			break
+		}
 		// A Block's Data aliases the frame: the frame goes with it to the
 		// owner (as a loan with LendBlockData), and the next frame gets
 		// another buffer.
 		var lent []byte
 		if _, isBlock := m.(*wire.Block); isBlock {
 			if lend {
-				lent = frame
+				lent = raw
 			}
 			buf = nil
-		} else if cap(frame) > maxKeptReadBuffer {
+		} else if cap(raw) > maxKeptReadBuffer {
 			if lend {
-				putBuf(frame) // Decode copied what it needs
+				putBuf(raw) // Decode copied what it needs
 			}
 			buf = nil
 		} else {
-			buf = frame
+			buf = raw
 		}
 		if c.ownerClosed.Load() {
 			if lent != nil {
@@ -453,7 +507,8 @@ func (c *conn) readLoop() {
 		c.handshakeEnded()
 	}
 	if !c.ownerClosed.Load() {
-		t.push(c, transport.Event{Kind: transport.Closed, Conn: c.id, Remote: c.remote, Reason: c.failReason()})
+		t.push(c, transport.Event{Kind: transport.Closed, Conn: c.id, Remote: c.remote, Reason: c.failReason(),
+			Tampered: c.tampered.Load()})
 	}
 	t.forget(c)
 }

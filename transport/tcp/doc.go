@@ -87,6 +87,20 @@
 // bytes of frames being received over all connections stay under
 // MaxReceiveBytes (a frame beyond it waits). Stats reports all of it.
 //
+// # Sealed frames
+//
+// With Config.Secret (the cluster secret), every frame after the
+// handshake is sealed (wire.Sealer: AES-256-GCM under per-session,
+// per-direction keys derived from the secret and the handshake's nonces
+// and engine ids, the frame's sequence number as nonce). The transport
+// follows the handshake to know when: it records the HELLO and HELLO_ACK
+// it sends and receives, derives the keys once it has both, seals what it
+// writes after this end's AUTH (D) or AUTH_ACK OK (P), and opens what it
+// reads after the peer's. Keepalives are sealed too. The writer seals, in
+// queue order (a zero-copy BLOCK is copied into a buffer to be sealed);
+// the reader opens in place. A frame that does not open closes the
+// connection: ReasonTampered, Event.Tampered, Stats.Dropped["tampered"].
+//
 // # Ownership
 //
 // Send encodes the message before it returns: the caller may reuse or free

@@ -28,6 +28,7 @@ const (
 	ReasonHandshakeTimeout = "handshake timeout"                  // Closed: an accepted connection did not authenticate within Config.HandshakeTimeout
 	ReasonEvicted          = "unauthenticated connection dropped" // Closed: too many unauthenticated connections (Config.MaxUnauthenticated, MaxUnauthenticatedPerSource)
 	ReasonBadFrame         = "bad frame"                          // Closed: a received frame does not decode
+	ReasonTampered         = "frame authentication failed"        // Closed: a sealed frame does not verify (Config.Secret): altered, injected, replayed or reordered on the path
 	ReasonIdleTimeout      = "idle timeout"                       // Closed: nothing received for Config.IdleTimeout
 	ReasonWriteTimeout     = "write timeout"                      // Closed: a write took longer than Config.WriteTimeout
 	ReasonQueueOverflow    = "send queue overflow"                // Closed: a Send exceeded Config.MaxQueuedBytes
@@ -115,6 +116,13 @@ type Config struct {
 	// block is most of the cost of a transfer (BenchmarkTransfer). Off by
 	// default: a received Block owns its Data.
 	LendBlockData bool
+	// Secret, when set, is the cluster secret: every frame after the
+	// handshake is sealed (encrypted and authenticated with AES-256-GCM,
+	// wire.Sealer) under keys derived from it and the handshake's nonces
+	// and engine ids, and one that does not verify closes the connection
+	// (ReasonTampered, Event.Tampered). Both ends must set it (the engine
+	// sets its --cluster-secret-file); nil: frames are plain.
+	Secret []byte
 	// Logger receives rare operational logs (accept errors). Nil discards.
 	Logger *slog.Logger
 }
@@ -614,11 +622,11 @@ func (t *Transport) Send(id transport.ConnID, m wire.Message) bool {
 		return false
 	}
 	n := wire.FrameBytes(m)
-	frame := wire.AppendFrame(getBuf(n), m)
+	frame := wire.AppendFrame(getBuf(n+wire.SealOverhead), m)
 	// Before the frame can reach the peer, so that the peer's answer
 	// already meets the authenticated cap.
 	c.observeSent(m)
-	return c.enqueue(outFrame{buf: frame})
+	return c.enqueue(outFrame{buf: frame}, m)
 }
 
 // SendBlock queues b on connection id without copying b.Data: it encodes
@@ -645,7 +653,7 @@ func (t *Transport) SendBlock(id transport.ConnID, b *wire.Block, done func(ok b
 		return false
 	}
 	hdr := wire.AppendBlockHeader(getBuf(wire.FrameBytes(b)-len(b.Data)), b)
-	return c.enqueue(outFrame{buf: hdr, data: b.Data, done: done})
+	return c.enqueue(outFrame{buf: hdr, data: b.Data, done: done}, b)
 }
 
 // Writable reports whether connection id's send queue is under
