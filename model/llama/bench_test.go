@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -161,6 +162,55 @@ func BenchmarkPrefill512(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkPromptFile measures a 512-token prompt computed in one step
+// (llama-bench's pp512: its default batch computes such a prompt at once)
+// on the model file KVLEASE_BENCH_MODEL (a GGUF or llama2.c checkpoint),
+// with KVLEASE_BENCH_THREADS workers (default 2). It skips without the
+// file: compare with `llama-bench -m FILE -p 512 -n 0 -t 2` on the same
+// file.
+func BenchmarkPromptFile(b *testing.B) {
+	path := os.Getenv("KVLEASE_BENCH_MODEL")
+	if path == "" {
+		b.Skip("set KVLEASE_BENCH_MODEL to a GGUF file (and KVLEASE_BENCH_THREADS, default 2)")
+	}
+	threads := 2
+	if s := os.Getenv("KVLEASE_BENCH_THREADS"); s != "" {
+		var err error
+		if threads, err = strconv.Atoi(s); err != nil || threads < 1 {
+			b.Fatalf("KVLEASE_BENCH_THREADS=%q: want a positive number", s)
+		}
+	}
+	m, err := llamafile.Open(path, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	const n, bs = 512, 16
+	w := m.Weights
+	wk := llamafile.NewWorkers(threads)
+	defer wk.Close()
+	pool := kvblock.New(kvblock.Config{NumBlocks: n/bs + 1, BlockSizeTokens: bs, BytesPerToken: w.Config.BytesPerToken()})
+	e, err := llama.New(w, pool, wk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := pool.NewHold(kvblock.HoldRequest, 1)
+	pool.Allocate(h, n/bs)
+	toks := make([]int32, n)
+	for j := range toks {
+		toks[j] = int32((j*7919 + 3) % w.Config.VocabSize)
+	}
+	bt := model.Batch{Seqs: []model.Seq{{Req: 1, Tokens: toks, Count: n, Blocks: pool.Blocks(h), Sample: true}}}
+	var out model.StepResult
+	e.Execute(&bt, &out) // page the file in
+	b.ResetTimer()
+	cpu0 := cpuSeconds()
+	for i := 0; i < b.N; i++ {
+		e.Execute(&bt, &out)
+	}
+	report(b, n*b.N, cpu0)
 }
 
 // BenchmarkMatVec measures one 2048 × 2048 matrix (TinyLlama's attention
