@@ -428,11 +428,16 @@ func rmsnorm(dst, x, w []float32, eps float32) {
 // and used for all n inputs while it is in cache; the F32, Q8_0 and other
 // quantised kernels (mulF32, mulQ8, mulQuant) apply it to several inputs
 // per load, in the order of the one-input kernel, so an input's outputs do
-// not depend on n.
+// not depend on n. Steps of six inputs or more (prompts) take the prompt
+// kernels for F32 and Q8_0 (mulF32Prompt, mulQ8Prompt: tiles of rows ×
+// inputs in registers, blocked over columns; the same order again).
 func (e *Executor) matmul(out []float32, m *Matrix, in []float32, n int) {
 	e.mm.out, e.mm.m, e.mm.in, e.mm.n = out, m, in, n
 	if needsSums(m.Type) {
 		e.mm.sums = blockSums(e.mm.sums, in, m.Cols, n)
+	}
+	if w := e.run.Workers(); len(e.mm.acc) < w {
+		e.mm.acc = make([][]float32, w)
 	}
 	chunks := (m.Rows + matmulChunk - 1) / matmulChunk
 	e.run.Run(chunks, &e.mm)
@@ -451,17 +456,20 @@ type matmulTask struct {
 	// sums is blockSums of the n inputs, for the types that take them
 	// (needsSums).
 	sums []float32
+	// acc is each worker's scratch for the prompt kernels' accumulators
+	// (mulF32Prompt, mulQ8Prompt).
+	acc [][]float32
 }
 
-func (t *matmulTask) Do(_, i int) {
+func (t *matmulTask) Do(worker, i int) {
 	m, n := t.m, t.n
 	lo, hi := i*matmulChunk, min((i+1)*matmulChunk, m.Rows)
 	switch m.Type {
 	case F32:
-		mulF32(m.F[lo*m.Cols:hi*m.Cols], m.Cols, t.in, n, t.out[lo:], m.Rows)
+		mulF32Prompt(m.F[lo*m.Cols:hi*m.Cols], m.Cols, t.in, n, t.out[lo:], m.Rows, &t.acc[worker])
 	case Q8_0:
 		rb := m.Type.RowBytes(m.Cols)
-		mulQ8(m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows)
+		mulQ8Prompt(m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows, &t.acc[worker])
 	case Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, BF16:
 		rb := m.Type.RowBytes(m.Cols)
 		mulQuant(m.Type, m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows, t.sums)

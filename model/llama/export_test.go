@@ -9,7 +9,7 @@ func DecodePoolBytes(e *Executor) { e.viewKV = false }
 // floats each), for r < n, with the kernels a step uses (matmulTask, one
 // worker); sums is blockSums' scratch, returned for reuse.
 func MatVec(m *Matrix, x []float32, n int, out, sums []float32) []float32 {
-	t := matmulTask{out: out, m: m, in: x, n: n}
+	t := matmulTask{out: out, m: m, in: x, n: n, acc: make([][]float32, 1)}
 	if needsSums(m.Type) {
 		sums = blockSums(sums, x, m.Cols, n)
 		t.sums = sums

@@ -49,14 +49,7 @@ func TestMulKernelsAgree(t *testing.T) {
 			continue
 		}
 		nb := cols / Q8Block
-		raw := make([]byte, rows*nb*q8BlockBytes)
-		for b := 0; b < rows*nb; b++ {
-			h := F32ToF16(float32(r.Float64() * 0.05))
-			raw[b*q8BlockBytes], raw[b*q8BlockBytes+1] = byte(h), byte(h>>8)
-			for i := 0; i < Q8Block; i++ {
-				raw[b*q8BlockBytes+2+i] = byte(r.IntN(256))
-			}
-		}
+		raw := randomQ8(r, rows*nb)
 		clear(got)
 		clear(want)
 		mulQ8(raw, cols, x, n, got, stride)

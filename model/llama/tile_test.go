@@ -1,0 +1,77 @@
+package llama
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestPromptKernelsAgree: the prompt kernels (mulF32Prompt, mulQ8Prompt)
+// give the bits of the generic twins, the one-vector kernels applied to
+// each vector, on shapes that leave every remainder of their tiles (rows
+// mod 4 and 2, inputs mod 3 and 6), span several blocks of inputs and of
+// columns (with a short last block), and write outputs with a stride
+// wider than the rows; the scratch is reused across shapes, as a
+// worker's is.
+func TestPromptKernelsAgree(t *testing.T) {
+	if !hasTiles {
+		t.Log("no AVX-512 F and VL: the prompt functions are the batched kernels")
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	var acc []float32
+	shapes := [][3]int{ // rows, cols, inputs
+		{4, 32, 6}, {5, 64, 7}, {7, 96, 8}, {2, 32, 6}, {3, 32, 11}, {1, 32, 12},
+		{9, tileF32Cols + 32, 13}, {13, 2*tileF32Cols + 96, tileF32Inputs + 5},
+		{64, tileF32Cols, 2*tileF32Inputs + 1}, {6, 32 * tileQ8Blocks, 2*tileQ8Inputs + 4},
+		{11, 32*tileQ8Blocks*2 + 64, tileQ8Inputs + 6},
+	}
+	for trial := 0; trial < 12; trial++ {
+		shapes = append(shapes, [3]int{1 + r.IntN(20), 32 * (1 + r.IntN(40)), 1 + r.IntN(80)})
+	}
+	for _, s := range shapes {
+		rows, cols, n := s[0], s[1], s[2]
+		stride := rows + r.IntN(3)
+		w, x := make([]float32, rows*cols), make([]float32, n*cols)
+		for i := range w {
+			w[i] = float32(r.NormFloat64())
+		}
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 10)
+		}
+		got, want := make([]float32, n*stride), make([]float32, n*stride)
+		mulF32Prompt(w, cols, x, n, got, stride, &acc)
+		mulF32Generic(w, cols, x, n, want, stride)
+		compareOuts(t, "F32", rows, cols, n, stride, got, want)
+
+		raw := randomQ8(r, rows*cols/Q8Block)
+		clear(got)
+		mulQ8Prompt(raw, cols, x, n, got, stride, &acc)
+		mulQ8Generic(raw, cols, x, n, want, stride)
+		compareOuts(t, "Q8_0", rows, cols, n, stride, got, want)
+	}
+}
+
+func compareOuts(t *testing.T, typ string, rows, cols, n, stride int, got, want []float32) {
+	t.Helper()
+	for v := 0; v < n; v++ {
+		for i := 0; i < rows; i++ {
+			if g, e := got[v*stride+i], want[v*stride+i]; math.Float32bits(g) != math.Float32bits(e) {
+				t.Fatalf("%s %d×%d, %d vectors: out[%d][%d] = %v, generic %v (tiles %v)", typ, rows, cols, n, v, i, g, e, hasTiles)
+			}
+		}
+	}
+}
+
+// randomQ8 is nblocks Q8_0 blocks of random scales (up to 0.05) and
+// quants.
+func randomQ8(r *rand.Rand, nblocks int) []byte {
+	raw := make([]byte, nblocks*q8BlockBytes)
+	for b := 0; b < nblocks; b++ {
+		h := F32ToF16(float32(r.Float64() * 0.05))
+		raw[b*q8BlockBytes], raw[b*q8BlockBytes+1] = byte(h), byte(h>>8)
+		for i := 0; i < Q8Block; i++ {
+			raw[b*q8BlockBytes+2+i] = byte(r.IntN(256))
+		}
+	}
+	return raw
+}
