@@ -203,12 +203,16 @@ func (h *answerHead) setContentType(v []byte) {
 // every answer of the same Content-Type when there is no Retry-After:
 // read it, never change it.
 func (h *answerHead) fill(resp *http.Response, body io.ReadCloser) {
+	var shared http.Header // set below when the type is not a known one
+	if h.knownType >= 0 {
+		shared = sharedHeaders[h.knownType]
+	}
 	*resp = http.Response{
 		StatusCode:    h.status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        sharedHeaders[h.knownType],
+		Header:        shared,
 		Body:          body,
 		ContentLength: h.length,
 		Close:         h.close,

@@ -83,3 +83,27 @@ func BenchmarkSeal(b *testing.B) {
 		frame = sf[:len(frame)] // opened in place: the plain frame again
 	}
 }
+
+// FuzzOpen: whatever bytes come after the handshake, Open refuses them
+// without panicking, unless they are the first frame a Sealer sealed
+// with the session's key: then resealing what it opened gives them back.
+func FuzzOpen(f *testing.F) {
+	k := DeriveSessionKeys([]byte("fuzz cluster secret"), [16]byte{1}, [16]byte{2}, "p0", "d0")
+	for _, m := range []Message{&ReadEnd{ReadID: 1, Lease: 2}, &Block{ReadID: 1, Lease: 2, Tokens: 1, Digests: []uint64{3}, Data: []byte("kv")}} {
+		f.Add(NewSealer(k.PToD).Seal(AppendFrame(nil, m)))
+	}
+	f.Add([]byte{0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		plain, err := NewOpener(k.PToD).Open(bytes.Clone(in))
+		if err != nil {
+			if !errors.Is(err, ErrUnsealed) {
+				t.Fatalf("error %v does not wrap ErrUnsealed", err)
+			}
+			return
+		}
+		again := NewSealer(k.PToD).Seal(append(bytes.Clone(in[:4]), plain...))
+		if !bytes.Equal(again, in) {
+			t.Fatalf("opened %x, which seals to %x", in, again)
+		}
+	})
+}
