@@ -119,6 +119,7 @@ func TestUnsupported(t *testing.T) {
 		{12, gguf.ErrFormat, "token_embd.weight is Q4_K with rows of 64 columns, not whole blocks of 256"},
 		{4, gguf.ErrUnsupported, "token_embd.weight is Q4_2"},
 		{99, gguf.ErrUnsupported, "token_embd.weight is ggml type 99"},
+		{256, gguf.ErrUnsupported, "token_embd.weight is ggml type 256"},
 	} {
 		b := write(t, w, llamatest.GGUFOptions{})
 		i := bytes.Index(b, []byte("token_embd.weight"))

@@ -324,8 +324,8 @@ func (f *File) matrix(name string, rows, cols int) (llama.Matrix, error) {
 		return llama.Matrix{}, fmt.Errorf("%w: tensor %s has dims %v, want [%d %d]", ErrFormat, name, t.Dims, cols, rows)
 	}
 	typ := llama.Type(t.Type)
-	if !typ.Loads() {
-		return llama.Matrix{}, fmt.Errorf("%w: tensor %s is %s (%s load)", ErrUnsupported, name, typ, llama.LoadableTypes())
+	if t.Type > 255 || !typ.Loads() {
+		return llama.Matrix{}, fmt.Errorf("%w: tensor %s is %s (%s load)", ErrUnsupported, name, typeName(t.Type), llama.LoadableTypes())
 	}
 	if typ.RowBytes(cols) < 0 {
 		return llama.Matrix{}, fmt.Errorf("%w: tensor %s is %s with rows of %d columns, not whole blocks of %d", ErrFormat, name, typ, cols, typ.Block())
@@ -348,7 +348,15 @@ func (f *File) vector(name string, n int) ([]float32, error) {
 		return nil, fmt.Errorf("%w: tensor %s missing", ErrFormat, name)
 	}
 	if len(t.Dims) != 1 || t.Dims[0] != uint64(n) || t.Type != uint32(llama.F32) {
-		return nil, fmt.Errorf("%w: tensor %s: dims %v type %s, want [%d] F32", ErrFormat, name, t.Dims, llama.Type(t.Type), n)
+		return nil, fmt.Errorf("%w: tensor %s: dims %v type %s, want [%d] F32", ErrFormat, name, t.Dims, typeName(t.Type), n)
 	}
 	return llama.F32s(t.Data), nil
+}
+
+// typeName is ggml's name of a tensor type ("Q4_K"), or "ggml type N".
+func typeName(t uint32) string {
+	if t > 255 {
+		return fmt.Sprintf("ggml type %d", t)
+	}
+	return llama.Type(t).String()
 }
