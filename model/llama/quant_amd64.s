@@ -303,29 +303,30 @@ GLOBL qhbit<>(SB), RODATA|NOPTR, $32
 	VPOR Y11, Y8, Y8
 
 // Q6LOW(src, q, OP, C), Q6HIGH(…): quants 32s..32s+31 of a Q6_K half: the low (high) nibbles of the 32 ql bytes at src(CX), bits 2s..2s+1 of qh (Y10; OP $C moves them to bits 4-5), minus 32, to q(SP).
-#define Q6LOWREG(src, OP, C) \
+// Q6LOWREG(src, OP, C, M0F, M30, M20), Q6HIGHREG(…): Q6LOW, Q6HIGH leaving the quants in Y11; the masks 0x0f, 0x30 and 0x20 per byte are operands (registers or the constants).
+#define Q6LOWREG(src, OP, C, M0F, M30, M20) \
 	VMOVDQU src(CX), Y11; \
-	VPAND q0f<>(SB), Y11, Y11; \
+	VPAND M0F, Y11, Y11; \
 	OP $C, Y10, Y12; \
-	VPAND q30<>(SB), Y12, Y12; \
+	VPAND M30, Y12, Y12; \
 	VPOR Y12, Y11, Y11; \
-	VPSUBB q20<>(SB), Y11, Y11
+	VPSUBB M20, Y11, Y11
 
-#define Q6HIGHREG(src, OP, C) \
+#define Q6HIGHREG(src, OP, C, M0F, M30, M20) \
 	VMOVDQU src(CX), Y11; \
 	VPSRLW $4, Y11, Y11; \
-	VPAND q0f<>(SB), Y11, Y11; \
+	VPAND M0F, Y11, Y11; \
 	OP $C, Y10, Y12; \
-	VPAND q30<>(SB), Y12, Y12; \
+	VPAND M30, Y12, Y12; \
 	VPOR Y12, Y11, Y11; \
-	VPSUBB q20<>(SB), Y11, Y11
+	VPSUBB M20, Y11, Y11
 
 #define Q6LOW(src, q, OP, C) \
-	Q6LOWREG(src, OP, C); \
+	Q6LOWREG(src, OP, C, q0f<>(SB), q30<>(SB), q20<>(SB)); \
 	VMOVDQU Y11, q(SP)
 
 #define Q6HIGH(src, q, OP, C) \
-	Q6HIGHREG(src, OP, C); \
+	Q6HIGHREG(src, OP, C, q0f<>(SB), q30<>(SB), q20<>(SB)); \
 	VMOVDQU Y11, q(SP)
 
 // Q4NIBBLES(src): the 16 nibble bytes at src(CX) as 32 int8 quants (low nibbles first) into Y8, unsigned.
@@ -676,6 +677,9 @@ dotQ6Kx1AVX2row:
 	MOVQ nblocks+16(FP), R11
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
+	VMOVDQU q0f<>(SB), Y5
+	VMOVDQU q30<>(SB), Y6
+	VMOVDQU q20<>(SB), Y7
 
 dotQ6Kx1AVX2block:
 	PREFETCHT0 840(CX)
@@ -690,22 +694,22 @@ dotQ6Kx1AVX2block:
 	VMULPS Y12, Y13, Y13
 	VMOVUPS Y13, 288(SP)
 	VMOVDQU 128(CX), Y10
-	Q6LOWREG(0, VPSLLW, 4)
+	Q6LOWREG(0, VPSLLW, 4, Y5, Y6, Y7)
 	Q6PAIRX1(0, 256, 260)
-	Q6LOWREG(32, VPSLLW, 2)
+	Q6LOWREG(32, VPSLLW, 2, Y5, Y6, Y7)
 	Q6PAIRX1(128, 264, 268)
-	Q6HIGHREG(0, VPSLLW, 0)
+	Q6HIGHREG(0, VPSLLW, 0, Y5, Y6, Y7)
 	Q6PAIRX1(256, 272, 276)
-	Q6HIGHREG(32, VPSRLW, 2)
+	Q6HIGHREG(32, VPSRLW, 2, Y5, Y6, Y7)
 	Q6PAIRX1(384, 280, 284)
 	VMOVDQU 160(CX), Y10
-	Q6LOWREG(64, VPSLLW, 4)
+	Q6LOWREG(64, VPSLLW, 4, Y5, Y6, Y7)
 	Q6PAIRX1(512, 288, 292)
-	Q6LOWREG(96, VPSLLW, 2)
+	Q6LOWREG(96, VPSLLW, 2, Y5, Y6, Y7)
 	Q6PAIRX1(640, 296, 300)
-	Q6HIGHREG(64, VPSLLW, 0)
+	Q6HIGHREG(64, VPSLLW, 0, Y5, Y6, Y7)
 	Q6PAIRX1(768, 304, 308)
-	Q6HIGHREG(96, VPSRLW, 2)
+	Q6HIGHREG(96, VPSRLW, 2, Y5, Y6, Y7)
 	Q6PAIRX1(896, 312, 316)
 	ADDQ $210, CX
 	ADDQ $1024, AX
