@@ -1,16 +1,20 @@
 #include "textflag.h"
 
 // The quantised kernels; dotQuantGeneric states each type's order and
-// these perform the same operations. Each decodes a block's quants into
-// the frame as int8 (Q: 256 bytes at 0(SP); 32 for the 32-weight types)
-// and the K-quants' sub-block scales as float32 (D: at 256(SP)), then runs
-// the sub-blocks: per group of 8 quants VPMOVSXBD and VCVTDQ2PS (exact),
-// the lane's first product VMULPS, the next ones VFMADD231PS into its
-// chain, then VFMADD231PS of the scale and the chain into the
-// accumulator. The x1 kernels apply rows consecutive rows to one vector;
-// the x4 kernels apply each block of a row to four vectors (x + r·cols
-// floats, r < 4; their blockSums at sums + r·cols/32) while it is decoded
-// in the frame, writing out[r·outStride + i].
+// these perform the same operations. The x4 kernels (and the 32-weight
+// types' x1) decode a block's quants into the frame as int8 (Q: 256 bytes
+// at 0(SP); 32 for the 32-weight types); the one-row K-quant kernels keep
+// them in registers (Q4_K reads them straight from the block); the
+// K-quants' sub-block scales go to the frame as float32 (D: at 256(SP)).
+// Then per sub-block: per group of 8 quants VPMOVSXBD (or VPMOVZXBD) and
+// VCVTDQ2PS (exact), the lane's first product VMULPS, the next ones
+// VFMADD231PS into its chain, then VFMADD231PS of the scale and the chain
+// into the accumulator of the sub-block's (block's) parity. The x1
+// kernels apply rows consecutive rows to one vector; the x4 kernels apply
+// each block of a row to four vectors (x + r·cols floats, r < 4; their
+// blockSums at sums + r·cols/32) while it is decoded in the frame, writing
+// out[r·outStride + i]. The macros below are the pieces every kernel is
+// written with.
 
 DATA q0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA q0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
