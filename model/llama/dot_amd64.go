@@ -5,7 +5,7 @@ import "golang.org/x/sys/cpu"
 // hasAVX2FMA selects the vector kernels, which use AVX2 and FMA (every CPU
 // with both also has F16C, which dotQ8AVX2 uses); each gives the bits of
 // its generic kernel.
-var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+var hasAVX2FMA = !forceGeneric && cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // fma32FMA is fma32 by the CPU (VFMADD231SS): the tests check fma32
 // against it.

@@ -252,7 +252,7 @@ func (e *Executor) forward() {
 		}
 		// Every row's K and V of this layer is in the pool before any row
 		// attends: a chunk's positions attend to each other.
-		e.attn.run(n * c.Heads)
+		e.attn.run()
 		e.matmul(e.xb, &L.Wo, e.xo, n)
 		for i := range e.x[:n*c.Dim] {
 			e.x[i] += e.xb[i]
@@ -482,52 +482,143 @@ func (t *matmulTask) Do(worker, i int) {
 	}
 }
 
-// attnTask is attention for one (row, query head): scores against every
+// attnTask is attention: per (row, query head), scores against every
 // earlier position's key read from the pool, softmax, and the weighted sum
-// of the values read from the pool, into e.xo.
-type attnTask struct{ e *Executor }
+// of the values read from the pool, into e.xo. A unit is up to attnRows
+// consecutive rows of one sequence and one kv head with its group of query
+// heads: every key and value it reads from a block of the pool serves all
+// of them while the block is in cache (a prompt's rows share their keys;
+// a slot is BytesPerToken apart from the next, too far for the
+// prefetcher). Each (row, head)'s scores, softmax and sum are the same
+// operations in the same order as for one row alone.
+type attnTask struct {
+	e     *Executor
+	units []attnUnit
+	rows  int // rows per unit
+	need  int // scores per (row, head): the longest context
+}
 
-func (t *attnTask) run(units int) {
+// attnUnit is rows r0..r1-1 (one sequence's) and kv head g.
+type attnUnit struct{ r0, r1, g int }
+
+// attnRows bounds the rows of an attention unit; attnScratch bounds a
+// worker's scores (float32s): longer contexts take fewer rows per unit.
+const (
+	attnRows    = 8
+	attnScratch = 1 << 20
+)
+
+func (t *attnTask) run() {
 	e := t.e
-	need := (e.cfg.MaxSeqLen + 1)
+	// Sized for the longest context the model takes (a step allocates
+	// nothing once the buffers have grown), longer if a row is beyond it.
+	t.need = e.cfg.MaxSeqLen + 1
 	for r := 0; r < e.n; r++ {
-		need = max(need, e.rowPos[r]+1)
+		t.need = max(t.need, e.rowPos[r]+1)
+	}
+	t.rows = max(1, min(attnRows, attnScratch/(e.group*t.need)))
+	t.units = t.units[:0]
+	for r0 := 0; r0 < e.n; {
+		r1 := r0 + 1
+		for r1 < e.n && r1-r0 < t.rows && e.rowSeq[r1] == e.rowSeq[r0] {
+			r1++
+		}
+		for g := 0; g < e.cfg.KVHeads; g++ {
+			t.units = append(t.units, attnUnit{r0, r1, g})
+		}
+		r0 = r1
 	}
 	w := e.run.Workers()
-	if cap(e.scores) < w*need || len(e.scores) != w*need {
-		e.scores = grow(e.scores, w*need)
-	}
-	e.run.Run(units, t)
+	e.scores = grow(e.scores, w*t.rows*e.group*t.need)
+	e.run.Run(len(t.units), t)
 }
 
 func (t *attnTask) Do(worker, i int) {
 	e := t.e
-	c := e.cfg
-	r, h := i/c.Heads, i%c.Heads
-	g := h / e.group
-	s := &e.batch.Seqs[e.rowSeq[r]]
-	pos := e.rowPos[r]
-	stride := len(e.scores) / e.run.Workers()
-	sc := e.scores[worker*stride:][:pos+1]
-	q := e.q[r*e.qDim+h*e.hd : r*e.qDim+(h+1)*e.hd]
-	kOff, vOff := e.kvOffset(e.layer, 0, g), e.kvOffset(e.layer, 1, g)
-	hb := 4 * e.hd
-	bs, slotFloats := e.blockSize, c.BytesPerToken()/4
+	u := t.units[i]
+	s := &e.batch.Seqs[e.rowSeq[u.r0]]
+	per := t.rows * e.group * t.need
+	scratch := e.scores[worker*per : (worker+1)*per]
+	// sc is the scores of row r, head g·group+j.
+	sc := func(r, j int) []float32 {
+		return scratch[((r-u.r0)*e.group+j)*t.need:][:e.rowPos[r]+1]
+	}
+	q := func(r, j int) []float32 {
+		h := u.g*e.group + j
+		return e.q[r*e.qDim+h*e.hd : r*e.qDim+(h+1)*e.hd]
+	}
+	out := func(r, j int) []float32 {
+		h := u.g*e.group + j
+		return e.xo[r*e.qDim+h*e.hd : r*e.qDim+(h+1)*e.hd]
+	}
+	kOff, vOff := e.kvOffset(e.layer, 0, u.g), e.kvOffset(e.layer, 1, u.g)
+	bs, slotFloats := e.blockSize, e.cfg.BytesPerToken()/4
+	last := e.rowPos[u.r1-1]
 	if e.viewKV {
 		// A block's slots are consecutive in the pool: one kernel call
-		// per block.
-		for b0 := 0; b0 <= pos; b0 += bs {
+		// per block, row and head.
+		for b0 := 0; b0 <= last; b0 += bs {
 			blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
-			scores(sc[b0:min(b0+bs, pos+1)], blk[kOff/4:], slotFloats, q)
+			for r := u.r0; r < u.r1; r++ {
+				if end := min(b0+bs, e.rowPos[r]+1); b0 < end {
+					for j := 0; j < e.group; j++ {
+						scores(sc(r, j)[b0:end], blk[kOff/4:], slotFloats, q(r, j))
+					}
+				}
+			}
 		}
 	} else {
-		for p := 0; p <= pos; p++ {
-			sc[p] = dotBytes(e.pool.SlotBytes(s.Blocks[p/bs], p%bs)[kOff:kOff+hb], q)
+		hb := 4 * e.hd
+		for r := u.r0; r < u.r1; r++ {
+			for j := 0; j < e.group; j++ {
+				x, qq := sc(r, j), q(r, j)
+				for p := range x {
+					x[p] = dotBytes(e.pool.SlotBytes(s.Blocks[p/bs], p%bs)[kOff:kOff+hb], qq)
+				}
+			}
 		}
 	}
+	for r := u.r0; r < u.r1; r++ {
+		for j := 0; j < e.group; j++ {
+			softmaxScaled(sc(r, j), e.attScale)
+			clear(out(r, j))
+		}
+	}
+	if e.viewKV {
+		for b0 := 0; b0 <= last; b0 += bs {
+			blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
+			for r := u.r0; r < u.r1; r++ {
+				if end := min(b0+bs, e.rowPos[r]+1); b0 < end {
+					for j := 0; j < e.group; j++ {
+						wsum(out(r, j), sc(r, j)[b0:end], blk[vOff/4:], slotFloats)
+					}
+				}
+			}
+		}
+		return
+	}
+	hb := 4 * e.hd
+	for r := u.r0; r < u.r1; r++ {
+		for j := 0; j < e.group; j++ {
+			o := out(r, j)
+			for p, a := range sc(r, j) {
+				vb := e.pool.SlotBytes(s.Blocks[p/bs], p%bs)[vOff : vOff+hb]
+				for d := range o {
+					o[d] += float32(a * math.Float32frombits(binary.LittleEndian.Uint32(vb[4*d:])))
+				}
+			}
+		}
+	}
+}
+
+// softmaxScaled replaces the scores sc by softmax(sc · scale): each score
+// scaled and rounded, exp of its difference from the largest (math.Exp in
+// float64, rounded), summed in position order, then each times the sum's
+// inverse, rounded.
+func softmaxScaled(sc []float32, scale float32) {
 	mx := float32(math.Inf(-1))
 	for p, v := range sc {
-		v = float32(v * e.attScale)
+		v = float32(v * scale)
 		sc[p] = v
 		mx = max(mx, v)
 	}
@@ -540,21 +631,6 @@ func (t *attnTask) Do(worker, i int) {
 	inv := 1 / sum
 	for p, a := range sc {
 		sc[p] = float32(a * inv)
-	}
-	out := e.xo[r*e.qDim+h*e.hd : r*e.qDim+(h+1)*e.hd]
-	clear(out)
-	if e.viewKV {
-		for b0 := 0; b0 <= pos; b0 += bs {
-			blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
-			wsum(out, sc[b0:min(b0+bs, pos+1)], blk[vOff/4:], slotFloats)
-		}
-		return
-	}
-	for p, a := range sc {
-		vb := e.pool.SlotBytes(s.Blocks[p/bs], p%bs)[vOff : vOff+hb]
-		for d := range out {
-			out[d] += float32(a * math.Float32frombits(binary.LittleEndian.Uint32(vb[4*d:])))
-		}
 	}
 }
 

@@ -75,3 +75,15 @@ func randomQ8(r *rand.Rand, nblocks int) []byte {
 	}
 	return raw
 }
+
+// TestForceGeneric: the build tag kvlease_generic turns every vector
+// kernel off, so that `go test -tags kvlease_generic` checks the pure-Go
+// path (.ci/run does).
+func TestForceGeneric(t *testing.T) {
+	if !forceGeneric {
+		t.Skip("built without -tags kvlease_generic")
+	}
+	if hasAVX2FMA || hasTiles {
+		t.Fatalf("kvlease_generic: vector kernels on (AVX2+FMA %v, tiles %v)", hasAVX2FMA, hasTiles)
+	}
+}
