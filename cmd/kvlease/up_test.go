@@ -24,6 +24,7 @@ func TestUpFlagsAreValidated(t *testing.T) {
 		{[]string{"--policy", "x"}, "--policy"},
 		{[]string{"--profile", ""}, "--profile"},
 		{[]string{"--ready-timeout", "0s"}, "--ready-timeout"},
+		{[]string{"--tls-client-certs"}, "--tls-client-certs: needs --tls"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCmd(t, append([]string{"up"}, c.args...)...)
@@ -35,6 +36,9 @@ func TestUpFlagsAreValidated(t *testing.T) {
 	if err != nil || opt.Prefill != 1 || opt.Decode != 2 || opt.Profile != "tiny" || opt.ProxyPort != 8080 ||
 		strings.Join(opt.ExtraServeArgs, " ") != "--num-blocks 64" || opt.Policy.String() != "least-loaded" {
 		t.Errorf("parseUpFlags = %+v, %v", opt, err)
+	}
+	if opt, _, err := parseUpFlags([]string{"--tls", "--tls-client-certs"}, io.Discard); err != nil || opt.TLS == nil || !opt.ClientCerts {
+		t.Errorf("--tls --tls-client-certs: %+v, %v", opt, err)
 	}
 }
 
