@@ -315,6 +315,9 @@ func TestPDDecodeKilledReleasesAfterGrace(t *testing.T) {
 	xc.HeartbeatInterval = 100 * time.Millisecond
 	xc.PeerGrace = 100 * time.Millisecond
 	xc.RetryInterval = 50 * time.Millisecond
+	// Every heartbeat extends the lease, so D renews it at each (D's
+	// heartbeats name only the leases a renewal extends).
+	xc.LeaseExtension = xc.LeaseDuration
 	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)
 	d := startPD(t, engine.RoleDecode, "d0", xc, stepExec{time.Hour}, func(c *engine.Config) { c.Sched.MaxNumSeqs = 1 })
 	ep, _ := p.TransferEndpoint()

@@ -433,7 +433,8 @@ func TestScenarioS10DecodeCrashBeforePull(t *testing.T) {
 	hog(c, "hog", 0, time.Second)
 	r := newReq(c, "r", 100, 8)
 	c.Submit(inst(10*ms), r)
-	crash := inst(500 * ms)
+	// After D's claim, which rides its heartbeat at ~500 ms.
+	crash := inst(700 * ms)
 	c.Crash(crash, "d0")
 	settle(t, c, 10*time.Second)
 	rel := releaseOf(t, c, "p0", r)

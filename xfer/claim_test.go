@@ -139,9 +139,10 @@ func TestS25NoClaimDeadlineOutsideLeasePolicy(t *testing.T) {
 	}
 }
 
-// D claims at once when it enqueues a pull, also when it must dial and
-// handshake first, or retry a failed dial: P sees the RENEW at that
-// instant, not at D's next heartbeat.
+// D claims when it enqueues a pull: at once when it must dial and
+// handshake first, or retry a failed dial; with its next heartbeat when
+// connected and that heartbeat leaves the claim half a heartbeat before
+// the deadline (no RENEW of its own).
 func TestS25ConsumerClaimsAtOnce(t *testing.T) {
 	t.Run("dial and handshake first", func(t *testing.T) {
 		e := newPair(t, claimConfig())
@@ -172,8 +173,13 @@ func TestS25ConsumerClaimsAtOnce(t *testing.T) {
 		g := e.enqueue(2, "b", 8)
 		renews := len(sentOf[*wire.Renew](e))
 		e.run(at(30), false)
-		if info, _ := e.P.p.Lease(g.Lease); info.ClaimBy != clock.Never || len(sentOf[*wire.Renew](e)) != renews+1 {
-			t.Fatalf("not claimed at once: %+v", info)
+		if info, _ := e.P.p.Lease(g.Lease); info.ClaimBy == clock.Never || len(sentOf[*wire.Renew](e)) != renews {
+			t.Fatalf("claimed with a RENEW of its own: %+v", info)
+		}
+		e.runUntil(at(100), false)
+		rs := sentOf[*wire.Renew](e)
+		if info, _ := e.P.p.Lease(g.Lease); info.ClaimBy != clock.Never || len(rs) != renews+1 || len(rs[renews].Leases) != 1 {
+			t.Fatalf("not claimed by the heartbeat at 100 ms (deadline 180 ms): %+v, %d renews", info, len(rs)-renews)
 		}
 	})
 	t.Run("after a failed dial", func(t *testing.T) {

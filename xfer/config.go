@@ -117,9 +117,10 @@ type Config struct {
 	// lease that no D session has claimed — renewed, read or released with
 	// its token on an authenticated session — before releasing it as
 	// unclaimed: the request never reached a decoder (a proxy dropped the
-	// decode leg). D claims at once when it admits the request (Enqueue),
-	// and its regular heartbeat claims within HeartbeatInterval anyway, so
-	// it must be at least that, and under LeaseDuration.
+	// decode leg). D claims when it admits the request (Enqueue): with its
+	// next heartbeat to that P, within HeartbeatInterval, or at once when
+	// that would leave less than a heartbeat before the deadline; so it
+	// must be at least HeartbeatInterval, and under LeaseDuration.
 	ClaimTimeout time.Duration
 
 	// MaxLeases bounds live leases on P; a finished prefill beyond it gets
@@ -280,8 +281,52 @@ func (c Config) TellsExpiry() bool { return c.Policy != PolicyVLLM }
 
 // ClaimsAtOnce reports whether D renews a lease as soon as it enqueues
 // the pull rather than at its peer's next heartbeat (vLLM's design sends
-// the first heartbeat on its regular cadence).
+// the first heartbeat on its regular cadence; under PolicyLease the claim
+// rides the peer's next heartbeat when that reaches P before the claim
+// deadline, see RenewsWhenDue).
 func (c Config) ClaimsAtOnce() bool { return c.Heartbeats() && c.Policy != PolicyVLLM }
+
+// RenewsWhenDue reports whether heartbeats carry only what P needs to
+// hear (PolicyLease): D's RENEW to a P goes at a heartbeat only when a
+// claim or a renewal is due (Consumer.renewDue), and names every lease
+// not claimed yet and every lease a renewal extends (D's view of the
+// deadline is less than LeaseExtension away); every lease after a new
+// session (it rebinds them). P answers with a RENEW_ACK naming only the
+// leases that are gone, and none when every one was renewed (an empty
+// one after renewAckEvery of silence): a bound lease that ends is told
+// with REVOKED anyway. Under the other heartbeat policies D renews every
+// lease it waits on at every heartbeat and P answers each (vllm-lease)
+// or none (vllm).
+func (c Config) RenewsWhenDue() bool { return c.Policy == PolicyLease }
+
+// renewAckEvery is, under RenewsWhenDue, how long P may stay silent
+// towards a D that renews before it answers a RENEW whose leases were all
+// renewed (an empty RENEW_ACK): LeaseExtension − HeartbeatInterval (15 s
+// by default). D renews a P's leases together about every
+// LeaseExtension − renewMargin (10 s), so a D that hears nothing else
+// from P gets an answer to every other RENEW.
+func (c Config) renewAckEvery() time.Duration { return c.LeaseExtension - c.HeartbeatInterval }
+
+// heardWithin: under RenewsWhenDue, D counts a renewal it sends in its
+// view of the lease's deadline only if it heard from P on the session
+// within this: LeaseExtension and half a heartbeat for the network (22.5
+// s by default), more than two renewal rounds, of which P answers at
+// least one (renewAckEvery). A P that stopped (hung, cut off) stops
+// extending D's view, and D falls back at most this long after the lease
+// as P last confirmed it ends. A renewal left out of D's view leaves the
+// lease due, so the next heartbeat renews it again.
+// renewMargin: under RenewsWhenDue, a claimed lease is due for renewal
+// when D's view of its deadline is this close: max(LeaseExtension − 2 ×
+// HeartbeatInterval, LeaseExtension/2), 10 s by default. A renewal then
+// extends it by at least two heartbeats, and a lease due at one
+// heartbeat still has two before it ends.
+func (c Config) renewMargin() time.Duration {
+	return max(c.LeaseExtension-2*c.HeartbeatInterval, c.LeaseExtension/2)
+}
+
+func (c Config) heardWithin() time.Duration {
+	return c.LeaseExtension + c.HeartbeatInterval/2
+}
 
 // MaxExpiresIn is the longest time a lease can have left at any instant
 // under this configuration, and so the bound on a RENEW_ACK's ExpiresInMs:

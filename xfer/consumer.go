@@ -137,6 +137,11 @@ type pull struct {
 	notBefore clock.Instant
 	started   clock.Instant
 	bytes     int
+	// claimed: a RENEW on the peer's current session named the lease
+	// (Config.RenewsWhenDue: later heartbeats name it only when a renewal
+	// extends it); enqueued is when Enqueue took it.
+	claimed  bool
+	enqueued clock.Instant
 }
 
 type peerState uint8
@@ -166,8 +171,13 @@ type peer struct {
 	nonce     [16]byte
 	retryAt   clock.Instant // no dial before this
 	heartbeat clock.Instant // next RENEW
-	renewSeq  uint64
-	releases  []relNotice
+	// renewAll: the next RENEW names every lease of the peer (a new
+	// session: it rebinds them), not only the due ones.
+	renewAll bool
+	// heard is when a message from P last arrived on the session.
+	heard    clock.Instant
+	renewSeq uint64
+	releases []relNotice
 	// dialFailures counts failed dials and handshakes since the last
 	// completed handshake; at MaxReadAttempts the pulls of this peer fall
 	// back.
@@ -279,10 +289,54 @@ func (c *Consumer) Enqueue(now clock.Instant, r PullRequest) bool {
 			p.notBefore = now
 		}
 	}
-	if c.cfg.ClaimsAtOnce() && p.peer.heartbeat > now && !r.Remote.Faults.NoHeartbeats {
+	p.enqueued = now
+	if c.cfg.ClaimsAtOnce() && p.peer.heartbeat > c.claimBy(p) && !r.Remote.Faults.NoHeartbeats {
 		p.peer.heartbeat = now // claim the lease (and bind it to us) right away
 	}
 	return true
+}
+
+// claimBy is the latest instant at which D's claim of p's lease leaves:
+// under RenewsWhenDue, half a heartbeat before its claim deadline as D
+// knows it (ClaimTimeout after the enqueue; P's runs from the grant, a
+// network hop earlier), which leaves the claim half a heartbeat to reach
+// P. A heartbeat to that P before it carries the claim; with the default
+// claim timeout of two heartbeats a claim never needs a RENEW of its own.
+// Without RenewsWhenDue, at once. Without a claim timeout, the claim
+// rides the next heartbeat.
+func (c *Consumer) claimBy(p *pull) clock.Instant {
+	if !c.cfg.RenewsWhenDue() {
+		return p.enqueued
+	}
+	h := c.cfg.HeartbeatInterval
+	if c.cfg.ClaimTimeout <= 0 {
+		return p.enqueued.Add(h)
+	}
+	return p.enqueued.Add(max(c.cfg.ClaimTimeout-h/2, 0))
+}
+
+// renewDue reports whether pr's heartbeat at now must carry a RENEW under
+// RenewsWhenDue: a claim cannot wait for the next heartbeat (claimBy), or
+// a claimed lease's view of its deadline is within renewMargin of now (a
+// renewal extends it by at least LeaseExtension − renewMargin). When one
+// is due, the RENEW names every lease a renewal extends, so that the
+// leases of a P are renewed together: about one RENEW per P every
+// LeaseExtension − renewMargin (two heartbeats by default) rather than
+// one per heartbeat.
+func (c *Consumer) renewDue(now clock.Instant, pr *peer) bool {
+	next := now.Add(c.cfg.HeartbeatInterval)
+	for _, p := range c.queue {
+		if p.peer != pr || p.aborted || p.Remote.Faults.NoHeartbeats {
+			continue
+		}
+		if !p.claimed && next > c.claimBy(p) {
+			return true
+		}
+		if p.deadline.Sub(now) <= c.cfg.renewMargin() {
+			return true
+		}
+	}
+	return false
 }
 
 // Reject tells P that D will never read the lease (D refused the request
@@ -502,10 +556,15 @@ func (c *Consumer) tickPeerMarked(now clock.Instant, pr *peer, pulls, unsent boo
 		}
 	}
 	if c.cfg.Heartbeats() && now >= pr.heartbeat {
-		// One RENEW for every lease of this P that D still needs: queued
+		// One RENEW for the leases of this P that D still needs: queued
 		// pulls and reads in progress (a read pins the lease only while P
-		// streams it; D needs it until its RELEASE). Split only at the
-		// wire's bound.
+		// streams it; D needs it until its RELEASE). Under RenewsWhenDue
+		// only those P needs to hear of (claims, and leases the renewal
+		// extends), and none at all when there are none. Split only at
+		// the wire's bound.
+		all := pr.renewAll || !c.cfg.RenewsWhenDue()
+		lazy := !all && !c.renewDue(now, pr)
+		pr.renewAll = false
 		var refs []wire.LeaseRef
 		flush := func() {
 			if len(refs) > 0 {
@@ -520,6 +579,20 @@ func (c *Consumer) tickPeerMarked(now clock.Instant, pr *peer, pulls, unsent boo
 				continue
 			}
 			if p.peer == pr && !p.aborted && !p.Remote.Faults.NoHeartbeats {
+				if lazy || (!all && p.claimed && now.Add(c.cfg.LeaseExtension) <= p.deadline) {
+					continue // nothing due, or claimed and a renewal would not extend it
+				}
+				if c.cfg.RenewsWhenDue() {
+					// P answers only a lease that is gone: the renewal
+					// moves P's deadline to at least now+LeaseExtension
+					// (it reaches P after now), and D's view follows while
+					// P is heard (it answers at least every
+					// renewAckEvery).
+					p.claimed = true
+					if now.Sub(pr.heard) <= c.cfg.heardWithin() {
+						p.deadline = clock.Max(p.deadline, now.Add(c.cfg.LeaseExtension))
+					}
+				}
 				refs = append(refs, wire.LeaseRef{ID: p.Remote.Lease, Token: p.Remote.Token})
 				if len(refs) == wire.MaxLeasesPerRenew {
 					flush()

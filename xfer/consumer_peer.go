@@ -124,6 +124,7 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 	if !ok {
 		return
 	}
+	pr.heard = now
 	if _, blk := m.(*wire.Block); !blk {
 		// Due timers first, as if Tick had run at now (see expire). A
 		// Block checks only its own pull: it is the hot path.
@@ -171,6 +172,7 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		// Renew at once on a new session: it rebinds the leases P keeps
 		// only for the peer grace after losing the previous one.
 		pr.heartbeat = now
+		pr.renewAll = true
 		for _, p := range c.pullsOf(pr) {
 			if p.Remote.EngineID != "" && p.Remote.EngineID != pr.engineID {
 				c.stats.Failures[FailureEngineMismatch]++

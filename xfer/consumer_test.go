@@ -122,12 +122,17 @@ func TestConsumerBatchedRenew(t *testing.T) {
 	if len(renews) != 1 || len(renews[0].Leases) != 3 {
 		t.Fatalf("renews %+v", renews)
 	}
-	// One RENEW per heartbeat (100 ms), for all three, and they outlive
-	// the 600 ms lease many times over.
+	// One RENEW for all three every other heartbeat once they are within
+	// renewMargin (200 ms) of their end (from 400 ms), none before, and
+	// they outlive the 600 ms lease many times over.
+	e.runUntil(at(350), false)
+	if n := len(sentOf[*wire.Renew](e)); n != 1 {
+		t.Fatalf("%d renews by 350 ms, want only the claim", n)
+	}
 	e.runUntil(at(3000), false)
 	renews = sentOf[*wire.Renew](e)
-	if len(renews) != 31 {
-		t.Fatalf("%d renews in 3 s, want 31", len(renews))
+	if len(renews) != 15 {
+		t.Fatalf("%d renews in 3 s, want 15", len(renews))
 	}
 	for _, r := range renews {
 		if len(r.Leases) != 3 {
@@ -149,6 +154,55 @@ func TestConsumerBatchedRenew(t *testing.T) {
 	}
 	if e.P.p.Stats().Released[wire.ReasonReadDone] != 3 {
 		t.Fatalf("%+v", e.P.rel)
+	}
+}
+
+// TestClaimRenewsOnlyItsLease: under PolicyLease a lease admitted while
+// D renews others on the same P is claimed by the peer's next heartbeat
+// (no message of its own), and that heartbeat names only what P needs:
+// the new lease, not the ones a renewal would not extend. Under
+// vllm-lease the claim leaves at once and renews every lease.
+func TestClaimRenewsOnlyItsLease(t *testing.T) {
+	for _, pol := range []Policy{PolicyLease, PolicyVLLMLease} {
+		t.Run(pol.String(), func(t *testing.T) {
+			e := newPair(t, testConfig(pol))
+			g1 := e.enqueue(1, "a", 4)
+			e.run(at(0), false) // claims a at once: nothing else to ride
+			e.runUntil(at(150), false)
+			e.sent = nil
+			g2 := e.enqueue(2, "b", 4)
+			e.run(at(150), false)
+			renews := sentOf[*wire.Renew](e)
+			if pol == PolicyVLLMLease {
+				if len(renews) != 1 || len(renews[0].Leases) != 2 {
+					t.Fatalf("vllm-lease claim: %+v", renews)
+				}
+				return
+			}
+			if len(renews) != 0 {
+				t.Fatalf("a claim sent a RENEW of its own: %+v", renews)
+			}
+			e.runUntil(at(200), false)
+			renews = sentOf[*wire.Renew](e)
+			if len(renews) != 1 || len(renews[0].Leases) != 1 || renews[0].Leases[0].ID != g2.Lease {
+				t.Fatalf("heartbeat at 200 ms: %+v", renews)
+			}
+			if info, _ := e.P.p.Lease(g2.Lease); info.Session == 0 {
+				t.Fatal("the claim did not bind the lease")
+			}
+			// Both outlive their lease: a renewal extends a from 300 ms,
+			// b from 450 ms.
+			e.runUntil(at(2000), false)
+			if len(e.P.rel) != 0 || len(e.done) != 0 {
+				t.Fatalf("released %+v, done %+v", e.P.rel, e.done)
+			}
+			e.run(at(2001), true)
+			for _, g := range []Grant{g1, g2} {
+				if r, ok := released(e.P, g.Lease); !ok || r.reason != wire.ReasonReadDone {
+					t.Fatalf("%+v", e.P.rel)
+				}
+			}
+		})
 	}
 }
 
@@ -642,13 +696,19 @@ func TestConsumerLegacySendsNoRenew(t *testing.T) {
 
 func TestConsumerHungPeerReadFallsBackAtLease(t *testing.T) {
 	// P hangs entirely (no renewal answered, no stream): D gives up when
-	// the lease it knows of runs out.
+	// the lease it knows of runs out — 800 ms: its renewal at 400 ms
+	// counts (it heard P at 0, within LeaseExtension), later ones do not
+	// — at the read's retry (1,200 ms, the first read's deadline 600 ms).
 	e := newPair(t, testConfig(PolicyLease))
 	e.enqueue(1, "r", 8)
 	e.stall = true
 	e.run(at(0), true)
 	e.hold = true
-	e.runUntil(at(600), true)
+	e.runUntil(at(1199), true)
+	if _, ok := e.doneOf(1); ok {
+		t.Fatalf("fell back before the retried read's deadline: %+v", e.done)
+	}
+	e.runUntil(at(1200), true)
 	if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || e.dpool.NumHeld() != 0 {
 		t.Fatalf("%+v", e.done)
 	}

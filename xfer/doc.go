@@ -44,10 +44,23 @@
 // (wire.ReasonUnclaimed): its request never reached a decoder, typically
 // because a proxy dropped the decode leg after P answered, and without the
 // deadline its blocks would stay stranded for the whole lease. The
-// Consumer claims at once when a pull is enqueued (Enqueue makes the
-// peer's heartbeat due at that instant; with no connection it dials, and
-// the handshake's end renews at once too), so only leases nobody holds
-// are affected. A claim after the deadline gets StatusExpired, and D
+// Consumer claims when a pull is enqueued: the claim rides the peer's
+// next heartbeat when that leaves a heartbeat before the claim deadline
+// (Config.RenewsWhenDue), else Enqueue makes the heartbeat due at once
+// (with no connection it dials, and the handshake's end renews at once
+// too), so only leases nobody holds are affected.
+//
+// # Heartbeats
+//
+// D renews per P, at most one RENEW per HeartbeatInterval. Under
+// PolicyLease (Config.RenewsWhenDue) the RENEW goes only when a claim or
+// a renewal is due (Consumer.renewDue) and then names every unclaimed
+// lease and every lease a renewal extends (every lease after a new
+// session), so a P's leases renew together; P's RENEW_ACK names only the
+// leases that are gone, or is empty when P had been silent towards D for
+// LeaseExtension − HeartbeatInterval; D extends its view of a deadline by
+// a renewal it sends only while it heard from P recently. The other
+// heartbeat policies renew every lease at every heartbeat. A claim after the deadline gets StatusExpired, and D
 // falls back (FallbackLeaseGone). Config.Validate requires ClaimTimeout ≥
 // HeartbeatInterval (a connected D's regular heartbeat claims within one
 // interval even without the immediate claim) and < LeaseDuration.

@@ -180,6 +180,24 @@ func only[T wire.Message](t *testing.T, out []Envelope) (T, bool) {
 	return m, ok
 }
 
+// renewedOK reports whether out answers a RENEW of the lease id as
+// renewed: a RENEW_ACK with an OK result for it or, under
+// Config.RenewsWhenDue, no result for it (P names only the leases that
+// are gone, and answers a RENEW whose leases were all renewed with an
+// empty RENEW_ACK or not at all).
+func renewedOK(cfg Config, out []Envelope, id wire.LeaseID) bool {
+	for _, env := range out {
+		if a, ok := env.Msg.(*wire.RenewAck); ok {
+			for _, r := range a.Results {
+				if r.ID == id {
+					return r.Status == wire.StatusOK
+				}
+			}
+		}
+	}
+	return cfg.RenewsWhenDue()
+}
+
 func released(e *pEnv, l wire.LeaseID) (relEvent, bool) {
 	for _, r := range e.rel {
 		if r.lease == l {

@@ -168,6 +168,13 @@ type pSession struct {
 	nonce  [16]byte
 	dNonce [16]byte
 	state  uint8 // 0 awaiting HELLO, 1 awaiting AUTH, 2 authenticated
+	// told is when P last answered the session (its handshake, a READ,
+	// a RELEASE, a RENEW_ACK): under Config.RenewsWhenDue a RENEW whose
+	// leases were all renewed gets an empty RENEW_ACK only when P has
+	// been silent towards D for Config.renewAckEvery, so that D knows P
+	// still hears it (Consumer: a renewal counts in D's view of the
+	// deadline only while P was heard recently).
+	told clock.Instant
 }
 
 // NewProducer returns P's transfer core for engine engineID. secret is the

@@ -109,6 +109,7 @@ func (p *Producer) HandleArrived(now, arrived clock.Instant, s SessionID, m wire
 		return // a message racing the session's end
 	}
 	if ss.state != stateAuthed {
+		ss.told = now
 		p.handshake(s, ss, m)
 		return
 	}
@@ -116,8 +117,10 @@ func (p *Producer) HandleArrived(now, arrived clock.Instant, s SessionID, m wire
 	case *wire.Renew:
 		p.renew(now, s, ss, m)
 	case *wire.Read:
+		ss.told = now // answered: blocks, READ_END
 		p.read(now, s, m)
 	case *wire.Release:
+		ss.told = now // answered: RELEASE_ACK
 		p.handleRelease(now, s, m)
 	case *wire.Hello, *wire.Auth:
 		// A duplicate of the handshake (the network may duplicate): the
@@ -247,7 +250,7 @@ func (p *Producer) bind(s SessionID, l *leaseState) {
 }
 
 func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.Renew) {
-	ack := &wire.RenewAck{Seq: m.Seq, Results: make([]wire.RenewResult, 0, len(m.Leases))}
+	ack := &wire.RenewAck{Seq: m.Seq}
 	for _, ref := range m.Leases {
 		var l *leaseState
 		var st wire.Status
@@ -268,11 +271,17 @@ func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.R
 			p.leaseEvent(LeaseEvent{Kind: LeaseRenewed, Lease: l.id, Request: l.req, ExpiresIn: untilDeadline(l, now), Peer: p.peerOf(s)})
 			res.ExpiresInMs = remainingMs(l.deadline, now)
 		}
-		ack.Results = append(ack.Results, res)
+		if res.Status != wire.StatusOK || !p.cfg.RenewsWhenDue() {
+			ack.Results = append(ack.Results, res)
+		}
 	}
-	if p.cfg.TellsExpiry() {
+	// vLLM's heartbeats are one-way: D is told nothing. Under
+	// RenewsWhenDue D hears only of the leases that are gone (a renewed
+	// lease that ends later is REVOKED to its session).
+	if p.cfg.TellsExpiry() && (len(ack.Results) > 0 || !p.cfg.RenewsWhenDue() || now.Sub(ss.told) >= p.cfg.renewAckEvery()) {
+		ss.told = now
 		p.out = append(p.out, Envelope{Session: s, Msg: ack})
-	} // else vLLM's heartbeats are one-way: D is told nothing
+	}
 }
 
 func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
