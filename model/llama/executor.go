@@ -496,6 +496,10 @@ type attnTask struct {
 	units []attnUnit
 	rows  int // rows per unit
 	need  int // scores per (row, head): the longest context
+	// qpack is each worker's queries packed for scores4, qpackLen
+	// floats per worker.
+	qpack    []float32
+	qpackLen int
 }
 
 // attnUnit is rows r0..r1-1 (one sequence's) and kv head g.
@@ -530,6 +534,8 @@ func (t *attnTask) run() {
 	}
 	w := e.run.Workers()
 	e.scores = grow(e.scores, w*t.rows*e.group*t.need)
+	t.qpackLen = t.rows * e.group * e.hd
+	t.qpack = grow(t.qpack, w*t.qpackLen)
 	e.run.Run(len(t.units), t)
 }
 
@@ -556,14 +562,32 @@ func (t *attnTask) Do(worker, i int) {
 	last := e.rowPos[u.r1-1]
 	if e.viewKV {
 		// A block's slots are consecutive in the pool: one kernel call
-		// per block, row and head.
+		// per block and four queries (row, head) that take the same keys
+		// of it (scores4), or per block and query.
+		nq := (u.r1 - u.r0) * e.group // query qi is row u.r0 + qi/group, head qi%group
+		qp := t.qpack[worker*t.qpackLen:][:nq/4*4*e.hd]
+		for qi := 0; qi+4 <= nq; qi += 4 {
+			r, j := u.r0+qi/e.group, qi%e.group
+			r3, j3 := u.r0+(qi+3)/e.group, (qi+3)%e.group
+			packQueries4(qp[qi*e.hd:], q(r, j), q(u.r0+(qi+1)/e.group, (qi+1)%e.group), q(u.r0+(qi+2)/e.group, (qi+2)%e.group), q(r3, j3))
+		}
 		for b0 := 0; b0 <= last; b0 += bs {
 			blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
-			for r := u.r0; r < u.r1; r++ {
+			qi := 0
+			for ; qi+4 <= nq; qi += 4 {
+				r, r3 := u.r0+qi/e.group, u.r0+(qi+3)/e.group
+				end, end3 := min(b0+bs, e.rowPos[r]+1), min(b0+bs, e.rowPos[r3]+1)
+				if end != end3 {
+					break // the rest one by one
+				}
+				if b0 < end {
+					scores4(scratch[qi*t.need+b0:], t.need, end-b0, blk[kOff/4:], slotFloats, qp[qi*e.hd:], e.hd)
+				}
+			}
+			for ; qi < nq; qi++ {
+				r, j := u.r0+qi/e.group, qi%e.group
 				if end := min(b0+bs, e.rowPos[r]+1); b0 < end {
-					for j := 0; j < e.group; j++ {
-						scores(sc(r, j)[b0:end], blk[kOff/4:], slotFloats, q(r, j))
-					}
+					scores(sc(r, j)[b0:end], blk[kOff/4:], slotFloats, q(r, j))
 				}
 			}
 		}

@@ -105,3 +105,16 @@ func mulQ8Prompt(raw []byte, cols int, x []float32, n int, out []float32, stride
 		mulQ8(raw[:rows2*rb], cols, x[n6*cols:], n-n6, out[n6*stride:], stride)
 	}
 }
+
+//go:noescape
+func scores4AVX512(out *float32, outStride int, count int, k *float32, stride int, qp *float32, n int)
+
+// scores4 is scores4Generic with the AVX-512 kernel where the CPU has it.
+func scores4(out []float32, outStride, count int, k []float32, stride int, qp []float32, n int) {
+	if !hasTiles || n == 0 || n%4 != 0 || count == 0 {
+		scores4Generic(out, outStride, count, k, stride, qp, n)
+		return
+	}
+	_, _, _ = out[3*outStride+count-1], k[(count-1)*stride+n-1], qp[4*n-1]
+	scores4AVX512(&out[0], outStride, count, &k[0], stride, &qp[0], n)
+}

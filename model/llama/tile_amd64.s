@@ -604,3 +604,120 @@ q8tfinal:
 	ADDQ R13, R12
 	VZEROUPPER
 	RET
+
+// func scores4AVX512(out *float32, outStride int, count int, k *float32, stride int, qp *float32, n int)
+//
+// out[t·outStride + i] = dot4(k + i·stride, q_t) for four queries t < 4
+// and i < count, n (the head dim) a positive multiple of 4; qp packs the
+// queries as n/4 groups of 16 floats, group m holding q_t[4m..4m+3] at
+// 4t. Each key's four floats are broadcast to the four 128-bit lanes and
+// multiplied by the four queries' (VMULPS, rounded), then added (VADDPS)
+// into lane l = index mod 4 of query t's quarter, in increasing index;
+// each quarter is then combined as dot4 combines its lanes,
+// (l0+l1)+(l2+l3). Four keys at a time (sixteen chains in flight), then
+// the rest one by one.
+TEXT ·scores4AVX512(SB), NOSPLIT, $0-56
+	MOVQ out+0(FP), R8
+	MOVQ outStride+8(FP), R12
+	SHLQ $2, R12
+	MOVQ count+16(FP), BX
+	MOVQ k+24(FP), SI
+	MOVQ stride+32(FP), DX
+	SHLQ $2, DX
+	MOVQ qp+40(FP), DI
+	MOVQ n+48(FP), CX
+	LEAQ (DX)(DX*2), R11 // 3 strides
+	LEAQ (R12)(R12*2), R13 // 3 output strides
+	CMPQ BX, $4
+	JLT  s4one
+
+s4four:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   SI, AX
+	MOVQ   DI, R9
+	MOVQ   CX, R10
+
+s4fourloop:
+	VMOVUPS       (R9), Z4
+	VBROADCASTF32X4 (AX), Z5
+	VMULPS        Z4, Z5, Z5
+	VADDPS        Z5, Z0, Z0
+	VBROADCASTF32X4 (AX)(DX*1), Z6
+	VMULPS        Z4, Z6, Z6
+	VADDPS        Z6, Z1, Z1
+	VBROADCASTF32X4 (AX)(DX*2), Z7
+	VMULPS        Z4, Z7, Z7
+	VADDPS        Z7, Z2, Z2
+	VBROADCASTF32X4 (AX)(R11*1), Z8
+	VMULPS        Z4, Z8, Z8
+	VADDPS        Z8, Z3, Z3
+	ADDQ          $16, AX
+	ADDQ          $64, R9
+	SUBQ          $4, R10
+	JNZ           s4fourloop
+
+	MOVQ R8, AX
+	CALL s4store<>(SB)
+	VMOVAPS Z1, Z0
+	ADDQ    $4, AX
+	CALL    s4store<>(SB)
+	VMOVAPS Z2, Z0
+	ADDQ    $4, AX
+	CALL    s4store<>(SB)
+	VMOVAPS Z3, Z0
+	ADDQ    $4, AX
+	CALL    s4store<>(SB)
+	ADDQ    $16, R8
+	LEAQ    (SI)(DX*4), SI
+	SUBQ    $4, BX
+	CMPQ    BX, $4
+	JGE     s4four
+
+s4one:
+	TESTQ BX, BX
+	JZ    s4done
+
+s4oneslot:
+	VPXORD Z0, Z0, Z0
+	MOVQ   SI, AX
+	MOVQ   DI, R9
+	MOVQ   CX, R10
+
+s4oneloop:
+	VBROADCASTF32X4 (AX), Z5
+	VMULPS        (R9), Z5, Z5
+	VADDPS        Z5, Z0, Z0
+	ADDQ          $16, AX
+	ADDQ          $64, R9
+	SUBQ          $4, R10
+	JNZ           s4oneloop
+
+	MOVQ R8, AX
+	CALL s4store<>(SB)
+	ADDQ $4, R8
+	ADDQ DX, SI
+	DECQ BX
+	JNZ  s4oneslot
+
+s4done:
+	VZEROUPPER
+	RET
+
+// s4store combines each 128-bit quarter t of Z0 as (l0+l1)+(l2+l3) and
+// writes it to AX + t·R12 (R13 = 3·R12); it clobbers Z9, Z10.
+TEXT s4store<>(SB), NOSPLIT|NOFRAME, $0-0
+	VMOVSHDUP     Z0, Z9
+	VADDPS        Z9, Z0, Z0 // l0+l1, ·, l2+l3, · per quarter
+	VPERMILPS     $2, Z0, Z9
+	VADDPS        Z9, Z0, Z0 // (l0+l1)+(l2+l3) in lane 0 of each quarter
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $1, Z0, X10
+	VMOVSS        X10, (AX)(R12*1)
+	VEXTRACTF32X4 $2, Z0, X10
+	VMOVSS        X10, (AX)(R12*2)
+	VEXTRACTF32X4 $3, Z0, X10
+	VMOVSS        X10, (AX)(R13*1)
+	RET

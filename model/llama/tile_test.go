@@ -87,3 +87,38 @@ func TestForceGeneric(t *testing.T) {
 		t.Fatalf("kvlease_generic: vector kernels on (AVX2+FMA %v, tiles %v)", hasAVX2FMA, hasTiles)
 	}
 }
+
+// TestScores4Agrees: the four-query scores kernel gives, for each query,
+// the bits of dot4 (the one-query kernels' order), on head dims from 4
+// up and key counts with every remainder of four.
+func TestScores4Agrees(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for trial := 0; trial < 100; trial++ {
+		n := 4 * (1 + r.IntN(40))
+		count := 1 + r.IntN(19)
+		stride := n + r.IntN(9)
+		outStride := count + r.IntN(3)
+		k := make([]float32, (count-1)*stride+n)
+		for i := range k {
+			k[i] = float32(r.NormFloat64())
+		}
+		var q [4][]float32
+		for j := range q {
+			q[j] = make([]float32, n)
+			for i := range q[j] {
+				q[j][i] = float32(r.NormFloat64() * 3)
+			}
+		}
+		qp := make([]float32, 4*n)
+		packQueries4(qp, q[0], q[1], q[2], q[3])
+		got := make([]float32, 3*outStride+count)
+		scores4(got, outStride, count, k, stride, qp, n)
+		for j := range q {
+			for i := 0; i < count; i++ {
+				if g, e := got[j*outStride+i], dot4(k[i*stride:i*stride+n], q[j]); math.Float32bits(g) != math.Float32bits(e) {
+					t.Fatalf("n %d, %d keys: query %d key %d = %v, dot4 %v (AVX-512 %v)", n, count, j, i, g, e, hasTiles)
+				}
+			}
+		}
+	}
+}
