@@ -7,7 +7,7 @@ package llama
 // order is unchanged).
 const (
 	tileMinInputs = 6   // fewer: the batched kernels (mulF32, mulQ8)
-	tileF32Inputs = 60  // inputs per block, a multiple of 3
+	tileF32Inputs = 60  // inputs per block, a multiple of 3 and 4
 	tileF32Cols   = 512 // columns per block, a multiple of 32
 	tileQ8Inputs  = 60  // a multiple of 6
 	tileQ8Blocks  = 16  // Q8_0 blocks of columns per block

@@ -18,23 +18,27 @@ func tileQ8AVX512(raw *byte, ldw int, x *float32, ldx int, nblocks int, acc *flo
 var hasTiles = hasAVX512 && cpu.X86.HasAVX512VL
 
 // mulF32Prompt is mulF32 (the same bits) with the prompt kernel for the
-// rows and inputs that fill its 4 × 3 tiles; acc is the worker's scratch,
-// grown as needed.
+// rows and inputs that fill its tiles (4 × 3 with AVX-512, else 3 × 4 with
+// AVX2 and FMA); acc is the worker's scratch, grown as needed.
 func mulF32Prompt(w []float32, cols int, x []float32, n int, out []float32, stride int, acc *[]float32) {
 	rows := len(w) / cols
-	if !hasTiles || cols%32 != 0 || n < tileMinInputs || rows < 4 {
+	mr, nr, kernel := 4, 3, tileF32AVX512
+	if !hasTiles {
+		mr, nr, kernel = 3, 4, tileF32AVX2
+	}
+	if !hasAVX2FMA || cols%32 != 0 || n < tileMinInputs || rows < mr {
 		mulF32(w, cols, x, n, out, stride)
 		return
 	}
-	rows4, n3 := rows&^3, n-n%3
+	rowsT, nT := rows-rows%mr, n-n%nr
 	_, _ = x[n*cols-1], out[(n-1)*stride+rows-1]
-	need := rows4 / 4 * (tileF32Inputs / 3) * 384
+	need := rowsT / mr * (tileF32Inputs / nr) * 384
 	if len(*acc) < need {
 		*acc = make([]float32, need)
 	}
 	a := *acc
-	for j0 := 0; j0 < n3; j0 += tileF32Inputs {
-		j1 := min(j0+tileF32Inputs, n3)
+	for j0 := 0; j0 < nT; j0 += tileF32Inputs {
+		j1 := min(j0+tileF32Inputs, nT)
 		for k0 := 0; k0 < cols; k0 += tileF32Cols {
 			kc := min(tileF32Cols, cols-k0)
 			flags := 0
@@ -45,19 +49,19 @@ func mulF32Prompt(w []float32, cols int, x []float32, n int, out []float32, stri
 				flags |= 2 // the last block: results to out
 			}
 			t := 0
-			for i := 0; i < rows4; i += 4 {
-				for j := j0; j < j1; j += 3 {
-					tileF32AVX512(&w[i*cols+k0], cols, &x[j*cols+k0], cols, kc, &a[t*384], flags, &out[j*stride+i], stride)
+			for i := 0; i < rowsT; i += mr {
+				for j := j0; j < j1; j += nr {
+					kernel(&w[i*cols+k0], cols, &x[j*cols+k0], cols, kc, &a[t*384], flags, &out[j*stride+i], stride)
 					t++
 				}
 			}
 		}
 	}
-	if rows4 < rows {
-		mulF32(w[rows4*cols:], cols, x, n, out[rows4:], stride)
+	if rowsT < rows {
+		mulF32(w[rowsT*cols:], cols, x, n, out[rowsT:], stride)
 	}
-	if n3 < n {
-		mulF32(w[:rows4*cols], cols, x[n3*cols:], n-n3, out[n3*stride:], stride)
+	if nT < n {
+		mulF32(w[:rowsT*cols], cols, x[nT*cols:], n-nT, out[nT*stride:], stride)
 	}
 }
 
@@ -118,3 +122,6 @@ func scores4(out []float32, outStride, count int, k []float32, stride int, qp []
 	_, _, _ = out[3*outStride+count-1], k[(count-1)*stride+n-1], qp[4*n-1]
 	scores4AVX512(&out[0], outStride, count, &k[0], stride, &qp[0], n)
 }
+
+//go:noescape
+func tileF32AVX2(w *float32, ldw int, x *float32, ldx int, kc int, acc *float32, flags int, out *float32, outStride int)

@@ -15,8 +15,12 @@ import (
 // worker's is.
 func TestPromptKernelsAgree(t *testing.T) {
 	if !hasTiles {
-		t.Log("no AVX-512 F and VL: the prompt functions are the batched kernels")
+		t.Log("no AVX-512 F and VL: AVX2 tiles for F32, the batched kernels for Q8_0")
 	}
+	checkPromptKernels(t)
+}
+
+func checkPromptKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	var acc []float32
 	shapes := [][3]int{ // rows, cols, inputs
