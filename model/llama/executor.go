@@ -428,9 +428,9 @@ func rmsnorm(dst, x, w []float32, eps float32) {
 // and used for all n inputs while it is in cache; the F32, Q8_0 and other
 // quantised kernels (mulF32, mulQ8, mulQuant) apply it to several inputs
 // per load, in the order of the one-input kernel, so an input's outputs do
-// not depend on n. Steps of six inputs or more (prompts) take the prompt
-// kernels for F32 and Q8_0 (mulF32Prompt, mulQ8Prompt: tiles of rows ×
-// inputs in registers, blocked over columns; the same order again).
+// not depend on n. Steps of 6 (F32) or 12 (Q8_0) inputs or more take the
+// prompt kernels (mulF32Prompt, mulQ8Prompt: tiles of rows × inputs in
+// registers, blocked over columns; the same order again).
 func (e *Executor) matmul(out []float32, m *Matrix, in []float32, n int) {
 	e.mm.out, e.mm.m, e.mm.in, e.mm.n = out, m, in, n
 	if needsSums(m.Type) {

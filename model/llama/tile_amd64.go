@@ -71,7 +71,7 @@ func mulQ8Prompt(raw []byte, cols int, x []float32, n int, out []float32, stride
 	nb := cols / Q8Block
 	rb := nb * q8BlockBytes
 	rows := len(raw) / rb
-	if !hasTiles || n < tileMinInputs || rows < 2 || nb == 0 {
+	if !hasTiles || n < tileQ8MinInputs || rows < 2 || nb == 0 {
 		mulQ8(raw, cols, x, n, out, stride)
 		return
 	}
