@@ -450,6 +450,7 @@ func (c *Cluster) boot(n *Node) {
 		Offload: s.Offload,
 	}
 	n.Core = engine.NewCore(cfg, rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())))
+	delete(c.expiry.claims, n.Name) // a restarted P has seen no claim
 	n.port = newPort(c, n, n.Core)
 	n.exec = synth.New(s.Profile, n.Core.Pool(), s.ModelSeed)
 	n.Loop = engine.NewLoop(n.Core, n.exec, engine.LoopConfig{

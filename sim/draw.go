@@ -186,6 +186,12 @@ func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
 	t := policyConfig(opts.Policy, p.Lease)
 	t.Fallback = p.Fallback
 	t.MaxWaiting = p.MaxWaiting
+	if t.MaxQueueWait > 0 {
+		// 1 to 4 leases (the default), by the seed rather than a draw of
+		// the profile's (the other draws stay those of earlier builds):
+		// congested decoders reach it.
+		t.MaxQueueWait = time.Duration(1+seed%4) * p.Lease
+	}
 	s.Transfer = t
 	if p.DecodeMaxNumSeqs != s.Sched.MaxNumSeqs {
 		s.DecodeSched = s.Sched

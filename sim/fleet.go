@@ -216,8 +216,14 @@ type FleetResult struct {
 	Aborted   int // the client left
 	InFlight  int // not ended when the run stopped
 	// Fallbacks are requests whose decoder could not pull the prefix and
-	// recomputed it (or failed).
-	Fallbacks int
+	// recomputed it (or failed); QueueWaits those of them that waited in
+	// the decoder's queue past its max queue wait (xfer.FallbackQueueWait).
+	Fallbacks, QueueWaits int
+	// ClaimTimeoutMean and ClaimTimeoutMax are the claim deadline the
+	// prefill engines gave new leases (xfer.Producer.ClaimTimeout, adapted
+	// to the claim latencies they observed), over the samples; zero
+	// without one.
+	ClaimTimeoutMean, ClaimTimeoutMax time.Duration
 	// InFlightMean and InFlightPeak are the requests in flight (sent, not
 	// ended), over the samples.
 	InFlightMean float64
@@ -300,6 +306,8 @@ type fleetRun struct {
 	peak               int // most blocks leased on one P
 
 	hbMsgs, hbBytes, renewals uint64
+	claimSum                  time.Duration // ClaimTimeout over the samples
+	claimN                    int
 	frame                     []byte // encoding scratch
 
 	occ    []int // leased blocks of each P at each sample
@@ -511,6 +519,9 @@ func RunFleet(opts FleetOptions) (res FleetResult, err error) {
 		res.LeasedPerRequest = f.leasedBS / float64(res.Arrived)
 		res.WastedPerRequest = f.wastedBS / float64(res.Arrived)
 	}
+	if f.claimN > 0 {
+		res.ClaimTimeoutMean = f.claimSum / time.Duration(f.claimN)
+	}
 	res.PeakLeaseOccupancy = float64(f.peak) / float64(o.PrefillBlocks)
 	res.P99LeaseOccupancy = f.occupancyP99()
 	if len(f.ttft) > 0 {
@@ -547,6 +558,12 @@ func (c *Cluster) fleetSample() FleetSample {
 	for _, n := range c.Nodes {
 		if n.Role == engine.RolePrefill {
 			f.occ = append(f.occ, f.held[n])
+			if p := n.Core.Producer(); p != nil && !n.Crashed {
+				ct := p.ClaimTimeout(c.Now)
+				f.claimSum += ct
+				f.claimN++
+				f.res.ClaimTimeoutMax = max(f.res.ClaimTimeoutMax, ct)
+			}
 		}
 		// Only releases at the current instant matter to the expiry
 		// checks (checkDueHandled); the fleet keeps no history.
@@ -590,6 +607,9 @@ func (c *Cluster) retire(t clock.Instant) {
 		}
 		if r.Fallback != 0 {
 			res.Fallbacks++
+		}
+		if r.Fallback == xfer.FallbackQueueWait {
+			res.QueueWaits++
 		}
 	}
 }

@@ -48,6 +48,66 @@ type expiryWatch struct {
 	renews map[watchKey][]wire.LeaseID
 	reads  map[watchKey]wire.LeaseID
 	named  []dueLease // leasesNamed's buffer
+	// claims are the claims each P received (a message that made an
+	// unclaimed lease claimed) within the last lease duration: when and
+	// how long after the grant (checkClaimDeadline).
+	claims map[transport.Addr][]claimObs
+}
+
+type claimObs struct {
+	at  clock.Instant
+	lat time.Duration
+}
+
+// noteClaims records the leases of named (unclaimed before P handled the
+// message that reached it at arrived) that the message claimed.
+func (c *Cluster) noteClaims(n *Node, named []dueLease, arrived clock.Instant) {
+	p := n.Core.Producer()
+	for _, d := range named {
+		if d.info.ClaimBy == clock.Never {
+			continue
+		}
+		info, live := p.Lease(d.id)
+		q := c.byLease[leaseKey{n.Name, d.id}]
+		if !live || info.ClaimBy != clock.Never || q == nil {
+			continue
+		}
+		if c.expiry.claims == nil {
+			c.expiry.claims = map[transport.Addr][]claimObs{}
+		}
+		c.expiry.claims[n.Name] = append(c.expiry.claims[n.Name], claimObs{arrived, arrived.Sub(q.GrantedAt)})
+	}
+}
+
+// checkClaimDeadline checks the claim deadline P node n gave lease l,
+// granted now (issue 31): within [ClaimTimeout, MaxClaimTimeout], and at
+// least twice the longest claim latency P saw over the last lease
+// duration (capped at MaxClaimTimeout), so that a path whose claims are
+// slow keeps the leases that will be claimed.
+func (c *Cluster) checkClaimDeadline(n *Node, l wire.LeaseID) {
+	tc := c.Spec.Transfer
+	info, live := n.Core.Producer().Lease(l)
+	if !tc.ClaimsLeases() || !live || info.ClaimBy == clock.Never {
+		return
+	}
+	obs := c.expiry.claims[n.Name]
+	i := 0
+	for i < len(obs) && obs[i].at < c.Now.Add(-tc.LeaseDuration) {
+		i++
+	}
+	if i > 0 {
+		obs = append(obs[:0], obs[i:]...)
+		c.expiry.claims[n.Name] = obs
+	}
+	var slowest time.Duration
+	for _, o := range obs {
+		slowest = max(slowest, o.lat)
+	}
+	got, hi := info.ClaimBy.Sub(c.Now), tc.MaxClaimTimeout()
+	if want := min(max(2*slowest, tc.ClaimTimeout), hi); got < want || got > hi {
+		c.violate("%s: lease %d granted at %v has a claim deadline of %v; want %v..%v (claims took up to %v over the last %v)",
+			n.Name, l, c.Now, got, want, hi, slowest, tc.LeaseDuration)
+	}
 }
 
 type watchKey struct {

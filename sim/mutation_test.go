@@ -34,6 +34,9 @@ func TestMutationsCaught(t *testing.T) {
 		{"renew answered without the due check", &xfer.MutateRenewSkipsDueCheck, "renewed it at", Options{}},
 		// Issue 29: a RENEW that reached a busy P on time is on time.
 		{"lease timing judged on processing, not arrival", &xfer.MutateJudgeOnProcessing, "before its due instant", Options{}},
+		// Issue 31: a queued pull past the max queue wait gives its lease back.
+		{"decoder keeps a queued pull past the max queue wait", &xfer.MutateIgnoreQueueWait, "past the max queue wait", Options{}},
+		{"claim deadline ignores the observed claim latency", &xfer.MutateFixedClaimTimeout, "has a claim deadline of", Options{}},
 		// Lease spill (S26) on every seed, with small pools so that reads
 		// run while spill stores end.
 		{"spill drops a lease's blocks under a read", &xfer.MutateSpillIgnoresRead, "whose primary copy the lease no longer holds",

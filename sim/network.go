@@ -36,6 +36,12 @@ func (c *Cluster) drive(n *Node) {
 				c.violate("%s: %v", n.Name, err)
 			}
 		}
+		if d := n.Core.Consumer(); d != nil && c.checking {
+			// Likewise no pull queued past the max queue wait (issue 31).
+			if err := d.CheckWait(c.Now); err != nil {
+				c.violate("%s: %v", n.Name, err)
+			}
+		}
 		if t.Execute {
 			c.startStep(n, t.Batch)
 		}
@@ -255,6 +261,7 @@ func (c *Cluster) feed(n *Node) {
 		named := c.leasesNamed(n, ev.Msg)
 		n.Loop.Handle(c.Now, *ev)
 		c.checkExpiry(n, ev.Conn, ev.Msg, named, at)
+		c.noteClaims(n, named, at)
 	}
 	clear(evs)
 	n.port.spare = evs[:0]

@@ -296,6 +296,7 @@ func (c *Cluster) outputs(n *Node, outs []engine.Output) {
 			r.responded = true
 			if g != nil {
 				c.byLease[leaseKey{n.Name, g.Lease}] = r
+				c.checkClaimDeadline(n, g.Lease)
 			}
 			if r.LostAfterPrefill {
 				if c.fleet != nil {

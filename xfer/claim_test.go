@@ -1,6 +1,8 @@
 package xfer
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/kvlease/kvlease/clock"
@@ -165,8 +167,25 @@ func TestS25ConsumerClaimsAtOnce(t *testing.T) {
 			t.Fatalf("release %+v", r)
 		}
 	})
-	t.Run("connected, between heartbeats", func(t *testing.T) {
+	t.Run("connected, between heartbeats, deadline close", func(t *testing.T) {
+		// A 150 ms claim deadline: the heartbeat at 100 ms would leave the
+		// claim of a lease enqueued at 30 ms less than a heartbeat.
 		e := newPair(t, claimConfig())
+		e.enqueue(1, "a", 8)
+		e.run(at(0), false)
+		e.run(at(30), false)
+		g := e.enqueue(2, "b", 8)
+		renews := len(sentOf[*wire.Renew](e))
+		e.run(at(30), false)
+		rs := sentOf[*wire.Renew](e)
+		if info, _ := e.P.p.Lease(g.Lease); info.ClaimBy != clock.Never || len(rs) != renews+1 || len(rs[renews].Leases) != 1 {
+			t.Fatalf("not claimed at once, alone: %+v", info)
+		}
+	})
+	t.Run("connected, between heartbeats", func(t *testing.T) {
+		cfg := claimConfig()
+		cfg.ClaimTimeout = 200 * time.Millisecond // two heartbeats, the default's share
+		e := newPair(t, cfg)
 		e.enqueue(1, "a", 8)
 		e.run(at(0), false)
 		e.run(at(30), false) // the next heartbeat is at 100 ms
@@ -179,7 +198,7 @@ func TestS25ConsumerClaimsAtOnce(t *testing.T) {
 		e.runUntil(at(100), false)
 		rs := sentOf[*wire.Renew](e)
 		if info, _ := e.P.p.Lease(g.Lease); info.ClaimBy != clock.Never || len(rs) != renews+1 || len(rs[renews].Leases) != 1 {
-			t.Fatalf("not claimed by the heartbeat at 100 ms (deadline 180 ms): %+v, %d renews", info, len(rs)-renews)
+			t.Fatalf("not claimed by the heartbeat at 100 ms (deadline 230 ms): %+v, %d renews", info, len(rs)-renews)
 		}
 	})
 	t.Run("after a failed dial", func(t *testing.T) {
@@ -215,5 +234,53 @@ func TestS25LateClaimFallsBack(t *testing.T) {
 	}
 	if e.P.p.Stats().ReadsServed != 0 || len(sentOf[*wire.Read](e)) != 0 || e.dpool.NumHeld() != 0 {
 		t.Fatalf("read a released lease: served %d", e.P.p.Stats().ReadsServed)
+	}
+}
+
+// TestAdaptiveClaimDeadline (issue 31): a lease's claim deadline is twice
+// the slowest claim P saw over the last lease duration (600 ms here),
+// never under ClaimTimeout (150 ms) nor over MaxClaimTimeout (400 ms), and
+// comes back to ClaimTimeout once slow claims are two windows old.
+func TestAdaptiveClaimDeadline(t *testing.T) {
+	e := newPEnv(t, claimConfig())
+	s := e.connect()
+	claimBy := func(g Grant) time.Duration {
+		info, _ := e.p.Lease(g.Lease)
+		return info.ClaimBy.Sub(e.now)
+	}
+	g := e.grant("fast", 8)
+	if d := claimBy(g); d != 150*time.Millisecond {
+		t.Fatalf("first deadline %v, want the claim timeout", d)
+	}
+	e.advance(at(40))
+	e.send(s, &wire.Renew{Seq: 1, Leases: []wire.LeaseRef{ref(g)}}) // claimed after 40 ms: 2 × 40 < 150
+	if d := claimBy(e.grant("a", 8)); d != 150*time.Millisecond {
+		t.Fatalf("after a 40 ms claim: %v", d)
+	}
+	slow := e.grant("slow", 8)
+	e.advance(at(140))
+	e.send(s, &wire.Renew{Seq: 2, Leases: []wire.LeaseRef{ref(slow)}}) // 100 ms
+	if d := claimBy(e.grant("b", 8)); d != 200*time.Millisecond {
+		t.Fatalf("after a 100 ms claim: %v, want 200ms", d)
+	}
+	slower := e.grant("slower", 8) // deadline 200 ms
+	e.advance(at(330))
+	e.send(s, &wire.Renew{Seq: 3, Leases: []wire.LeaseRef{ref(slower)}}) // 190 ms: capped
+	if _, ok := released(e, slower.Lease); ok {
+		t.Fatal("a claim within the adapted deadline found its lease gone")
+	}
+	slowest := e.grant("c", 8)
+	if d := claimBy(slowest); d != 380*time.Millisecond {
+		t.Fatalf("after a 190 ms claim: %v, want 380ms", d)
+	}
+	e.advance(at(630))
+	e.send(s, &wire.Renew{Seq: 4, Leases: []wire.LeaseRef{ref(slowest)}}) // 300 ms
+	if d := claimBy(e.grant("d", 8)); d != 400*time.Millisecond {
+		t.Fatalf("after a 300 ms claim: %v, want the 400 ms bound", d)
+	}
+	// Two windows later the slow claims are forgotten.
+	e.advance(at(1900))
+	if d := e.p.ClaimTimeout(e.now); d != 150*time.Millisecond {
+		t.Fatalf("two windows on: %v, want the claim timeout", d)
 	}
 }

@@ -122,6 +122,12 @@ type Config struct {
 	// that would leave less than a heartbeat before the deadline; so it
 	// must be at least HeartbeatInterval, and under LeaseDuration.
 	ClaimTimeout time.Duration
+	// MaxQueueWait (0: none) bounds how long D keeps a pull queued — its
+	// request admitted, waiting for room to read, D renewing its lease:
+	// past it D releases the lease (RELEASE fallback) and recomputes the
+	// prompt (FallbackQueueWait), so that a congested decoder does not
+	// hold a prefill engine's memory for as long as its queue lasts.
+	MaxQueueWait time.Duration
 
 	// MaxLeases bounds live leases on P; a finished prefill beyond it gets
 	// no lease (its blocks are freed, D recomputes).
@@ -168,6 +174,7 @@ func DefaultConfig(p Policy) Config {
 		LeaseExtension:    20 * time.Second,
 		PeerGrace:         2 * time.Second,
 		ClaimTimeout:      10 * time.Second,
+		MaxQueueWait:      2 * time.Minute,
 		MaxLeases:         1 << 16,
 		Tombstones:        1 << 14,
 		MaxServedReads:    1024,
@@ -183,6 +190,7 @@ func DefaultConfig(p Policy) Config {
 	}
 	if p != PolicyLease {
 		c.ClaimTimeout = 0 // no claim deadline outside kvlease's policy
+		c.MaxQueueWait = 0 // nor a bound on D's queue
 	}
 	return c
 }
@@ -200,6 +208,9 @@ func (c Config) WithLease(d time.Duration) Config {
 	c.PeerGrace = d / 15
 	if c.ClaimTimeout > 0 {
 		c.ClaimTimeout = d / 3
+	}
+	if c.MaxQueueWait > 0 {
+		c.MaxQueueWait = 4 * d
 	}
 	if c.RetryInterval > c.HeartbeatInterval/2 {
 		c.RetryInterval = c.HeartbeatInterval / 2
@@ -222,6 +233,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("xfer: lease extension %v must be at least 2 × the heartbeat interval %v", c.LeaseExtension, c.HeartbeatInterval)
 	case c.PeerGrace < 0:
 		return fmt.Errorf("xfer: peer grace must not be negative, got %v", c.PeerGrace)
+	case c.MaxQueueWait < 0:
+		return fmt.Errorf("xfer: max queue wait must not be negative, got %v", c.MaxQueueWait)
 	case c.ClaimTimeout < 0:
 		return fmt.Errorf("xfer: claim timeout must not be negative, got %v", c.ClaimTimeout)
 	case c.ClaimTimeout > 0 && c.Policy != PolicyLease:
@@ -326,6 +339,14 @@ func (c Config) renewMargin() time.Duration {
 
 func (c Config) heardWithin() time.Duration {
 	return c.LeaseExtension + c.HeartbeatInterval/2
+}
+
+// MaxClaimTimeout is the longest claim deadline P adapts to
+// (Producer.ClaimTimeout): max(ClaimTimeout, 2/3 of LeaseDuration),
+// 20 s by default. It stays under the lease, so an unclaimed lease's claim
+// deadline still comes before its deadline.
+func (c Config) MaxClaimTimeout() time.Duration {
+	return max(c.ClaimTimeout, c.LeaseDuration*2/3)
 }
 
 // MaxExpiresIn is the longest time a lease can have left at any instant

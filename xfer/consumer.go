@@ -297,13 +297,15 @@ func (c *Consumer) Enqueue(now clock.Instant, r PullRequest) bool {
 }
 
 // claimBy is the latest instant at which D's claim of p's lease leaves:
-// under RenewsWhenDue, half a heartbeat before its claim deadline as D
-// knows it (ClaimTimeout after the enqueue; P's runs from the grant, a
-// network hop earlier), which leaves the claim half a heartbeat to reach
-// P. A heartbeat to that P before it carries the claim; with the default
-// claim timeout of two heartbeats a claim never needs a RENEW of its own.
-// Without RenewsWhenDue, at once. Without a claim timeout, the claim
-// rides the next heartbeat.
+// under RenewsWhenDue, a heartbeat before its claim deadline as D knows it
+// (ClaimTimeout after the enqueue; P's runs from the grant, a network hop
+// earlier), which leaves the claim a heartbeat to reach P. The next
+// heartbeat to that P carries the claim; with the default claim timeout
+// of two heartbeats a claim never needs a RENEW of its own, and its
+// latency (at most a heartbeat and the network) keeps P's adaptive claim
+// deadline (Producer.ClaimTimeout) at the configured one. Without
+// RenewsWhenDue, at once. Without a claim timeout, the claim rides the
+// next heartbeat.
 func (c *Consumer) claimBy(p *pull) clock.Instant {
 	if !c.cfg.RenewsWhenDue() {
 		return p.enqueued
@@ -312,7 +314,7 @@ func (c *Consumer) claimBy(p *pull) clock.Instant {
 	if c.cfg.ClaimTimeout <= 0 {
 		return p.enqueued.Add(h)
 	}
-	return p.enqueued.Add(max(c.cfg.ClaimTimeout-h/2, 0))
+	return p.enqueued.Add(max(c.cfg.ClaimTimeout-h, 0))
 }
 
 // renewDue reports whether pr's heartbeat at now must carry a RENEW under
@@ -734,6 +736,9 @@ func (c *Consumer) NextDeadline() clock.Instant {
 		if p.held {
 			t = min(t, p.notBefore)
 		}
+		if p.state == pullQueued && c.cfg.MaxQueueWait > 0 {
+			t = min(t, p.enqueued.Add(c.cfg.MaxQueueWait))
+		}
 		switch {
 		case p.state == pullQueued || !p.sent:
 			t = min(t, p.deadline)
@@ -789,6 +794,22 @@ func (c *Consumer) NumNotices() int { return c.notices }
 
 // NumWaiting is the number of requests waiting or reading.
 func (c *Consumer) NumWaiting() int { return len(c.queue) }
+
+// CheckWait reports a pull still queued at now past MaxQueueWait (its
+// request admitted at Enqueue and waiting for room to read): D must have
+// released it and recomputed by then. O(waiting pulls).
+func (c *Consumer) CheckWait(now clock.Instant) error {
+	if c.cfg.MaxQueueWait <= 0 {
+		return nil
+	}
+	for _, p := range c.queue {
+		if p.state == pullQueued && now >= p.enqueued.Add(c.cfg.MaxQueueWait) {
+			return fmt.Errorf("xfer: request %d queued since %v is still waiting at %v, past the max queue wait %v",
+				p.Req, p.enqueued, now, c.cfg.MaxQueueWait)
+		}
+	}
+	return nil
+}
 
 // Check verifies the consumer's holds: every inbound hold belongs to a
 // reading pull, and every reading pull has one.

@@ -206,6 +206,43 @@ func TestClaimRenewsOnlyItsLease(t *testing.T) {
 	}
 }
 
+// TestMaxQueueWait: a pull queued (D congested) past MaxQueueWait gives
+// its lease back (RELEASE fallback) and falls back (queue_wait), renewed
+// until then; one that starts reading before it is pulled.
+func TestMaxQueueWait(t *testing.T) {
+	cfg := testConfig(PolicyLease)
+	cfg.MaxQueueWait = 1500 * time.Millisecond
+	e := newPair(t, cfg)
+	g := e.enqueue(1, "a", 8)
+	e.run(at(0), false)
+	if err := e.c.CheckWait(at(1499)); err != nil {
+		t.Fatal(err)
+	}
+	e.runUntil(at(1499), false)
+	if len(e.done) != 0 || len(e.P.rel) != 0 {
+		t.Fatalf("gone before the max queue wait: %+v %+v", e.done, e.P.rel)
+	}
+	e.now = at(1500)
+	g2 := e.enqueue(2, "b", 8)
+	e.run(at(1500), false)
+	if d, ok := e.doneOf(1); !ok || d.Outcome != FellBack || d.Why != FallbackQueueWait {
+		t.Fatalf("done %+v", e.done)
+	}
+	if r, ok := released(e.P, g.Lease); !ok || r.reason != wire.ReasonFallback {
+		t.Fatalf("released %+v", e.P.rel)
+	}
+	if err := e.c.CheckWait(at(1500)); err != nil {
+		t.Fatal(err)
+	}
+	e.run(at(1600), true) // b reads at once
+	if d, ok := e.doneOf(2); !ok || d.Outcome != Pulled {
+		t.Fatalf("done %+v", e.done)
+	}
+	if r, _ := released(e.P, g2.Lease); r.reason != wire.ReasonReadDone {
+		t.Fatalf("released %+v", e.P.rel)
+	}
+}
+
 func TestConsumerRenewPerPeer(t *testing.T) {
 	// Two P engines: one RENEW each per heartbeat, each naming its own.
 	cfg := testConfig(PolicyLease)

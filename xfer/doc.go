@@ -40,7 +40,9 @@
 //
 // Under PolicyLease with a ClaimTimeout, a lease must be claimed — renewed,
 // read or released with its token on an authenticated session — within
-// ClaimTimeout of its grant, or it is released as unclaimed
+// its claim deadline (Producer.ClaimTimeout after its grant: twice the
+// slowest claim P saw over the last lease duration, within
+// [ClaimTimeout, Config.MaxClaimTimeout]), or it is released as unclaimed
 // (wire.ReasonUnclaimed): its request never reached a decoder, typically
 // because a proxy dropped the decode leg after P answered, and without the
 // deadline its blocks would stay stranded for the whole lease. The

@@ -74,6 +74,15 @@ func remainingMs(deadline, now clock.Instant) uint32 {
 // checks only its own pull.
 func (c *Consumer) expire(now clock.Instant, p *pull) bool {
 	switch {
+	case p.state == pullQueued && c.cfg.MaxQueueWait > 0 && now >= p.enqueued.Add(c.cfg.MaxQueueWait) && !MutateIgnoreQueueWait:
+		// Waited too long for room to read: give the lease back and
+		// recompute.
+		if p.aborted {
+			c.finish(now, p, Dropped, wire.ReasonAborted, 0)
+		} else {
+			c.finish(now, p, c.fallbackOutcome(), wire.ReasonFallback, FallbackQueueWait)
+		}
+		return true
 	case (p.state == pullQueued || !p.sent) && now >= p.deadline:
 		if p.aborted {
 			c.finish(now, p, Dropped, wire.ReasonAborted, 0)

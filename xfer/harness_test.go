@@ -29,6 +29,7 @@ func testPool() *kvblock.Pool {
 func testConfig(p Policy) Config {
 	c := DefaultConfig(p)
 	c.ClaimTimeout = 0
+	c.MaxQueueWait = 0 // TestMaxQueueWait sets one
 	if p != PolicyLegacyTimeout {
 		c = c.WithLease(600 * time.Millisecond)
 	}

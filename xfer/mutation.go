@@ -14,7 +14,7 @@ import "github.com/kvlease/kvlease/clock"
 //
 //	go test -tags kvlease_mutation ./sim/
 //
-// The seven breaks:
+// The nine breaks:
 //
 //   - MutateSweepStopsEarly: the expiry sweep walks leases in grant order
 //     and stops at the first one not yet due, so a renewed lease hides an
@@ -41,6 +41,11 @@ import "github.com/kvlease/kvlease/clock"
 //     (Producer.HandleArrived ignores the arrival stamp), so a RENEW or
 //     READ that arrived before the lease's due instant, while P's loop was
 //     busy, finds the lease expired (issue 29).
+//   - MutateIgnoreQueueWait: D keeps a queued pull past MaxQueueWait
+//     (issue 31), renewing its lease for as long as its queue lasts.
+//   - MutateFixedClaimTimeout: P's claim deadline stays the configured
+//     one whatever the claim latencies it observes (issue 31), so slow
+//     claims find their leases freed as unclaimed.
 
 // grantOrderSweep is the mutated expiry sweep (MutateSweepStopsEarly):
 // leases in grant order, stopping at the first that is not due. Leases

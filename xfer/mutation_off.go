@@ -16,4 +16,6 @@ const (
 	MutateRenewSkipsDueCheck   = false
 	MutateSpillIgnoresRead     = false
 	MutateJudgeOnProcessing    = false
+	MutateIgnoreQueueWait      = false
+	MutateFixedClaimTimeout    = false
 )

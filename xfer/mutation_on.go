@@ -16,4 +16,6 @@ var (
 	MutateRenewSkipsDueCheck   bool
 	MutateSpillIgnoresRead     bool
 	MutateJudgeOnProcessing    bool
+	MutateIgnoreQueueWait      bool
+	MutateFixedClaimTimeout    bool
 )

@@ -156,6 +156,58 @@ type Producer struct {
 	unspillFn func(id wire.LeaseID) // a lease with spilled blocks ended
 
 	chkPins map[wire.LeaseID]int // Check's scratch
+
+	// claims is the longest claim latency (grant to first claim, judged
+	// on arrival) in the current window of LeaseDuration and in the one
+	// before it (ClaimTimeout).
+	claims struct {
+		start     clock.Instant
+		cur, prev time.Duration
+	}
+}
+
+// observeClaim records that a lease granted lat before now was claimed.
+func (p *Producer) observeClaim(now clock.Instant, lat time.Duration) {
+	p.rollClaims(now)
+	p.claims.cur = max(p.claims.cur, lat)
+}
+
+// rollClaims moves the claim windows (aligned at multiples of
+// LeaseDuration from the first) to now's: cur and prev then cover at
+// least [now − LeaseDuration, now].
+func (p *Producer) rollClaims(now clock.Instant) {
+	w := p.cfg.LeaseDuration
+	k := now.Sub(p.claims.start) / w
+	if k <= 0 {
+		return
+	}
+	if k == 1 {
+		p.claims.prev = p.claims.cur
+	} else {
+		p.claims.prev = 0
+	}
+	p.claims.cur = 0
+	p.claims.start = p.claims.start.Add(k * w)
+}
+
+// ClaimTimeout is the claim deadline of a lease granted now (0 without
+// one): twice the longest claim latency — grant to a decoder's first
+// RENEW or READ reaching P — observed over the last LeaseDuration or
+// more, within [Config.ClaimTimeout, Config.MaxClaimTimeout]. A lease's
+// decoder is not known before its claim, so the deadline follows the
+// slowest decoder's claims: a path whose claims slow down (loss, jitter,
+// a congested proxy) keeps leases that will be claimed rather than
+// freeing them as unclaimed, and the deadline comes back to the
+// configured one a lease or two after the claims speed up again.
+func (p *Producer) ClaimTimeout(now clock.Instant) time.Duration {
+	if !p.cfg.ClaimsLeases() {
+		return 0
+	}
+	p.rollClaims(now)
+	if MutateFixedClaimTimeout {
+		return p.cfg.ClaimTimeout
+	}
+	return min(max(2*max(p.claims.cur, p.claims.prev), p.cfg.ClaimTimeout), p.cfg.MaxClaimTimeout())
 }
 
 type readKey struct {
@@ -220,7 +272,7 @@ func (p *Producer) Grant(now clock.Instant, req string, blocks []kvblock.BlockID
 	// request reaches the other's lease (S29).
 	l := &leaseState{req: req, numTokens: numTokens, granted: now, lostAt: clock.Never, claimBy: clock.Never, faultAt: clock.Never, hix: -1}
 	if p.cfg.ClaimsLeases() {
-		l.claimBy = now.Add(p.cfg.ClaimTimeout)
+		l.claimBy = now.Add(p.ClaimTimeout(now))
 	}
 	for {
 		l.id = wire.LeaseID(p.rng.Uint64())

@@ -230,10 +230,11 @@ func (p *Producer) find(id wire.LeaseID, tok wire.Token) (*leaseState, wire.Stat
 
 // bind records that session s (of peer) uses l: l is claimed (its claim
 // deadline no longer applies) and its fate follows s.
-func (p *Producer) bind(s SessionID, l *leaseState) {
+func (p *Producer) bind(now clock.Instant, s SessionID, l *leaseState) {
 	l.delivered = true // only a holder of the token can renew or read
 	if !l.claimed {
 		l.claimed = true
+		p.observeClaim(now, now.Sub(l.granted))
 		p.leaseEvent(LeaseEvent{Kind: LeaseClaimed, Lease: l.id, Request: l.req, Peer: p.peerOf(s)})
 	}
 	// Claimed: the due instant moves later, which the due heap re-keys
@@ -267,7 +268,7 @@ func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.R
 					p.schedule(l)
 				}
 			}
-			p.bind(s, l)
+			p.bind(now, s, l)
 			p.leaseEvent(LeaseEvent{Kind: LeaseRenewed, Lease: l.id, Request: l.req, ExpiresIn: untilDeadline(l, now), Peer: p.peerOf(s)})
 			res.ExpiresInMs = remainingMs(l.deadline, now)
 		}
@@ -328,7 +329,7 @@ func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
 			return
 		}
 	}
-	p.bind(s, l)
+	p.bind(now, s, l)
 	if l.spill != nil && l.spill.n > 0 {
 		for _, ix := range m.Indexes {
 			if l.spill.out[ix] {

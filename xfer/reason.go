@@ -62,6 +62,9 @@ const (
 	// FallbackTampered: a frame from P failed its authentication (altered
 	// or injected on the path), out of attempts or lease.
 	FallbackTampered
+	// FallbackQueueWait: the request waited in D's queue longer than
+	// MaxQueueWait before a read could start; D released the lease.
+	FallbackQueueWait
 	numFallbackReasons
 )
 
@@ -82,6 +85,7 @@ var fallbackReasonNames = [...]string{
 	FallbackHandshakeRefused: "handshake_refused",
 	FallbackInjected:         "injected",
 	FallbackTampered:         "tampered",
+	FallbackQueueWait:        "queue_wait",
 }
 
 // Valid reports whether r is a defined reason (not zero).

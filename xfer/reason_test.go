@@ -38,7 +38,7 @@ func TestReasonNames(t *testing.T) {
 		want  string
 	}{
 		{FallbackReason(0).Valid(), FallbackReason(0).String(), "none"},
-		{numFallbackReasons.Valid(), numFallbackReasons.String(), "FallbackReason(17)"},
+		{numFallbackReasons.Valid(), numFallbackReasons.String(), "FallbackReason(18)"},
 		{FailureKind(0).Valid(), FailureKind(0).String(), "FailureKind(0)"},
 		{numFailureKinds.Valid(), numFailureKinds.String(), "FailureKind(17)"},
 	} {

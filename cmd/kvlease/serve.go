@@ -150,6 +150,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&sc.MaxWaiting, "max-waiting", sc.MaxWaiting, "waiting requests at most (429 with Retry-After beyond)")
 	kvLease := fs.Duration("kv-lease", 30*time.Second, "lease on a prefill's blocks; heartbeat, extension and peer grace scale with it (legacy-timeout: its one timeout, default 480s)")
 	policy := fs.String("release-policy", "lease", "when P frees leased blocks: lease, vllm, vllm-lease or legacy-timeout")
+	maxQueueWait := fs.Duration("kv-max-queue-wait", 0, "lease policy, decode side: a request waiting in the queue for room to pull its remote prefix longer than this gives the lease back (RELEASE fallback) and recomputes the prompt (fallback reason queue_wait); default 4 × --kv-lease (2m); 0s with the flag set: no bound")
 	claimTimeout := fs.Duration("kv-claim-timeout", 0, "lease policy: release a lease no decode engine claimed within this long as unclaimed (the proxy dropped the decode leg); default --kv-lease/3 (10s: two heartbeats), at least one heartbeat (--kv-lease/6), under --kv-lease; 0s with the flag set disables it")
 	fallback := fs.String("fallback", "recompute", "decode side, when the remote KV cannot be had: recompute or fail")
 	secretFile := fs.String("cluster-secret-file", "", "file holding the secret P and D engines share (or set "+secretEnv+")")
@@ -372,6 +373,15 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 				return f, fmt.Errorf("--kv-claim-timeout: want a duration of at least --kv-lease/6 (%v), or 0s to disable", tc.HeartbeatInterval)
 			}
 			tc.ClaimTimeout = *claimTimeout
+		}
+		if set["kv-max-queue-wait"] {
+			if p != xfer.PolicyLease {
+				return f, fmt.Errorf("--kv-max-queue-wait: the queue bound is part of --release-policy lease only, not %s", p)
+			}
+			if *maxQueueWait < 0 {
+				return f, fmt.Errorf("--kv-max-queue-wait: want a duration, or 0s for no bound")
+			}
+			tc.MaxQueueWait = *maxQueueWait
 		}
 		if tc.Fallback, err = xfer.ParseFallback(*fallback); err != nil {
 			return f, fmt.Errorf("--fallback %q: want recompute or fail", *fallback)

@@ -173,15 +173,15 @@ feed:
 
 func writeFleetTable(w io.Writer, runs []fleetRun) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tcompleted\tfailed\taborted\tin flight\tgoodput\tp99 TTFT\tunread lease\tunread, never read\tleased blocks\tleased blocks\theartbeats per P\theartbeats per D\trenewals per P\tfallbacks\treads of\tfailures\t")
-	fmt.Fprintln(tw, "\t\t\t\tmean / peak\treq/s\ts\tblock·s/req\tblock·s/req\t/ P pool, peak\t/ P pool, p99\tmsg/s  B/s\tmsg/s  B/s\t/s\t\tfreed blocks\t\t")
+	fmt.Fprintln(tw, "policy\tcompleted\tfailed\taborted\tin flight\tgoodput\tp99 TTFT\tunread lease\tunread, never read\tleased blocks\tleased blocks\theartbeats per P\theartbeats per D\trenewals per P\tfallbacks\tclaim deadline\treads of\tfailures\t")
+	fmt.Fprintln(tw, "\t\t\t\tmean / peak\treq/s\ts\tblock·s/req\tblock·s/req\t/ P pool, peak\t/ P pool, p99\tmsg/s  B/s\tmsg/s  B/s\t/s\tall  queue wait\tmean / max s\tfreed blocks\t\t")
 	for _, r := range runs {
 		s := r.Result
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f / %d\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f%%\t%.1f%%\t%.2f  %.0f\t%.2f  %.0f\t%.1f\t%d\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f / %d\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f%%\t%.1f%%\t%.2f  %.0f\t%.2f  %.0f\t%.1f\t%d  %d\t%.1f / %.1f\t%d\t%d\t\n",
 			r.Policy, s.Completed, s.Failed, s.Aborted, s.InFlightMean, s.InFlightPeak, s.Goodput, s.P99TTFT.Seconds(),
 			s.StrandedPerRequest, s.WastedPerRequest, 100*s.PeakLeaseOccupancy, 100*s.P99LeaseOccupancy,
 			s.HeartbeatMsgsPerP, s.HeartbeatBytesPerP, s.HeartbeatMsgsPerD, s.HeartbeatBytesPerD, s.RenewalsPerP,
-			s.Fallbacks, s.FreedReads, len(s.Failures))
+			s.Fallbacks, s.QueueWaits, s.ClaimTimeoutMean.Seconds(), s.ClaimTimeoutMax.Seconds(), s.FreedReads, len(s.Failures))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
