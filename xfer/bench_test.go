@@ -18,8 +18,16 @@ import (
 // per heartbeat: decode the frame, Handle (look up, check the token, extend
 // and re-key every lease in the expiry heap, bind), Take the RENEW_ACK and
 // encode it. Time advances between heartbeats, so every renewal moves
-// every deadline. Target: ≤ 1 ms per op.
+// every deadline. Target: ≤ 1 ms per op. Under the lease policy P answers
+// only the leases that are gone (none here): no RENEW_ACK; vllm-lease
+// answers every lease.
 func BenchmarkRenew(b *testing.B) {
+	for _, pol := range []xfer.Policy{xfer.PolicyLease, xfer.PolicyVLLMLease} {
+		b.Run(pol.String(), func(b *testing.B) { benchRenew(b, pol) })
+	}
+}
+
+func benchRenew(b *testing.B, pol xfer.Policy) {
 	const (
 		numLeases = 10_000
 		pEngineID = "p-bench"
@@ -28,7 +36,7 @@ func BenchmarkRenew(b *testing.B) {
 	)
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	pool := kvblock.New(kvblock.Config{NumBlocks: numLeases, BlockSizeTokens: 16})
-	cfg := xfer.DefaultConfig(xfer.PolicyLease)
+	cfg := xfer.DefaultConfig(pol)
 	p := xfer.NewProducer(cfg, pool, pEngineID, secret, rand.New(rand.NewPCG(1, 2)))
 	now := clock.Instant(0)
 
@@ -69,6 +77,12 @@ func BenchmarkRenew(b *testing.B) {
 		}
 		p.Handle(now, session, m)
 		out, _ := p.Take()
+		if cfg.RenewsWhenDue() {
+			if len(out) != 0 {
+				b.Fatalf("op %d: %d messages, want none (every lease renewed)", i, len(out))
+			}
+			continue
+		}
 		if len(out) != 1 {
 			b.Fatalf("op %d: %d messages, want one RENEW_ACK", i, len(out))
 		}
@@ -81,6 +95,9 @@ func BenchmarkRenew(b *testing.B) {
 	b.StopTimer()
 	if n := p.NumLeases(); n != numLeases {
 		b.Fatalf("%d leases live after the renewals, want %d", n, numLeases)
+	}
+	if info, _ := p.Lease(refs[numLeases-1].ID); info.Deadline != now.Add(cfg.LeaseExtension) && now.Add(cfg.LeaseExtension) > clock.Instant(cfg.LeaseDuration) {
+		b.Fatalf("last lease's deadline %v, want %v", info.Deadline, now.Add(cfg.LeaseExtension))
 	}
 }
 
