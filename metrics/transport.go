@@ -21,7 +21,7 @@ type transportMetric struct {
 	read   func(s *tcp.Stats, emit emitFunc)
 }
 
-// transportMetrics are the transfer port's bounds (README, "Security").
+// transportMetrics are the transfer port's bounds (docs/security.md, "The transfer port").
 var transportMetrics = []transportMetric{
 	{
 		name: "kvlease_transfer_connections", kind: gauge,

@@ -110,7 +110,7 @@ const (
 	whyNoBeam        = "beam search is not implemented"
 	whyNoMM          = "kvlease serves a text-only model"
 	whyNoReasoning   = "kvlease serves no reasoning model"
-	whyNoTemplate    = "kvlease does not implement it in chat template rendering (see the README)"
+	whyNoTemplate    = "kvlease does not implement it in chat template rendering (see docs/api.md)"
 	whyNoExt         = "vLLM's extension hooks are not available"
 	whyNoRequestID   = "send the id as the X-Request-Id header"
 )
@@ -170,7 +170,7 @@ var chatRefused = merge(sharedRefused, map[string]refusal{
 // Fields accepted with any valid value that have no effect on the answer
 // by their nature: metadata and identifiers for the client's own
 // bookkeeping, and hints about cost that change no output. They are
-// documented as such in the README.
+// documented as such in docs/api.md.
 // response_format, tools, tool_choice and parallel_tool_calls are parsed
 // by parseStructure (structured.go); tools, chat_template and
 // chat_template_kwargs by parseTemplateFields (chattemplate.go).

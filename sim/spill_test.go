@@ -207,7 +207,7 @@ func pct(ds []time.Duration, q float64) time.Duration {
 // gives more goodput (requests whose TTFT meets spillSLO) and a lower p99
 // TTFT for the uncongested decoder's requests than never spilling. (The
 // p99 TTFT over all requests is the congested decoder's queue under
-// every policy.) Run with -v for the table (README, "Lease spill").
+// every policy.) Run with -v for the table (docs/benchmarks.md, "Lease spill").
 func TestLeaseSpillFigures(t *testing.T) {
 	seeds := []uint64{1, 2, 3}
 	if testing.Short() {
