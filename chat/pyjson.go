@@ -148,8 +148,10 @@ func (p *pyJSON) write(b *strings.Builder, v jinja.Value, depth int) error {
 		p.newline(b, depth)
 		b.WriteByte('}')
 	case v.IsUndefined():
+		//lint:ignore ST1005 Python's json.dumps message, word for word (the reference renderer's)
 		return fmt.Errorf("Object of type Undefined is not JSON serializable")
 	default:
+		//lint:ignore ST1005 Python's json.dumps message, word for word (the reference renderer's)
 		return fmt.Errorf("Object of type %s is not JSON serializable", kindName(v))
 	}
 	return nil

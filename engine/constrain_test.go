@@ -71,14 +71,14 @@ func runConstrained(t *testing.T, g *constrain.Grammar, n, maxTokens int) ([]str
 }
 
 func TestCoreConstrainedOutputParses(t *testing.T) {
-	g, err := constrain.Compile(json.RawMessage(`{"type":"object","properties":{
+	_, err := constrain.Compile(json.RawMessage(`{"type":"object","properties":{
 		"name":{"type":"string"},"n":{"type":"integer"},"xs":{"type":"array","items":{"type":"number"}},
 		"sub":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}},
 		"required":["name","n","xs","sub"],"additionalProperties":false}`), true)
 	if err == nil {
 		t.Fatal("strict accepted optional properties")
 	}
-	g, err = constrain.Compile(json.RawMessage(`{"type":"object","properties":{
+	g, err := constrain.Compile(json.RawMessage(`{"type":"object","properties":{
 		"name":{"type":"string"},"n":{"type":"integer"},"xs":{"type":"array","items":{"type":"number"}},
 		"sub":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}},
 		"required":["name","n","xs","sub"]}`), false)

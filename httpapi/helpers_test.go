@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -260,7 +259,6 @@ func (e *recordingEngine) takeRejected() []xfer.Remote {
 type failingWriter struct {
 	h      http.Header
 	status int
-	buf    bytes.Buffer
 }
 
 func (w *failingWriter) Header() http.Header {

@@ -175,7 +175,7 @@ func (l *loraSet) load(name, path string, inplace bool) *openai.Error {
 	l.loading.Lock()
 	defer l.loading.Unlock()
 	l.mu.RLock()
-	old, loaded := l.byName[name]
+	_, loaded := l.byName[name]
 	n := len(l.order)
 	l.mu.RUnlock()
 	switch {
@@ -198,7 +198,7 @@ func (l *loraSet) load(name, path string, inplace bool) *openai.Error {
 	defer l.mu.Unlock()
 	e := &loraEntry{path: path, created: time.Now().Unix()}
 	// An unload may have run while the files were read: look again.
-	if old, loaded = l.byName[name]; loaded {
+	if old, ok := l.byName[name]; ok {
 		e.adapter = kvblock.Adapter{Name: name, ID: old.adapter.ID, Digest: digest}
 		for i, o := range l.order {
 			if o == old {

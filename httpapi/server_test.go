@@ -249,6 +249,9 @@ func TestModelsHealthVersion(t *testing.T) {
 		t.Errorf("version %d %s", code, body)
 	}
 	code, body = get(t, url+"/metrics")
+	if code != 200 {
+		t.Errorf("metrics %d", code)
+	}
 	for _, want := range []string{`vllm:num_requests_running{model_name="kvlease-test"}`, `kvlease_kv_blocks{model_name="kvlease-test",state="held"} 0`,
 		`kvlease_leases_active{model_name="kvlease-test"} 0`} {
 		if !strings.Contains(body, want) {

@@ -463,11 +463,3 @@ func TestNewNodeNeedsTransportForTransfer(t *testing.T) {
 }
 
 func transportAddr(s string) transport.Addr { return transport.Addr(s) }
-
-func bytesOf(b byte, n int) []byte {
-	out := make([]byte, n)
-	for i := range out {
-		out[i] = b
-	}
-	return out
-}

@@ -16,7 +16,7 @@ import (
 // Short names for hashes in scripted tests.
 var (
 	hA, hB, hC, hD = th(0xa0), th(0xa1), th(0xa2), th(0xa3)
-	hE, hF, hG, hH = th(0xa4), th(0xa5), th(0xa6), th(0xa7)
+	hE, hF         = th(0xa4), th(0xa5)
 )
 
 // th is a test hash made from a number: distinct numbers, distinct hashes,

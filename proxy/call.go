@@ -63,7 +63,6 @@ var prefillKV = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":fa
 	`"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
 
 var (
-	jsonTrue  = json.RawMessage("true")
 	jsonFalse = json.RawMessage("false")
 	jsonOne   = json.RawMessage("1")
 )

@@ -248,13 +248,6 @@ func (o object) member(dst object, key string) (object, int, error) {
 	return m, o[i].off, err
 }
 
-// parseMember parses the member key of a parsed (so valid) object as an
-// object.
-func parseMember(o object, key string) (object, error) {
-	m, _, err := o.member(nil, key)
-	return m, err
-}
-
 // isTrue reports whether a raw value is the literal true.
 func isTrue(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "true" }
 

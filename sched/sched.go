@@ -444,8 +444,7 @@ func (s *Scheduler) Schedule() *model.Batch {
 			}
 		}
 		if r.status != Running {
-			i-- // r was the victim and left the running list
-			break
+			break // r was the victim and left the running list
 		}
 		if need > 0 && !s.pool.Allocate(r.Hold, need) {
 			panic("sched: allocation failed after preemption made room")

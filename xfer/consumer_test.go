@@ -655,9 +655,8 @@ func TestConsumerDuplicatedMessages(t *testing.T) {
 	// Every message in both directions arrives twice: one pull, one
 	// release, one free on each side.
 	e := newPair(t, testConfig(PolicyLease))
-	var gs []Grant
 	for i := range 4 {
-		gs = append(gs, e.enqueue(uint64(i+1), fmt.Sprintf("r%d", i), 4+3*i))
+		e.enqueue(uint64(i+1), fmt.Sprintf("r%d", i), 4+3*i)
 	}
 	e.dup = true
 	e.run(at(0), false)

@@ -55,10 +55,6 @@ func TestProducerWrongTokenLeavesLeaseUntouched(t *testing.T) {
 }
 
 func TestProducerRefusesUnauthenticated(t *testing.T) {
-	type step struct {
-		m      wire.Message
-		status wire.Status
-	}
 	hello := &wire.Hello{Version: wire.Version, EngineID: "d", Nonce: [16]byte{9}}
 	cases := []struct {
 		name  string

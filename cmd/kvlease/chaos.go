@@ -25,7 +25,6 @@ func init() {
 // chaosOptions are kvlease chaos's flags, checked.
 type chaosOptions struct {
 	cfg    chaos.RunConfig
-	keep   bool
 	logDir string
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -394,12 +393,6 @@ func waitCond(ctx context.Context, timeout time.Duration, cond func() error) err
 		case <-tick.C:
 		}
 	}
-}
-
-// drain reads and closes a response body.
-func drain(resp *http.Response) {
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 }
 
 // ReleaseEvent is a rise of P's release counter of one reason, as seen by

@@ -76,7 +76,7 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatalf("proxy URL %s", c.URL())
 	}
 	withCA := tlsClient(t, tlsfiles.ClientFiles{CAFile: l.CAFile})
-	withCert := tlsClient(t, tlsfiles.ClientFiles{CAFile: l.CAFile, CertFile: l.CertFile, KeyFile: l.KeyFile})
+	withCert := tlsClient(t, tlsfiles.ClientFiles(l))
 	pd := sdk(c.URL(), withCA)
 	ctx := context.Background()
 	for _, g := range generators {

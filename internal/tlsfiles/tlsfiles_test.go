@@ -118,7 +118,7 @@ func TestServerReloads(t *testing.T) {
 // server.
 func TestClientCertificates(t *testing.T) {
 	a, other := local(t), local(t)
-	withCert, err := Client(ClientFiles{CAFile: a.CAFile, CertFile: a.CertFile, KeyFile: a.KeyFile}, nil)
+	withCert, err := Client(ClientFiles(a), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 // harness drives an Executor over its own pool the way the engine does:
 // each request holds blocks covering its positions; steps compute chunks.
 type harness struct {
-	t    *testing.T
 	pool *kvblock.Pool
 	exec *llama.Executor
 	bs   int

@@ -98,14 +98,6 @@ func randomRows(r *rand.Rand, t Type, rows, cols int, finite bool) []byte {
 	return raw
 }
 
-func writeF32s(b []float32) []byte {
-	out := make([]byte, 4*len(b))
-	for i, v := range b {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
-	}
-	return out
-}
-
 // The committed fixture, testdata/dequant.bin: per type, its number
 // (uint32), the byte count of its blocks (uint32), the blocks, and the
 // floats gguf-py's gguf.quants.dequantize gives for them (uint32 count,
