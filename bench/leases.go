@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kvlease/kvlease/internal/promtext"
 )
 
 // LeaseFigures are the KV-block and lease figures of a set of kvlease
@@ -81,11 +83,15 @@ func (f LeaseFigures) ReleasedText() string {
 	return strings.Join(parts, ", ")
 }
 
+// leaseMetrics are the metrics parseLeaseFigures reads.
+var leaseMetrics = []string{"kvlease_kv_blocks", "kvlease_leases_active", "kvlease_leases_granted_total",
+	"kvlease_leases_released_total", "kvlease_lease_block_seconds_total", "kvlease_remote_prefill_fallbacks_total"}
+
 // parseLeaseFigures reads one endpoint's Prometheus text. Lines it cannot
 // parse are skipped, as in parseMetrics.
 func parseLeaseFigures(r io.Reader) (LeaseFigures, error) {
 	var f LeaseFigures
-	err := eachSample(r, func(name string, labels map[string]string, v float64) {
+	err := promtext.Each(r, leaseMetrics, func(name string, labels map[string]string, v float64) {
 		switch name {
 		case "kvlease_kv_blocks":
 			if labels["state"] == "held" {

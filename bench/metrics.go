@@ -1,21 +1,18 @@
 package bench
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/kvlease/kvlease/bench/stats"
+	"github.com/kvlease/kvlease/internal/promtext"
 )
 
 // Metric names scraped during a run.
@@ -37,6 +34,15 @@ var scraped = []struct {
 	{MetricHeldBlocks, "kvlease_kv_blocks", map[string]string{"state": "held"}},
 	{MetricLeasesActive, "kvlease_leases_active", nil},
 }
+
+// scrapedNames are the names of scraped.
+var scrapedNames = func() []string {
+	var names []string
+	for _, m := range scraped {
+		names = append(names, m.name)
+	}
+	return names
+}()
 
 // MetricSeries is one metric of one endpoint over the run: X is seconds
 // since the start of the run, Y the value.
@@ -174,10 +180,11 @@ func (s *scraper) results() ([]MetricSeries, map[string]int) {
 
 // parseMetrics reads the Prometheus text exposition format and returns,
 // for each scraped metric found, the sum of its matching samples. Lines it
-// cannot parse are skipped: one odd line must not lose a whole scrape.
+// cannot parse are skipped (promtext): one odd line must not lose a whole
+// scrape.
 func parseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	err := eachSample(r, func(name string, labels map[string]string, value float64) {
+	err := promtext.Each(r, scrapedNames, func(name string, labels map[string]string, value float64) {
 	next:
 		for _, m := range scraped {
 			if m.name != name {
@@ -192,88 +199,6 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 		}
 	})
 	return out, err
-}
-
-// eachSample calls fn for each sample of the Prometheus text exposition
-// format read from r. Comments, blank lines, lines it cannot parse and NaN
-// values are skipped: one odd line must not lose a whole scrape.
-func eachSample(r io.Reader, fn func(name string, labels map[string]string, value float64)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, labels, value, ok := parseSample(line)
-		if !ok || math.IsNaN(value) {
-			continue
-		}
-		fn(name, labels, value)
-	}
-	return sc.Err()
-}
-
-// parseSample parses `name{k="v",...} value [timestamp]`.
-func parseSample(line string) (name string, labels map[string]string, value float64, ok bool) {
-	i := strings.IndexAny(line, "{ \t")
-	if i <= 0 {
-		return "", nil, 0, false
-	}
-	name, rest := line[:i], line[i:]
-	if rest[0] == '{' {
-		labels = map[string]string{}
-		rest = rest[1:]
-		for {
-			rest = strings.TrimLeft(rest, " \t,")
-			if rest == "" {
-				return "", nil, 0, false
-			}
-			if rest[0] == '}' {
-				rest = rest[1:]
-				break
-			}
-			eq := strings.IndexByte(rest, '=')
-			if eq <= 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
-				return "", nil, 0, false
-			}
-			key := strings.TrimSpace(rest[:eq])
-			rest = rest[eq+2:]
-			var val strings.Builder
-			closed := false
-			for j := 0; j < len(rest); j++ {
-				c := rest[j]
-				if c == '\\' && j+1 < len(rest) {
-					j++
-					switch rest[j] {
-					case 'n':
-						val.WriteByte('\n')
-					default:
-						val.WriteByte(rest[j])
-					}
-					continue
-				}
-				if c == '"' {
-					rest, closed = rest[j+1:], true
-					break
-				}
-				val.WriteByte(c)
-			}
-			if !closed {
-				return "", nil, 0, false
-			}
-			labels[key] = val.String()
-		}
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return "", nil, 0, false
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil {
-		return "", nil, 0, false
-	}
-	return name, labels, v, true
 }
 
 // SumSeries sums the series of metric over every endpoint, point by point:
