@@ -44,9 +44,10 @@
 // recompute. Every reduction runs in one fixed order per position, and
 // every path that computes it — the one-vector vector kernel, the batched
 // ones (each weight row applied to eight or four inputs per load: mulF32,
-// mulQ8, mulQuant), the prompt kernels (register tiles of four F32 or two
-// Q8_0 rows times three or six inputs, whose lanes wait in a worker's
-// scratch between blocks of columns: mulF32Prompt, mulQ8Prompt), the
+// mulQ8, mulQuant), the prompt kernels (register tiles of four F32 rows
+// times three inputs, three times four with AVX2 only, or two Q8_0 rows
+// times six, whose lanes wait in a worker's scratch between blocks of
+// columns: mulF32Prompt, mulQ8Prompt; attention's scores4), the
 // remainder path and the pure-Go twin used where the CPU lacks AVX2 and
 // FMA or the length does not suit the kernel — performs the same
 // operations in that order, each rounded the same way:
