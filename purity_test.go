@@ -75,6 +75,10 @@ var edge = map[string]bool{
 	"internal/kvleasebin": true,
 	// tlsfiles: TLS configurations from PEM files, reloaded on change.
 	"internal/tlsfiles": true,
+	// promtext: reads the Prometheus text of a scrape from an io.Reader
+	// with expfmt (whose dependencies are not checked here); only the
+	// proxy and bench, both edges, use it.
+	"internal/promtext": true,
 }
 
 // forbiddenImports are the standard-library packages a pure package may not

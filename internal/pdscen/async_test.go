@@ -44,14 +44,17 @@ var asyncModel = sync.OnceValues(func() (string, error) {
 })
 
 // modelArgs are the flags of an engine running asyncModel on one thread,
-// with a lease of leaseFor.
+// with a lease of leaseFor. D's queue bound (--kv-max-queue-wait, 4 leases
+// by default) is lifted: the tests hold a request in D's queue across more
+// than four leases on purpose, to see its lease renewed while P computes.
 func modelArgs(t testing.TB, leaseFor time.Duration) []string {
 	t.Helper()
 	path, err := asyncModel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []string{"--model-file", path, "--threads", "1", "--num-blocks", "512", "--kv-lease", leaseFor.String()}
+	return []string{"--model-file", path, "--threads", "1", "--num-blocks", "512", "--kv-lease", leaseFor.String(),
+		"--kv-max-queue-wait", "0s"}
 }
 
 // tokenPrompt is n token ids from seed, none of them special.
