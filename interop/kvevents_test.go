@@ -111,7 +111,7 @@ func completeTokens(t *testing.T, url string, prompt []int32) {
 // bytes, big-endian.
 func lowBits(h kvb.Hash) uint64 { return binary.BigEndian.Uint64(h[len(h)-8:]) }
 
-// TestLLMDReadsKVEvents subscribes llm-d-kv-cache's KV events pipeline
+// TestS32LLMDReadsKVEvents subscribes llm-d-kv-cache's KV events pipeline
 // (its ZMQ subscriber, Pool, VLLMAdapter decoder and an in-memory index) to
 // `kvlease serve`, in every encoding kvlease offers, the default first;
 // 12 prompts (6 conversations of 2 turns) go through an 8-block pool.
@@ -123,7 +123,7 @@ func lowBits(h kvb.Hash) uint64 { return binary.BigEndian.Uint64(h[len(h)-8:]) }
 // index, queried with llm-d's own request keys of the last prompt's tokens,
 // names the kvlease pod for every block, and for none of an evicted
 // prompt's.
-func TestLLMDReadsKVEvents(t *testing.T) {
+func TestS32LLMDReadsKVEvents(t *testing.T) {
 	for _, enc := range []string{"", "map", "array"} {
 		name := enc
 		if enc == "" {

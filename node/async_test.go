@@ -54,7 +54,7 @@ func hasSeqOf(n int) func(*model.Batch) bool {
 	}
 }
 
-// TestPDAsyncStepKeepsServingLeases (issue 29): P's model computes a long
+// TestS31PDAsyncStepKeepsServingLeases (issue 29): P's model computes a long
 // prefill, in a step that lasts longer than a lease, while D — its only
 // seat taken by a request whose own step also lasts — holds lease A in its
 // queue and renews it. P's loop answers every RENEW during its step, so A
@@ -62,7 +62,7 @@ func hasSeqOf(n int) func(*model.Batch) bool {
 // same step, and decodes exactly the single-engine tokens. An abort of the
 // long prefill during its step is answered at once; its blocks stay held
 // until the step ends.
-func TestPDAsyncStepKeepsServingLeases(t *testing.T) {
+func TestS31PDAsyncStepKeepsServingLeases(t *testing.T) {
 	pdNoLeaks(t)
 	// Leases of 600 ms (shortLease): heartbeat 100 ms, extension 400 ms.
 	const longLen, hogLen = 900, 7

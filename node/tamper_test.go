@@ -80,13 +80,13 @@ func (r *flipRelay) forward(d io.Writer, p io.Reader) {
 	}
 }
 
-// TestPDTamperedBlockFallsBack: a relay on the path between D and P flips
+// TestS33PDTamperedBlockFallsBack: a relay on the path between D and P flips
 // one byte of a BLOCK frame on every connection. D's transport refuses
 // the frame (it does not verify: ReasonTampered), D retries over new
 // connections, then falls back with reason "tampered" and recomputes the
 // prompt: its tokens are the single engine's, nothing tampered reached
 // its pool.
-func TestPDTamperedBlockFallsBack(t *testing.T) {
+func TestS33PDTamperedBlockFallsBack(t *testing.T) {
 	pdNoLeaks(t)
 	xc := xfer.DefaultConfig(xfer.PolicyLease).WithLease(5 * time.Second)
 	p := startPD(t, engine.RolePrefill, "p0", xc, nil, nil)

@@ -132,7 +132,7 @@ func postJSONErr(url, body string) (int, map[string]any) {
 	return resp.StatusCode, m
 }
 
-// TestE2EAsyncPrefillKeepsLeases (issue 29, "done when" a): real
+// TestE2ES31AsyncPrefillKeepsLeases (issue 29, "done when" a): real
 // processes, a real model, a lease (--kv-lease 400ms: heartbeat 67 ms)
 // shorter than one of P's prefill steps. While P computes long prefills
 // back to back, D — its one seat taken by a long generation — holds lease A
@@ -141,7 +141,7 @@ func postJSONErr(url, body string) (int, map[string]any) {
 // once its seat frees and P releases it read_done, with no lease expired
 // and no fallback. (Before issue 29 P handled nothing during a step, and
 // the lease expired.)
-func TestE2EAsyncPrefillKeepsLeases(t *testing.T) {
+func TestE2ES31AsyncPrefillKeepsLeases(t *testing.T) {
 	skipShort(t)
 	const leaseFor = 400 * time.Millisecond
 	args := modelArgs(t, leaseFor)
