@@ -105,7 +105,7 @@ func TestRefusalStatus(t *testing.T) {
 	wantType := map[int]string{400: openai.TypeInvalidRequest, 429: openai.TypeRateLimit, 503: openai.TypeServer, 500: openai.TypeServer}
 	for res := engine.RejectedInvalid; res <= engine.RejectedShuttingDown+1; res++ {
 		for _, remote := range []*xfer.Remote{nil, {NumBlocks: 1, NumTokens: 40}} {
-			e := s.refusal(res, 30, remote)
+			e := s.refusal(res, 30, &engine.Request{Remote: remote})
 			if e.Status != res.HTTPStatus() || e.Type != wantType[e.Status] || e.Message == "" {
 				t.Errorf("%v (remote %v): %d %s %q, want %d %s", res, remote != nil, e.Status, e.Type, e.Message, res.HTTPStatus(), wantType[res.HTTPStatus()])
 			}

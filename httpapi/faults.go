@@ -227,7 +227,7 @@ func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, c *call) b
 		}
 		f.injected.WithLabelValues(fault.HTTPError.String()).Inc()
 		s.log.Info("fault injected", "req", c.id, "kind", fault.HTTPError.String(), "source", ReturnErrorHeader, "status", e.Status)
-		s.fail(w, r, c.remote, e)
+		s.fail(w, r, &c.req, e)
 		return false
 	}
 	q := fault.Request{ID: c.id, Prefill: c.req.RemoteDecode, Decode: c.req.Remote != nil}
@@ -248,16 +248,16 @@ func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, c *call) b
 	}
 	switch {
 	case p.HTTPStatus > 0:
-		s.fail(w, r, c.remote, injectedError(p.HTTPStatus, "injected fault: http_error "+strconv.Itoa(p.HTTPStatus)))
+		s.fail(w, r, &c.req, injectedError(p.HTTPStatus, "injected fault: http_error "+strconv.Itoa(p.HTTPStatus)))
 		return false
 	case p.RejectStatus > 0:
 		// The decode engine refuses the request after the prefill: P
 		// hears RELEASE(rejected) through fail.
-		s.fail(w, r, c.remote, injectedError(p.RejectStatus, "injected fault: the decode engine rejects the request ("+strconv.Itoa(p.RejectStatus)+")"))
+		s.fail(w, r, &c.req, injectedError(p.RejectStatus, "injected fault: the decode engine rejects the request ("+strconv.Itoa(p.RejectStatus)+")"))
 		return false
 	}
 	if p.Latency > 0 && !wait(r, p.Latency) {
-		s.reject(c.remote) // the client left: nobody will pull the lease
+		s.reject(&c.req) // the client left: nobody will pull the lease
 		return false
 	}
 	if c.req.RemoteDecode {
@@ -265,7 +265,6 @@ func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, c *call) b
 		c.answerDelay, c.dropAnswer = p.DelayAnswer, p.DropAnswer
 	}
 	if c.req.Remote != nil {
-		// c.remote is the same Remote: a refusal tells P either way.
 		c.req.Remote.Faults = p.PullFaults()
 	}
 	return true

@@ -9,7 +9,6 @@ import (
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
-	"github.com/kvlease/kvlease/sched"
 )
 
 // foldOutput folds one output into c and ends the request at a stop string.
@@ -206,7 +205,7 @@ func tokenIDText(id int32) []byte {
 // request's stop_token_ids, whose text vLLM leaves out unless
 // include_stop_str_in_output.
 func (c *seqState) isStopToken(o *engine.Output) bool {
-	return o.Status == sched.FinishedStopped && !c.sp.IncludeStopStrInOutput && slices.Contains(c.sp.StopTokenIDs, o.Token)
+	return o.Status == engine.FinishedStopped && !c.sp.IncludeStopStrInOutput && slices.Contains(c.sp.StopTokenIDs, o.Token)
 }
 
 func (c *seqState) addText(tok int32) {
@@ -224,21 +223,21 @@ func (c *seqState) addText(tok int32) {
 
 // finish returns the finish_reason and stop_reason of the finished call.
 func (c *seqState) finish() (openai.FinishReason, openai.StopReason) {
-	if c.sp.EchoOnly && c.fin.Status != sched.FinishedError && c.fin.Status != sched.FinishedAborted {
+	if c.sp.EchoOnly && c.fin.Status != engine.FinishedError && c.fin.Status != engine.FinishedAborted {
 		return openai.FinishLength, openai.StopReason{} // max_tokens 0 reached
 	}
 	if c.stopped {
 		return openai.FinishStop, openai.StopString(c.sp.Stop[c.det.StopIndex()])
 	}
 	switch c.fin.Status {
-	case sched.FinishedStopped:
+	case engine.FinishedStopped:
 		if slices.Contains(c.sp.StopTokenIDs, c.fin.Token) {
 			return openai.FinishStop, openai.StopToken(c.fin.Token)
 		}
 		return openai.FinishStop, openai.StopReason{}
-	case sched.FinishedLength:
+	case engine.FinishedLength:
 		return openai.FinishLength, openai.StopReason{}
-	case sched.FinishedError:
+	case engine.FinishedError:
 		return openai.FinishError, openai.StopReason{}
 	}
 	return openai.FinishAbort, openai.StopReason{}
@@ -249,7 +248,7 @@ func (c *seqState) finish() (openai.FinishReason, openai.StopReason) {
 func (c *seqState) usage() openai.Usage {
 	u := c.fin.Usage
 	n := u.CompletionTokens
-	if c.stopped || c.fin.Status == sched.FinishedAborted || c.sp.EchoOnly {
+	if c.stopped || c.fin.Status == engine.FinishedAborted || c.sp.EchoOnly {
 		n = c.ntok
 	}
 	return openai.NewUsage(u.PromptTokens, n, u.CachedTokens)

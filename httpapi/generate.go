@@ -13,9 +13,7 @@ import (
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
-	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/tokenizer"
-	"github.com/kvlease/kvlease/xfer"
 )
 
 // call is the state of one generation request. Calls are pooled: every
@@ -46,7 +44,6 @@ type call struct {
 	created   int64
 
 	// Progress.
-	remote    *xfer.Remote // the request's remote prefix, for a refusal
 	wroteHead bool
 	tools     *toolState // a chat answer that may be tool calls (tools.go), or nil
 
@@ -98,7 +95,7 @@ func (s *Server) putCall(c *call) {
 	clear(c.outs[:cap(c.outs)])
 	c.outs = c.outs[:0]
 	c.req = engine.Request{}
-	c.sp, c.det, c.fin, c.remote = nil, nil, engine.Output{}, nil
+	c.sp, c.det, c.fin = nil, nil, engine.Output{}
 	s.calls.Put(c)
 }
 
@@ -130,12 +127,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			kv = req.KVTransferParams
 		}
 		if pe != nil {
-			s.fail(w, r, s.remoteForReject(kv, c.body), pe)
+			s.fail(w, r, s.remoteForReject(&c.req, kv, c.body), pe)
 			return
 		}
 		var err error
 		if c.prompt, err = s.cfg.Tokenizer.AppendChat(c.prompt, &req.Conversation); err != nil {
-			s.fail(w, r, s.remoteForReject(kv, c.body), chatError(err))
+			s.fail(w, r, s.remoteForReject(&c.req, kv, c.body), chatError(err))
 			return
 		}
 		c.sp, ro, modelName, promptParam = &req.SamplingParams, &req.RequestOptions, req.Model, "messages"
@@ -145,7 +142,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			kv = req.KVTransferParams
 		}
 		if pe != nil {
-			s.fail(w, r, s.remoteForReject(kv, c.body), pe)
+			s.fail(w, r, s.remoteForReject(&c.req, kv, c.body), pe)
 			return
 		}
 		promptParam = "prompt"
@@ -154,7 +151,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		}
 		tok = req.Tokenization
 		if c.prompt, e = s.appendPrompt(c.prompt, req.Prompt, tok, promptParam); e != nil {
-			s.fail(w, r, s.remoteForReject(kv, c.body), e)
+			s.fail(w, r, s.remoteForReject(&c.req, kv, c.body), e)
 			return
 		}
 		c.sp, ro, modelName = &req.SamplingParams, &req.RequestOptions, req.Model
@@ -170,28 +167,27 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		// vLLM's behaviour for fields it does not know: proceed, warn.
 		s.log.Warn("the request has fields kvlease does not know; they are ignored", "fields", ro.Ignored, "path", r.URL.Path)
 	}
-	remote, e := s.remote(kv, len(c.prompt))
-	if e != nil {
+	if e := s.setRemote(&c.req, kv, len(c.prompt)); e != nil {
 		s.fail(w, r, nil, e)
 		return
 	}
 	id, e := s.requestID(r)
 	if e != nil {
-		s.fail(w, r, remote, e)
+		s.fail(w, r, &c.req, e)
 		return
 	}
 	c.id = id
 	adapter, e := s.resolveModel(modelName)
-	if e == nil && remote != nil {
+	if e == nil && c.req.Remote != nil {
 		e = checkLoRADigest(kv, adapter)
 	}
 	if e != nil {
-		s.fail(w, r, remote, e)
+		s.fail(w, r, &c.req, e)
 		return
 	}
 	maxTokens, e := s.check(promptParam, len(c.prompt), c.sp, ro, kv)
 	if e != nil {
-		s.fail(w, r, remote, e)
+		s.fail(w, r, &c.req, e)
 		return
 	}
 	c.stream, c.usageOpts = ro.Stream, ro.StreamOptions
@@ -203,18 +199,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			Logprobs: sp.Logprobs, TopLogprobs: sp.TopLogprobs},
 		Priority: ro.Priority, CacheSalt: ro.CacheSalt, Adapter: adapter,
 		RemoteDecode: kv != nil && kv.DoRemoteDecode && s.producer,
-		Remote:       remote,
+		Remote:       c.req.Remote,
 		Grammar:      ro.Structure.Grammar,
 	}
 	if sp.Seed != nil {
 		c.req.Sampling.Seed, c.req.SeedSet = uint64(*sp.Seed), true
 	}
 	if e := s.setPenalties(&c.req.Sampling, sp); e != nil {
-		s.fail(w, r, remote, e)
+		s.fail(w, r, &c.req, e)
 		return
 	}
 	if kv != nil && len(prompts) > 1 {
-		s.fail(w, r, remote, openai.BadRequest("kv_transfer_params",
+		s.fail(w, r, &c.req, openai.BadRequest("kv_transfer_params",
 			"kv_transfer_params go with one prompt: send the prompts of a batch one by one"))
 		return
 	}
@@ -226,8 +222,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	if sp.Echo {
 		if sp.Logprobs {
-			if remote != nil {
-				s.fail(w, r, remote, openai.BadRequest("echo",
+			if c.req.Remote != nil {
+				s.fail(w, r, &c.req, openai.BadRequest("echo",
 					"echo with logprobs scores every prompt token, so the prompt is computed on this engine: send it without a remote prefill's kv_transfer_params"))
 				return
 			}
@@ -237,8 +233,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		c.setEcho(c.prompt, echoText)
 	}
 	if k := sp.PromptLogprobs; k != nil {
-		if remote != nil {
-			s.fail(w, r, remote, openai.BadRequest("prompt_logprobs",
+		if c.req.Remote != nil {
+			s.fail(w, r, &c.req, openai.BadRequest("prompt_logprobs",
 				"prompt_logprobs score every prompt token, so the prompt is computed on this engine: send it without a remote prefill's kv_transfer_params"))
 			return
 		}
@@ -251,7 +247,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	if ro.Structure.Calls() {
 		if sp.N > 1 {
-			s.fail(w, r, remote, openai.BadRequest("n", "n > 1 together with tool calls is not supported"))
+			s.fail(w, r, &c.req, openai.BadRequest("n", "n > 1 together with tool calls is not supported"))
 			return
 		}
 		c.tools = newToolState(&ro.Structure, id)
@@ -265,7 +261,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	c.created = time.Now().Unix()
 	c.arrival = s.eng.Now()
-	c.remote = remote
 	if s.faults != nil && !s.injectFaults(w, r, c) {
 		return
 	}
@@ -367,11 +362,12 @@ func truncate(prompt []int32, ro *openai.RequestOptions, maxLen int) []int32 {
 	return prompt
 }
 
-// remoteForReject builds the remote prefix of params that failed
-// validation, for the rejection notice only; nil when it cannot be built.
-// When the body did not decode as a whole (a field of the wrong type),
-// kv_transfer_params alone may still parse from body.
-func (s *Server) remoteForReject(kv *openai.KVTransferParams, body []byte) *xfer.Remote {
+// remoteForReject sets req's remote prefix from params that failed
+// validation, for the rejection notice only, and returns req; the prefix
+// stays unset when it cannot be built. When the body did not decode as a
+// whole (a field of the wrong type), kv_transfer_params alone may still
+// parse from body.
+func (s *Server) remoteForReject(req *engine.Request, kv *openai.KVTransferParams, body []byte) *engine.Request {
 	if kv == nil && s.consumer {
 		var only struct {
 			KV json.RawMessage `json:"kv_transfer_params"`
@@ -381,22 +377,19 @@ func (s *Server) remoteForReject(kv *openai.KVTransferParams, body []byte) *xfer
 		}
 	}
 	if kv == nil || !kv.DoRemotePrefill {
-		return nil
+		return req
 	}
 	if _, ok := kv.LeaseTokenBytes(); !ok || kv.RemoteHost == "" || kv.RemotePort == 0 {
-		return nil
+		return req
 	}
-	r, e := s.remote(kv, 0)
-	if e != nil {
-		return nil
-	}
-	return r
+	s.setRemote(req, kv, 0)
+	return req
 }
 
-// fail refuses a request before admission: P is told (when the request
-// carried a remote prefix) and the client gets e.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, remote *xfer.Remote, e *openai.Error) {
-	s.reject(remote)
+// fail refuses a request before admission: P is told (when req carries a
+// remote prefix; req may be nil) and the client gets e.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, req *engine.Request, e *openai.Error) {
+	s.reject(req)
 	id := r.Header.Get("X-Request-Id")
 	if checkRequestID(id) != nil {
 		id = ""
@@ -436,15 +429,15 @@ func (s *Server) check(promptParam string, promptLen int, sp *openai.SamplingPar
 
 // refusal is the error for an engine's refusal of a request. Its status is
 // res.HTTPStatus(), the mapping the simulator answers with too.
-func (s *Server) refusal(res engine.AddResult, promptLen int, remote *xfer.Remote) *openai.Error {
-	e := s.refusalError(res, promptLen, remote)
+func (s *Server) refusal(res engine.AddResult, promptLen int, req *engine.Request) *openai.Error {
+	e := s.refusalError(res, promptLen, req)
 	e.Status = res.HTTPStatus()
 	return e
 }
 
 // refusalError explains res to the client, with the OpenAI error type that
 // goes with res.HTTPStatus().
-func (s *Server) refusalError(res engine.AddResult, promptLen int, remote *xfer.Remote) *openai.Error {
+func (s *Server) refusalError(res engine.AddResult, promptLen int, req *engine.Request) *openai.Error {
 	switch res {
 	case engine.RejectedQueueFull:
 		return openai.Overloaded(s.cfg.RetryAfter, "the engine's waiting queue is full")
@@ -457,10 +450,10 @@ func (s *Server) refusalError(res engine.AddResult, promptLen int, remote *xfer.
 		return openai.BadRequest("", "the prompt needs %d KV blocks of %d tokens; this engine has %d in all",
 			(promptLen+bs-1)/bs, bs, s.ecfg.Pool.NumBlocks)
 	case engine.RejectedInvalid:
-		if remote != nil {
+		if blocks, tokens, ok := node.RemoteBlocks(req); ok {
 			return openai.BadRequest("kv_transfer_params.remote_block_ids",
 				"kv_transfer_params: %d remote blocks cannot hold %d remote tokens of a %d-token prompt at %d tokens per block",
-				remote.NumBlocks, remote.NumTokens, promptLen, s.ecfg.Pool.BlockSizeTokens)
+				blocks, tokens, promptLen, s.ecfg.Pool.BlockSizeTokens)
 		}
 		return openai.BadRequest("", "the engine refused the request as invalid")
 	}
@@ -487,7 +480,7 @@ func (s *Server) recvOutputs(w http.ResponseWriter, r *http.Request, c *call, st
 	outs, err := st.Recv(r.Context(), c.outs)
 	c.outs = outs
 	if err == node.ErrRefused {
-		s.fail(w, r, c.remote, s.refusal(st.Refusal(), len(c.prompt), c.remote))
+		s.fail(w, r, &c.req, s.refusal(st.Refusal(), len(c.prompt), &c.req))
 		return nil, false
 	}
 	if err != nil {
@@ -533,15 +526,15 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 		}
 	}
 	s.observeFinished(&c.seqState, st)
-	grant := c.fin.Grant
-	if c.fin.Status == sched.FinishedError {
+	lease, grant := node.Granted(&c.fin)
+	if c.fin.Status == engine.FinishedError {
 		s.writeError(w, c.id, errorFinish(&c.seqState))
 		return
 	}
 	fr, sr := c.finish()
 	u := c.usage()
 	var kv *openai.KVTransferParams
-	if grant != nil {
+	if grant {
 		if ctx.Err() != nil {
 			// The client left before its answer: nobody can ever present
 			// the token.
@@ -552,12 +545,12 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 			// No decode engine could reach the blocks: free them now and
 			// answer as a single engine would.
 			st.Delivered(false)
-			grant = nil
+			grant = false
 		} else {
 			if (c.answerDelay > 0 || c.dropAnswer) && !s.answerFaults(r, c, st.Delivered) {
 				return
 			}
-			kv = s.grantParams(c.id, grant, c.req.Adapter, c.fin.At, s.eng.Now())
+			kv = s.grantParams(c.id, lease, c.req.Adapter, c.fin.At, s.eng.Now())
 		}
 	}
 	if c.chat {
@@ -586,7 +579,7 @@ func (s *Server) serveWhole(w http.ResponseWriter, r *http.Request, c *call, st 
 	h["Content-Length"] = []string{strconv.Itoa(len(c.out))}
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(c.out)
-	if grant != nil {
+	if grant {
 		// Push the bytes out now, so a failed write is known while the
 		// lease can still be released at once.
 		if err == nil {
@@ -626,7 +619,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call, st
 			if !due {
 				continue
 			}
-			if c.finished && c.fin.Status == sched.FinishedError && !c.wroteHead {
+			if c.finished && c.fin.Status == engine.FinishedError && !c.wroteHead {
 				s.observeFinished(&c.seqState, st)
 				s.writeError(w, c.id, errorFinish(&c.seqState))
 				return
@@ -702,7 +695,7 @@ func (s *Server) appendEvent(w http.ResponseWriter, c *call, st *node.Stream, de
 // chunk if asked for, and [DONE]. A request that failed after the stream
 // started ends with an error event.
 func (s *Server) appendEnd(c *call, delta openai.ChatDelta) {
-	if c.fin.Status == sched.FinishedError {
+	if c.fin.Status == engine.FinishedError {
 		c.js = openai.AppendError(c.js[:0], errorFinish(&c.seqState))
 		c.out = openai.AppendSSE(c.out, c.js)
 		c.out = append(c.out, openai.SSEDone...)

@@ -240,9 +240,9 @@ func (e *recordingEngine) Start(req *engine.Request, opt node.SubmitOptions) *no
 	return e.Node.Start(req, opt)
 }
 
-func (e *recordingEngine) Reject(r *xfer.Remote) {
+func (e *recordingEngine) Reject(req *engine.Request) {
 	e.mu.Lock()
-	e.rejected = append(e.rejected, *r)
+	e.rejected = append(e.rejected, *req.Remote)
 	e.mu.Unlock()
 }
 

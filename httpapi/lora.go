@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvlease/kvlease/kvblock"
+	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/openai"
 )
 
@@ -29,7 +29,7 @@ import (
 // MaxLoRARank), and the weights beside it (adapter_model.safetensors or
 // adapter_model.bin), optional here. The simulated model does not multiply
 // low-rank matrices: it keys its KV by a digest of the adapter's files
-// (kvblock.Adapter.Digest), so an adapter changes every output token, and
+// (engine.Adapter.Digest), so an adapter changes every output token, and
 // engines with the same files — a prefill and a decode engine — agree.
 
 // Defaults of LoRAConfig.
@@ -90,7 +90,7 @@ type loraSet struct {
 }
 
 type loraEntry struct {
-	adapter kvblock.Adapter
+	adapter engine.Adapter
 	path    string
 	created int64
 }
@@ -122,12 +122,12 @@ func newLoRASet(cfg LoRAConfig, base string) (*loraSet, error) {
 }
 
 // lookup returns the adapter served as name.
-func (l *loraSet) lookup(name string) (kvblock.Adapter, bool) {
+func (l *loraSet) lookup(name string) (engine.Adapter, bool) {
 	l.mu.RLock()
 	e, ok := l.byName[name]
 	l.mu.RUnlock()
 	if !ok {
-		return kvblock.Adapter{}, false
+		return engine.Adapter{}, false
 	}
 	return e.adapter, true
 }
@@ -199,7 +199,7 @@ func (l *loraSet) load(name, path string, inplace bool) *openai.Error {
 	e := &loraEntry{path: path, created: time.Now().Unix()}
 	// An unload may have run while the files were read: look again.
 	if old, ok := l.byName[name]; ok {
-		e.adapter = kvblock.Adapter{Name: name, ID: old.adapter.ID, Digest: digest}
+		e.adapter = engine.Adapter{Name: name, ID: old.adapter.ID, Digest: digest}
 		for i, o := range l.order {
 			if o == old {
 				l.order[i] = e
@@ -207,7 +207,7 @@ func (l *loraSet) load(name, path string, inplace bool) *openai.Error {
 		}
 	} else {
 		l.nextID++
-		e.adapter = kvblock.Adapter{Name: name, ID: l.nextID, Digest: digest}
+		e.adapter = engine.Adapter{Name: name, ID: l.nextID, Digest: digest}
 		l.order = append(l.order, e)
 	}
 	l.byName[name] = e
@@ -322,16 +322,16 @@ func readAdapter(path string, maxRank int) (uint64, error) {
 // resolveModel returns the adapter a request's model names: the zero
 // Adapter for the base model (or an empty model), a loaded adapter's, or
 // vLLM's 404.
-func (s *Server) resolveModel(name string) (kvblock.Adapter, *openai.Error) {
+func (s *Server) resolveModel(name string) (engine.Adapter, *openai.Error) {
 	if name == "" || name == s.cfg.ModelName {
-		return kvblock.Adapter{}, nil
+		return engine.Adapter{}, nil
 	}
 	if s.loras != nil {
 		if a, ok := s.loras.lookup(name); ok {
 			return a, nil
 		}
 	}
-	return kvblock.Adapter{}, openai.ModelNotFound(name)
+	return engine.Adapter{}, openai.ModelNotFound(name)
 }
 
 // models serves GET /v1/models: the base model's card, then the adapters'.

@@ -9,7 +9,6 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
-	"github.com/kvlease/kvlease/sched"
 	"github.com/kvlease/kvlease/tokenizer"
 )
 
@@ -157,7 +156,7 @@ func (m *multi) run(ch *choiceRun, first bool) {
 		outs, err := ch.st.Recv(m.ctx, ch.outs)
 		ch.outs = outs
 		if err == node.ErrRefused {
-			m.fail(m.s.refusal(ch.st.Refusal(), len(ch.req.Prompt), ch.req.Remote))
+			m.fail(m.s.refusal(ch.st.Refusal(), len(ch.req.Prompt), &ch.req))
 			return
 		}
 		if err != nil {
@@ -182,7 +181,7 @@ func (m *multi) run(ch *choiceRun, first bool) {
 			ch.stopSent = true
 			ch.st.Stop()
 		}
-		failed := ch.finished && ch.fin.Status == sched.FinishedError
+		failed := ch.finished && ch.fin.Status == engine.FinishedError
 		if ch.finished {
 			m.s.observeFinished(&ch.seqState, ch.st)
 		}

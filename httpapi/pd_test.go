@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/wire"
 )
@@ -93,7 +94,9 @@ func TestPrefillParamsParseForDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, e := ds.remote(kv, len(pdPrompt))
+	var req engine.Request
+	e = ds.setRemote(&req, kv, len(pdPrompt))
+	r := req.Remote
 	if e != nil || r == nil {
 		t.Fatalf("remote: %v %v", r, e)
 	}
@@ -315,8 +318,10 @@ func TestLeaseIDFormat(t *testing.T) {
 		s := id.Hex()
 		kv := &openai.KVTransferParams{Extra: []openai.KVExtraField{{Key: LeaseIDField, Value: []byte(`"` + s + `"`)}}}
 		got, e := leaseID(kv)
-		if !hex16.MatchString(s) || e != nil || got != id {
-			t.Errorf("%#x -> %q -> %#x %v", uint64(id), s, uint64(got), e)
+		var req engine.Request
+		err := node.PullRemote(&req, node.Pull{LeaseID: got}, engine.Config{})
+		if !hex16.MatchString(s) || e != nil || got != s || err != nil || req.Remote.Lease != id {
+			t.Errorf("%#x -> %q -> %q %v %v", uint64(id), s, got, e, err)
 		}
 	}
 }

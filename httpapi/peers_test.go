@@ -67,7 +67,8 @@ func TestDecodeKVPeersRefuse(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	if r, e := ds.remote(kv, 8); e != nil || r.Addr != "127.0.0.1:9001" {
-		t.Errorf("an allowed endpoint: %v %v", r, e)
+	var req engine.Request
+	if e := ds.setRemote(&req, kv, 8); e != nil || req.Remote.Addr != "127.0.0.1:9001" {
+		t.Errorf("an allowed endpoint: %v %v", req.Remote, e)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/kvlease/kvlease/node"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/tokenizer"
-	"github.com/kvlease/kvlease/xfer"
 )
 
 // Engine is what the server needs of an engine. *node.Node implements
@@ -57,7 +56,7 @@ type Engine interface {
 // drains. Without it the server makes the core send the notice by
 // submitting a request the core refuses, which works except while draining.
 type Rejecter interface {
-	Reject(r *xfer.Remote)
+	Reject(req *engine.Request)
 }
 
 // Defaults of Config.

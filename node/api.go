@@ -119,11 +119,11 @@ func (n *Node) queueAdd(req *engine.Request, s *Stream) engine.AddResult {
 	switch {
 	case n.closed || n.draining.Load():
 		n.mu.Unlock()
-		n.Reject(req.Remote)
+		n.reject(req.Remote)
 		return engine.RejectedShuttingDown
 	case n.pending >= n.maxPending:
 		n.mu.Unlock()
-		n.Reject(req.Remote)
+		n.reject(req.Remote)
 		return engine.RejectedQueueFull
 	}
 	n.inbox = append(n.inbox, nodeMsg{kind: msgAdd, req: req, stream: s})
@@ -163,14 +163,22 @@ func (n *Node) Stop(id string) engine.AbortResult {
 	return <-reply
 }
 
-// Reject tells the prefill engine that owns remote prefix r that a request
-// carrying it was refused before admission (RELEASE rejected), so P frees
-// its blocks at once. It works in every state of the node, also while it
-// drains; it is a no-op for a nil r, on an engine without a transfer
-// consumer, and after Run has returned (the transport is down: P sees the
-// connection lost). The node copies r; it does not wait for the loop.
-// SubmitWith calls it itself for every request it refuses.
-func (n *Node) Reject(r *xfer.Remote) {
+// Reject tells the prefill engine that owns req's remote prefix (see
+// PullRemote) that req was refused before admission (RELEASE rejected),
+// so P frees its blocks at once. It works in every state of the node,
+// also while it drains; it is a no-op for a nil req or one without a
+// remote prefix, on an engine without a transfer consumer, and after Run
+// has returned (the transport is down: P sees the connection lost). The
+// node copies what it needs; it does not wait for the loop. SubmitWith
+// calls it itself for every request it refuses.
+func (n *Node) Reject(req *engine.Request) {
+	if req == nil {
+		return
+	}
+	n.reject(req.Remote)
+}
+
+func (n *Node) reject(r *xfer.Remote) {
 	if r == nil || n.tr == nil {
 		return
 	}

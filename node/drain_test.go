@@ -86,7 +86,7 @@ func TestPDDrainingDecodeRejects(t *testing.T) {
 	if _, res := d.Submit(&engine.Request{ID: "r1", Prompt: prompt, MaxTokens: 4, Remote: ep.Remote(g1)}); res != engine.RejectedShuttingDown {
 		t.Fatalf("draining D answered %v, want shutting down", res)
 	}
-	d.Reject(ep.Remote(g2)) // what the HTTP layer does for its own refusals
+	d.Reject(&engine.Request{Remote: ep.Remote(g2)}) // what the HTTP layer does for its own refusals
 	got := map[wire.LeaseID]wire.Reason{}
 	for range 2 {
 		r := p.nextRelease(t)

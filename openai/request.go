@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/kvlease/kvlease/chat"
+	"github.com/kvlease/kvlease/tokenizer"
 	"reflect"
 	"slices"
 	"strconv"
@@ -178,18 +179,9 @@ type CompletionRequest struct {
 	RequestOptions
 }
 
-// Tokenization says how a text prompt becomes tokens. The zero value is
-// vLLM's default.
-type Tokenization struct {
-	// NoAddSpecialTokens: the prompt does not get the special tokens the
-	// model's tokenizer adds (BOS): vLLM's add_special_tokens false.
-	NoAddSpecialTokens bool
-	// SplitSpecialTokens: special-token text written in the prompt stays
-	// text instead of becoming the special token (Hugging Face
-	// tokenizers' split_special_tokens; vLLM has no request field for it
-	// and always parses special-token text).
-	SplitSpecialTokens bool
-}
+// Tokenization says how a text prompt becomes tokens (tokenizer.Options,
+// which the model loaders take too). The zero value is vLLM's default.
+type Tokenization = tokenizer.Options
 
 // ChatMessage is one message of a chat request. Content is the text, with
 // the text parts of an array content joined by "\n" (as vLLM's "string"

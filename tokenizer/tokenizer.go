@@ -45,3 +45,17 @@ func AppendDecode(dst []byte, tokens []int32) []byte {
 	}
 	return dst
 }
+
+// Options say how a text prompt becomes tokens, for every tokenizer of the
+// module (this one, and the model files' in model/llamafile). The zero
+// value is vLLM's default.
+type Options struct {
+	// NoAddSpecialTokens: the prompt does not get the special tokens the
+	// model's tokenizer adds (BOS): vLLM's add_special_tokens false.
+	NoAddSpecialTokens bool
+	// SplitSpecialTokens: special-token text written in the prompt stays
+	// text instead of becoming the special token (Hugging Face
+	// tokenizers' split_special_tokens; vLLM has no request field for it
+	// and always parses special-token text).
+	SplitSpecialTokens bool
+}

@@ -22,7 +22,7 @@ import (
 	"github.com/kvlease/kvlease/model/gguf"
 	"github.com/kvlease/kvlease/model/llama"
 	"github.com/kvlease/kvlease/model/llama2c"
-	"github.com/kvlease/kvlease/openai"
+	"github.com/kvlease/kvlease/tokenizer"
 	"github.com/kvlease/kvlease/tokenizer/bpe"
 )
 
@@ -160,7 +160,7 @@ func (m *Model) Close() error {
 // AddBOS unless opt.NoAddSpecialTokens, and special-token text written in
 // the prompt as those tokens unless opt.SplitSpecialTokens (vLLM's and
 // Hugging Face's defaults; bpe.Tokenizer.Encode says which tokens count).
-func (m *Model) AppendEncode(dst []int32, text string, opt openai.Tokenization) []int32 {
+func (m *Model) AppendEncode(dst []int32, text string, opt tokenizer.Options) []int32 {
 	return append(dst, m.Tok.Encode(text, m.AddBOS && !opt.NoAddSpecialTokens, !opt.SplitSpecialTokens)...)
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/model/llama"
 	"github.com/kvlease/kvlease/model/llamafile"
-	"github.com/kvlease/kvlease/openai"
+	"github.com/kvlease/kvlease/tokenizer"
 )
 
 func writeFile(t *testing.T, path string, write func(*bytes.Buffer) error) {
@@ -89,11 +89,11 @@ func TestOpenBothFormats(t *testing.T) {
 		// By default BOS comes first and "</s>" written in the prompt is
 		// EOS; add_special_tokens false and split_special_tokens true
 		// turn both off.
-		ids := m.AppendEncode(nil, "Once upon a time</s>", openai.Tokenization{})
+		ids := m.AppendEncode(nil, "Once upon a time</s>", tokenizer.Options{})
 		if m.Tok.Decode(ids) != "Once upon a time" || ids[0] != 1 || ids[len(ids)-1] != 2 {
 			t.Errorf("%s: encode %v", path, ids)
 		}
-		ids = m.AppendEncode(nil, "Once upon a time</s>", openai.Tokenization{NoAddSpecialTokens: true, SplitSpecialTokens: true})
+		ids = m.AppendEncode(nil, "Once upon a time</s>", tokenizer.Options{NoAddSpecialTokens: true, SplitSpecialTokens: true})
 		if m.Tok.Decode(ids) != "Once upon a time</s>" || ids[0] == 1 || slices.Contains(ids, 2) {
 			t.Errorf("%s: encode without special tokens %v", path, ids)
 		}
