@@ -20,7 +20,7 @@ var layers = []layer{
 	{"the pool and the wire", []string{"kvblock", "wire"}},
 	{"models", []string{"model", "model/synth", "model/llama", "model/gguf", "model/llama2c", "model/llamafile",
 		"internal/llamatest"}},
-	{"cores", []string{"sched", "xfer", "offload", "transport", "transport/memnet", "proxy/route", "fault"}},
+	{"cores", []string{"sched", "xfer", "offload", "transport", "transport/memnet", "proxy/route", "faultapi"}},
 	{"the engine", []string{"engine"}},
 	{"drivers", []string{"node", "transport/tcp", "offload/tier", "sim", "kvevents", "kvevents/kveventstest"}},
 	{"the HTTP API's types", []string{"openai"}},
@@ -42,7 +42,7 @@ var httpapiImports = map[string]string{
 	"tokenizer":       "the default tokenizer and stop strings on detokenized text",
 	"metrics":         "request latencies into vLLM's metrics",
 	"clock":           "instants of arrival and tokens",
-	"fault":           "the fault-injection API it serves (specs, registry, decisions)",
+	"faultapi":        "the fault-injection API it serves (specs, registry, decisions)",
 }
 
 type layer = struct {

@@ -45,7 +45,7 @@ var pure = map[string][]string{
 	"bench/stats":        nil,
 	"internal/race":      nil,
 	"internal/idtable":   nil,
-	"fault":              nil,
+	"faultapi":           nil,
 	// netem: the Queue and Fault are the core; forward.go drives them
 	// with goroutines, the wall clock and devices.
 	"internal/chaos/netem": {"forward.go"},

@@ -21,8 +21,8 @@
 // adapter, and the response names it.
 //
 // With Config.Faults set (kvlease serve --enable-fault-api), FaultsPath
-// adds, lists and deletes injected faults (package fault decides which
-// requests they hit; faults.go carries them out), guarded by its own admin
+// adds, lists and deletes injected faults (package faultapi decides which
+// requests they hit; faultapi.go carries them out), guarded by its own admin
 // key, and X-Return-Error answers a generation request with the status it
 // names, as llm-d's simulator. Without it FaultsPath answers 404 and the
 // header is ignored.

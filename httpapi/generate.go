@@ -47,7 +47,7 @@ type call struct {
 	wroteHead bool
 	tools     *toolState // a chat answer that may be tool calls (tools.go), or nil
 
-	// Injected faults on a prefill answer (faults.go).
+	// Injected faults on a prefill answer (faultapi.go).
 	answerDelay time.Duration
 	dropAnswer  bool
 }

@@ -105,7 +105,7 @@ type Config struct {
 	// template (package tokenizer, openai.AppendChatPrompt), which go with
 	// the simulated model.
 	Tokenizer Tokenizer
-	// Faults, when set, turns the fault-injection API on (faults.go):
+	// Faults, when set, turns the fault-injection API on (faultapi.go):
 	// FaultsPath, guarded by its admin key, and the X-Return-Error header.
 	// Nil: FaultsPath answers 404 and the header is ignored.
 	Faults *FaultConfig

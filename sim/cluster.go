@@ -7,7 +7,7 @@ import (
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
-	"github.com/kvlease/kvlease/fault"
+	"github.com/kvlease/kvlease/faultapi"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
 	synth "github.com/kvlease/kvlease/model/synth"
@@ -39,7 +39,7 @@ type Spec struct {
 	// DecodeSched overrides Sched on D engines when MaxNumSeqs > 0
 	// (congestion).
 	DecodeSched sched.Config
-	Faults      memnet.Faults
+	Network     memnet.Conditions
 	// PrefillStepScale, when positive, multiplies the modelled duration
 	// of every step of a prefill engine: a slow model whose prefill steps
 	// last about a lease, during which P's loop keeps serving its leases.
@@ -82,7 +82,7 @@ func DefaultSpec() Spec {
 		Transfer: xfer.DefaultConfig(xfer.PolicyLease).WithLease(3 * time.Second),
 		Prefill:  1, Decode: 1, Blocks: 512, BlockSize: 16,
 		Sched:         sc,
-		Faults:        memnet.Faults{MinDelay: 100 * time.Microsecond, MaxDelay: 300 * time.Microsecond, CloseDetectDelay: 50 * time.Millisecond},
+		Network:       memnet.Conditions{MinDelay: 100 * time.Microsecond, MaxDelay: 300 * time.Microsecond, CloseDetectDelay: 50 * time.Millisecond},
 		ReadBandwidth: 2e9,
 		HTTPDelay:     200 * time.Microsecond,
 	}
@@ -323,11 +323,11 @@ type Cluster struct {
 	cands        []*Node
 
 	byLease map[leaseKey]*Req
-	// apiFaults and apiRng decide the fault API's faults (apifaults.go);
+	// apiFaults and apiRng decide the fault API's faults (faultapi.go);
 	// nil: none.
-	apiFaults     *fault.Registry
+	apiFaults     *faultapi.Registry
 	apiRng        *rand.Rand
-	injectedKinds map[fault.Kind]int
+	injectedKinds map[faultapi.Kind]int
 	// EarlyFrees counts leases that expired (or went unclaimed) while their
 	// request waited for them at a decoder that was up and could reach P:
 	// memory freed under a reader that still wanted it.
@@ -364,7 +364,7 @@ type Cluster struct {
 // Unlike memnet's, they can be changed during a run.
 type MsgFaults struct {
 	// DropProb: the message is lost and its connection breaks (both ends
-	// learn of it, the sender after Spec.Faults.CloseDetectDelay).
+	// learn of it, the sender after Spec.Network.CloseDetectDelay).
 	DropProb float64
 	// DupProb: the message is sent twice.
 	DupProb float64
@@ -407,7 +407,7 @@ func New(spec Spec) *Cluster {
 		c.pickP, c.pickD = route.NewPicker(*spec.Routing), route.NewPicker(*spec.Routing)
 		c.inFlight, c.downUntil = map[*Node]int{}, map[*Node]clock.Instant{}
 	}
-	c.Net = memnet.New(rand.New(rand.NewPCG(spec.Seed, 0x6e6574)), spec.Faults)
+	c.Net = memnet.New(rand.New(rand.NewPCG(spec.Seed, 0x6e6574)), spec.Network)
 	for i := 0; i < spec.Prefill; i++ {
 		c.addNode(transport.Addr(fmt.Sprintf("p%d", i)), engine.RolePrefill)
 	}
@@ -512,7 +512,7 @@ func (c *Cluster) waitedFor(n *Node, l wire.LeaseID, r wire.Reason) bool {
 		// before the grant still has D detecting the lost connection and
 		// redialling, so the decoder counts as reachable only if the pair
 		// was quiet for that long before the grant.
-		since = since.Add(-(c.Spec.Faults.CloseDetectDelay + c.Spec.Transfer.HeartbeatInterval))
+		since = since.Add(-(c.Spec.Network.CloseDetectDelay + c.Spec.Transfer.HeartbeatInterval))
 	}
 	return c.parts[pairKey(n.Name, q.D.Name)] == 0 && last < since
 }

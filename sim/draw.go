@@ -197,7 +197,7 @@ func specFor(seed, netSeed uint64, p Profile, opts Options) Spec {
 		s.DecodeSched = s.Sched
 		s.DecodeSched.MaxNumSeqs = p.DecodeMaxNumSeqs
 	}
-	s.Faults = memnet.Faults{MinDelay: p.MinDelay, MaxDelay: p.MaxDelay,
+	s.Network = memnet.Conditions{MinDelay: p.MinDelay, MaxDelay: p.MaxDelay,
 		CloseDetectDelay: 50 * time.Millisecond, PartitionTimeout: p.PartitionTimeout}
 	s.ReadBandwidth = p.ReadBandwidth
 	if p.Offload != "" {

@@ -423,7 +423,7 @@ func fleetSpec(o FleetOptions, seed uint64) Spec {
 	s.Transfer = t
 	// A datacenter network: 20–100 µs, 10 GB/s reads (the modelled size
 	// is the full KV's), a lost connection noticed after 50 ms.
-	s.Faults = memnet.Faults{MinDelay: 20 * time.Microsecond, MaxDelay: 100 * time.Microsecond, CloseDetectDelay: 50 * time.Millisecond}
+	s.Network = memnet.Conditions{MinDelay: 20 * time.Microsecond, MaxDelay: 100 * time.Microsecond, CloseDetectDelay: 50 * time.Millisecond}
 	s.ReadBandwidth = 10e9
 	s.HTTPDelay = 200 * time.Microsecond
 	return s

@@ -121,7 +121,7 @@ func corrupt(b *wire.Block, rng *rand.Rand) *wire.Block {
 
 // reset breaks connection id as a lost message would: the peer gets what
 // was sent before, then Closed; node n learns of it after
-// Spec.Faults.CloseDetectDelay.
+// Spec.Network.CloseDetectDelay.
 func (c *Cluster) reset(n *Node, id transport.ConnID) {
 	delete(c.held, heldKey{id, n.Name})
 	for k, v := range c.conns {
@@ -134,7 +134,7 @@ func (c *Cluster) reset(n *Node, id transport.ConnID) {
 	core := n.Core
 	c.mix(traceReset, uint64(id))
 	p := n.port
-	c.After(c.Spec.Faults.CloseDetectDelay, func() {
+	c.After(c.Spec.Network.CloseDetectDelay, func() {
 		c.call(n, nil, func() {
 			if n.Core == core {
 				p.push(transport.Event{Kind: transport.Closed, Conn: id, Local: n.Name, Reason: "connection reset"})

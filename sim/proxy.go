@@ -3,7 +3,7 @@ package sim
 import (
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/engine"
-	"github.com/kvlease/kvlease/fault"
+	"github.com/kvlease/kvlease/faultapi"
 	"github.com/kvlease/kvlease/model"
 	"github.com/kvlease/kvlease/proxy/route"
 	"github.com/kvlease/kvlease/sched"
@@ -41,7 +41,7 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 				if r.clientGone {
 					return
 				}
-				p := c.decideFaults(r, fault.Request{ID: r.ID, Prefill: true})
+				p := c.decideFaults(r, faultapi.Request{ID: r.ID, Prefill: true})
 				if p.HTTPStatus > 0 {
 					c.fail(r, "injected http_error", p.HTTPStatus)
 					return
@@ -214,7 +214,7 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 			c.fail(r, "decode rejected: "+r.EdgeReject, 400)
 			return
 		}
-		p := c.decideFaults(r, fault.Request{ID: r.ID, Decode: remote != nil})
+		p := c.decideFaults(r, faultapi.Request{ID: r.ID, Decode: remote != nil})
 		if st := max(p.HTTPStatus, p.RejectStatus); st > 0 {
 			d.Loop.Reject(c.Now, remote)
 			c.fail(r, "injected rejection", st)

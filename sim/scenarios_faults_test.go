@@ -53,7 +53,7 @@ func TestScenarioS13ShortPartition(t *testing.T) {
 	}{
 		{"traffic held", nil, 150 * ms, false},
 		{"connection broken", func(s *Spec) {
-			s.Faults.PartitionTimeout = 10 * ms
+			s.Network.PartitionTimeout = 10 * ms
 			s.Transfer.RetryInterval = 50 * ms
 		}, 60 * ms, true},
 	}
@@ -151,8 +151,8 @@ func TestScenarioS15AbortWhileQueuedOnD(t *testing.T) {
 
 func TestScenarioS16DuplicateLateReordered(t *testing.T) {
 	spec := congested()
-	spec.Faults.DupProb = 0.3
-	spec.Faults.ReorderProb = 0.3
+	spec.Network.DupProb = 0.3
+	spec.Network.ReorderProb = 0.3
 	c := New(spec)
 	log := logMessages(c)
 	hog(c, "hog", 0, 2*time.Second)

@@ -438,7 +438,7 @@ func TestScenarioS10DecodeCrashBeforePull(t *testing.T) {
 	c.Crash(crash, "d0")
 	settle(t, c, 10*time.Second)
 	rel := releaseOf(t, c, "p0", r)
-	want := crash.Add(spec.Faults.CloseDetectDelay + spec.Transfer.PeerGrace)
+	want := crash.Add(spec.Network.CloseDetectDelay + spec.Transfer.PeerGrace)
 	if rel.Reason != wire.ReasonPeerLost || rel.At != want {
 		t.Fatalf("release %+v, want peer_lost at %v", rel, want)
 	}

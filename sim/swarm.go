@@ -47,7 +47,7 @@ type Options struct {
 	// fleet's way, fleet.go) instead of every engine; the checks stay on
 	// every instant. The swarm with and without it must pass alike.
 	Sparse bool
-	// APIFaults injects the fault API's faults (package fault) during
+	// APIFaults injects the fault API's faults (package faultapi) during
 	// the safety phase: each kind with probability one half, hitting a
 	// share of the requests it applies to, drawn from a source of the seed
 	// of its own (the seed's other draws stay as they were).

@@ -13,7 +13,7 @@ import (
 )
 
 func TestCloseDeliversThenCloses(t *testing.T) {
-	h := newHarness(t, 9, Faults{MinDelay: 1 * ms, MaxDelay: 30 * ms})
+	h := newHarness(t, 9, Conditions{MinDelay: 1 * ms, MaxDelay: 30 * ms})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	for i := uint64(0); i < 50; i++ {
@@ -44,7 +44,7 @@ func TestCloseDeliversThenCloses(t *testing.T) {
 }
 
 func TestCloseBeforeDialedCancels(t *testing.T) {
-	h := newHarness(t, 10, Faults{MinDelay: 5 * ms, MaxDelay: 5 * ms})
+	h := newHarness(t, 10, Conditions{MinDelay: 5 * ms, MaxDelay: 5 * ms})
 	h.net.Listen("p")
 	c := h.net.Dial(0, "d", "p")
 	h.net.Close(0, c, "d")
@@ -61,7 +61,7 @@ func TestCloseBeforeDialedCancels(t *testing.T) {
 func TestDupAndReorderRates(t *testing.T) {
 	const n = 20000
 	const dupP, reorderP = 0.1, 0.2
-	h := newHarness(t, 12, Faults{MinDelay: 1 * ms, MaxDelay: 5 * ms, DupProb: dupP, ReorderProb: reorderP})
+	h := newHarness(t, 12, Conditions{MinDelay: 1 * ms, MaxDelay: 5 * ms, DupProb: dupP, ReorderProb: reorderP})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	for i := uint64(0); i < n; i++ {
@@ -100,7 +100,7 @@ func TestDupAndReorderRates(t *testing.T) {
 // number of inversions in the delivered order.
 func TestReorderCountsOvertakes(t *testing.T) {
 	const n = 3000
-	h := newHarness(t, 13, Faults{MinDelay: 1 * ms, MaxDelay: 5 * ms, ReorderProb: 0.3})
+	h := newHarness(t, 13, Conditions{MinDelay: 1 * ms, MaxDelay: 5 * ms, ReorderProb: 0.3})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	for i := uint64(0); i < n; i++ {
@@ -128,7 +128,7 @@ func TestReorderCountsOvertakes(t *testing.T) {
 }
 
 func TestQueueBound(t *testing.T) {
-	h := newHarness(t, 14, Faults{MinDelay: ms, MaxDelay: ms})
+	h := newHarness(t, 14, Conditions{MinDelay: ms, MaxDelay: ms})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	for i := 0; i < DefaultMaxQueuedPerConn; i++ {
@@ -158,7 +158,7 @@ func TestQueueBound(t *testing.T) {
 }
 
 func TestQueueBoundCountsOnlyUndelivered(t *testing.T) {
-	h := newHarness(t, 15, Faults{MinDelay: ms, MaxDelay: ms, MaxQueuedPerConn: 4})
+	h := newHarness(t, 15, Conditions{MinDelay: ms, MaxDelay: ms, MaxQueuedPerConn: 4})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	for round := 0; round < 10; round++ {
@@ -178,7 +178,7 @@ func TestQueueBoundCountsOnlyUndelivered(t *testing.T) {
 }
 
 func TestPartitionHoldsAgainstQueueBound(t *testing.T) {
-	h := newHarness(t, 16, Faults{MinDelay: ms, MaxDelay: ms, MaxQueuedPerConn: 3})
+	h := newHarness(t, 16, Conditions{MinDelay: ms, MaxDelay: ms, MaxQueuedPerConn: 3})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	h.net.Partition(h.now, "d", "p")
@@ -195,7 +195,7 @@ func TestPartitionHoldsAgainstQueueBound(t *testing.T) {
 }
 
 func TestBlockIsCopiedOnSend(t *testing.T) {
-	h := newHarness(t, 17, Faults{MinDelay: ms, MaxDelay: ms, DupProb: 1})
+	h := newHarness(t, 17, Conditions{MinDelay: ms, MaxDelay: ms, DupProb: 1})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	b := &wire.Block{ReadID: 1, Index: 2, Tokens: 2, Digests: []uint64{5, 6}, Data: []byte("kv bytes")}
@@ -218,7 +218,7 @@ func TestBlockIsCopiedOnSend(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	h := newHarness(t, 18, Faults{})
+	h := newHarness(t, 18, Conditions{})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	var nilBlock *wire.Block
@@ -252,7 +252,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestFaultsValidate(t *testing.T) {
-	bad := map[string]Faults{
+	bad := map[string]Conditions{
 		"MinDelay":         {MinDelay: -1},
 		"MaxDelay":         {MinDelay: 2, MaxDelay: 1},
 		"CloseDetectDelay": {CloseDetectDelay: -1},
@@ -284,7 +284,7 @@ func TestFaultsValidate(t *testing.T) {
 func nan() float64 { z := 0.0; return z / z }
 
 func TestNextSkipsDeadEvents(t *testing.T) {
-	h := newHarness(t, 19, Faults{MinDelay: ms, MaxDelay: ms, PartitionTimeout: time.Second})
+	h := newHarness(t, 19, Conditions{MinDelay: ms, MaxDelay: ms, PartitionTimeout: time.Second})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	h.net.Partition(h.now, "d", "p")

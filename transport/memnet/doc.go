@@ -24,21 +24,21 @@
 //		}
 //	}
 //
-// # Faults
+// # Conditions
 //
-// Faults sets per-message latency and random faults: drops (which break the
+// Conditions set per-message latency and random faults: drops (which break the
 // connection, as they would a TCP stream), duplicates and reordering (which
 // TCP never does: they test that the protocol cores are idempotent). Faults
 // over time are calls: Partition and Heal (traffic is held, not lost, and a
-// partition longer than Faults.PartitionTimeout closes the connections),
+// partition longer than Conditions.PartitionTimeout closes the connections),
 // Crash and Restart. A hung node needs nothing from the network: the caller
 // simply stops stepping it.
 //
 // # Bounds
 //
 // Messages queued towards one end of a connection are bounded
-// (Faults.MaxQueuedPerConn; a Send beyond it breaks the connection), and so
-// are live connections (Faults.MaxConns; a Dial beyond it fails).
+// (Conditions.MaxQueuedPerConn; a Send beyond it breaks the connection), and so
+// are live connections (Conditions.MaxConns; a Dial beyond it fails).
 //
 // # Ownership
 //

@@ -16,7 +16,7 @@ const (
 	ReasonRefused          = "connection refused"   // DialFailed: nobody listens at the address
 	ReasonUnreachable      = "unreachable"          // DialFailed: the target is crashed or partitioned away
 	ReasonSelfDial         = "dial to self"         // DialFailed: from == to
-	ReasonTooManyConns     = "too many connections" // DialFailed: Faults.MaxConns reached
+	ReasonTooManyConns     = "too many connections" // DialFailed: Conditions.MaxConns reached
 	ReasonClosedByPeer     = "closed by peer"       // Closed: the other end called Close
 	ReasonMessageLost      = "message lost"         // Closed: a message was dropped (DropProb)
 	ReasonPeerCrashed      = "peer crashed"         // Closed: the other node crashed
@@ -60,7 +60,7 @@ type Stats struct {
 // the same value twice.
 type Net struct {
 	rng       *rand.Rand
-	f         Faults
+	f         Conditions
 	maxQueued int
 	maxConns  int
 
@@ -143,7 +143,7 @@ type hkey struct {
 
 // New returns an empty network with faults f. It panics if rng is nil or f
 // does not Validate: both are bugs of the caller.
-func New(rng *rand.Rand, f Faults) *Net {
+func New(rng *rand.Rand, f Conditions) *Net {
 	if rng == nil {
 		panic("memnet: nil *rand.Rand")
 	}

@@ -33,7 +33,7 @@ type logged struct {
 	d  Delivery
 }
 
-func newHarness(t *testing.T, seed uint64, f Faults) *harness {
+func newHarness(t *testing.T, seed uint64, f Conditions) *harness {
 	return &harness{t: t, net: New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), f)}
 }
 
@@ -173,7 +173,7 @@ func checkContract(t *testing.T, log []logged) {
 }
 
 func TestOrderingWithoutFaults(t *testing.T) {
-	h := newHarness(t, 1, Faults{MinDelay: 1 * ms, MaxDelay: 20 * ms})
+	h := newHarness(t, 1, Conditions{MinDelay: 1 * ms, MaxDelay: 20 * ms})
 	h.net.Listen("p")
 	c1 := h.open("d1", "p")
 	c2 := h.open("d2", "p")
@@ -218,7 +218,7 @@ func TestOrderingWithoutFaults(t *testing.T) {
 // workload runs random operations (dials, sends, closes, partitions, heals,
 // crashes, restarts) against a Net with faults f and returns the delivery
 // log, a hash of it and the per-direction send order.
-func workload(t *testing.T, seed uint64, f Faults, steps int) (*harness, uint64, map[dirKey][]uint64) {
+func workload(t *testing.T, seed uint64, f Conditions, steps int) (*harness, uint64, map[dirKey][]uint64) {
 	h := newHarness(t, seed, f)
 	ops := rand.New(rand.NewPCG(seed, 42))
 	ds := []transport.Addr{"d1", "d2", "d3"}
@@ -298,7 +298,7 @@ type dirKey struct {
 	from transport.Addr
 }
 
-var allFaults = Faults{
+var allFaults = Conditions{
 	MinDelay: 100 * time.Microsecond, MaxDelay: 3 * ms,
 	DropProb: 0.002, DupProb: 0.05, ReorderProb: 0.05,
 	CloseDetectDelay: 10 * ms, PartitionTimeout: 50 * ms,
@@ -327,7 +327,7 @@ func TestWorkloadKeepsContract(t *testing.T) {
 	tcpLike := allFaults
 	tcpLike.DupProb, tcpLike.ReorderProb = 0, 0
 	for seed := uint64(1); seed <= 20; seed++ {
-		for name, f := range map[string]Faults{"tcp": tcpLike, "all": allFaults} {
+		for name, f := range map[string]Conditions{"tcp": tcpLike, "all": allFaults} {
 			h, _, sent := workload(t, seed, f, 3000)
 			checkContract(t, h.log)
 			st := h.net.Stats()
@@ -360,7 +360,7 @@ func TestWorkloadKeepsContract(t *testing.T) {
 }
 
 func TestPartitionHoldsThenHeals(t *testing.T) {
-	h := newHarness(t, 3, Faults{MinDelay: 1 * ms, MaxDelay: 10 * ms, CloseDetectDelay: 5 * ms})
+	h := newHarness(t, 3, Conditions{MinDelay: 1 * ms, MaxDelay: 10 * ms, CloseDetectDelay: 5 * ms})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	for i := uint64(0); i < 10; i++ {
@@ -402,7 +402,7 @@ func TestPartitionHoldsThenHeals(t *testing.T) {
 }
 
 func TestShortPartitionKeepsConnection(t *testing.T) {
-	h := newHarness(t, 4, Faults{MinDelay: 1 * ms, MaxDelay: 10 * ms, PartitionTimeout: time.Second})
+	h := newHarness(t, 4, Conditions{MinDelay: 1 * ms, MaxDelay: 10 * ms, PartitionTimeout: time.Second})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	for i := uint64(0); i < 5; i++ {
@@ -425,7 +425,7 @@ func TestShortPartitionKeepsConnection(t *testing.T) {
 }
 
 func TestLongPartitionClosesBothEnds(t *testing.T) {
-	h := newHarness(t, 5, Faults{MinDelay: 1 * ms, MaxDelay: 10 * ms, PartitionTimeout: time.Second})
+	h := newHarness(t, 5, Conditions{MinDelay: 1 * ms, MaxDelay: 10 * ms, PartitionTimeout: time.Second})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	other := h.open("d2", "p") // not partitioned: unaffected
@@ -460,7 +460,7 @@ func TestLongPartitionClosesBothEnds(t *testing.T) {
 }
 
 func TestDropClosesConnection(t *testing.T) {
-	h := newHarness(t, 6, Faults{MinDelay: 1 * ms, MaxDelay: 10 * ms, DropProb: 0.05, CloseDetectDelay: 200 * ms})
+	h := newHarness(t, 6, Conditions{MinDelay: 1 * ms, MaxDelay: 10 * ms, DropProb: 0.05, CloseDetectDelay: 200 * ms})
 	h.net.Listen("p")
 	c := h.open("d", "p")
 	var sent uint64
@@ -503,7 +503,7 @@ func TestDropClosesConnection(t *testing.T) {
 }
 
 func TestCrashClosesPeersAndDiscards(t *testing.T) {
-	f := Faults{MinDelay: 5 * ms, MaxDelay: 5 * ms, CloseDetectDelay: 100 * ms}
+	f := Conditions{MinDelay: 5 * ms, MaxDelay: 5 * ms, CloseDetectDelay: 100 * ms}
 	h := newHarness(t, 7, f)
 	h.net.Listen("p")
 	c1 := h.open("d1", "p")
@@ -578,7 +578,7 @@ func TestCrashClosesPeersAndDiscards(t *testing.T) {
 }
 
 func TestDialFailures(t *testing.T) {
-	f := Faults{MinDelay: 2 * ms, MaxDelay: 2 * ms, CloseDetectDelay: 50 * ms, MaxConns: 2}
+	f := Conditions{MinDelay: 2 * ms, MaxDelay: 2 * ms, CloseDetectDelay: 50 * ms, MaxConns: 2}
 	cases := []struct {
 		name   string
 		setup  func(n *Net)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kvlease/kvlease/fault"
+	"github.com/kvlease/kvlease/faultapi"
 	"github.com/kvlease/kvlease/openai"
 )
 
@@ -33,7 +33,7 @@ type FaultConfig struct {
 	// AdminKey is required as "Authorization: Bearer <key>" on FaultsPath
 	// (compared in constant time). It must not be empty.
 	AdminKey string
-	// MaxActive bounds the active faults; fault.DefaultMaxActive when ≤ 0.
+	// MaxActive bounds the active faults; faultapi.DefaultMaxActive when ≤ 0.
 	MaxActive int
 	// Seed seeds the draws of the faults' rates, for a reproducible run; 0
 	// draws a random seed.
@@ -46,7 +46,7 @@ type faultState struct {
 	admin openai.APIKeys
 
 	mu  sync.Mutex
-	reg *fault.Registry
+	reg *faultapi.Registry
 	rng *rand.Rand
 
 	injected *prometheus.CounterVec
@@ -64,7 +64,7 @@ func (s *Server) initFaults(fc *FaultConfig) error {
 	}
 	f := &faultState{
 		admin: openai.NewAPIKeys(fc.AdminKey),
-		reg:   fault.NewRegistry(fc.MaxActive),
+		reg:   faultapi.NewRegistry(fc.MaxActive),
 		rng:   rand.New(rand.NewPCG(seed, seed^0x6661756c74)),
 	}
 	labels := prometheus.Labels{"model_name": s.cfg.ModelName}
@@ -72,7 +72,7 @@ func (s *Server) initFaults(fc *FaultConfig) error {
 		Name: "kvlease_faults_injected_total", ConstLabels: labels,
 		Help: "Faults the fault-injection API injected, by kind (a request hit by a fault, or an X-Return-Error header).",
 	}, []string{"kind"})
-	for _, k := range fault.Kinds() {
+	for _, k := range faultapi.Kinds() {
 		f.injected.WithLabelValues(k.String())
 	}
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -136,8 +136,8 @@ func (s *Server) serveFaults(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) addFault(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength > fault.MaxSpecBytes {
-		s.writeError(w, "", openai.TooLarge("a fault spec is at most %d bytes", fault.MaxSpecBytes))
+	if r.ContentLength > faultapi.MaxSpecBytes {
+		s.writeError(w, "", openai.TooLarge("a fault spec is at most %d bytes", faultapi.MaxSpecBytes))
 		return
 	}
 	body, e := readSpec(r)
@@ -145,9 +145,9 @@ func (s *Server) addFault(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "", e)
 		return
 	}
-	spec, err := fault.ParseSpec(body)
+	spec, err := faultapi.ParseSpec(body)
 	if err != nil {
-		var fe *fault.Error
+		var fe *faultapi.Error
 		errors.As(err, &fe)
 		s.writeError(w, "", openai.BadRequest(fe.Field, "%s", fe.Error()))
 		return
@@ -194,15 +194,15 @@ func (s *Server) deleteFault(w http.ResponseWriter, id uint64) {
 	s.writeJSON(w, http.StatusOK, append(strconv.AppendUint([]byte(`{"deleted":1,"id":`), id, 10), '}'))
 }
 
-// readSpec reads a fault spec's body, at most fault.MaxSpecBytes (413
+// readSpec reads a fault spec's body, at most faultapi.MaxSpecBytes (413
 // beyond).
 func readSpec(r *http.Request) ([]byte, *openai.Error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, fault.MaxSpecBytes+1))
+	b, err := io.ReadAll(io.LimitReader(r.Body, faultapi.MaxSpecBytes+1))
 	if err != nil {
 		return nil, openai.BadRequest("", "reading the request body failed: %v", err)
 	}
-	if len(b) > fault.MaxSpecBytes {
-		return nil, openai.TooLarge("a fault spec is at most %d bytes", fault.MaxSpecBytes)
+	if len(b) > faultapi.MaxSpecBytes {
+		return nil, openai.TooLarge("a fault spec is at most %d bytes", faultapi.MaxSpecBytes)
 	}
 	return b, nil
 }
@@ -225,12 +225,12 @@ func (s *Server) injectFaults(w http.ResponseWriter, r *http.Request, c *call) b
 		default:
 			e = injectedError(code, "Simulated error triggered by "+ReturnErrorHeader+" header (code "+v[0]+")")
 		}
-		f.injected.WithLabelValues(fault.HTTPError.String()).Inc()
-		s.log.Info("fault injected", "req", c.id, "kind", fault.HTTPError.String(), "source", ReturnErrorHeader, "status", e.Status)
+		f.injected.WithLabelValues(faultapi.HTTPError.String()).Inc()
+		s.log.Info("fault injected", "req", c.id, "kind", faultapi.HTTPError.String(), "source", ReturnErrorHeader, "status", e.Status)
 		s.fail(w, r, &c.req, e)
 		return false
 	}
-	q := fault.Request{ID: c.id, Prefill: c.req.RemoteDecode, Decode: c.req.Remote != nil}
+	q := faultapi.Request{ID: c.id, Prefill: c.req.RemoteDecode, Decode: c.req.Remote != nil}
 	now := s.eng.Now()
 	f.mu.Lock()
 	if f.reg.Len() == 0 {

@@ -9,7 +9,7 @@ import (
 	"github.com/kvlease/kvlease/wire"
 )
 
-// Injected faults (package fault decides which request they hit; the HTTP
+// Injected faults (package faultapi decides which request they hit; the HTTP
 // edge hands them over with the request). They change when things happen,
 // never the rules: an early end goes through the due sweep and end (a
 // read in flight defers it), a stalled read keeps its lease pinned, a

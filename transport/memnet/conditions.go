@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Default limits, used when the corresponding Faults field is zero.
+// Default limits, used when the corresponding Conditions field is zero.
 const (
 	// DefaultMaxQueuedPerConn bounds the messages queued towards one end of
 	// one connection (in flight or held by a partition), like a socket's
@@ -15,7 +15,7 @@ const (
 	DefaultMaxConns = 1 << 16
 )
 
-// Faults configures the simulated network: latency, the random faults
+// Conditions configure the simulated network: latency, the random faults
 // applied to each message, the delays after which ends learn of failures,
 // and the network's limits. The zero value is a perfect network: every
 // event arrives at the instant it was caused, nothing is lost, duplicated or
@@ -25,7 +25,7 @@ const (
 // transport (each message once, in send order): they exist to test that the
 // protocol cores are idempotent and do not depend on order where the design
 // says they must not. Leave them zero to simulate TCP.
-type Faults struct {
+type Conditions struct {
 	// MinDelay and MaxDelay bound the one-way latency of each message and
 	// handshake packet, drawn uniformly in [MinDelay, MaxDelay]. Without
 	// ReorderProb a message is never delivered before an earlier one on the
@@ -72,25 +72,25 @@ type Faults struct {
 }
 
 // Validate reports the first field of f that makes no sense, naming it.
-func (f Faults) Validate() error {
+func (f Conditions) Validate() error {
 	switch {
 	case f.MinDelay < 0:
-		return fmt.Errorf("memnet: Faults.MinDelay %v is negative", f.MinDelay)
+		return fmt.Errorf("memnet: Conditions.MinDelay %v is negative", f.MinDelay)
 	case f.MaxDelay < f.MinDelay:
-		return fmt.Errorf("memnet: Faults.MaxDelay %v is below MinDelay %v", f.MaxDelay, f.MinDelay)
+		return fmt.Errorf("memnet: Conditions.MaxDelay %v is below MinDelay %v", f.MaxDelay, f.MinDelay)
 	case f.CloseDetectDelay < 0:
-		return fmt.Errorf("memnet: Faults.CloseDetectDelay %v is negative", f.CloseDetectDelay)
+		return fmt.Errorf("memnet: Conditions.CloseDetectDelay %v is negative", f.CloseDetectDelay)
 	case f.MaxQueuedPerConn < 0:
-		return fmt.Errorf("memnet: Faults.MaxQueuedPerConn %d is negative", f.MaxQueuedPerConn)
+		return fmt.Errorf("memnet: Conditions.MaxQueuedPerConn %d is negative", f.MaxQueuedPerConn)
 	case f.MaxConns < 0:
-		return fmt.Errorf("memnet: Faults.MaxConns %d is negative", f.MaxConns)
+		return fmt.Errorf("memnet: Conditions.MaxConns %d is negative", f.MaxConns)
 	}
 	for _, p := range []struct {
 		name string
 		v    float64
 	}{{"DropProb", f.DropProb}, {"DupProb", f.DupProb}, {"ReorderProb", f.ReorderProb}} {
 		if !(p.v >= 0 && p.v <= 1) { // also catches NaN
-			return fmt.Errorf("memnet: Faults.%s %v is outside [0, 1]", p.name, p.v)
+			return fmt.Errorf("memnet: Conditions.%s %v is outside [0, 1]", p.name, p.v)
 		}
 	}
 	return nil

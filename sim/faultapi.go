@@ -5,13 +5,13 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/clock"
-	"github.com/kvlease/kvlease/fault"
+	"github.com/kvlease/kvlease/faultapi"
 )
 
-// The fault API's faults (package fault) in the simulation: the cluster's
+// The fault API's faults (package faultapi) in the simulation: the cluster's
 // proxy legs ask the same pure core the engines' HTTP edges ask, at the
 // simulated instant with a source of the seed, and carry the plan out as
-// the edges do (httpapi/faults.go): lease faults go to P's core with the
+// the edges do (httpapi/faultapi.go): lease faults go to P's core with the
 // prefill leg, pull faults to D's with the lease, errors and rejections
 // end the leg (P told), latency delays it, a dropped answer is
 // undelivered. The invariants and the oracle check stay on: a fault
@@ -20,23 +20,23 @@ import (
 // InjectFaults makes the proxy legs of requests submitted from now on ask
 // reg, with rng for its rates; nil stops it. The cluster owns reg and
 // rng.
-func (c *Cluster) InjectFaults(reg *fault.Registry, rng *rand.Rand) {
+func (c *Cluster) InjectFaults(reg *faultapi.Registry, rng *rand.Rand) {
 	c.apiFaults, c.apiRng = reg, rng
 }
 
 // FaultsInjected counts the faults that hit requests, by kind.
-func (c *Cluster) FaultsInjected() map[fault.Kind]int { return c.injectedKinds }
+func (c *Cluster) FaultsInjected() map[faultapi.Kind]int { return c.injectedKinds }
 
 // decideFaults is the plan of r's leg as q describes it.
-func (c *Cluster) decideFaults(r *Req, q fault.Request) fault.Plan {
+func (c *Cluster) decideFaults(r *Req, q faultapi.Request) faultapi.Plan {
 	if c.apiFaults == nil {
-		return fault.Plan{}
+		return faultapi.Plan{}
 	}
 	p := c.apiFaults.Decide(c.Now, c.apiRng, q)
 	if !p.Empty() {
 		r.injected = true
 		if c.injectedKinds == nil {
-			c.injectedKinds = map[fault.Kind]int{}
+			c.injectedKinds = map[faultapi.Kind]int{}
 		}
 		for _, f := range p.Fired {
 			c.injectedKinds[f.Kind]++
@@ -49,22 +49,22 @@ func (c *Cluster) decideFaults(r *Req, q fault.Request) fault.Plan {
 // drawAPIFaults draws a fault API configuration for a seed: each kind
 // with probability one half, hitting 2–30% of the requests it applies to,
 // its delays and instants within two leases.
-func drawAPIFaults(rng *rand.Rand, lease time.Duration) *fault.Registry {
-	reg := fault.NewRegistry(int(len(fault.Kinds())))
+func drawAPIFaults(rng *rand.Rand, lease time.Duration) *faultapi.Registry {
+	reg := faultapi.NewRegistry(int(len(faultapi.Kinds())))
 	statuses := []int{429, 500, 503}
-	for _, k := range fault.Kinds() {
+	for _, k := range faultapi.Kinds() {
 		if rng.IntN(2) == 0 {
 			continue
 		}
-		s := fault.Spec{Kind: k, Scope: fault.Scope{Rate: 0.02 + 0.28*rng.Float64()}}
+		s := faultapi.Spec{Kind: k, Scope: faultapi.Scope{Rate: 0.02 + 0.28*rng.Float64()}}
 		switch k {
-		case fault.ExpireLease, fault.RevokeLease:
+		case faultapi.ExpireLease, faultapi.RevokeLease:
 			s.After = time.Duration(rng.Int64N(int64(lease)))
-		case fault.StallBlocks, fault.DelayPrefill, fault.StallPull, fault.Latency:
+		case faultapi.StallBlocks, faultapi.DelayPrefill, faultapi.StallPull, faultapi.Latency:
 			s.Delay = time.Duration(1 + rng.Int64N(int64(2*lease)))
-		case fault.CorruptBlocks:
+		case faultapi.CorruptBlocks:
 			s.Reads = 1 + rng.IntN(3)
-		case fault.HTTPError, fault.RejectDecode:
+		case faultapi.HTTPError, faultapi.RejectDecode:
 			s.Status = statuses[rng.IntN(len(statuses))]
 		}
 		if _, err := reg.Add(clock.Instant(0), s); err != nil {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvlease/kvlease/fault"
+	"github.com/kvlease/kvlease/faultapi"
 	"github.com/kvlease/kvlease/xfer"
 )
 
@@ -27,7 +27,7 @@ func TestSwarmAPIFaults(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range fault.Kinds() {
+	for _, k := range faultapi.Kinds() {
 		if hit[k.String()] == 0 {
 			t.Errorf("no request was hit by %s over %d seeds", k, n)
 		}
