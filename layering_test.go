@@ -25,7 +25,7 @@ var layers = []layer{
 	{"drivers", []string{"node", "transport/tcp", "offload/tier", "sim", "kvevents", "kvevents/kveventstest"}},
 	{"the HTTP API's types", []string{"openai"}},
 	{"HTTP edges", []string{"httpapi", "metrics", "proxy"}},
-	{"tools", []string{"cluster", "bench", "internal/chaos"}},
+	{"tools", []string{"localcluster", "bench", "internal/chaos"}},
 	{"the binary and end-to-end tests", []string{"cmd/kvlease", "internal/e2e", "internal/pde2e", "internal/pdscen"}},
 }
 

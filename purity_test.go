@@ -62,7 +62,7 @@ var edge = map[string]bool{
 	"transport/tcp":   true,
 	"offload/tier":    true,
 	"bench":           true,
-	"cluster":         true,
+	"localcluster":    true,
 	"node":            true,
 	"internal/e2e":    true,
 	"internal/chaos":  true,

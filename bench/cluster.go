@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -74,7 +74,7 @@ const (
 //     renewed.
 //   - client-abort: the client abandons a share of the requests
 //     (Load.AbortRate, 30% if unset) at random moments.
-func (s Scenario) Apply(c *ClusterConfig) error {
+func (s Scenario) Apply(c *ClusterRun) error {
 	if len(c.Faults) > 0 {
 		return errors.New("bench: a scenario brings its own faults; the config has some already")
 	}
@@ -111,15 +111,15 @@ func (s Scenario) Apply(c *ClusterConfig) error {
 	return nil
 }
 
-// ClusterConfig is a run against a local P/D cluster that RunCluster
+// ClusterRun is a run against a local P/D cluster that RunCluster
 // starts for it and stops after it.
-type ClusterConfig struct {
+type ClusterRun struct {
 	// Load is the load; its URL is set to the cluster's proxy and every
 	// engine is added to its MetricsURLs.
 	Load Config
 	// Cluster configures the cluster (counts, profile, engine flags such
 	// as --release-policy in ExtraServeArgs).
-	Cluster cluster.Options
+	Cluster localcluster.Options
 	// PrefillArgs and DecodeArgs are added to the command line of the
 	// prefill engines, or of the decode engines, only.
 	PrefillArgs, DecodeArgs []string
@@ -132,7 +132,7 @@ type ClusterConfig struct {
 	SettleTimeout time.Duration
 	// OnStart, when set, is called once the cluster is up, before the
 	// load (to print its URLs).
-	OnStart func(*cluster.Cluster)
+	OnStart func(*localcluster.Cluster)
 	// Settling, when set, is called at each look while the cluster
 	// settles, with the time since the load ended and the figures seen.
 	Settling func(since time.Duration, f LeaseFigures)
@@ -184,7 +184,7 @@ func (r *ClusterReport) Problems() []string {
 // set. The time series scraped from the engines go on through the settle.
 // It returns an error when the cluster or the load cannot start; what
 // happens during the run is in the result (see ClusterReport.Problems).
-func RunCluster(ctx context.Context, c ClusterConfig) (*Result, error) {
+func RunCluster(ctx context.Context, c ClusterRun) (*Result, error) {
 	opt := c.Cluster
 	opt.Prefill, opt.Decode = max(opt.Prefill, 1), max(opt.Decode, 1)
 	if err := validateFaults(c.Faults, opt.Prefill+opt.Decode); err != nil {
@@ -196,10 +196,10 @@ func RunCluster(ctx context.Context, c ClusterConfig) (*Result, error) {
 	if len(c.PrefillArgs)+len(c.DecodeArgs) > 0 {
 		base := opt.ServeArgs
 		if base == nil {
-			base = cluster.DefaultServeArgs
+			base = localcluster.DefaultServeArgs
 		}
 		pre, dec := slices.Clone(c.PrefillArgs), slices.Clone(c.DecodeArgs)
-		opt.ServeArgs = func(e cluster.Engine, secretFile string) []string {
+		opt.ServeArgs = func(e localcluster.Engine, secretFile string) []string {
 			args := base(e, secretFile)
 			if e.Role == proxy.RolePrefill {
 				return append(args, pre...)
@@ -207,7 +207,7 @@ func RunCluster(ctx context.Context, c ClusterConfig) (*Result, error) {
 			return append(args, dec...)
 		}
 	}
-	cl, err := cluster.Start(ctx, opt)
+	cl, err := localcluster.Start(ctx, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +275,7 @@ exits:
 // settle looks at the engines until none holds a block or a lease, or
 // c.SettleTimeout passes, or ctx ends, and returns the last figures. The
 // engines' time series, scraped at each look, are added to res.Metrics.
-func settle(ctx context.Context, client *http.Client, urls []string, res *Result, c ClusterConfig, first LeaseFigures) (LeaseFigures, bool) {
+func settle(ctx context.Context, client *http.Client, urls []string, res *Result, c ClusterRun, first LeaseFigures) (LeaseFigures, bool) {
 	interval := min(res.Config.MetricsInterval, 250*time.Millisecond)
 	scr := newScraper(client, urls, res.Started)
 	defer func() {
@@ -323,7 +323,7 @@ func mergeSeries(into, more []MetricSeries) []MetricSeries {
 // signal the engine's process by its pid; resumeAll continues every engine
 // still stopped.
 type clusterFaulter struct {
-	c      *cluster.Cluster
+	c      *localcluster.Cluster
 	paused []int // engine indexes, in pause order
 }
 
@@ -333,7 +333,7 @@ func (f *clusterFaulter) Restart(ctx context.Context, i int) error { return f.c.
 func (f *clusterFaulter) Pause(i int) error {
 	pid := f.c.PID(i)
 	if pid == 0 || !f.c.Running(i) {
-		return cluster.ErrNotRunning
+		return localcluster.ErrNotRunning
 	}
 	if err := signalStop(pid); err != nil {
 		return fmt.Errorf("bench: stopping engine %d (pid %d): %w", i, pid, err)
@@ -345,7 +345,7 @@ func (f *clusterFaulter) Pause(i int) error {
 func (f *clusterFaulter) Resume(i int) error {
 	pid := f.c.PID(i)
 	if pid == 0 || !f.c.Running(i) {
-		return cluster.ErrNotRunning
+		return localcluster.ErrNotRunning
 	}
 	f.paused = slices.DeleteFunc(f.paused, func(j int) bool { return j == i })
 	if err := signalContinue(pid); err != nil {

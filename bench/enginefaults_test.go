@@ -168,7 +168,7 @@ func TestFaultDriver(t *testing.T) {
 
 func TestScenarioApply(t *testing.T) {
 	for _, s := range Scenarios {
-		var c ClusterConfig
+		var c ClusterRun
 		c.Cluster.Prefill = 2
 		if err := s.Apply(&c); err != nil {
 			t.Fatalf("%s: %v", s, err)
@@ -202,14 +202,14 @@ func TestScenarioApply(t *testing.T) {
 		}
 	}
 	// A share the user set is kept.
-	c := ClusterConfig{Load: Config{InvalidRate: 0.05}}
+	c := ClusterRun{Load: Config{InvalidRate: 0.05}}
 	if err := ScenarioDecodeReject.Apply(&c); err != nil || c.Load.InvalidRate != 0.05 {
 		t.Fatalf("invalid rate %v, err %v", c.Load.InvalidRate, err)
 	}
 	if _, err := ParseScenario("decode-explode"); err == nil || !strings.Contains(err.Error(), "decode-crash") {
 		t.Fatalf("ParseScenario: %v", err)
 	}
-	c = ClusterConfig{Faults: []Fault{{Action: FaultKill}}}
+	c = ClusterRun{Faults: []Fault{{Action: FaultKill}}}
 	if err := ScenarioDecodeCrash.Apply(&c); err == nil {
 		t.Fatal("a scenario replaced the config's faults")
 	}

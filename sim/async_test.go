@@ -29,7 +29,7 @@ func TestScenarioBusyPrefillServesReadOnTime(t *testing.T) {
 	pauseAt, pauseFor := inst(1500*ms), 2500*time.Millisecond
 	c.Pause(pauseAt, "p0", pauseFor)
 	var readAt, dueAtPause clock.Instant
-	c.OnMessage = func(c *Cluster, from, to transport.Addr, m wire.Message) {
+	c.OnMessage = func(c *World, from, to transport.Addr, m wire.Message) {
 		if rd, ok := m.(*wire.Read); ok && to == "p0" && readAt == 0 && rd.Lease == leaseOf(r) {
 			readAt = c.Now
 		}
@@ -71,7 +71,7 @@ func TestScenarioLongPrefillStepKeepsLease(t *testing.T) {
 	c.Submit(inst(10*ms), r)
 	long := newReq(c, "long", 1000, 1)
 	var grantedAt, readAt, longStepEnd time.Duration
-	c.OnInstant = func(c *Cluster) {
+	c.OnInstant = func(c *World) {
 		if grantedAt == 0 && r.Grant != nil {
 			grantedAt = time.Duration(c.Now)
 			c.Submit(c.Now, long) // P's next step: long's prefill

@@ -1,6 +1,6 @@
 // Package sim is kvlease's deterministic whole-cluster simulator.
 //
-// A Cluster runs prefill and decode engines — each an engine.Loop, the
+// A World runs prefill and decode engines — each an engine.Loop, the
 // event loop the production node runs, over an engine.Core with the
 // model/synth executor, whose steps are in-flight work completing at their
 // modelled end (engine.LoopConfig.Async) — over a simulated network (transport/memnet,

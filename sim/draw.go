@@ -168,7 +168,7 @@ func drawLoopTiming(rng *rand.Rand, p *Profile, opts Options) {
 
 // schedulePauses pauses random engines' loops p.Pauses times inside
 // [0, end), each for up to p.PauseMax.
-func schedulePauses(c *Cluster, rng *rand.Rand, p Profile, end clock.Instant) {
+func schedulePauses(c *World, rng *rand.Rand, p Profile, end clock.Instant) {
 	for range p.Pauses {
 		n := c.Nodes[rng.IntN(len(c.Nodes))]
 		at := clock.Instant(rng.Int64N(int64(end)))
@@ -248,7 +248,7 @@ func policyConfig(pol xfer.Policy, lease time.Duration) xfer.Config {
 // of the safety phase, prompts cut from a few shared documents (so decoders
 // hit their prefix caches), some sampled with a fixed seed, some aborted
 // by their client at a random moment.
-func drawWorkload(c *Cluster, rng *rand.Rand, p Profile, opts Options) []*Req {
+func drawWorkload(c *World, rng *rand.Rand, p Profile, opts Options) []*Req {
 	n := opts.Requests
 	if n <= 0 {
 		n = 10 + rng.IntN(31)
@@ -321,7 +321,7 @@ func drawWorkload(c *Cluster, rng *rand.Rand, p Profile, opts Options) []*Req {
 
 // scheduleFaults schedules partitions, crashes (with restarts) and hangs
 // inside [0, end) and returns the nodes that may still be down at end.
-func scheduleFaults(c *Cluster, rng *rand.Rand, p Profile, end clock.Instant) []string {
+func scheduleFaults(c *World, rng *rand.Rand, p Profile, end clock.Instant) []string {
 	span := time.Duration(end)
 	var ps, ds []string
 	for _, n := range c.Nodes {
@@ -385,7 +385,7 @@ func scheduleFaults(c *Cluster, rng *rand.Rand, p Profile, end clock.Instant) []
 	return slices.Compact(down)
 }
 
-func summarize(c *Cluster, reqs []*Req, res *Result) {
+func summarize(c *World, reqs []*Req, res *Result) {
 	var ttft []time.Duration
 	var last clock.Instant
 	for _, r := range reqs {

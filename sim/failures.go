@@ -14,11 +14,11 @@ import (
 
 // Crash kills a node at instant t: its volatile state is lost and its peers
 // see their connections close.
-func (c *Cluster) Crash(t clock.Instant, name string) {
+func (c *World) Crash(t clock.Instant, name string) {
 	c.At(t, func() { c.crash(c.byName[transport.Addr(name)]) })
 }
 
-func (c *Cluster) crash(n *Node) {
+func (c *World) crash(n *Node) {
 	if n.Crashed {
 		return
 	}
@@ -59,7 +59,7 @@ func (c *Cluster) crash(n *Node) {
 	}
 }
 
-func (c *Cluster) forgetConnsOf(a transport.Addr) {
+func (c *World) forgetConnsOf(a transport.Addr) {
 	for k := range c.conns {
 		if k[0] == a || k[1] == a {
 			delete(c.conns, k)
@@ -69,7 +69,7 @@ func (c *Cluster) forgetConnsOf(a transport.Addr) {
 
 // Restart brings a crashed (or exited) node back at instant t with empty
 // state and the same engine id.
-func (c *Cluster) Restart(t clock.Instant, name string) {
+func (c *World) Restart(t clock.Instant, name string) {
 	c.At(t, func() {
 		n := c.byName[transport.Addr(name)]
 		if !n.Crashed {
@@ -88,7 +88,7 @@ func (c *Cluster) Restart(t clock.Instant, name string) {
 // Hang stops node name from stepping over [t, t+d): its connections stay
 // open, and everything that reaches it (messages, HTTP calls, its own
 // streams) waits until it resumes, in order.
-func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
+func (c *World) Hang(t clock.Instant, name string, d time.Duration) {
 	n := c.byName[transport.Addr(name)]
 	c.At(t, func() {
 		if n.Crashed || n.Hung {
@@ -134,7 +134,7 @@ func (c *Cluster) Hang(t clock.Instant, name string, d time.Duration) {
 // is not a fault of a prefill engine (a RENEW that reached it on time is
 // on time: its leases must not expire because it was busy); on a decode
 // engine it is (its heartbeats leave late).
-func (c *Cluster) Pause(t clock.Instant, name string, d time.Duration) {
+func (c *World) Pause(t clock.Instant, name string, d time.Duration) {
 	n := c.byName[transport.Addr(name)]
 	c.At(t, func() {
 		if n.Crashed || n.Paused {
@@ -184,7 +184,7 @@ func (n *Node) halted() bool { return n.Hung || n.Paused }
 
 // Partition cuts a from b over [t, t+d). Overlapping partitions of the
 // same pair nest: the pair heals when the last one ends.
-func (c *Cluster) Partition(t clock.Instant, a, b string, d time.Duration) {
+func (c *World) Partition(t clock.Instant, a, b string, d time.Duration) {
 	k := pairKey(transport.Addr(a), transport.Addr(b))
 	c.At(t, func() {
 		c.mix(tracePartition, hashString(a), hashString(b))
@@ -206,7 +206,7 @@ func (c *Cluster) Partition(t clock.Instant, a, b string, d time.Duration) {
 // it refuses new requests, serves its outstanding leases until they are
 // read, released or expired, at most until t+grace (then they end with
 // reason shutdown), and exits once it has nothing left (Node.Exited).
-func (c *Cluster) Drain(t clock.Instant, name string, grace time.Duration) {
+func (c *World) Drain(t clock.Instant, name string, grace time.Duration) {
 	n := c.byName[transport.Addr(name)]
 	c.At(t, func() {
 		c.call(n, nil, func() {
@@ -219,7 +219,7 @@ func (c *Cluster) Drain(t clock.Instant, name string, grace time.Duration) {
 
 // exit stops a drained node cleanly: it closes its connections and stops
 // listening.
-func (c *Cluster) exit(n *Node) {
+func (c *World) exit(n *Node) {
 	c.mix(traceExit, hashString(string(n.Name)))
 	c.Exits++
 	// The production node's exit: the loop's graceful shutdown closes the
@@ -248,7 +248,7 @@ func (c *Cluster) exit(n *Node) {
 // connection (as if from's edge had sent it: a duplicate, a late replay or
 // a forged message). It reports nothing: with no live connection the
 // message is not sent.
-func (c *Cluster) Inject(t clock.Instant, from, to string, m wire.Message) {
+func (c *World) Inject(t clock.Instant, from, to string, m wire.Message) {
 	c.At(t, func() {
 		if id, ok := c.conns[[2]transport.Addr{transport.Addr(from), transport.Addr(to)}]; ok {
 			c.Net.Send(c.Now, id, transport.Addr(from), m)
@@ -258,7 +258,7 @@ func (c *Cluster) Inject(t clock.Instant, from, to string, m wire.Message) {
 
 // Conn returns the live connection from node from to node to, as from
 // knows it.
-func (c *Cluster) Conn(from, to string) (transport.ConnID, bool) {
+func (c *World) Conn(from, to string) (transport.ConnID, bool) {
 	id, ok := c.conns[[2]transport.Addr{transport.Addr(from), transport.Addr(to)}]
 	return id, ok
 }

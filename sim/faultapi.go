@@ -20,15 +20,15 @@ import (
 // InjectFaults makes the proxy legs of requests submitted from now on ask
 // reg, with rng for its rates; nil stops it. The cluster owns reg and
 // rng.
-func (c *Cluster) InjectFaults(reg *faultapi.Registry, rng *rand.Rand) {
+func (c *World) InjectFaults(reg *faultapi.Registry, rng *rand.Rand) {
 	c.apiFaults, c.apiRng = reg, rng
 }
 
 // FaultsInjected counts the faults that hit requests, by kind.
-func (c *Cluster) FaultsInjected() map[faultapi.Kind]int { return c.injectedKinds }
+func (c *World) FaultsInjected() map[faultapi.Kind]int { return c.injectedKinds }
 
 // decideFaults is the plan of r's leg as q describes it.
-func (c *Cluster) decideFaults(r *Req, q faultapi.Request) faultapi.Plan {
+func (c *World) decideFaults(r *Req, q faultapi.Request) faultapi.Plan {
 	if c.apiFaults == nil {
 		return faultapi.Plan{}
 	}

@@ -552,7 +552,7 @@ func (f *fleetRun) occupancyP99() float64 {
 
 // fleetSample samples the fleet now, retires requests that ended a while
 // ago and forgets old release records.
-func (c *Cluster) fleetSample() FleetSample {
+func (c *World) fleetSample() FleetSample {
 	f := c.fleet
 	f.advance(c.Now)
 	for _, n := range c.Nodes {
@@ -585,7 +585,7 @@ func (c *Cluster) fleetSample() FleetSample {
 const fleetRetireAfter = 10 * time.Second
 
 // retire accounts for and forgets the requests that ended before t.
-func (c *Cluster) retire(t clock.Instant) {
+func (c *World) retire(t clock.Instant) {
 	f := c.fleet
 	res := f.res
 	for id, r := range c.Requests {
@@ -625,7 +625,7 @@ func (f *fleetRun) verify(r *Req) {
 
 // scheduleFleetFaults schedules crashes (with restarts) and partitions as
 // Poisson processes over [0, end).
-func (c *Cluster) scheduleFleetFaults(rng *rand.Rand, end clock.Instant) {
+func (c *World) scheduleFleetFaults(rng *rand.Rand, end clock.Instant) {
 	o := c.fleet.opts
 	poisson := func(perHour float64, fn func(at clock.Instant)) {
 		if perHour <= 0 {
@@ -656,7 +656,7 @@ func (c *Cluster) scheduleFleetFaults(rng *rand.Rand, end clock.Instant) {
 
 // fleetWorkload draws the clients' requests one arrival at a time.
 type fleetWorkload struct {
-	c    *Cluster
+	c    *World
 	rng  *rand.Rand
 	docs [][]int32
 	seq  int
@@ -664,7 +664,7 @@ type fleetWorkload struct {
 	pAbort float64
 }
 
-func newFleetWorkload(c *Cluster, rng *rand.Rand) *fleetWorkload {
+func newFleetWorkload(c *World, rng *rand.Rand) *fleetWorkload {
 	o := c.fleet.opts
 	w := &fleetWorkload{c: c, rng: rng, pAbort: o.AbortsPerHour / (3600 * o.Rate)}
 	w.docs = make([][]int32, 8)
@@ -718,7 +718,7 @@ func (w *fleetWorkload) arrive() {
 // fleetRoute is the fleet proxy's choice of engine for a leg: one of role
 // at random among those its health checks see up (not crashed) and that
 // it did not fail to reach within RoutingPause.
-func (c *Cluster) fleetRoute(role engine.Role) *Node {
+func (c *World) fleetRoute(role engine.Role) *Node {
 	first, lo := 0, c.Spec.Prefill // New adds the P engines first
 	if role == engine.RoleDecode {
 		first, lo = c.Spec.Prefill, c.Spec.Decode
@@ -744,7 +744,7 @@ func (c *Cluster) fleetRoute(role engine.Role) *Node {
 
 // leftAfterPrefill ends request r whose client left once P answered,
 // behind a proxy that drops the decode leg without telling anyone.
-func (c *Cluster) leftAfterPrefill(r *Req) {
+func (c *World) leftAfterPrefill(r *Req) {
 	r.clientGone, r.Done, r.Status, r.DoneAt = true, true, sched.FinishedAborted, c.Now
 	c.mix(traceAbort, hashString(r.ID))
 }

@@ -34,7 +34,7 @@ import (
 //
 // "Due when P handled it" is due at the message's arrival at P's edge
 // (transport.Event.At), which is also when the loop handles it unless the
-// loop was busy (Cluster.Pause). The first four are checked on P's state
+// loop was busy (World.Pause). The first four are checked on P's state
 // around the message; the answers are checked when D receives them,
 // matched by connection and RENEW sequence or read id (a dropped answer is
 // simply not checked).
@@ -61,7 +61,7 @@ type claimObs struct {
 
 // noteClaims records the leases of named (unclaimed before P handled the
 // message that reached it at arrived) that the message claimed.
-func (c *Cluster) noteClaims(n *Node, named []dueLease, arrived clock.Instant) {
+func (c *World) noteClaims(n *Node, named []dueLease, arrived clock.Instant) {
 	p := n.Core.Producer()
 	for _, d := range named {
 		if d.info.ClaimBy == clock.Never {
@@ -84,7 +84,7 @@ func (c *Cluster) noteClaims(n *Node, named []dueLease, arrived clock.Instant) {
 // least twice the longest claim latency P saw over the last lease
 // duration (capped at MaxClaimTimeout), so that a path whose claims are
 // slow keeps the leases that will be claimed.
-func (c *Cluster) checkClaimDeadline(n *Node, l wire.LeaseID) {
+func (c *World) checkClaimDeadline(n *Node, l wire.LeaseID) {
 	tc := c.Spec.Transfer
 	info, live := n.Core.Producer().Lease(l)
 	if !tc.ClaimsLeases() || !live || info.ClaimBy == clock.Never {
@@ -125,7 +125,7 @@ type dueLease struct {
 // leasesNamed lists the leases named by message m to node n that are live
 // and whose fate is not decided yet, in the cluster's scratch buffer
 // (valid until the next call).
-func (c *Cluster) leasesNamed(n *Node, m wire.Message) []dueLease {
+func (c *World) leasesNamed(n *Node, m wire.Message) []dueLease {
 	p := n.Core.Producer()
 	if p == nil {
 		return nil
@@ -156,7 +156,7 @@ func appendLive(named []dueLease, p *xfer.Producer, id wire.LeaseID) []dueLease 
 // checkExpiry runs the expiry invariants around message m, received by
 // node n on connection conn, which reached n's edge at arrived: named is
 // what leasesNamed found before n handled it.
-func (c *Cluster) checkExpiry(n *Node, conn transport.ConnID, m wire.Message, named []dueLease, arrived clock.Instant) {
+func (c *World) checkExpiry(n *Node, conn transport.ConnID, m wire.Message, named []dueLease, arrived clock.Instant) {
 	var due []dueLease
 	for _, d := range named {
 		if dueAt(d.info) <= arrived {
@@ -215,7 +215,7 @@ func (c *Cluster) checkExpiry(n *Node, conn transport.ConnID, m wire.Message, na
 
 // checkDueHandled checks what P did with the due leases a RENEW, READ or
 // RELEASE named, and records the message so that its answer is checked.
-func (c *Cluster) checkDueHandled(n *Node, conn transport.ConnID, m wire.Message, due []dueLease) {
+func (c *World) checkDueHandled(n *Node, conn transport.ConnID, m wire.Message, due []dueLease) {
 	p := n.Core.Producer()
 	for _, d := range due {
 		was := dueAt(d.info)

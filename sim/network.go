@@ -17,7 +17,7 @@ import (
 
 // drive turns one node's loop — the production engine's, engine.Loop —
 // until it asks for no more at this instant, and routes its outputs.
-func (c *Cluster) drive(n *Node) {
+func (c *World) drive(n *Node) {
 	if n.Crashed || n.halted() {
 		return
 	}
@@ -75,7 +75,7 @@ func (c *Cluster) drive(n *Node) {
 // send sends m from node n on connection id through the message faults.
 // It reports false when the message is certainly not sent (the
 // connection is not open, or it broke on this message).
-func (c *Cluster) send(n *Node, id transport.ConnID, m wire.Message) bool {
+func (c *World) send(n *Node, id transport.ConnID, m wire.Message) bool {
 	if c.fleet != nil {
 		c.fleet.heartbeat(m)
 	}
@@ -122,7 +122,7 @@ func corrupt(b *wire.Block, rng *rand.Rand) *wire.Block {
 // reset breaks connection id as a lost message would: the peer gets what
 // was sent before, then Closed; node n learns of it after
 // Spec.Network.CloseDetectDelay.
-func (c *Cluster) reset(n *Node, id transport.ConnID) {
+func (c *World) reset(n *Node, id transport.ConnID) {
 	delete(c.held, heldKey{id, n.Name})
 	for k, v := range c.conns {
 		if v == id {
@@ -144,7 +144,7 @@ func (c *Cluster) reset(n *Node, id transport.ConnID) {
 }
 
 // flush sends the message held back on connection id by node from.
-func (c *Cluster) flush(id transport.ConnID, from transport.Addr) {
+func (c *World) flush(id transport.ConnID, from transport.Addr) {
 	k := heldKey{id, from}
 	if h, ok := c.held[k]; ok {
 		delete(c.held, k)
@@ -153,7 +153,7 @@ func (c *Cluster) flush(id transport.ConnID, from transport.Addr) {
 }
 
 // flushAll sends every held message, in connection order.
-func (c *Cluster) flushAll() {
+func (c *World) flushAll() {
 	if len(c.held) == 0 {
 		return
 	}
@@ -173,7 +173,7 @@ func (c *Cluster) flushAll() {
 }
 
 // dropHeld forgets the messages held back for a node that went down.
-func (c *Cluster) dropHeld(a transport.Addr) {
+func (c *World) dropHeld(a transport.Addr) {
 	for k := range c.held {
 		if k.from == a {
 			delete(c.held, k)
@@ -181,7 +181,7 @@ func (c *Cluster) dropHeld(a transport.Addr) {
 	}
 }
 
-func (c *Cluster) deliver(d memnet.Delivery) {
+func (c *World) deliver(d memnet.Delivery) {
 	ev := d.Event
 	if p := c.probes[d.To]; p != nil {
 		p.deliver(c, ev)
@@ -222,7 +222,7 @@ func (c *Cluster) deliver(d memnet.Delivery) {
 // step's blocks shows in the KV the step writes at its end. A step of a
 // crashed life ends with it; a hung or busy loop gets the result when it
 // resumes.
-func (c *Cluster) startStep(n *Node, b *model.Batch) {
+func (c *World) startStep(n *Node, b *model.Batch) {
 	d := c.Spec.Profile.Duration(b)
 	if s := c.Spec.PrefillStepScale; s > 0 && n.Role == engine.RolePrefill {
 		d = time.Duration(float64(d) * s)
@@ -242,7 +242,7 @@ func (c *Cluster) startStep(n *Node, b *model.Batch) {
 // feed hands the events waiting in node n's port to its loop one at a
 // time (Loop.Handle, what the loop's Turn does with each event it polls),
 // checking the expiry invariants around every message (invariants.go).
-func (c *Cluster) feed(n *Node) {
+func (c *World) feed(n *Node) {
 	evs := n.port.inbox
 	if len(evs) == 0 {
 		return
@@ -268,7 +268,7 @@ func (c *Cluster) feed(n *Node) {
 }
 
 // handle gives a network event to the node's port, for its next turn.
-func (c *Cluster) handle(n *Node, ev transport.Event) {
+func (c *World) handle(n *Node, ev transport.Event) {
 	switch ev.Kind {
 	case transport.Dialed, transport.Accepted:
 		c.conns[[2]transport.Addr{ev.Local, ev.Remote}] = ev.Conn
@@ -285,7 +285,7 @@ func (c *Cluster) handle(n *Node, ev transport.Event) {
 	n.port.push(ev)
 }
 
-func (c *Cluster) forgetConn(id transport.ConnID) {
+func (c *World) forgetConn(id transport.ConnID) {
 	for k, v := range c.conns {
 		if v == id {
 			delete(c.conns, k)

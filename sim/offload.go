@@ -37,7 +37,7 @@ func (t *tierStore) slot(s offload.Slot) *tierRecord {
 // copies before the failure count, as tier.Run reports them). Work of a
 // core that crashed is dropped with it; a hung node completes nothing
 // until it resumes.
-func (c *Cluster) copyLater(n *Node, id uint64, store bool, tier int, blocks []kvblock.BlockID, hashes []kvblock.Hash, slots []offload.Slot) {
+func (c *World) copyLater(n *Node, id uint64, store bool, tier int, blocks []kvblock.BlockID, hashes []kvblock.Hash, slots []offload.Slot) {
 	core := n.Core
 	pool := core.Pool()
 	d := c.Spec.OffloadLatency

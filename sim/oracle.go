@@ -95,7 +95,7 @@ func oracleKey(r *Req) string {
 
 // Verify compares every request that finished normally with the oracle and
 // returns the differences.
-func (o *Oracle) Verify(c *Cluster) []string {
+func (o *Oracle) Verify(c *World) []string {
 	var bad []string
 	for _, r := range c.Ordered() {
 		if !r.Done || r.Error != "" || r.clientGone {

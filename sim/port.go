@@ -23,11 +23,11 @@ import (
 // belongs to one life of its node: what it still has queued when the node
 // crashes or restarts is dropped with the core.
 type port struct {
-	c     *Cluster
+	c     *World
 	n     *Node
 	core  *engine.Core // the life the port belongs to
 	inbox []transport.Event
-	spare []transport.Event // the other buffer of inbox (Cluster.feed)
+	spare []transport.Event // the other buffer of inbox (World.feed)
 	links map[transport.ConnID]*link
 }
 
@@ -51,7 +51,7 @@ type frame struct {
 	tag uint64 // set for a block
 }
 
-func newPort(c *Cluster, n *Node, core *engine.Core) *port {
+func newPort(c *World, n *Node, core *engine.Core) *port {
 	return &port{c: c, n: n, core: core, links: map[transport.ConnID]*link{}}
 }
 
@@ -207,7 +207,7 @@ func (p *port) close(id transport.ConnID) {
 // copier is a simulated engine's engine.Copier: its tier stores (volatile,
 // like its core), copies completing after their modelled time.
 type copier struct {
-	c *Cluster
+	c *World
 	n *Node
 }
 

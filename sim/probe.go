@@ -25,27 +25,27 @@ type Probe struct {
 }
 
 // NewProbe registers a probe named name.
-func (c *Cluster) NewProbe(name string) *Probe {
+func (c *World) NewProbe(name string) *Probe {
 	p := &Probe{Name: transport.Addr(name), EngineID: name}
 	c.probes[p.Name] = p
 	return p
 }
 
 // ClusterSecret is the secret engines share (for probes that must know it).
-func (c *Cluster) ClusterSecret() []byte { return c.secret }
+func (c *World) ClusterSecret() []byte { return c.secret }
 
 // ProbeDial makes probe p connect to node to at instant t; with Secret set
 // it then runs the handshake.
-func (c *Cluster) ProbeDial(t clock.Instant, p *Probe, to string) {
+func (c *World) ProbeDial(t clock.Instant, p *Probe, to string) {
 	c.At(t, func() { p.Conn = c.Net.Dial(c.Now, p.Name, transport.Addr(to)) })
 }
 
 // ProbeSend makes probe p send m at instant t.
-func (c *Cluster) ProbeSend(t clock.Instant, p *Probe, m wire.Message) {
+func (c *World) ProbeSend(t clock.Instant, p *Probe, m wire.Message) {
 	c.At(t, func() { c.Net.Send(c.Now, p.Conn, p.Name, m) })
 }
 
-func (p *Probe) deliver(c *Cluster, ev transport.Event) {
+func (p *Probe) deliver(c *World, ev transport.Event) {
 	switch ev.Kind {
 	case transport.Dialed:
 		p.Up = true

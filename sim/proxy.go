@@ -14,7 +14,7 @@ import (
 
 // Submit sends r through the proxy at instant t: to P (max_tokens 1,
 // do_remote_decode), then with P's lease to D, or straight to D when Local.
-func (c *Cluster) Submit(t clock.Instant, r *Req) {
+func (c *World) Submit(t clock.Instant, r *Req) {
 	if _, dup := c.Requests[r.ID]; dup {
 		panic("sim: duplicate request id " + r.ID)
 	}
@@ -81,7 +81,7 @@ func (c *Cluster) Submit(t clock.Instant, r *Req) {
 }
 
 // route picks an engine of role for a leg with the proxy's routing policy.
-func (c *Cluster) route(role engine.Role) *Node {
+func (c *World) route(role engine.Role) *Node {
 	if c.fleet != nil {
 		return c.fleetRoute(role)
 	}
@@ -114,7 +114,7 @@ func (c *Cluster) route(role engine.Role) *Node {
 }
 
 // legStart and legEnd count the proxy's legs in flight per engine.
-func (c *Cluster) legStart(r *Req, n *Node) {
+func (c *World) legStart(r *Req, n *Node) {
 	c.legEnd(r)
 	if c.inFlight != nil {
 		r.leg = n
@@ -122,7 +122,7 @@ func (c *Cluster) legStart(r *Req, n *Node) {
 	}
 }
 
-func (c *Cluster) legEnd(r *Req) {
+func (c *World) legEnd(r *Req) {
 	if r.leg != nil {
 		c.inFlight[r.leg]--
 		r.leg = nil
@@ -130,7 +130,7 @@ func (c *Cluster) legEnd(r *Req) {
 }
 
 // unreachable pauses routing to n.
-func (c *Cluster) unreachable(n *Node) {
+func (c *World) unreachable(n *Node) {
 	if c.downUntil != nil {
 		c.downUntil[n] = c.Now.Add(RoutingPause)
 	}
@@ -138,7 +138,7 @@ func (c *Cluster) unreachable(n *Node) {
 
 // Abort makes r's client disconnect at instant t. The proxy carries the
 // abort to whichever engine has the request (the in-sim proxy knows).
-func (c *Cluster) Abort(t clock.Instant, r *Req) {
+func (c *World) Abort(t clock.Instant, r *Req) {
 	c.At(t, func() {
 		if r.Done || r.clientGone {
 			return
@@ -163,7 +163,7 @@ func (c *Cluster) Abort(t clock.Instant, r *Req) {
 	})
 }
 
-func (c *Cluster) fail(r *Req, why string, status int) {
+func (c *World) fail(r *Req, why string, status int) {
 	if r.Done {
 		return
 	}
@@ -174,14 +174,14 @@ func (c *Cluster) fail(r *Req, why string, status int) {
 
 // releaseAtP is the proxy giving up a lease it holds: it aborts the
 // request on P (policy lease revokes the lease at once).
-func (c *Cluster) releaseAtP(r *Req) {
+func (c *World) releaseAtP(r *Req) {
 	if r.P != nil {
 		c.call(r.P, nil, func() { r.P.Loop.Abort(c.Now, r.ID) })
 	}
 }
 
 // sendToD is the proxy's decode leg.
-func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
+func (c *World) sendToD(r *Req, g *xfer.Grant) {
 	if r.clientGone || r.Done {
 		if g != nil {
 			c.releaseAtP(r) // the proxy releases the lease it holds
@@ -258,7 +258,7 @@ func (c *Cluster) sendToD(r *Req, g *xfer.Grant) {
 }
 
 // outputs routes a node's outputs to the proxy and clients.
-func (c *Cluster) outputs(n *Node, outs []engine.Output) {
+func (c *World) outputs(n *Node, outs []engine.Output) {
 	for _, o := range outs {
 		r, ok := c.Requests[o.ID]
 		if !ok {

@@ -67,18 +67,18 @@ func (h *evHeap) pop() event {
 }
 
 // At runs fn at instant t (at once if t is not after Now, in order).
-func (c *Cluster) At(t clock.Instant, fn func()) {
+func (c *World) At(t clock.Instant, fn func()) {
 	c.evSeq++
 	c.events.push(event{at: clock.Max(t, c.Now), seq: c.evSeq, fn: fn})
 }
 
 // After runs fn d after Now.
-func (c *Cluster) After(d time.Duration, fn func()) { c.At(c.Now.Add(d), fn) }
+func (c *World) After(d time.Duration, fn func()) { c.At(c.Now.Add(d), fn) }
 
 // call runs fn on node n now, later (n is hung: fn waits in its backlog) or
 // never (n is down: it reports false). r is the client request the call
 // serves, if any: it fails if n crashes before the call runs.
-func (c *Cluster) call(n *Node, r *Req, fn func()) bool {
+func (c *World) call(n *Node, r *Req, fn func()) bool {
 	switch {
 	case n.Crashed:
 		return false
@@ -92,7 +92,7 @@ func (c *Cluster) call(n *Node, r *Req, fn func()) bool {
 }
 
 // next is the earliest instant with work.
-func (c *Cluster) next() clock.Instant {
+func (c *World) next() clock.Instant {
 	t := c.Net.Next()
 	if len(c.events) > 0 {
 		t = min(t, c.events[0].at)
@@ -112,7 +112,7 @@ func (c *Cluster) next() clock.Instant {
 // RunUntil advances the cluster to instant end, doing all work due before
 // it. It returns early, with Now at the last instant with work, when nothing
 // is left to do.
-func (c *Cluster) RunUntil(end clock.Instant) {
+func (c *World) RunUntil(end clock.Instant) {
 	spins := 0
 	for {
 		t := c.next()
@@ -137,11 +137,11 @@ func (c *Cluster) RunUntil(end clock.Instant) {
 }
 
 // Run advances the cluster by d.
-func (c *Cluster) Run(d time.Duration) { c.RunUntil(c.Now.Add(d)) }
+func (c *World) Run(d time.Duration) { c.RunUntil(c.Now.Add(d)) }
 
 // RunIdle runs until nothing is left to do or limit passes; it reports
 // whether the cluster went idle.
-func (c *Cluster) RunIdle(limit time.Duration) bool {
+func (c *World) RunIdle(limit time.Duration) bool {
 	end := c.Now.Add(limit)
 	for c.Now < end && !c.stopped() {
 		t := c.next()
@@ -158,7 +158,7 @@ func (c *Cluster) RunIdle(limit time.Duration) bool {
 }
 
 // instant does all the work due at Now.
-func (c *Cluster) instant() {
+func (c *World) instant() {
 	c.checking = c.checkEvery <= 0 || c.Now >= c.nextCheck
 	c.deliv = c.Net.Deliver(c.Now, c.deliv[:0])
 	for _, d := range c.deliv {
@@ -187,9 +187,9 @@ func (c *Cluster) instant() {
 
 // stopped reports whether a run must stop (StopOnViolation and a
 // violation seen).
-func (c *Cluster) stopped() bool { return c.StopOnViolation && len(c.Violations) > 0 }
+func (c *World) stopped() bool { return c.StopOnViolation && len(c.Violations) > 0 }
 
-func (c *Cluster) violate(format string, args ...any) {
+func (c *World) violate(format string, args ...any) {
 	c.Violations = append(c.Violations, fmt.Sprintf("%v: ", c.Now)+fmt.Sprintf(format, args...))
 }
 
@@ -201,7 +201,7 @@ func (c *Cluster) violate(format string, args ...any) {
 // step with nothing to show changes none of what the checks look at), so
 // checking it again would only cost time. RunSeed checks every node once
 // more at the end.
-func (c *Cluster) check() {
+func (c *World) check() {
 	for _, n := range c.Nodes {
 		if n.Crashed {
 			continue

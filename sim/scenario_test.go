@@ -21,7 +21,7 @@ func prompt(seed, n int) []int32 {
 	return p
 }
 
-func newReq(c *Cluster, id string, promptLen, maxTokens int) *Req {
+func newReq(c *World, id string, promptLen, maxTokens int) *Req {
 	return &Req{ID: id, Prompt: prompt(len(id)+promptLen, promptLen), MaxTokens: maxTokens, IgnoreEOS: true,
 		P: c.Node("p0"), D: c.Node("d0")}
 }
@@ -29,7 +29,7 @@ func newReq(c *Cluster, id string, promptLen, maxTokens int) *Req {
 // settle runs the cluster until it is idle and checks the end state every
 // scenario shares: no violation; on every live engine the pool accounting
 // right, no hold and no lease left; every completed output the oracle's.
-func settle(t *testing.T, c *Cluster, limit time.Duration) {
+func settle(t *testing.T, c *World, limit time.Duration) {
 	t.Helper()
 	if !c.RunIdle(limit) {
 		t.Fatalf("cluster not idle after %v (now %v)", limit, c.Now)
@@ -54,14 +54,14 @@ func settle(t *testing.T, c *Cluster, limit time.Duration) {
 	verify(t, c) // every completed request's output is the oracle's
 }
 
-func verify(t *testing.T, c *Cluster) {
+func verify(t *testing.T, c *World) {
 	t.Helper()
 	for _, bad := range NewOracle(c.Spec).Verify(c) {
 		t.Error(bad)
 	}
 }
 
-func released(c *Cluster, node string, r wire.Reason) int { return c.Node(node).Released[r] }
+func released(c *World, node string, r wire.Reason) int { return c.Node(node).Released[r] }
 
 func TestScenarioS01HappyPath(t *testing.T) {
 	c := New(DefaultSpec())
@@ -72,7 +72,7 @@ func TestScenarioS01HappyPath(t *testing.T) {
 		c.Submit(clock.Instant(i)*clock.Instant(ms), r)
 	}
 	var freedAt, releaseAt clock.Instant
-	c.OnInstant = func(c *Cluster) {
+	c.OnInstant = func(c *World) {
 		if releaseAt == 0 && released(c, "p0", wire.ReasonReadDone) > 0 {
 			releaseAt = c.Now
 		}

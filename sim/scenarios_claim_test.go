@@ -109,7 +109,7 @@ func TestScenarioS25ClaimAtAdmission(t *testing.T) {
 	r := newReq(c, "r", 100, 8)
 	c.Submit(inst(10*ms), r)
 	var admitted, claimed clock.Instant
-	c.OnInstant = func(c *Cluster) {
+	c.OnInstant = func(c *World) {
 		if admitted == 0 && r.atD {
 			admitted = c.Now
 		}

@@ -100,7 +100,7 @@ func TestScenarioS14PrefillCrashAfterGrant(t *testing.T) {
 			r := newReq(c, "r", 200, 8)
 			c.Submit(0, r)
 			var crashed bool
-			c.OnInstant = func(c *Cluster) {
+			c.OnInstant = func(c *World) {
 				if !crashed && r.Grant != nil && len(log.reads(r.Grant.Lease)) > 0 {
 					crashed = true
 					c.Crash(c.Now.Add(5*ms), "p0")
@@ -108,7 +108,7 @@ func TestScenarioS14PrefillCrashAfterGrant(t *testing.T) {
 			}
 			var inboundSeen bool
 			prev := c.OnInstant
-			c.OnInstant = func(c *Cluster) {
+			c.OnInstant = func(c *World) {
 				prev(c)
 				if c.Node("d0").Core.Pool().NumHolds(kvblock.HoldInbound) > 0 {
 					inboundSeen = true
@@ -254,8 +254,8 @@ func TestScenarioS17WrongTokenOrUnauthenticated(t *testing.T) {
 }
 
 // corrupter flips a KV byte of the first n blocks delivered to D.
-func corrupter(n int) func(c *Cluster, from, to transport.Addr, m wire.Message) wire.Message {
-	return func(c *Cluster, from, to transport.Addr, m wire.Message) wire.Message {
+func corrupter(n int) func(c *World, from, to transport.Addr, m wire.Message) wire.Message {
+	return func(c *World, from, to transport.Addr, m wire.Message) wire.Message {
 		b, ok := m.(*wire.Block)
 		if !ok || n == 0 {
 			return m
@@ -359,7 +359,7 @@ func TestScenarioS23DrainWithLeases(t *testing.T) {
 		late := newReq(c, "late", 60, 4)
 		c.Submit(inst(600*ms), late)
 		var exitAt clock.Instant
-		c.OnInstant = func(c *Cluster) {
+		c.OnInstant = func(c *World) {
 			if exitAt == 0 && c.Node("p0").Exited {
 				exitAt = c.Now
 			}

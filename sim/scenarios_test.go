@@ -29,9 +29,9 @@ type msgEntry struct {
 	m        wire.Message
 }
 
-func logMessages(c *Cluster) *msgLog {
+func logMessages(c *World) *msgLog {
 	l := &msgLog{}
-	c.OnMessage = func(c *Cluster, from, to transport.Addr, m wire.Message) {
+	c.OnMessage = func(c *World, from, to transport.Addr, m wire.Message) {
 		l.entries = append(l.entries, msgEntry{c.Now, from, to, m})
 	}
 	return l
@@ -69,7 +69,7 @@ func (l *msgLog) readEnds(id wire.LeaseID) []clock.Instant {
 	return out
 }
 
-func releaseOf(t *testing.T, c *Cluster, node string, r *Req) Release {
+func releaseOf(t *testing.T, c *World, node string, r *Req) Release {
 	t.Helper()
 	if r.Grant == nil {
 		t.Fatalf("%s got no lease", r.ID)
@@ -99,7 +99,7 @@ func congested() Spec {
 }
 
 // hog submits a request that decodes for about d (1.5 ms a token).
-func hog(c *Cluster, id string, at clock.Instant, d time.Duration) *Req {
+func hog(c *World, id string, at clock.Instant, d time.Duration) *Req {
 	r := newReq(c, id, 32, int(d/(1500*time.Microsecond)))
 	c.Submit(at, r)
 	return r
@@ -138,7 +138,7 @@ func TestScenarioS03AbortWhilePrefilling(t *testing.T) {
 	c.Submit(0, r)
 	c.Abort(inst(2*ms), r)
 	var heldDuring int
-	c.OnInstant = func(c *Cluster) {
+	c.OnInstant = func(c *World) {
 		if c.Now < inst(2*ms) {
 			heldDuring = max(heldDuring, c.Held("p0"))
 		}
@@ -161,7 +161,7 @@ func TestScenarioS03AbortWhilePrefilling(t *testing.T) {
 
 // grantInstant runs a copy of the scenario without faults to learn when
 // P answers request id (the simulation is deterministic).
-func grantInstant(t *testing.T, spec Spec, mk func(c *Cluster) *Req) clock.Instant {
+func grantInstant(t *testing.T, spec Spec, mk func(c *World) *Req) clock.Instant {
 	t.Helper()
 	c := New(spec)
 	r := mk(c)
@@ -173,7 +173,7 @@ func grantInstant(t *testing.T, spec Spec, mk func(c *Cluster) *Req) clock.Insta
 }
 
 func TestScenarioS04AbortInTheInstantPFinishes(t *testing.T) {
-	mk := func(c *Cluster) *Req {
+	mk := func(c *World) *Req {
 		r := newReq(c, "r", 100, 8)
 		c.Submit(0, r)
 		return r
@@ -208,7 +208,7 @@ func firstLease(n *Node) wire.LeaseID {
 }
 
 func TestScenarioS05AbortAfterDeliveryBeforeRead(t *testing.T) {
-	mk := func(c *Cluster) *Req {
+	mk := func(c *World) *Req {
 		r := newReq(c, "r", 100, 8)
 		c.Submit(0, r)
 		return r
@@ -259,7 +259,7 @@ func TestScenarioS06AbortWhileReading(t *testing.T) {
 			r := newReq(c, "r", 200, 8)
 			c.Submit(0, r)
 			var readStart clock.Instant
-			c.OnInstant = func(c *Cluster) {
+			c.OnInstant = func(c *World) {
 				if readStart == 0 && r.Grant != nil && len(log.reads(r.Grant.Lease)) > 0 {
 					readStart = c.Now
 					switch where {
@@ -305,22 +305,22 @@ func TestScenarioS07RejectBeforeAdmission(t *testing.T) {
 	type path struct {
 		name   string
 		spec   func(s *Spec)
-		setup  func(c *Cluster, r *Req) // r is the request to be rejected
+		setup  func(c *World, r *Req) // r is the request to be rejected
 		status int
 		err    string
 	}
 	paths := []path{
-		{"invalid field", nil, func(c *Cluster, r *Req) { r.EdgeReject = "invalid field" }, 400, "invalid field"},
-		{"unknown model", nil, func(c *Cluster, r *Req) { r.EdgeReject = "unknown model" }, 400, "unknown model"},
-		{"prompt too long", nil, func(c *Cluster, r *Req) { r.MaxTokens = 8192 }, 400, "too long"},
+		{"invalid field", nil, func(c *World, r *Req) { r.EdgeReject = "invalid field" }, 400, "invalid field"},
+		{"unknown model", nil, func(c *World, r *Req) { r.EdgeReject = "unknown model" }, 400, "unknown model"},
+		{"prompt too long", nil, func(c *World, r *Req) { r.MaxTokens = 8192 }, 400, "too long"},
 		{"queue full", func(s *Spec) {
 			*s = congested()
 			s.Transfer.MaxWaiting = 1
-		}, func(c *Cluster, r *Req) {
+		}, func(c *World, r *Req) {
 			hog(c, "hog", 0, 300*ms)
 			c.Submit(inst(5*ms), newReq(c, "waiting", 40, 4)) // fills D's one waiting slot
 		}, 429, "queue full"},
-		{"shutting down", nil, func(c *Cluster, r *Req) {
+		{"shutting down", nil, func(c *World, r *Req) {
 			hog(c, "hog", 0, 100*ms) // D drains while it finishes this one
 			c.Drain(inst(5*ms), "d0", time.Second)
 		}, 503, "shutting down"},
@@ -454,7 +454,7 @@ func TestScenarioS11DecodeCrashBeforeContact(t *testing.T) {
 	r0 := newReq(c0, "r", 100, 8)
 	c0.Submit(0, r0)
 	var admitted clock.Instant
-	c0.OnInstant = func(c *Cluster) {
+	c0.OnInstant = func(c *World) {
 		if admitted == 0 && r0.atD {
 			admitted = c.Now
 		}

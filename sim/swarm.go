@@ -93,7 +93,7 @@ type Profile struct {
 	Crashes            int
 	Hangs              int
 	Drains             int // graceful shutdowns (SIGTERM), each followed by a restart
-	// Pauses are busy spells of an engine's loop (Cluster.Pause), each up
+	// Pauses are busy spells of an engine's loop (World.Pause), each up
 	// to PauseMax, at random instants of the safety phase: messages reach
 	// the engine and wait, stamped with their arrival.
 	Pauses   int
@@ -108,7 +108,7 @@ type Profile struct {
 	// bound, requests wait in D's queue for longer than a lease).
 	Burst     bool
 	LongShare float64
-	// AbortBothLegs: the proxy aborts at P too (Cluster.AbortBothLegs).
+	// AbortBothLegs: the proxy aborts at P too (World.AbortBothLegs).
 	AbortBothLegs bool
 	// Offload is every engine's offload store policy (offload.PolicyNames),
 	// "" for none; its tiers hold OffloadCPUBlocks and OffloadDiskBlocks

@@ -10,10 +10,10 @@ import (
 // Inspection and the trace hash.
 
 // Held is the number of blocks held on node name.
-func (c *Cluster) Held(name string) int { return c.Node(name).Core.Pool().NumHeld() }
+func (c *World) Held(name string) int { return c.Node(name).Core.Pool().NumHeld() }
 
 // Leases is the number of live leases on node name.
-func (c *Cluster) Leases(name string) int {
+func (c *World) Leases(name string) int {
 	if p := c.Node(name).Core.Producer(); p != nil {
 		return p.NumLeases()
 	}
@@ -21,7 +21,7 @@ func (c *Cluster) Leases(name string) int {
 }
 
 // Ordered returns the requests in submission order.
-func (c *Cluster) Ordered() []*Req {
+func (c *World) Ordered() []*Req {
 	out := make([]*Req, 0, len(c.order))
 	for _, id := range c.order {
 		out = append(out, c.Requests[id])
@@ -42,7 +42,7 @@ func sortedNames(m map[string]*Req) []string {
 // TraceHash is a hash of everything that happened so far, in order:
 // deliveries, outputs, releases, faults. Two runs of the same seed must
 // give the same hash.
-func (c *Cluster) TraceHash() uint64 { return c.trace }
+func (c *World) TraceHash() uint64 { return c.trace }
 
 const (
 	fnvOffset = 14695981039346656037
@@ -71,7 +71,7 @@ const (
 	traceUnpause
 )
 
-func (c *Cluster) mix(vals ...uint64) {
+func (c *World) mix(vals ...uint64) {
 	h := c.trace
 	for _, v := range vals {
 		h = fnvMix(h, v)
@@ -90,7 +90,7 @@ func fnvMix(h, v uint64) uint64 {
 	return h
 }
 
-func (c *Cluster) mixEvent(ev transport.Event) {
+func (c *World) mixEvent(ev transport.Event) {
 	var a, b uint64
 	var typ wire.MsgType
 	switch m := ev.Msg.(type) {

@@ -2,7 +2,7 @@ package sim
 
 import "github.com/kvlease/kvlease/clock"
 
-// Sparse driving (Cluster.sparse): an instant turns only the nodes with
+// Sparse driving (World.sparse): an instant turns only the nodes with
 // work — poked since their last turn (an input reached the core), or due
 // by Loop.NextWake — in node order, as a pass over every node that skips
 // the others would; a node poked during the pass by one before it is
@@ -57,7 +57,7 @@ func (q wakeQueue) down(i int) {
 }
 
 // setSparse switches the cluster to sparse driving (before it runs).
-func (c *Cluster) setSparse() {
+func (c *World) setSparse() {
 	c.sparse = true
 	for _, n := range c.Nodes {
 		c.setWake(n, n.wake)
@@ -68,7 +68,7 @@ func (c *Cluster) setSparse() {
 }
 
 // setWake sets n's wake instant and its place in the wake queue.
-func (c *Cluster) setWake(n *Node, t clock.Instant) {
+func (c *World) setWake(n *Node, t clock.Instant) {
 	n.wake = t
 	if !c.sparse {
 		return
@@ -86,7 +86,7 @@ func (c *Cluster) setWake(n *Node, t clock.Instant) {
 }
 
 // popWake removes the node with the earliest wake key.
-func (c *Cluster) popWake() *Node {
+func (c *World) popWake() *Node {
 	q := c.wakes
 	n := q[0]
 	last := len(q) - 1
@@ -99,7 +99,7 @@ func (c *Cluster) popWake() *Node {
 }
 
 // poked records that n has work (Node.touch) for sparse driving.
-func (c *Cluster) poked(n *Node) {
+func (c *World) poked(n *Node) {
 	switch {
 	case !c.sparse:
 	case c.inPass && n.idx > c.passIdx:
@@ -110,7 +110,7 @@ func (c *Cluster) poked(n *Node) {
 }
 
 // visitAdd adds n to the nodes of this pass.
-func (c *Cluster) visitAdd(n *Node) {
+func (c *World) visitAdd(n *Node) {
 	if n.visited == c.passGen {
 		return
 	}
@@ -127,7 +127,7 @@ func (c *Cluster) visitAdd(n *Node) {
 	c.visit = v
 }
 
-func (c *Cluster) visitPop() int {
+func (c *World) visitPop() int {
 	v := c.visit
 	top := v[0]
 	last := len(v) - 1
@@ -153,7 +153,7 @@ func (c *Cluster) visitPop() int {
 }
 
 // driveSparse turns the nodes with work at Now, in node order.
-func (c *Cluster) driveSparse() {
+func (c *World) driveSparse() {
 	c.passGen++
 	c.visit = c.visit[:0]
 	for _, n := range c.pokes {
@@ -182,7 +182,7 @@ func (c *Cluster) driveSparse() {
 }
 
 // nextSparse is the earliest instant a node has work at.
-func (c *Cluster) nextSparse() clock.Instant {
+func (c *World) nextSparse() clock.Instant {
 	for _, n := range c.pokes {
 		if !n.Crashed && !n.halted() {
 			return c.Now // poked after its turn at this instant

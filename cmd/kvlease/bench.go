@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/bench"
-	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/xfer"
 )
 
@@ -149,7 +149,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return fmt.Errorf("--progress %q: want auto, bar, lines or none", *progress)
 	}
-	var cc *bench.ClusterConfig
+	var cc *bench.ClusterRun
 	if lc.scenario == "" && (set["model-file"] || set["tokenizer-file"]) {
 		return errors.New("--model-file: goes with --scenario, whose engines bench starts itself (a server given by --url serves its own model)")
 	}
@@ -254,7 +254,7 @@ func addLocalClusterFlags(fs *flag.FlagSet) *localClusterFlags {
 
 // config turns the flags into a cluster run of load. set holds the flags
 // given on the command line.
-func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdout, stderr io.Writer) (*bench.ClusterConfig, error) {
+func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdout, stderr io.Writer) (*bench.ClusterRun, error) {
 	sc := bench.ScenarioNone
 	if lc.scenario != "none" {
 		var err error
@@ -267,10 +267,10 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 		return nil, fmt.Errorf("--release-policy %q: want lease, vllm, vllm-lease or legacy-timeout", lc.releasePolicy)
 	}
 	switch {
-	case lc.prefill < 1 || lc.prefill > cluster.MaxEngines:
-		return nil, fmt.Errorf("--prefill %d: want 1..%d engines", lc.prefill, cluster.MaxEngines)
-	case lc.decode < 1 || lc.decode > cluster.MaxEngines:
-		return nil, fmt.Errorf("--decode %d: want 1..%d engines", lc.decode, cluster.MaxEngines)
+	case lc.prefill < 1 || lc.prefill > localcluster.MaxEngines:
+		return nil, fmt.Errorf("--prefill %d: want 1..%d engines", lc.prefill, localcluster.MaxEngines)
+	case lc.decode < 1 || lc.decode > localcluster.MaxEngines:
+		return nil, fmt.Errorf("--decode %d: want 1..%d engines", lc.decode, localcluster.MaxEngines)
 	case lc.profile == "":
 		return nil, errors.New("--profile: name a profile, e.g. --profile tiny")
 	case lc.kvLease < 0:
@@ -283,9 +283,9 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 	if err := lc.model.check(); err != nil {
 		return nil, err
 	}
-	cc := &bench.ClusterConfig{Load: load, SettleTimeout: lc.settleTimeout,
+	cc := &bench.ClusterRun{Load: load, SettleTimeout: lc.settleTimeout,
 		PrefillArgs: strings.Fields(lc.prefillArgs), DecodeArgs: strings.Fields(lc.decodeArgs)}
-	cc.Cluster = cluster.Options{Prefill: lc.prefill, Decode: lc.decode, Profile: lc.profile, LogDir: lc.logDir,
+	cc.Cluster = localcluster.Options{Prefill: lc.prefill, Decode: lc.decode, Profile: lc.profile, LogDir: lc.logDir,
 		Binary: lc.binary, ReadyTimeout: lc.engineReadyTimeout,
 		// Engines dying unasked are in the report; the proxy's warnings
 		// about each request a fault cut would drown the progress.
@@ -307,7 +307,7 @@ func (lc *localClusterFlags) config(load bench.Config, set map[string]bool, stdo
 	if set["decode"] && cc.Cluster.Decode != lc.decode {
 		return nil, fmt.Errorf("--decode %d: scenario %s needs at least %d decode engines", lc.decode, sc, cc.Cluster.Decode)
 	}
-	cc.OnStart = func(c *cluster.Cluster) {
+	cc.OnStart = func(c *localcluster.Cluster) {
 		fmt.Fprintf(stdout, "local cluster up (%s, release policy %s, kv lease %v): proxy %s\n", lc.model.describe(lc.profile), policy, lease, c.URL())
 		for _, e := range c.Engines() {
 			fmt.Fprintf(stdout, "  %-9s %s (pid %d)\n", e.Name(), e.URL, c.PID(e.Index))

@@ -16,7 +16,7 @@ import (
 
 	"github.com/kvlease/kvlease/bench"
 	"github.com/kvlease/kvlease/bench/stats"
-	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 	"github.com/kvlease/kvlease/xfer"
 )
@@ -146,10 +146,10 @@ func (o *demoOptions) load() bench.Config {
 }
 
 // clusterRun is one policy's run.
-func (o *demoOptions) clusterRun(p xfer.Policy) bench.ClusterConfig {
-	return bench.ClusterConfig{
+func (o *demoOptions) clusterRun(p xfer.Policy) bench.ClusterRun {
+	return bench.ClusterRun{
 		Load: o.load(),
-		Cluster: cluster.Options{
+		Cluster: localcluster.Options{
 			Prefill: demoPrefill, Decode: demoDecode, Profile: demoProfile,
 			ExtraServeArgs: append([]string{"--release-policy", p.String(), "--kv-lease", o.leaseOf(p).String()}, o.model.serveArgs()...),
 			StopTimeout:    5 * time.Second,

@@ -72,7 +72,7 @@ func TestDemoOptions(t *testing.T) {
 }
 
 // kvleaseBinary builds this command into a directory of the test:
-// package cluster runs engines with the current executable, which in a
+// package localcluster runs engines with the current executable, which in a
 // test is the test binary, so end-to-end tests run the real one.
 func kvleaseBinary(t *testing.T) string {
 	t.Helper()

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvlease/kvlease/cluster"
 	"github.com/kvlease/kvlease/internal/tlsfiles"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy/route"
 )
 
@@ -28,11 +28,11 @@ func init() {
 
 // parseUpFlags turns kvlease up's flags into cluster options, and says
 // what the engines serve.
-func parseUpFlags(args []string, stderr io.Writer) (cluster.Options, string, error) {
+func parseUpFlags(args []string, stderr io.Writer) (localcluster.Options, string, error) {
 	fs := newFlagSet("up", stderr)
-	var opt cluster.Options
-	fs.IntVar(&opt.Prefill, "prefill", 1, fmt.Sprintf("prefill engines (1..%d)", cluster.MaxEngines))
-	fs.IntVar(&opt.Decode, "decode", 1, fmt.Sprintf("decode engines (1..%d)", cluster.MaxEngines))
+	var opt localcluster.Options
+	fs.IntVar(&opt.Prefill, "prefill", 1, fmt.Sprintf("prefill engines (1..%d)", localcluster.MaxEngines))
+	fs.IntVar(&opt.Decode, "decode", 1, fmt.Sprintf("decode engines (1..%d)", localcluster.MaxEngines))
 	fs.IntVar(&opt.ProxyPort, "port", 8080, "the proxy's port (0 picks a free one); engines get free ports")
 	fs.StringVar(&opt.Profile, "profile", "tiny", "the engines' model profile (kvlease serve --profile)")
 	fs.StringVar(&opt.Model, "model", "", "served model name (kvlease serve --model; empty for serve's default)")
@@ -53,10 +53,10 @@ func parseUpFlags(args []string, stderr io.Writer) (cluster.Options, string, err
 		return opt, "", errors.New("--tls-client-certs: needs --tls")
 	}
 	switch {
-	case opt.Prefill < 1 || opt.Prefill > cluster.MaxEngines:
-		return opt, "", fmt.Errorf("--prefill %d: want 1..%d engines", opt.Prefill, cluster.MaxEngines)
-	case opt.Decode < 1 || opt.Decode > cluster.MaxEngines:
-		return opt, "", fmt.Errorf("--decode %d: want 1..%d engines", opt.Decode, cluster.MaxEngines)
+	case opt.Prefill < 1 || opt.Prefill > localcluster.MaxEngines:
+		return opt, "", fmt.Errorf("--prefill %d: want 1..%d engines", opt.Prefill, localcluster.MaxEngines)
+	case opt.Decode < 1 || opt.Decode > localcluster.MaxEngines:
+		return opt, "", fmt.Errorf("--decode %d: want 1..%d engines", opt.Decode, localcluster.MaxEngines)
 	case opt.Profile == "":
 		return opt, "", fmt.Errorf("--profile: name a profile, e.g. --profile tiny")
 	case opt.ReadyTimeout <= 0:
@@ -127,7 +127,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opt.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fmt.Fprintf(stdout, "kvlease up: starting %d prefill and %d decode engine(s), %s...\n",
 		opt.Prefill, opt.Decode, what)
-	c, err := cluster.Start(ctx, opt)
+	c, err := localcluster.Start(ctx, opt)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted while starting: Start stopped what it began
@@ -149,7 +149,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-func printCluster(w io.Writer, c *cluster.Cluster, opt cluster.Options) {
+func printCluster(w io.Writer, c *localcluster.Cluster, opt localcluster.Options) {
 	fmt.Fprintf(w, "\n  %-9s %-24s %s\n", "proxy", c.URL(), "policy "+opt.Policy.String()+"; GET /health, GET /metrics")
 	for _, e := range c.Engines() {
 		fmt.Fprintf(w, "  %-9s %-24s pid %d, transfer port %d, log %s\n", e.Name(), e.URL, c.PID(e.Index), e.TransferPort, e.LogPath)

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -56,7 +56,7 @@ type Options struct {
 // loopback as the reference for every answer.
 type Harness struct {
 	Net     *Net
-	Cluster *cluster.Cluster
+	Cluster *localcluster.Cluster
 	opt     Options
 	nodes   map[string]*Node // by process name: prefill0, decode0, proxy0
 
@@ -104,19 +104,19 @@ func Start(ctx context.Context, opt Options) (h *Harness, err error) {
 	for i := range opt.Decode {
 		names = append(names, proxy.RoleDecode+strconv.Itoa(i))
 	}
-	for _, name := range append(names, cluster.RoleProxy+"0") {
+	for _, name := range append(names, localcluster.RoleProxy+"0") {
 		if h.nodes[name], err = h.Net.AddNode(ctx, name); err != nil {
 			return h, err
 		}
 	}
-	h.Cluster, err = cluster.Start(ctx, cluster.Options{
+	h.Cluster, err = localcluster.Start(ctx, localcluster.Options{
 		Prefill: opt.Prefill, Decode: opt.Decode, Binary: opt.Binary, LogDir: opt.LogDir,
 		ExtraServeArgs: append([]string{"--kv-lease", opt.Lease.String()}, opt.ExtraServeArgs...),
 		ProxyProcess:   true,
-		Place: func(e *cluster.Engine) []string {
+		Place: func(e *localcluster.Engine) []string {
 			nd := h.nodes[e.Name()]
 			e.Host, e.Port, e.TransferPort = nd.IP, enginePort, transferPort
-			if e.Role == cluster.RoleProxy {
+			if e.Role == localcluster.RoleProxy {
 				e.Port = proxyPort
 			}
 			return nd.Exec()
@@ -176,7 +176,7 @@ func (h *Harness) Node(name string) *Node {
 
 // Index returns the cluster index of a process name (the proxy's too).
 func (h *Harness) Index(name string) int {
-	if name == cluster.RoleProxy+"0" {
+	if name == localcluster.RoleProxy+"0" {
 		return h.Cluster.ProxyIndex()
 	}
 	for _, e := range h.Cluster.Engines() {
@@ -209,8 +209,8 @@ func (h *Harness) Close() error {
 }
 
 // Exited returns the engines (or the proxy) that died unasked so far.
-func (h *Harness) Exited() []cluster.Exit {
-	var out []cluster.Exit
+func (h *Harness) Exited() []localcluster.Exit {
+	var out []localcluster.Exit
 	for {
 		select {
 		case x := <-h.Cluster.Exits():

@@ -11,8 +11,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/kvlease/kvlease/cluster"
 	"github.com/kvlease/kvlease/internal/llamatest"
+	"github.com/kvlease/kvlease/localcluster"
 )
 
 // BenchmarkRealKVTransfer42M runs one P and one D `kvlease serve` process
@@ -34,7 +34,7 @@ func BenchmarkRealKVTransfer42M(b *testing.B) {
 		b.Fatal(err)
 	}
 	buf = bytes.Buffer{}
-	cl := startCluster(b, cluster.Options{Model: model, ExtraServeArgs: []string{"--model-file", path, "--max-model-len", "2048"}})
+	cl := startCluster(b, localcluster.Options{Model: model, ExtraServeArgs: []string{"--model-file", path, "--max-model-len", "2048"}})
 	var dURL, pURL string
 	for _, e := range cl.Engines() {
 		if e.Role == "decode" {

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kvlease/kvlease/cluster"
 	"github.com/kvlease/kvlease/internal/llamatest"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/model/llama"
 )
 
@@ -79,7 +79,7 @@ func completeTokens(t *testing.T, url string, prompt []int32, seed int) (string,
 func TestRealModelPDMatchesSingleEngine(t *testing.T) {
 	path := writeModel(t, t.TempDir())
 	ref := serveModel(t, path)
-	c := startCluster(t, cluster.Options{Model: model, ExtraServeArgs: []string{"--model-file", path}})
+	c := startCluster(t, localcluster.Options{Model: model, ExtraServeArgs: []string{"--model-file", path}})
 	ctx := context.Background()
 	for _, g := range generators {
 		t.Run(g.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
-	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -42,7 +42,7 @@ func TestLoRAThroughProxyMatchesSingleEngine(t *testing.T) {
 	t.Setenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "true") // the engines inherit it
 	modules := []string{"--lora-modules", "sql=" + dir}
 	ref := client(serveSingle(t, modules...))
-	c := startCluster(t, cluster.Options{ExtraServeArgs: modules})
+	c := startCluster(t, localcluster.Options{ExtraServeArgs: modules})
 	pd := client(c.URL())
 	ctx := context.Background()
 

@@ -1,6 +1,6 @@
 // Package pde2e holds the end-to-end tests of the P/D proxy and the local
 // cluster (tests only): it builds the kvlease binary, starts real engines
-// as child processes with package cluster (as `kvlease up` does), and
+// as child processes with package localcluster (as `kvlease up` does), and
 // talks to the proxy with the official openai-go SDK, comparing against a
 // single `kvlease serve --role both` engine and reading every engine's
 // /metrics.
@@ -28,8 +28,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/kvlease/kvlease/cluster"
 	"github.com/kvlease/kvlease/internal/kvleasebin"
+	"github.com/kvlease/kvlease/localcluster"
 )
 
 const model = "kvlease-tiny" // serve's default name for the tiny profile
@@ -61,11 +61,11 @@ func kvleaseBinary(t testing.TB) string {
 
 // startCluster starts a cluster of the built binary; the test's cleanup
 // closes it and fails the test if an engine died on its own.
-func startCluster(t testing.TB, opt cluster.Options) *cluster.Cluster {
+func startCluster(t testing.TB, opt localcluster.Options) *localcluster.Cluster {
 	t.Helper()
 	opt.Binary = kvleaseBinary(t)
 	opt.ReadyTimeout = 30 * time.Second
-	c, err := cluster.Start(context.Background(), opt)
+	c, err := localcluster.Start(context.Background(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/kvlease/kvlease/cluster"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -389,7 +389,7 @@ var leaseSchema = map[string]any{
 // through a P/D cluster give exactly the text of one engine doing it all.
 func TestSDKThroughProxyMatchesSingleEngine(t *testing.T) {
 	ref := client(singleEngine(t).url)
-	c := startCluster(t, cluster.Options{})
+	c := startCluster(t, localcluster.Options{})
 	pd := client(c.URL())
 	ctx := context.Background()
 	for _, g := range generators {
@@ -424,7 +424,7 @@ func TestSDKThroughProxyMatchesSingleEngine(t *testing.T) {
 // request still succeeds through the other, with the same text.
 func TestDecodeEngineKilled(t *testing.T) {
 	ref := client(singleEngine(t).url)
-	c := startCluster(t, cluster.Options{Decode: 2})
+	c := startCluster(t, localcluster.Options{Decode: 2})
 	if err := c.Kill(1); err != nil { // decode0
 		t.Fatal(err)
 	}
@@ -478,7 +478,7 @@ func TestDecodeEngineKilled(t *testing.T) {
 // shows through every engine's /metrics that soon after (well before any
 // lease could expire) no lease is active and no block held.
 func TestCancelledStreamsLeaveNoLease(t *testing.T) {
-	c := startCluster(t, cluster.Options{Decode: 2})
+	c := startCluster(t, localcluster.Options{Decode: 2})
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
@@ -561,7 +561,7 @@ func TestCancelledStreamsLeaveNoLease(t *testing.T) {
 // waitQuiet waits up to waitTimeout for every engine to show no active
 // lease, no held block and no request running or waiting, and fails naming
 // what is left.
-func waitQuiet(t testing.TB, c *cluster.Cluster) {
+func waitQuiet(t testing.TB, c *localcluster.Cluster) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {
@@ -592,7 +592,7 @@ func waitQuiet(t testing.TB, c *cluster.Cluster) {
 // once (one lease) and the decode engine's later choices hit the pulled
 // blocks in its prefix cache instead of computing the prompt.
 func TestPDNChoicesSharePulledPrefix(t *testing.T) {
-	c := startCluster(t, cluster.Options{})
+	c := startCluster(t, localcluster.Options{})
 	pd := client(c.URL())
 	d := c.URLs(proxy.RoleDecode)[0]
 	p := c.URLs(proxy.RolePrefill)[0]

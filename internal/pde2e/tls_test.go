@@ -12,8 +12,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/kvlease/kvlease/cluster"
 	"github.com/kvlease/kvlease/internal/tlsfiles"
+	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -71,7 +71,7 @@ func TestTLSCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, cluster.Options{TLS: &l, ClientCerts: true})
+	c := startCluster(t, localcluster.Options{TLS: &l, ClientCerts: true})
 	if !strings.HasPrefix(c.URL(), "https://") {
 		t.Fatalf("proxy URL %s", c.URL())
 	}

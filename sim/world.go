@@ -111,9 +111,9 @@ type Node struct {
 	active      bool
 	checkedPool uint64
 	// poke: something reached the core since the node was last driven;
-	// wake is Loop.NextWake as of then. With Cluster.sparse only nodes
+	// wake is Loop.NextWake as of then. With World.sparse only nodes
 	// poked or due are driven (wake.go): idx is the node's index in
-	// Cluster.Nodes, wakeKey and hix its key and place in the wake queue,
+	// World.Nodes, wakeKey and hix its key and place in the wake queue,
 	// visited the pass that last listed it.
 	poke bool
 	wake clock.Instant
@@ -124,7 +124,7 @@ type Node struct {
 	idx     int
 	hix     int
 	visited uint64
-	c       *Cluster
+	c       *World
 
 	// Crashed: the node is down (killed, or exited after a drain).
 	Crashed bool
@@ -260,9 +260,9 @@ type Req struct {
 	GrantedAt clock.Instant
 }
 
-// Cluster is a deterministic P/D cluster: engines, a network and a proxy,
+// World is a deterministic P/D cluster: engines, a network and a proxy,
 // all in one goroutine on a virtual clock. Not safe for concurrent use.
-type Cluster struct {
+type World struct {
 	Spec Spec
 	Now  clock.Instant
 	Net  *memnet.Net
@@ -291,14 +291,14 @@ type Cluster struct {
 	// core may not even make progress).
 	StopOnViolation bool
 	// OnInstant, when set, runs after every instant's work (extra checks).
-	OnInstant func(c *Cluster)
+	OnInstant func(c *World)
 	// OnMessage, when set, sees every message delivered to an engine,
 	// before the engine does.
-	OnMessage func(c *Cluster, from, to transport.Addr, m wire.Message)
+	OnMessage func(c *World, from, to transport.Addr, m wire.Message)
 	// Intercept, when set, may replace a message delivered to an engine
 	// (corrupt it in flight: copy before changing, a duplicate is the same
 	// value) or drop it (return nil).
-	Intercept func(c *Cluster, from, to transport.Addr, m wire.Message) wire.Message
+	Intercept func(c *World, from, to transport.Addr, m wire.Message) wire.Message
 
 	// AbortBothLegs makes the proxy carry a client's abort to P as well
 	// when the request is already at D (P revokes the lease, after any
@@ -387,8 +387,8 @@ type leaseKey struct {
 }
 
 // New builds a cluster from spec. Engine names are "p0".."pN", "d0"...
-func New(spec Spec) *Cluster {
-	c := &Cluster{
+func New(spec Spec) *World {
+	c := &World{
 		Spec:      spec,
 		rng:       rand.New(rand.NewPCG(spec.Seed, 0x6b766c)),
 		byName:    map[transport.Addr]*Node{},
@@ -417,7 +417,7 @@ func New(spec Spec) *Cluster {
 	return c
 }
 
-func (c *Cluster) addNode(name transport.Addr, role engine.Role) {
+func (c *World) addNode(name transport.Addr, role engine.Role) {
 	n := &Node{Name: name, Role: role, Released: map[wire.Reason]int{}, ReleasedAt: map[wire.LeaseID]Release{},
 		idx: len(c.Nodes), hix: -1, c: c}
 	c.boot(n)
@@ -426,7 +426,7 @@ func (c *Cluster) addNode(name transport.Addr, role engine.Role) {
 }
 
 // boot (re)creates a node's volatile state: a fresh core and executor.
-func (c *Cluster) boot(n *Node) {
+func (c *World) boot(n *Node) {
 	s := c.Spec
 	bpt := s.Profile.BytesPerToken()
 	if s.DigestOnly {
@@ -485,7 +485,7 @@ func (c *Cluster) boot(n *Node) {
 // with no fault touching either node or the pair since the lease was
 // granted (for unclaimed, since shortly before it), and that has not read
 // it yet.
-func (c *Cluster) waitedFor(n *Node, l wire.LeaseID, r wire.Reason) bool {
+func (c *World) waitedFor(n *Node, l wire.LeaseID, r wire.Reason) bool {
 	q := c.byLease[leaseKey{n.Name, l}]
 	if q == nil || !q.atD || q.Done || q.Pulled || q.leaseRead || q.Fallback != 0 || q.D.Crashed || q.D.Hung || q.injected {
 		return false
@@ -525,7 +525,7 @@ func pairKey(a, b transport.Addr) [2]transport.Addr {
 }
 
 // Node returns the node named name.
-func (c *Cluster) Node(name string) *Node { return c.byName[transport.Addr(name)] }
+func (c *World) Node(name string) *Node { return c.byName[transport.Addr(name)] }
 
 // touch marks that something reached n's core: it is checked after the
 // instant and (sparse driving) driven at the next.

@@ -1,4 +1,4 @@
-// Package cluster starts a local P/D cluster on loopback (EDGE): prefill
+// Package localcluster starts a local P/D cluster on loopback (EDGE): prefill
 // and decode engines as child processes of the kvlease binary
 // ("kvlease serve ..."), sharing a freshly generated cluster secret, and
 // the P/D proxy in-process in front of them. `kvlease up`, the benchmark's
@@ -23,4 +23,4 @@
 //
 // A Cluster is safe for concurrent use. Start's context bounds only the
 // start; the cluster runs until Close.
-package cluster
+package localcluster
