@@ -48,14 +48,16 @@
 // times three inputs, three times four with AVX2 only, or two Q8_0 rows
 // times six, whose lanes wait in a worker's scratch between blocks of
 // columns: mulF32Prompt, mulQ8Prompt; attention's scores4), the
-// remainder path and the pure-Go twin used where the CPU lacks AVX2 and
-// FMA or the length does not suit the kernel — performs the same
-// operations in that order, each rounded the same way:
+// remainder path and the pure-Go twin used where the CPU has no vector
+// kernels (see Kernels per architecture below) or the length does not
+// suit the kernel — performs the same operations in that order, each
+// rounded the same way:
 //
 //   - F32 matrix rows and RMSNorm's sum of squares (dot32Generic): 32 lanes
 //     by index mod 32, each lane a chain of fused multiply-adds (the product
 //     is not rounded; each step is rounded once to float32), the lanes
-//     combined by a fixed tree. The kernels use VFMADD231PS; the Go twin
+//     combined by a fixed tree. The kernels use VFMADD231PS (amd64) or
+//     FMLA (arm64); the Go twin
 //     uses fma32, an exact single-precision fused multiply-add (not
 //     float32(math.FMA(…)), which rounds twice and differs in rare cases),
 //     checked against the CPU's instruction and against exact arithmetic.
@@ -88,8 +90,8 @@
 //     order), attention scores (four lanes by index mod 4, combined as
 //     (l0+l1)+(l2+l3)), softmax sums and the weighted sum of values (in
 //     position order): every product is rounded to float32 before it is
-//     added — VMULPS then VADDPS in the kernels, an explicit conversion
-//     float32(x*y) in Go.
+//     added — VMULPS then VADDPS (amd64) or FMUL then FADD (arm64) in
+//     the kernels, an explicit conversion float32(x*y) in Go.
 //
 // The rule for a change: a reduction fuses every multiply-add or none, on
 // every path. A fused step is written fma32(x, y, z), never x*y + z (Go
@@ -97,6 +99,23 @@
 // float32(x*y) + z, whose conversion forbids the fusion. So the bits are
 // the same with or without the vector kernels, and the tests compare
 // every kernel with its twin bit for bit.
+//
+// # Kernels per architecture
+//
+//   - amd64 with AVX2 and FMA (dot_amd64.s, quant_amd64.s, tile_amd64.s):
+//     the F32, Q8_0, BF16 and other quantised kernels (F16 rows take the
+//     pure-Go twin); AVX-512 adds the eight-input F32 kernel, and with VL
+//     the 4 × 3 F32 and 2 × 6 Q8_0 prompt tiles and scores4.
+//   - arm64 (dot_arm64.s, tile_arm64.s; NEON, which every arm64 CPU has):
+//     the F32 kernels (one row or a block of rows times one vector,
+//     dotF32 and RMSNorm's sum of squares included, and times four; the
+//     3 × 4 prompt tile, in four passes of eight lanes), attention's
+//     scores, scores4 and weighted sum of values. F16, BF16 and the
+//     quantised rows take the pure-Go twins there. The tests compare them
+//     with the twins under qemu-aarch64 (.ci/run).
+//   - amd64 without AVX2 and FMA, other architectures, and any build with
+//     the tag kvlease_generic: the pure-Go twins only, about a hundred
+//     times slower than the vector kernels.
 //
 // Parallelism (a Runner lent by the edge) splits only independent outputs:
 // rows of a matrix product, (position, head) pairs of attention. So a

@@ -8,10 +8,18 @@ import (
 
 // TestDotKernelsAgree: the vector kernel gives exactly the bits of the
 // generic one (the order they share is the package's contract), for every
-// length it takes; and both are close to a float64 sum.
+// length it takes (the multiples of 32) and lengths it leaves to the
+// generic one; and both are close to a float64 sum.
 func TestDotKernelsAgree(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
+	var lengths []int
 	for n := 1; n <= 1376; n += 1 + n/7 {
+		lengths = append(lengths, n)
+	}
+	for n := 32; n <= 2048; n += 32 {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
 		w, x := make([]float32, n), make([]float32, n)
 		ref := 0.0
 		for i := range w {

@@ -30,39 +30,7 @@ func mulF32Prompt(w []float32, cols int, x []float32, n int, out []float32, stri
 		mulF32(w, cols, x, n, out, stride)
 		return
 	}
-	rowsT, nT := rows-rows%mr, n-n%nr
-	_, _ = x[n*cols-1], out[(n-1)*stride+rows-1]
-	need := rowsT / mr * (tileF32Inputs / nr) * 384
-	if len(*acc) < need {
-		*acc = make([]float32, need)
-	}
-	a := *acc
-	for j0 := 0; j0 < nT; j0 += tileF32Inputs {
-		j1 := min(j0+tileF32Inputs, nT)
-		for k0 := 0; k0 < cols; k0 += tileF32Cols {
-			kc := min(tileF32Cols, cols-k0)
-			flags := 0
-			if k0 > 0 {
-				flags |= 1 // resume from the scratch
-			}
-			if k0+kc == cols {
-				flags |= 2 // the last block: results to out
-			}
-			t := 0
-			for i := 0; i < rowsT; i += mr {
-				for j := j0; j < j1; j += nr {
-					kernel(&w[i*cols+k0], cols, &x[j*cols+k0], cols, kc, &a[t*384], flags, &out[j*stride+i], stride)
-					t++
-				}
-			}
-		}
-	}
-	if rowsT < rows {
-		mulF32(w[rowsT*cols:], cols, x, n, out[rowsT:], stride)
-	}
-	if nT < n {
-		mulF32(w[:rowsT*cols], cols, x[nT*cols:], n-nT, out[nT*stride:], stride)
-	}
+	mulF32Tiles(kernel, mr, nr, w, cols, x, n, out, stride, acc)
 }
 
 // mulQ8Prompt is mulQ8 (the same bits) with the prompt kernel for the rows
