@@ -26,7 +26,7 @@ var layers = []layer{
 	{"the HTTP API's types", []string{"openai"}},
 	{"HTTP edges", []string{"httpapi", "metrics", "proxy"}},
 	{"tools", []string{"localcluster", "bench", "internal/chaos"}},
-	{"the binary and end-to-end tests", []string{"cmd/kvlease", "internal/e2e", "internal/pde2e", "internal/pdscen"}},
+	{"the binary and end-to-end tests", []string{"cmd/kvlease", "internal/e2e/api", "internal/e2e/pd", "internal/e2e/scenarios"}},
 }
 
 // httpapiImports are the only packages of the module the HTTP API of an

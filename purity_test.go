@@ -53,20 +53,20 @@ var pure = map[string][]string{
 
 // edge lists the packages allowed to do I/O.
 var edge = map[string]bool{
-	"cmd/kvlease":     true,
-	"httpapi":         true,
-	"h1":              true, // the HTTP/1.1 server
-	"h1/h1test":       true,
-	"metrics":         true,
-	"proxy":           true,
-	"transport/tcp":   true,
-	"offload/tier":    true,
-	"bench":           true,
-	"localcluster":    true,
-	"node":            true,
-	"internal/e2e":    true,
-	"internal/chaos":  true,
-	"model/llamafile": true,
+	"cmd/kvlease":      true,
+	"httpapi":          true,
+	"h1":               true, // the HTTP/1.1 server
+	"h1/h1test":        true,
+	"metrics":          true,
+	"proxy":            true,
+	"transport/tcp":    true,
+	"offload/tier":     true,
+	"bench":            true,
+	"localcluster":     true,
+	"node":             true,
+	"internal/e2e/api": true,
+	"internal/chaos":   true,
+	"model/llamafile":  true,
 	// kvevents: the KV events publisher (sockets, goroutines);
 	// kveventstest: its test clients.
 	"kvevents":              true,

@@ -1,5 +1,5 @@
 // Package kvleasebin builds the kvlease command for the tests that run it
-// as a process (internal/e2e, internal/pde2e, internal/pdscen,
+// as a process (internal/e2e/api, internal/e2e/pd, internal/e2e/scenarios,
 // internal/chaos): once per test process, into a temporary directory that
 // Remove deletes. With KVLEASE_BINARY set, that binary is used instead.
 package kvleasebin

@@ -1,4 +1,4 @@
-// Package pde2e holds the end-to-end tests of the P/D proxy and the local
+// Package pd holds the end-to-end tests of the P/D proxy and the local
 // cluster (tests only): it builds the kvlease binary, starts real engines
 // as child processes with package localcluster (as `kvlease up` does), and
 // talks to the proxy with the official openai-go SDK, comparing against a
@@ -7,7 +7,7 @@
 //
 // The package has only test files, so it needs no place in the repository's
 // purity classification.
-package pde2e
+package pd
 
 import (
 	"bufio"

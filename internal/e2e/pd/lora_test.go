@@ -1,4 +1,4 @@
-package pde2e
+package pd
 
 import (
 	"context"

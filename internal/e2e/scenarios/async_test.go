@@ -1,4 +1,4 @@
-package pdscen
+package scenarios
 
 import (
 	"bytes"
@@ -238,7 +238,7 @@ func TestE2ES31AsyncPrefillKeepsLeases(t *testing.T) {
 // goroutine they wait for the step to end. Run it against another binary
 // with KVLEASE_BINARY:
 //
-//	go test -run '^$' -bench BenchmarkReadDuringPrefill -benchtime 60x ./internal/pdscen/
+//	go test -run '^$' -bench BenchmarkReadDuringPrefill -benchtime 60x ./internal/e2e/scenarios/
 func BenchmarkReadDuringPrefill(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts kvlease serve processes")

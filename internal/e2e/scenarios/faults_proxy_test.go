@@ -1,4 +1,4 @@
-package pdscen
+package scenarios
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-// Package pdscen holds the end-to-end tests of the P/D lifecycle scenarios
+// Package scenarios holds the end-to-end tests of the P/D lifecycle scenarios
 // of docs/scenarios.md (tests only): every test starts real `kvlease serve`
 // processes on 127.0.0.1 — a prefill engine (P) and a decode engine (D)
 // sharing a cluster secret, with a 3 s lease — drives them as a P/D proxy
@@ -14,7 +14,7 @@
 //
 // The package has only test files, so it needs no place in the repository's
 // purity classification.
-package pdscen
+package scenarios
 
 import (
 	"bufio"
