@@ -75,6 +75,14 @@ var transferMetrics = []snapshotMetric{
 		},
 	},
 	{
+		name: "kvlease_leases_claimed_after_release_total", kind: counter,
+		help:   "Leases a decode engine claimed (RENEW or READ) after this prefill engine had released them, by the reason they were released for; that decoder recomputes the prompt. reason=unclaimed: the claim deadline was shorter than that decoder's path.",
+		labels: []string{"reason"},
+		read: func(s *engine.NodeStats, emit emitFunc) {
+			emitEach(producer(s).ClaimedAfterRelease, releaseReasons, emit)
+		},
+	},
+	{
 		name: "kvlease_lease_block_seconds_total", kind: counter,
 		help:   "Block-seconds of KV held by released leases, by whether a read completed (outcome=read) or not (outcome=unread: stranded memory).",
 		labels: []string{"outcome"},

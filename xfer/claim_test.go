@@ -58,6 +58,11 @@ func TestS25UnclaimedLeaseReleasedAtClaimDeadline(t *testing.T) {
 	if len(e.rel) != 1 {
 		t.Fatalf("releases %+v", e.rel)
 	}
+	// The late RENEW and READ count one lease claimed after its release
+	// as unclaimed (the RELEASE is no claim).
+	if n := e.p.Stats().ClaimedAfterRelease; n[wire.ReasonUnclaimed] != 1 || len(n) != 1 {
+		t.Fatalf("claimed after release %v, want unclaimed 1", n)
+	}
 }
 
 func TestS25ClaimKeepsLease(t *testing.T) {

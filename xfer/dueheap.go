@@ -83,18 +83,25 @@ func (h dueHeap) down(i int) bool {
 	return i > start
 }
 
-// tombstones remember the last n released lease ids and why. The ring and
-// the map grow as leases end, up to n: a producer that releases few leases
-// (a short simulation, a restarted engine) does not pay for n up front.
+// tombstones remember the last n released lease ids, why, and whether a
+// decode engine claimed the lease after it ended (counted once). The ring
+// and the map grow as leases end, up to n: a producer that releases few
+// leases (a short simulation, a restarted engine) does not pay for n up
+// front.
 type tombstones struct {
 	n    int
 	ring []wire.LeaseID
 	next int
-	m    map[wire.LeaseID]wire.Reason
+	m    map[wire.LeaseID]tombstone
+}
+
+type tombstone struct {
+	reason wire.Reason
+	late   bool // claimed after it ended (lateClaim)
 }
 
 func newTombstones(n int) tombstones {
-	return tombstones{n: n, m: make(map[wire.LeaseID]wire.Reason)}
+	return tombstones{n: n, m: make(map[wire.LeaseID]tombstone)}
 }
 
 func (t *tombstones) add(id wire.LeaseID, r wire.Reason) {
@@ -103,18 +110,31 @@ func (t *tombstones) add(id wire.LeaseID, r wire.Reason) {
 	}
 	if len(t.ring) < t.n {
 		t.ring = append(t.ring, id)
-		t.m[id] = r
+		t.m[id] = tombstone{reason: r}
 		return
 	}
 	delete(t.m, t.ring[t.next])
 	t.ring[t.next] = id
-	t.m[id] = r
+	t.m[id] = tombstone{reason: r}
 	t.next = (t.next + 1) % len(t.ring)
 }
 
 func (t *tombstones) has(id wire.LeaseID) bool { _, ok := t.m[id]; return ok }
 
 func (t *tombstones) get(id wire.LeaseID) (wire.Reason, bool) {
-	r, ok := t.m[id]
-	return r, ok
+	e, ok := t.m[id]
+	return e.reason, ok
+}
+
+// claimLate marks id claimed after it ended and returns its reason, with
+// first true only the first time (a lease is counted once however many
+// RENEWs and READs name it).
+func (t *tombstones) claimLate(id wire.LeaseID) (r wire.Reason, first bool) {
+	e, ok := t.m[id]
+	if !ok || e.late {
+		return e.reason, false
+	}
+	e.late = true
+	t.m[id] = e
+	return e.reason, true
 }

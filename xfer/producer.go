@@ -123,6 +123,12 @@ type ProducerStats struct {
 	// spills whose primary copies were dropped, RestoredLeases the
 	// restores that brought them back for a read.
 	SpilledLeases, SpilledBlocks, RestoredLeases uint64
+	// ClaimedAfterRelease counts leases that a decode engine named in a
+	// RENEW or a READ after P had released them, by the reason they were
+	// released for (each lease once, while P remembers it: Tombstones).
+	// Such a D falls back (lease_gone) and recomputes the prompt:
+	// unclaimed here is a claim deadline too short for that D's path.
+	ClaimedAfterRelease map[wire.Reason]uint64
 }
 
 // Producer is P's side of the transfer: it grants leases on finished
@@ -242,7 +248,7 @@ func NewProducer(cfg Config, pool *kvblock.Pool, engineID string, secret []byte,
 		tomb:     newTombstones(cfg.Tombstones),
 		sessions: make(map[SessionID]*pSession),
 		reads:    make(map[readKey]*leaseState),
-		stats:    ProducerStats{Released: make(map[wire.Reason]uint64)},
+		stats:    ProducerStats{Released: make(map[wire.Reason]uint64), ClaimedAfterRelease: make(map[wire.Reason]uint64)},
 	}
 }
 

@@ -209,6 +209,14 @@ func (p *Producer) lookup(now clock.Instant, id wire.LeaseID, tok wire.Token) (*
 	return p.find(id, tok)
 }
 
+// lateClaim counts a RENEW or READ naming lease id after P released it
+// (ProducerStats.ClaimedAfterRelease), once per lease.
+func (p *Producer) lateClaim(id wire.LeaseID) {
+	if r, first := p.tomb.claimLate(id); first {
+		p.stats.ClaimedAfterRelease[r]++
+	}
+}
+
 // find is lookup without the due check: only the mutated RENEW
 // (MutateRenewSkipsDueCheck) calls it directly.
 func (p *Producer) find(id wire.LeaseID, tok wire.Token) (*leaseState, wire.Status) {
@@ -261,6 +269,9 @@ func (p *Producer) renew(now clock.Instant, s SessionID, ss *pSession, m *wire.R
 			l, st = p.lookup(now, ref.ID, ref.Token)
 		}
 		res := wire.RenewResult{ID: ref.ID, Status: st}
+		if l == nil {
+			p.lateClaim(ref.ID)
+		}
 		if l != nil {
 			if p.cfg.Heartbeats() {
 				if d := now.Add(p.cfg.LeaseExtension); d > l.deadline {
@@ -310,6 +321,7 @@ func (p *Producer) read(now clock.Instant, s SessionID, m *wire.Read) {
 	}
 	l, st := p.lookup(now, m.Lease, m.Token)
 	if l == nil {
+		p.lateClaim(m.Lease)
 		refuse(st)
 		return
 	}

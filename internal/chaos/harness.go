@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -306,6 +307,12 @@ func (h *Harness) Released(ctx context.Context) (map[string]float64, error) {
 	return h.sumByLabel(ctx, proxy.RolePrefill, "kvlease_leases_released_total", "reason")
 }
 
+// ClaimedAfterRelease returns the leases the prefill engines saw claimed
+// by a decode engine after they had released them, by release reason.
+func (h *Harness) ClaimedAfterRelease(ctx context.Context) (map[string]float64, error) {
+	return h.sumByLabel(ctx, proxy.RolePrefill, "kvlease_leases_claimed_after_release_total", "reason")
+}
+
 // Fallbacks returns the decode engines' fallbacks to recompute by reason.
 func (h *Harness) Fallbacks(ctx context.Context) (map[string]float64, error) {
 	return h.sumByLabel(ctx, proxy.RoleDecode, "kvlease_remote_prefill_fallbacks_total", "reason")
@@ -409,17 +416,31 @@ type ReleaseEvent struct {
 type Watch struct {
 	mu     sync.Mutex
 	events []ReleaseEvent
-	done   chan struct{}
-	stop   context.CancelFunc
+	// late sums the rises of the leases claimed after their release, by
+	// release reason.
+	late map[string]float64
+	done chan struct{}
+	stop context.CancelFunc
 }
 
 // WatchReleases starts a Watch that scrapes every period until Stop.
 func (h *Harness) WatchReleases(period time.Duration) *Watch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watch{done: make(chan struct{}), stop: cancel}
+	w := &Watch{late: map[string]float64{}, done: make(chan struct{}), stop: cancel}
 	go func() {
 		defer close(w.done)
-		var last map[string]float64 // nil until the first scrape: the baseline is no event
+		var last, lastLate map[string]float64 // nil until the first scrape: the baseline is no event
+		rises := func(got, last map[string]float64, rose func(r string, n float64)) {
+			for r, v := range got {
+				if v < last[r] { // a prefill engine restarted: its counters began again
+					last[r] = 0
+				}
+				if v > last[r] {
+					rose(r, v-last[r])
+					last[r] = v
+				}
+			}
+		}
 		tick := time.NewTicker(period)
 		defer tick.Stop()
 		for {
@@ -428,15 +449,16 @@ func (h *Harness) WatchReleases(period time.Duration) *Watch {
 			} else if err == nil {
 				now := time.Now()
 				w.mu.Lock()
-				for r, v := range got {
-					if v < last[r] { // a prefill engine restarted: its counters began again
-						last[r] = 0
-					}
-					if v > last[r] {
-						w.events = append(w.events, ReleaseEvent{At: now, Reason: r, N: v - last[r]})
-						last[r] = v
-					}
-				}
+				rises(got, last, func(r string, n float64) {
+					w.events = append(w.events, ReleaseEvent{At: now, Reason: r, N: n})
+				})
+				w.mu.Unlock()
+			}
+			if got, err := h.ClaimedAfterRelease(ctx); err == nil && lastLate == nil {
+				lastLate = got
+			} else if err == nil {
+				w.mu.Lock()
+				rises(got, lastLate, func(r string, n float64) { w.late[r] += n })
 				w.mu.Unlock()
 			}
 			select {
@@ -465,6 +487,14 @@ func (w *Watch) Totals() map[string]float64 {
 		out[e.Reason] += e.N
 	}
 	return out
+}
+
+// ClaimedAfterRelease returns the leases seen claimed by a decode engine
+// after P released them, by release reason (a D that then recomputed).
+func (w *Watch) ClaimedAfterRelease() map[string]float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.late)
 }
 
 // FirstAfter returns how long after t the first release of one of reasons

@@ -67,16 +67,21 @@ type Fault struct {
 
 // Report is the outcome of Run.
 type Report struct {
-	Seed                      uint64
-	Lease, Grace              time.Duration
-	Duration                  time.Duration
-	Faults                    []Fault
-	Sent, Answered, Equal     int
-	ClientAborts              int // requests the clients hung up on purpose
-	Errors                    map[string]int
-	Released                  map[string]float64 // seen by the watch, over restarts
-	Leftover                  []string           // after settling; must be empty
-	Unasked                   []string           // processes that died on their own
+	Seed                  uint64
+	Lease, Grace          time.Duration
+	Duration              time.Duration
+	Faults                []Fault
+	Sent, Answered, Equal int
+	ClientAborts          int // requests the clients hung up on purpose
+	Errors                map[string]int
+	Released              map[string]float64 // seen by the watch, over restarts
+	// ClaimedAfterRelease: leases a decode engine claimed (RENEW or
+	// READ) after P had released them, by release reason; such a D
+	// recomputes. Unclaimed ones are leases the claim deadline freed too
+	// early for the path.
+	ClaimedAfterRelease       map[string]float64
+	Leftover                  []string // after settling; must be empty
+	Unasked                   []string // processes that died on their own
 	Different                 []Result
 	SettleErr                 error
 	ActiveAfter, HeldAfter    float64
@@ -187,6 +192,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	rep.ChecksumIP, rep.ChecksumTCP, _ = h.Net.ChecksumErrors(hctx)
 	w.Stop()
 	rep.Released = w.Totals()
+	rep.ClaimedAfterRelease = w.ClaimedAfterRelease()
 	rep.Sent, rep.Answered, rep.Equal, rep.Errors, rep.Different = tally.Snapshot()
 	rep.ClientAborts = tally.Aborted
 	summarize(rep, w)
@@ -373,6 +379,8 @@ func (r *Report) Write(out io.Writer) {
 		r.Sent, r.Answered, r.Equal, r.Answered, r.ClientAborts, r.Errors)
 	fmt.Fprintf(out, "leases released by reason: %v; of a fault's reason with no fault in force nor healed within 2 leases: %v\n",
 		nonZero(r.Released), nonZero(r.Unexplained))
+	fmt.Fprintf(out, "released as unclaimed and later claimed by a decode engine (which recomputed): %v of %v; claimed after release by reason: %v\n",
+		r.ClaimedAfterRelease["unclaimed"], r.Released["unclaimed"], nonZero(r.ClaimedAfterRelease))
 	fmt.Fprintf(out, "after settling: %v active leases, %v held blocks; unasked exits %d\n", r.ActiveAfter, r.HeldAfter, len(r.Unasked))
 	if r.Netem.Offered > 0 {
 		fmt.Fprintf(out, "netem: %s, %d unroutable, %d refused by the device; the kernels dropped %d by the IP header checksum and %d by TCP's\n",

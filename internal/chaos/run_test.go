@@ -30,6 +30,8 @@ func TestSummarize(t *testing.T) {
 		{Kind: "kill-proxy", startedAt: at(25 * time.Second), For: time.Second},
 	}, Answered: 5, Equal: 5, Lease: 3 * time.Second}
 	rep.Netem.Offered, rep.Netem.Corrupted, rep.ChecksumTCP = 100, 3, 3
+	rep.Released = map[string]float64{"unclaimed": 1, "expired": 4}
+	rep.ClaimedAfterRelease = map[string]float64{"unclaimed": 1}
 	summarize(rep, w)
 	if f := rep.Faults[0]; !f.Released || f.Release != 3100*time.Millisecond || f.ReleaseReason != "expired" {
 		t.Errorf("first fault %+v", f)
@@ -52,7 +54,7 @@ func TestSummarize(t *testing.T) {
 	}
 	var b strings.Builder
 	rep.Write(&b)
-	for _, want := range []string{"expired 1, peer_lost 1", "kill-proxy", "OK: every answer equal", "3 corrupted", "3 by TCP's"} {
+	for _, want := range []string{"expired 1, peer_lost 1", "kill-proxy", "OK: every answer equal", "3 corrupted", "3 by TCP's", "later claimed by a decode engine (which recomputed): 1 of 1"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
