@@ -64,14 +64,18 @@ func DeriveSessionKeys(secret []byte, dNonce, pNonce [16]byte, pEngineID, dEngin
 	return k
 }
 
-// Sealer seals the frames of one direction in order. It is not safe for
-// concurrent use: one writer owns it.
+// Sealer seals the frames of one direction in order. Next reserves
+// sequence numbers and must have one owner (the writer); SealSeq may run
+// concurrently for distinct reserved numbers, so that several frames are
+// sealed at once while the writer writes the ones before them.
 type Sealer struct {
 	aead cipher.AEAD
 	seq  uint64
 }
 
-// Opener opens the frames of one direction in order. One reader owns it.
+// Opener opens the frames of one direction in order. Next reserves
+// sequence numbers and must have one owner (the reader); OpenSeq may run
+// concurrently for distinct reserved numbers.
 type Opener struct {
 	aead cipher.AEAD
 	seq  uint64
@@ -100,35 +104,55 @@ func nonceOf(seq uint64) (n [12]byte) {
 	return n
 }
 
+// Next reserves the sequence number of the direction's next frame: each
+// number is handed out once, so no nonce is ever used twice under a key.
+func (s *Sealer) Next() uint64 {
+	n := s.seq
+	s.seq++
+	return n
+}
+
 // Seal seals the plain frame (its 4-byte length prefix included) in
-// place and returns it with its tag: frame's capacity should leave
-// SealOverhead bytes after it, or the result is a new slice.
-func (s *Sealer) Seal(frame []byte) []byte {
+// place as the direction's next frame and returns it with its tag:
+// frame's capacity should leave SealOverhead bytes after it, or the
+// result is a new slice.
+func (s *Sealer) Seal(frame []byte) []byte { return s.SealSeq(frame, s.Next()) }
+
+// SealSeq is Seal as frame number seq, a number from Next, sealed once.
+func (s *Sealer) SealSeq(frame []byte, seq uint64) []byte {
 	if len(frame) < 5 {
 		panic("wire: Seal of a frame without a type byte")
 	}
 	if cap(frame)-len(frame) < SealOverhead {
 		frame = append(frame, make([]byte, SealOverhead)...)[:len(frame)]
 	}
-	n := nonceOf(s.seq)
-	s.seq++
+	n := nonceOf(seq)
 	out := s.aead.Seal(frame[4:4], n[:], frame[4:], frame[:4])
 	return frame[:4+len(out)]
 }
 
+// Next reserves the sequence number of the next frame read.
+func (o *Opener) Next() uint64 {
+	n := o.seq
+	o.seq++
+	return n
+}
+
 // Open opens a sealed frame read with ReadSealedFrame (its length prefix
-// included, as read), in place, and returns the plain frame without its
-// prefix (type byte and payload), ready for Decode. An error wraps
-// ErrUnsealed; the stream cannot go on after it.
-func (o *Opener) Open(sealed []byte) ([]byte, error) {
+// included, as read), in place, as the direction's next frame and returns
+// the plain frame without its prefix (type byte and payload), ready for
+// Decode. An error wraps ErrUnsealed; the stream cannot go on after it.
+func (o *Opener) Open(sealed []byte) ([]byte, error) { return o.OpenSeq(sealed, o.Next()) }
+
+// OpenSeq is Open as frame number seq, a number from Next.
+func (o *Opener) OpenSeq(sealed []byte, seq uint64) ([]byte, error) {
 	if len(sealed) < 4+1+SealOverhead {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than a sealed frame", ErrUnsealed, len(sealed))
 	}
-	n := nonceOf(o.seq)
+	n := nonceOf(seq)
 	plain, err := o.aead.Open(sealed[4:4], n[:], sealed[4:], sealed[:4])
 	if err != nil {
-		return nil, fmt.Errorf("%w: frame %d of the session does not verify", ErrUnsealed, o.seq)
+		return nil, fmt.Errorf("%w: frame %d of the session does not verify", ErrUnsealed, seq)
 	}
-	o.seq++
 	return plain, nil
 }

@@ -96,10 +96,17 @@
 // follows the handshake to know when: it records the HELLO and HELLO_ACK
 // it sends and receives, derives the keys once it has both, seals what it
 // writes after this end's AUTH (D) or AUTH_ACK OK (P), and opens what it
-// reads after the peer's. Keepalives are sealed too. The writer seals, in
-// queue order (a zero-copy BLOCK is copied into a buffer to be sealed);
-// the reader opens in place. A frame that does not open closes the
-// connection: ReasonTampered, Event.Tampered, Stats.Dropped["tampered"].
+// reads after the peer's. Keepalives are sealed too. Sealing is
+// pipelined: the writer gives each frame its sequence number in queue
+// order and seals the large ones (64 KiB and more: blocks) on goroutines
+// of their own, several at once, writing each run of sealed frames while
+// the next ones are sealed (a zero-copy BLOCK is copied into a buffer to
+// be sealed); the reader numbers each sealed frame as it reads it, opens
+// the large ones in place on goroutines of their own and reads on, and
+// one deliverer per connection hands them to the owner in order, each
+// only once it opened. A frame that does not open closes the connection:
+// ReasonTampered, Event.Tampered, Stats.Dropped["tampered"]; the frames
+// before it are delivered, none after it.
 //
 // # Ownership
 //

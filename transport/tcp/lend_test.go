@@ -73,7 +73,7 @@ func TestPooledBufferBounds(t *testing.T) {
 		{"large frame, as large delivered", 8 << 20, 8<<20 + 1, true},
 	} {
 		c := newConn(tr, 1, "peer")
-		c.maxDelivered = tc.maxDeliv
+		c.maxDelivered.Store(int64(tc.maxDeliv))
 		buf := c.pooledBuffer(tc.payload+1, nil)
 		if got := cap(buf) >= tc.payload+1; got != tc.pooled || (!tc.pooled && buf != nil) {
 			t.Errorf("%s: buffer of capacity %d for a %d-byte payload, want pooled %v", tc.name, cap(buf), tc.payload, tc.pooled)

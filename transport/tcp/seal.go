@@ -90,9 +90,11 @@ func (c *conn) observeReceived(m wire.Message) string {
 	return ""
 }
 
-// sealFrame seals the queued frame f for the writer: a zero-copy BLOCK is
-// copied into a buffer of its own first (its Data is the sender's).
-func (c *conn) sealFrame(f *outFrame) {
+// sealFrame seals the queued frame f for the writer as frame seq of the
+// direction: a zero-copy BLOCK is copied into a buffer of its own first
+// (its Data is the sender's). Frames of a batch are sealed concurrently,
+// each by one goroutine.
+func (c *conn) sealFrame(f *outFrame, seq uint64) {
 	buf := f.buf
 	if len(f.data) > 0 {
 		buf = append(getBuf(len(f.buf)+len(f.data)+wire.SealOverhead), f.buf...)
@@ -100,6 +102,6 @@ func (c *conn) sealFrame(f *outFrame) {
 		putBuf(f.buf)
 		f.data = nil
 	}
-	f.buf = c.seal.sealer.Seal(buf)
+	f.buf = c.seal.sealer.SealSeq(buf, seq)
 	f.seal = false
 }
