@@ -78,7 +78,8 @@ var edge = map[string]bool{
 	// promtext: reads the Prometheus text of a scrape from an io.Reader
 	// with expfmt (whose dependencies are not checked here); only the
 	// proxy and bench, both edges, use it.
-	"internal/promtext": true,
+	"internal/promtext":  true,
+	"internal/plainsock": true,
 }
 
 // forbiddenImports are the standard-library packages a pure package may not

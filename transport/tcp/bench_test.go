@@ -3,11 +3,10 @@ package tcp
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/plainsock"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/wire"
 )
@@ -176,7 +175,7 @@ func benchmarkGiB(b *testing.B, cfg Config, zeroCopy bool) {
 	)
 	bp := newBenchPair(b, cfg)
 	bp.zeroCopy = zeroCopy
-	pw, pr := plainPair(b)
+	pw, pr := plainsock.Pair(b)
 	data := make([]byte, blockBytes)
 	for i := range data {
 		data[i] = byte(i * 7)
@@ -195,7 +194,7 @@ func benchmarkGiB(b *testing.B, cfg Config, zeroCopy bool) {
 			kv += time.Since(start)
 
 			start = time.Now()
-			plainStream(b, pw, pr, data, readBuf, roundBlocks)
+			plainsock.Stream(b, pw, pr, data, readBuf, roundBlocks)
 			plain += time.Since(start)
 		}
 	}
@@ -205,51 +204,4 @@ func benchmarkGiB(b *testing.B, cfg Config, zeroCopy bool) {
 	b.ReportMetric(kvRate, "kvlease-MB/s")
 	b.ReportMetric(plainRate, "plain-MB/s")
 	b.ReportMetric(kvRate/plainRate, "ratio")
-}
-
-// plainPair is a connected loopback TCP pair: w writes, r reads.
-func plainPair(b *testing.B) (w, r net.Conn) {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	w, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	r = <-accepted
-	if r == nil {
-		b.Fatal("accept failed")
-	}
-	b.Cleanup(func() { w.Close(); r.Close() })
-	return w, r
-}
-
-// plainStream writes n copies of data on w and reads them from r.
-func plainStream(b *testing.B, w, r net.Conn, data, readBuf []byte, n int) {
-	writeErr := make(chan error, 1)
-	go func() {
-		for range n {
-			if _, err := w.Write(data); err != nil {
-				writeErr <- err
-				return
-			}
-		}
-		writeErr <- nil
-	}()
-	for range n {
-		if _, err := io.ReadFull(r, readBuf); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := <-writeErr; err != nil {
-		b.Fatal(err)
-	}
 }
