@@ -27,6 +27,7 @@ import (
 // block (16 slots) per write (internal/plainsock): plain-MiB/s is that
 // baseline, measured alternately with the transfers so that both see the
 // same machine, and ratio the transfer's rate over it (target: 0.8).
+// KVLEASE_BENCH_PROFILE=DIR writes each engine's CPU profile there.
 func BenchmarkRealKVTransfer42M(b *testing.B) {
 	c := llamatest.Shape42M
 	w := llamatest.Random(c, 42, true)
@@ -39,7 +40,15 @@ func BenchmarkRealKVTransfer42M(b *testing.B) {
 		b.Fatal(err)
 	}
 	buf = bytes.Buffer{}
-	cl := startCluster(b, localcluster.Options{Model: model, ExtraServeArgs: []string{"--model-file", path, "--max-model-len", "2048"}})
+	opt := localcluster.Options{Model: model, ExtraServeArgs: []string{"--model-file", path, "--max-model-len", "2048"}}
+	if dir := os.Getenv("KVLEASE_BENCH_PROFILE"); dir != "" {
+		// A CPU profile of each engine (prefill.prof, decode.prof), written
+		// when the cluster stops.
+		opt.ServeArgs = func(e localcluster.Engine, secretFile string) []string {
+			return append(localcluster.DefaultServeArgs(e, secretFile), "--cpuprofile", filepath.Join(dir, e.Role+".prof"))
+		}
+	}
+	cl := startCluster(b, opt)
 	var dURL, pURL string
 	for _, e := range cl.Engines() {
 		if e.Role == "decode" {
