@@ -142,6 +142,21 @@ type pull struct {
 	// extends it); enqueued is when Enqueue took it.
 	claimed  bool
 	enqueued clock.Instant
+
+	// seq numbers the pulls in enqueue order: the queue's order, and the
+	// tie-break of their timers. prev/next link the queue, pprev/pnext
+	// the peer's pulls, both in that order.
+	seq                      uint64
+	prev, next, pprev, pnext *pull
+	// due is the earliest of the pull's timers (timerDue), its key in
+	// Consumer.timers; renewAt is when a heartbeat to its peer must carry
+	// a RENEW for it (see renewDue), its key in peer.renew. tpos and rpos
+	// are its positions in those heaps.
+	due, renewAt clock.Instant
+	tpos, rpos   int
+	// unsent: a read not sent yet, counted in peer.nunsent; listed: in
+	// peer.unsentList.
+	unsent, listed bool
 }
 
 type peerState uint8
@@ -161,6 +176,12 @@ type relNotice struct {
 	deadline clock.Instant
 	next     clock.Instant
 	sent     bool // sent at least once
+	// seq numbers the notices in the order they were queued (the order
+	// they are sent in); due is their key in peer.noteHeap (noteDue),
+	// pos their position there.
+	seq uint64
+	due clock.Instant
+	pos int
 }
 
 type peer struct {
@@ -177,20 +198,26 @@ type peer struct {
 	// heard is when a message from P last arrived on the session.
 	heard    clock.Instant
 	renewSeq uint64
-	releases []relNotice
+	// notes are the RELEASE notices waiting for P's acknowledgement, by
+	// lease, and noteHeap the same by when each is next due.
+	notes    map[wire.LeaseID]*relNotice
+	noteHeap timerHeap[*relNotice]
 	// dialFailures counts failed dials and handshakes since the last
 	// completed handshake; at MaxReadAttempts the pulls of this peer fall
 	// back.
 	dialFailures int
 	// handshakeBy: a handshake not complete by then has failed.
 	handshakeBy clock.Instant
-	// mark == Consumer.markGen: the peer has pulls (NextDeadline).
-	mark uint64
-	// pulls == Consumer.tickGen: the peer has pulls; unsent ==
-	// Consumer.tickGen: one of them is a read not sent yet. Tick sets both
-	// for every peer in one pass over the queue, so that each peer's tick
-	// need not scan it.
-	pulls, unsent uint64
+	// head and tail link the peer's pulls (npulls of them) in enqueue
+	// order; nunsent of them are reads not sent yet, each of them in
+	// unsentList (which may also hold pulls that were sent or left since).
+	head, tail *pull
+	npulls     int
+	nunsent    int
+	unsentList []*pull
+	// renew holds the peer's pulls by renewAt: a heartbeat carries a
+	// RENEW when its least is due.
+	renew timerHeap[*pull]
 }
 
 // Consumer is D's side of the transfer. Pure; not safe for concurrent use.
@@ -201,7 +228,16 @@ type Consumer struct {
 	engineID string
 	secret   []byte
 
-	queue     []*pull // FIFO of queued pulls
+	// head and tail link the pulls (n of them, waiting or reading) in
+	// enqueue order: the FIFO in which they start.
+	head, tail *pull
+	n          int
+	// timers holds every pull by due; nheld pulls are held (notBefore).
+	timers    timerHeap[*pull]
+	seq       uint64 // the last pull or notice numbered
+	nheld     int
+	dueBuf    []*pull
+	noteBuf   []*relNotice
 	byReq     map[uint64]*pull
 	byRead    map[uint64]*pull
 	peers     map[string]*peer
@@ -217,12 +253,8 @@ type Consumer struct {
 	hitBuf  []kvblock.BlockID
 	// sorted are the peers in the order of addrs (a new slice with it).
 	sorted []*peer
-	// tickGen numbers Tick's passes (peer.pulls, peer.unsent).
-	tickGen uint64
-	// addrs caches peerAddrs (nil: sort again); markGen numbers
-	// NextDeadline's marking of the peers that have pulls.
-	addrs   []string
-	markGen uint64
+	// addrs caches peerAddrs (nil: sort again).
+	addrs []string
 	// failing records the peers whose last connection attempt failed
 	// (PeersFailing), warned rate-limits the warnings logged to log.
 	failing map[string]*failing
@@ -237,6 +269,7 @@ func NewConsumer(cfg Config, pool *kvblock.Pool, engineID string, secret []byte,
 	}
 	return &Consumer{
 		cfg: cfg, pool: pool, rng: rng, engineID: engineID, secret: secret,
+		timers:    timerHeap[*pull]{less: dueBefore, pos: func(p *pull) *int { return &p.tpos }},
 		byReq:     make(map[uint64]*pull),
 		byRead:    make(map[uint64]*pull),
 		peers:     make(map[string]*peer),
@@ -255,7 +288,9 @@ func (c *Consumer) Config() Config { return c.cfg }
 func (c *Consumer) peer(addr string) *peer {
 	p, ok := c.peers[addr]
 	if !ok {
-		p = &peer{addr: addr}
+		p = &peer{addr: addr, notes: make(map[wire.LeaseID]*relNotice),
+			renew:    timerHeap[*pull]{less: renewBefore, pos: func(p *pull) *int { return &p.rpos }},
+			noteHeap: timerHeap[*relNotice]{less: noteBefore, pos: func(r *relNotice) *int { return &r.pos }}}
 		c.peers[addr] = p
 		c.addrs = nil // peerAddrs sorts again
 	}
@@ -282,14 +317,15 @@ func (c *Consumer) Enqueue(now clock.Instant, r PullRequest) bool {
 		p.deadline = clock.Never // vLLM's D keeps no view of a lease's expiry
 	}
 	c.byReq[r.Req] = p
-	c.queue = append(c.queue, p)
 	if f := r.Remote.Faults; f.Stall > 0 || f.Fallback {
 		p.held, p.notBefore = true, now.Add(max(f.Stall, 0))
 		if f.Fallback {
 			p.notBefore = now
 		}
+		c.nheld++
 	}
 	p.enqueued = now
+	c.link(p)
 	if c.cfg.ClaimsAtOnce() && p.peer.heartbeat > c.claimBy(p) && !r.Remote.Faults.NoHeartbeats {
 		p.peer.heartbeat = now // claim the lease (and bind it to us) right away
 	}
@@ -315,17 +351,18 @@ func (c *Consumer) notify(now clock.Instant, p *peer, l wire.LeaseID, t wire.Tok
 	if !sendsReason(why) {
 		panic(fmt.Sprintf("xfer: consumer sends RELEASE(%v), not one of ReleaseReasonsSent", why))
 	}
-	for _, r := range p.releases {
-		if r.lease == l {
-			return
-		}
+	if _, dup := p.notes[l]; dup {
+		return
 	}
 	if c.notices >= c.cfg.MaxWaiting {
 		c.stats.Failures[FailureReleaseDropped]++
 		return
 	}
 	c.notices++
-	p.releases = append(p.releases, relNotice{lease: l, token: t, reason: why, deadline: deadline, next: now})
+	c.seq++
+	r := &relNotice{lease: l, token: t, reason: why, deadline: deadline, next: now, seq: c.seq}
+	p.notes[l] = r
+	c.fixNote(p, r)
 }
 
 // Abort drops a request that waits or reads. A reading request is dropped
@@ -340,6 +377,7 @@ func (c *Consumer) Abort(now clock.Instant, req uint64) bool {
 	}
 	if p.state == pullReading && p.sent {
 		p.aborted = true
+		c.touch(p)
 		return true
 	}
 	c.finish(now, p, Dropped, wire.ReasonAborted, 0)
@@ -355,12 +393,13 @@ func (c *Consumer) Has(req uint64) bool { _, ok := c.byReq[req]; return ok }
 // Tick advances timers: dials, handshakes, heartbeats, release notices,
 // lease deadlines; and, when admit is true (the engine has room), starts
 // queued pulls in arrival order within MaxInflightReads and the pool's free
-// blocks.
+// blocks. Its work is proportional to what is due and what starts, plus
+// the number of peers, not to D's queue (consumer_timers.go).
 func (c *Consumer) Tick(now clock.Instant, admit bool) {
 	c.expireAll(now)
 	c.injected(now)
 	if admit {
-		for _, p := range c.queue {
+		for p := c.head; p != nil; p = p.next {
 			if c.reading >= c.cfg.MaxInflightReads {
 				break
 			}
@@ -372,18 +411,9 @@ func (c *Consumer) Tick(now clock.Instant, admit bool) {
 			}
 		}
 	}
-	// A peer's tick changes only its own pulls: the marks stay true for
-	// the peers after it.
-	c.tickGen++
-	for _, p := range c.queue {
-		p.peer.pulls = c.tickGen
-		if p.state == pullReading && !p.sent && !p.aborted {
-			p.peer.unsent = c.tickGen
-		}
-	}
 	c.peerAddrs()
 	for _, pr := range c.sorted {
-		c.tickPeerMarked(now, pr, pr.pulls == c.tickGen, pr.unsent == c.tickGen)
+		c.tickPeer(now, pr)
 	}
 	if len(c.failing) > 0 {
 		c.pruneFailing(now)
@@ -446,6 +476,7 @@ func (c *Consumer) start(now clock.Instant, p *pull) bool {
 	c.reading++
 	c.stats.HitBlocks += uint64(hits)
 	c.newRead(p)
+	c.touch(p)
 	return true
 }
 
@@ -457,6 +488,7 @@ func (c *Consumer) newRead(p *pull) {
 	p.readID = c.nextRead
 	p.sent = false
 	c.byRead[p.readID] = p
+	c.touch(p)
 }
 
 func (c *Consumer) send(pr *peer, m wire.Message) {
@@ -467,6 +499,7 @@ func (c *Consumer) sendRead(now clock.Instant, pr *peer, p *pull) {
 	c.send(pr, &wire.Read{ReadID: p.readID, Lease: p.Remote.Lease, Token: p.Remote.Token, Indexes: append([]uint32(nil), p.need...)})
 	p.sent = true
 	p.readDeadline = now.Add(c.cfg.LeaseDuration)
+	c.touch(p)
 	if len(p.need) == 0 {
 		// Everything was cached here: no READ is needed, but P must hear
 		// that it can free. Treat it as a completed read.
@@ -534,14 +567,7 @@ func (c *Consumer) remove(p *pull) {
 	if p.readID != 0 {
 		delete(c.byRead, p.readID)
 	}
-	for i, q := range c.queue {
-		if q == p {
-			copy(c.queue[i:], c.queue[i+1:])
-			c.queue[len(c.queue)-1] = nil
-			c.queue = c.queue[:len(c.queue)-1]
-			break
-		}
-	}
+	c.unlink(p)
 }
 
 // Take returns the edge's actions and the requests that left the consumer
@@ -553,44 +579,30 @@ func (c *Consumer) Take() ([]Action, []Done) {
 }
 
 // NextDeadline is the earliest instant at which Tick has timer work, or
-// clock.Never.
+// clock.Never. O(peers): the pulls' and the notices' timers are heaps.
 func (c *Consumer) NextDeadline() clock.Instant {
 	t := clock.Never
-	c.markGen++
-	pulls := func(pr *peer) bool { return pr.mark == c.markGen }
-	for _, p := range c.queue {
-		p.peer.mark = c.markGen
-		if p.held {
-			t = min(t, p.notBefore)
-		}
-		if p.state == pullQueued && c.cfg.MaxQueueWait > 0 {
-			t = min(t, p.enqueued.Add(c.cfg.MaxQueueWait))
-		}
-		switch {
-		case p.state == pullQueued || !p.sent:
-			t = min(t, p.deadline)
-		default:
-			t = min(t, p.readDeadline)
-		}
+	if c.timers.len() > 0 {
+		t = c.timers.top().due
 	}
 	c.peerAddrs()
 	for _, pr := range c.sorted { // a slice ranges faster than the map
 		switch pr.state {
 		case peerIdle:
-			if len(pr.releases) > 0 || pulls(pr) {
+			if len(pr.notes) > 0 || pr.npulls > 0 {
 				t = min(t, pr.retryAt)
 			}
-			for _, r := range pr.releases {
-				t = min(t, r.deadline)
+			if pr.noteHeap.len() > 0 {
+				t = min(t, pr.noteHeap.top().due) // their deadlines
 			}
 		case peerHello, peerAuth:
 			t = min(t, pr.handshakeBy)
 		case peerUp:
-			if c.cfg.Heartbeats() && pulls(pr) {
+			if c.cfg.Heartbeats() && pr.npulls > 0 {
 				t = min(t, pr.heartbeat)
 			}
-			for _, r := range pr.releases {
-				t = min(t, r.next, r.deadline)
+			if pr.noteHeap.len() > 0 {
+				t = min(t, pr.noteHeap.top().due) // their next sends and deadlines
 			}
 		}
 	}
@@ -600,7 +612,7 @@ func (c *Consumer) NextDeadline() clock.Instant {
 // Stats returns the counters (maps are the consumer's own; read only).
 func (c *Consumer) Stats() ConsumerStats {
 	s := c.stats
-	s.Waiting = len(c.queue) - c.reading
+	s.Waiting = c.n - c.reading
 	s.Reading = c.reading
 	if len(c.failing) > 0 {
 		s.PeersFailing = make(map[FailureKind]uint64, 2)
@@ -613,14 +625,14 @@ func (c *Consumer) Stats() ConsumerStats {
 
 // Idle reports whether the consumer has nothing left to do: no request
 // waiting or reading and no release notice to deliver.
-func (c *Consumer) Idle() bool { return len(c.queue) == 0 && c.notices == 0 }
+func (c *Consumer) Idle() bool { return c.n == 0 && c.notices == 0 }
 
 // NumNotices is the number of RELEASE notices waiting for P's
 // acknowledgement.
 func (c *Consumer) NumNotices() int { return c.notices }
 
 // NumWaiting is the number of requests waiting or reading.
-func (c *Consumer) NumWaiting() int { return len(c.queue) }
+func (c *Consumer) NumWaiting() int { return c.n }
 
 // CheckWait reports a pull still queued at now past MaxQueueWait (its
 // request admitted at Enqueue and waiting for room to read): D must have
@@ -629,7 +641,7 @@ func (c *Consumer) CheckWait(now clock.Instant) error {
 	if c.cfg.MaxQueueWait <= 0 {
 		return nil
 	}
-	for _, p := range c.queue {
+	for p := c.head; p != nil; p = p.next {
 		if p.state == pullQueued && now >= p.enqueued.Add(c.cfg.MaxQueueWait) {
 			return fmt.Errorf("xfer: request %d queued since %v is still waiting at %v, past the max queue wait %v",
 				p.Req, p.enqueued, now, c.cfg.MaxQueueWait)
@@ -651,13 +663,16 @@ func (c *Consumer) Check() error {
 		}
 	}
 	n := 0
-	for _, p := range c.queue {
+	for p := c.head; p != nil; p = p.next {
 		if p.state == pullReading {
 			n++
 			if p.inbound == 0 || !c.pool.Live(p.inbound) {
 				return fmt.Errorf("xfer: reading request %d has no inbound hold", p.Req)
 			}
 		}
+	}
+	if err := c.checkTimers(); err != nil {
+		return err
 	}
 	if n != c.reading {
 		return fmt.Errorf("xfer: %d pulls reading, counted %d", n, c.reading)
@@ -667,7 +682,7 @@ func (c *Consumer) Check() error {
 	}
 	k := 0
 	for _, pr := range c.peers {
-		k += len(pr.releases)
+		k += len(pr.notes)
 	}
 	if k != c.notices {
 		return fmt.Errorf("xfer: %d release notices pending, counted %d", k, c.notices)

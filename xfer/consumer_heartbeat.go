@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/wire"
@@ -39,45 +40,21 @@ func (c *Consumer) claimBy(p *pull) clock.Instant {
 // is due, the RENEW names every lease a renewal extends, so that the
 // leases of a P are renewed together: about one RENEW per P every
 // LeaseExtension − renewMargin (two heartbeats by default) rather than
-// one per heartbeat.
+// one per heartbeat. O(1): the peer's pulls are in a heap by the instant
+// each becomes due (renewAtOf).
 func (c *Consumer) renewDue(now clock.Instant, pr *peer) bool {
-	next := now.Add(c.cfg.HeartbeatInterval)
-	for _, p := range c.queue {
-		if p.peer != pr || p.aborted || p.Remote.Faults.NoHeartbeats {
-			continue
-		}
-		if !p.claimed && next > c.claimBy(p) {
-			return true
-		}
-		if p.deadline.Sub(now) <= c.cfg.renewMargin() {
-			return true
-		}
-	}
-	return false
+	return pr.renew.len() > 0 && pr.renew.top().renewAt <= now
 }
 
+// tickPeer advances pr's timers: its dial, handshake, reads waiting for
+// the connection, heartbeat and release notices.
 func (c *Consumer) tickPeer(now clock.Instant, pr *peer) {
-	var pulls, unsent bool
-	for _, p := range c.queue {
-		if p.peer == pr {
-			pulls = true
-			if p.state == pullReading && !p.sent && !p.aborted {
-				unsent = true
-				break
-			}
-		}
-	}
-	c.tickPeerMarked(now, pr, pulls, unsent)
-}
-
-// tickPeerMarked is tickPeer given whether pr has pulls and whether one
-// of them is a read not sent yet.
-func (c *Consumer) tickPeerMarked(now clock.Instant, pr *peer, pulls, unsent bool) {
+	pulls, unsent := pr.npulls > 0, pr.nunsent > 0
 	if pr.state != peerUp {
 		// Notices past their deadline are dropped: P has expired the lease.
 		c.dropNotices(now, pr)
 	}
-	wants := len(pr.releases) > 0 || pulls
+	wants := len(pr.notes) > 0 || pulls
 	switch pr.state {
 	case peerHello, peerAuth:
 		if now >= pr.handshakeBy {
@@ -103,11 +80,12 @@ func (c *Consumer) tickPeerMarked(now clock.Instant, pr *peer, pulls, unsent boo
 	// Reads waiting for the connection (a snapshot: a read with nothing to
 	// fetch completes and leaves the queue).
 	if unsent {
-		for _, p := range c.pullsOf(pr) {
-			if p.state == pullReading && !p.sent && !p.aborted {
+		for _, p := range c.unsentReads(pr) {
+			if p.unsent { // not sent by a nested tick meanwhile
 				c.sendRead(now, pr, p)
 			}
 		}
+		c.compactUnsent(pr)
 	}
 	if c.cfg.Heartbeats() && now >= pr.heartbeat {
 		// One RENEW for the leases of this P that D still needs: queued
@@ -128,11 +106,11 @@ func (c *Consumer) tickPeerMarked(now clock.Instant, pr *peer, pulls, unsent boo
 				refs = nil
 			}
 		}
-		for _, p := range c.queue {
+		for p := pr.head; p != nil && !lazy; p = p.pnext {
 			if MutateSkipQueuedHeartbeats && p.state == pullQueued {
 				continue
 			}
-			if p.peer == pr && !p.aborted && !p.Remote.Faults.NoHeartbeats {
+			if !p.aborted && !p.Remote.Faults.NoHeartbeats {
 				if lazy || (!all && p.claimed && now.Add(c.cfg.LeaseExtension) <= p.deadline) {
 					continue // nothing due, or claimed and a renewal would not extend it
 				}
@@ -146,6 +124,7 @@ func (c *Consumer) tickPeerMarked(now clock.Instant, pr *peer, pulls, unsent boo
 					if now.Sub(pr.heard) <= c.cfg.heardWithin() {
 						p.deadline = clock.Max(p.deadline, now.Add(c.cfg.LeaseExtension))
 					}
+					c.touch(p)
 				}
 				refs = append(refs, wire.LeaseRef{ID: p.Remote.Lease, Token: p.Remote.Token})
 				if len(refs) == wire.MaxLeasesPerRenew {
@@ -156,30 +135,86 @@ func (c *Consumer) tickPeerMarked(now clock.Instant, pr *peer, pulls, unsent boo
 		flush()
 		pr.heartbeat = now.Add(c.cfg.HeartbeatInterval)
 	}
-	for i := range pr.releases {
-		r := &pr.releases[i]
+	// The notices due now (to send, or past their deadline), in the order
+	// they were queued.
+	for _, r := range c.dueNotes(now, pr) {
 		if now >= r.next {
 			c.send(pr, &wire.Release{Lease: r.lease, Token: r.token, Reason: r.reason})
 			c.stats.ReleasesSent[r.reason]++
 			r.next = now.Add(c.cfg.RetryInterval)
 			r.sent = true
 		}
+		if now >= r.deadline {
+			c.dropNote(pr, r) // P has expired the lease
+		} else {
+			c.fixNote(pr, r)
+		}
 	}
-	c.dropNotices(now, pr)
 }
 
 // dropNotices forgets notices whose lease P has expired by now. A notice
 // is sent at least once while P is connected, even late: D's view of the
 // deadline is never earlier than P's, but the message costs little.
 func (c *Consumer) dropNotices(now clock.Instant, pr *peer) {
-	j := 0
-	for _, r := range pr.releases {
-		if now < r.deadline || (!r.sent && pr.state == peerUp) {
-			pr.releases[j] = r
-			j++
+	for _, r := range c.dueNotes(now, pr) {
+		if now >= r.deadline && (r.sent || pr.state != peerUp) {
+			c.dropNote(pr, r)
 		}
 	}
-	c.notices -= len(pr.releases) - j
-	clear(pr.releases[j:])
-	pr.releases = pr.releases[:j]
+}
+
+// noteBefore orders notices by due instant, then the order they were
+// queued in.
+func noteBefore(a, b *relNotice) bool {
+	if a.due != b.due {
+		return a.due < b.due
+	}
+	return a.seq < b.seq
+}
+
+// noteDue is when notice r of pr next needs a tick: its next send or its
+// deadline while P is connected, its deadline otherwise.
+func noteDue(pr *peer, r *relNotice) clock.Instant {
+	if pr.state == peerUp {
+		return min(r.next, r.deadline)
+	}
+	return r.deadline
+}
+
+// fixNote re-keys r in pr's notices.
+func (c *Consumer) fixNote(pr *peer, r *relNotice) {
+	r.due = noteDue(pr, r)
+	pr.noteHeap.fix(r)
+}
+
+// dropNote forgets notice r of pr.
+func (c *Consumer) dropNote(pr *peer, r *relNotice) {
+	pr.noteHeap.remove(r)
+	delete(pr.notes, r.lease)
+	c.notices--
+}
+
+// dueNotes returns pr's notices due at now, in the order they were
+// queued. The slice is the consumer's, valid until the next call.
+func (c *Consumer) dueNotes(now clock.Instant, pr *peer) []*relNotice {
+	c.noteBuf = pr.noteHeap.appendDue(c.noteBuf[:0], func(r *relNotice) bool { return r.due <= now })
+	slices.SortFunc(c.noteBuf, func(a, b *relNotice) int {
+		if a.seq < b.seq {
+			return -1
+		}
+		return 1
+	})
+	return c.noteBuf
+}
+
+// setState moves pr to state st; its notices' keys follow whether it is
+// connected (noteDue).
+func (c *Consumer) setState(pr *peer, st peerState) {
+	up := pr.state == peerUp
+	pr.state = st
+	if up != (st == peerUp) {
+		for _, r := range pr.notes {
+			c.fixNote(pr, r)
+		}
+	}
 }

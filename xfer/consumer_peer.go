@@ -21,7 +21,7 @@ func (c *Consumer) Dialed(now clock.Instant, addr string, s SessionID) {
 		return
 	}
 	pr.session = s
-	pr.state = peerHello
+	c.setState(pr, peerHello)
 	pr.handshakeBy = now.Add(c.cfg.HandshakeTimeout)
 	c.bySession[s] = pr
 	a, b := c.rng.Uint64(), c.rng.Uint64()
@@ -70,7 +70,7 @@ func (c *Consumer) disconnected(now clock.Instant, s SessionID, kind FailureKind
 		return
 	}
 	delete(c.bySession, s)
-	pr.state = peerIdle
+	c.setState(pr, peerIdle)
 	pr.session = 0
 	// Redial at once: a lost connection is often a blip, and P keeps the
 	// leases bound to it only for the peer grace. Failed dials back off.
@@ -81,16 +81,6 @@ func (c *Consumer) disconnected(now clock.Instant, s SessionID, kind FailureKind
 			c.retry(now, p, reason)
 		}
 	}
-}
-
-func (c *Consumer) pullsOf(pr *peer) []*pull {
-	var ps []*pull
-	for _, p := range c.queue {
-		if p.peer == pr {
-			ps = append(ps, p)
-		}
-	}
-	return ps
 }
 
 // retry restarts p's read after a failure, or falls back when out of
@@ -152,7 +142,7 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 			return
 		}
 		pr.engineID = m.EngineID
-		pr.state = peerAuth
+		c.setState(pr, peerAuth)
 		c.send(pr, &wire.Auth{MAC: wire.ComputeMAC(c.secret, wire.RoleD, m.Nonce, m.EngineID, c.engineID)})
 	case *wire.AuthAck:
 		if pr.state == peerUp && m.Status == wire.StatusOK {
@@ -166,7 +156,7 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 		// Notices that expired while P was unreachable are dropped, as
 		// Tick would have dropped them before the session came up.
 		c.dropNotices(now, pr)
-		pr.state = peerUp
+		c.setState(pr, peerUp)
 		pr.dialFailures = 0
 		delete(c.failing, pr.addr)
 		// Renew at once on a new session: it rebinds the leases P keeps
@@ -198,6 +188,7 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 			switch {
 			case r.Status == wire.StatusOK:
 				p.deadline = clock.Max(p.deadline, now.Add(time.Duration(r.ExpiresInMs)*time.Millisecond))
+				c.touch(p)
 			case p.state == pullReading && p.sent:
 				// The read in flight ends with its own status.
 			default:
@@ -225,16 +216,9 @@ func (c *Consumer) Handle(now clock.Instant, s SessionID, m wire.Message) {
 	case *wire.ReadEnd:
 		c.readEnd(now, pr, m)
 	case *wire.ReleaseAck:
-		j := 0
-		for _, r := range pr.releases {
-			if r.lease != m.Lease {
-				pr.releases[j] = r
-				j++
-			}
+		if r, ok := pr.notes[m.Lease]; ok {
+			c.dropNote(pr, r)
 		}
-		c.notices -= len(pr.releases) - j
-		clear(pr.releases[j:])
-		pr.releases = pr.releases[:j]
 	}
 }
 
@@ -286,6 +270,7 @@ func (c *Consumer) block(now clock.Instant, pr *peer, m *wire.Block) {
 	// or corrupt frames do not keep the read (and D's inbound blocks)
 	// alive.
 	p.readDeadline = now.Add(c.cfg.LeaseDuration)
+	c.touch(p)
 }
 
 func (c *Consumer) readEnd(now clock.Instant, pr *peer, m *wire.ReadEnd) {

@@ -98,12 +98,18 @@ func (c *Consumer) expire(now clock.Instant, p *pull) bool {
 	return false
 }
 
-// expireAll applies every pull's due timers (expire), in queue order.
-// O(waiting pulls).
+// expireAll applies the due timers (expire) of every pull that has one,
+// in queue order, exactly as a walk of the whole queue would. O(due pulls
+// × log pulls).
 func (c *Consumer) expireAll(now clock.Instant) {
-	for i := 0; i < len(c.queue); i++ {
-		if c.expire(now, c.queue[i]) {
-			i--
+	if c.timers.len() == 0 || c.timers.top().due > now {
+		return
+	}
+	due := c.duePulls(now)
+	for i, p := range due {
+		if c.byReq[p.Req] == p {
+			c.expire(now, p)
 		}
+		due[i] = nil
 	}
 }

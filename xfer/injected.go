@@ -137,12 +137,17 @@ func (p *Producer) nextStalled() clock.Instant {
 // injected carries out the pull faults due at now: a stalled pull may
 // start from now on; a pull told to fall back does, telling P.
 func (c *Consumer) injected(now clock.Instant) {
+	if c.nheld == 0 {
+		return
+	}
 	var fall []*pull
-	for _, p := range c.queue {
+	for p := c.head; p != nil; p = p.next {
 		if !p.held || p.notBefore > now {
 			continue
 		}
 		p.held = false
+		c.nheld--
+		c.touch(p)
 		if p.Remote.Faults.Fallback && p.state == pullQueued {
 			fall = append(fall, p)
 		}

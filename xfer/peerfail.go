@@ -118,7 +118,7 @@ func (c *Consumer) pruneFailing(now clock.Instant) {
 // rather than wait out their leases. Release notices keep being retried
 // until their deadlines.
 func (c *Consumer) dialFailed(now clock.Instant, pr *peer, kind FailureKind, detail string) {
-	pr.state = peerIdle
+	c.setState(pr, peerIdle)
 	pr.retryAt = now.Add(c.cfg.RetryInterval)
 	c.stats.Failures[kind]++
 	c.peerFailed(now, pr, kind, detail)
@@ -160,11 +160,12 @@ func (c *Consumer) authFailed(now clock.Instant, pr *peer, kind FailureKind, det
 	c.peerFailed(now, pr, kind, detail)
 	c.actions = append(c.actions, Action{Kind: ActionClose, Session: pr.session})
 	delete(c.bySession, pr.session)
-	pr.state = peerIdle
+	c.setState(pr, peerIdle)
 	pr.session = 0
 	pr.retryAt = now.Add(c.cfg.RetryInterval)
-	c.notices -= len(pr.releases)
-	pr.releases = nil // cannot be delivered to an impostor
+	for _, r := range pr.notes {
+		c.dropNote(pr, r) // cannot be delivered to an impostor
+	}
 	for _, p := range c.pullsOf(pr) {
 		if p.aborted {
 			c.finish(now, p, Dropped, 0, 0)
