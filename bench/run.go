@@ -199,8 +199,17 @@ func (r *runner) closedLoop(ctx context.Context) {
 	for range r.cfg.Concurrency {
 		wg.Go(func() {
 			for r.more(ctx) {
+				// The first turn's ticket before the job's number: a
+				// worker that loses the last ticket to another starts no
+				// job, so a run of N requests issues jobs 0, 1, … in
+				// order and never skips one (which another worker would
+				// replace by job N, a different workload).
+				id, ok := r.ticket()
+				if !ok {
+					return
+				}
 				j := r.wl.job(int(r.jobs.Add(1) - 1))
-				r.runJob(ctx, &j, -1)
+				r.runJob(ctx, &j, id)
 			}
 		})
 	}
@@ -267,10 +276,9 @@ func (r *runner) ticket() (int, bool) {
 	return int(id), id < int64(r.limit)
 }
 
-// runJob runs the turns of j one after the other. In the open loop the
-// caller has already counted it in flight and taken firstID, the request
-// ID of its first turn; in the closed loop firstID is -1 and every turn
-// takes its own.
+// runJob runs the turns of j one after the other. The caller has taken
+// firstID, the request ID of its first turn (in the open loop it has also
+// counted the job in flight); every later turn takes its own.
 func (r *runner) runJob(ctx context.Context, j *job, firstID int) {
 	openLoop := r.cfg.Rate > 0
 	if !openLoop {
@@ -283,7 +291,7 @@ func (r *runner) runJob(ctx context.Context, j *job, firstID int) {
 			return
 		}
 		id, ok := firstID, true
-		if i > 0 || firstID < 0 {
+		if i > 0 {
 			id, ok = r.ticket()
 		}
 		if !ok {

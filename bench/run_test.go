@@ -94,6 +94,18 @@ func TestRunErrorsByKind(t *testing.T) {
 	if !reflect.DeepEqual(s.ErrorsByKind, want) || s.Errors != 32 || s.Completed != 4 || s.Aborted != 0 {
 		t.Fatalf("errors %v (total %d), completed %d, aborted %d; want %v", s.ErrorsByKind, s.Errors, s.Completed, s.Aborted, want)
 	}
+	// The jobs issued are 0 … Requests-1, each once: a worker that lost
+	// the last ticket used to start a job anyway, and the run then held
+	// job 36 (an "ok" one) in place of a failing one.
+	jobs := map[int]bool{}
+	for _, rec := range res.Records {
+		jobs[rec.Job] = true
+	}
+	for j := range cfg.Requests {
+		if !jobs[j] {
+			t.Fatalf("job %d never issued; jobs %v", j, jobs)
+		}
+	}
 	for _, rec := range res.Records {
 		if rec.Outcome == OutcomeError && rec.Error == "" {
 			t.Fatalf("error without message: %+v", rec)
