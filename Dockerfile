@@ -1,5 +1,7 @@
 # syntax=docker/dockerfile:1
-# The kvlease image: one static binary on a distroless, non-root base.
+# The kvlease image: one static binary, kvlease-server (serve, proxy and
+# version, without the tools and their plotting), on a distroless, non-root
+# base.
 #
 #   docker build -t kvlease:dev .        (or: podman build -t kvlease:dev .)
 #   docker run --rm -p 8000:8000 kvlease:dev serve --profile tiny
@@ -19,12 +21,12 @@ ARG VERSION=dev
 # Static (no cgo: kvlease has no C dependency), reproducible paths, the
 # version that /version and the startup log report.
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.buildVersion=${VERSION}" \
-      -o /out/kvlease ./cmd/kvlease
+      -o /out/kvlease-server ./cmd/kvlease-server
 
 # distroless/static: CA certificates, tzdata, /etc/passwd with the nonroot
 # user (65532), no shell and no package manager.
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/kvlease /usr/local/bin/kvlease
+COPY --from=build /out/kvlease-server /usr/local/bin/kvlease-server
 USER 65532:65532
 # In a container the engine listens on every interface; a prefill engine
 # then needs KVLEASE_ADVERTISE_HOST (the pod IP) so decode engines can
@@ -32,5 +34,5 @@ USER 65532:65532
 ENV KVLEASE_HOST=0.0.0.0
 # HTTP, P/D transfer, KV events (PUB, replay).
 EXPOSE 8000 9000 5557 5558
-ENTRYPOINT ["kvlease"]
+ENTRYPOINT ["kvlease-server"]
 CMD ["serve"]

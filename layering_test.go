@@ -25,8 +25,10 @@ var layers = []layer{
 	{"drivers", []string{"node", "transport/tcp", "offload/tier", "sim", "kvevents", "kvevents/kveventstest"}},
 	{"the HTTP API's types", []string{"openai"}},
 	{"HTTP edges", []string{"httpapi", "metrics", "proxy"}},
+	{"the serving commands", []string{"cmd/internal/cli", "cmd/internal/clitest"}},
 	{"tools", []string{"localcluster", "bench", "internal/chaos"}},
-	{"the binary and end-to-end tests", []string{"cmd/kvlease", "internal/e2e/api", "internal/e2e/pd", "internal/e2e/scenarios"}},
+	{"the binaries and end-to-end tests", []string{"cmd/kvlease", "cmd/kvlease-server", "internal/e2e/api", "internal/e2e/pd",
+		"internal/e2e/scenarios"}},
 }
 
 // httpapiImports are the only packages of the module the HTTP API of an

@@ -21,7 +21,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 )
 
-// TestChartEnvStartsServe runs kvlease serve (built from this repository)
+// TestChartEnvStartsServe runs kvlease-server serve (the image's binary,
+// built from this repository)
 // with the environment of each rendered engine container, the Downward API
 // and the Secret resolved as the kubelet would, and listen ports moved to
 // free ones: every KVLEASE_* variable the chart sets must be a serve flag
@@ -30,8 +31,8 @@ func TestChartEnvStartsServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs kvlease")
 	}
-	bin := filepath.Join(t.TempDir(), "kvlease")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/kvlease")
+	bin := filepath.Join(t.TempDir(), "kvlease-server")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/kvlease-server")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -25,8 +25,9 @@ import (
 // beside others on a loaded machine).
 const waitTimeout = 30 * time.Second
 
-// kvleaseBin is the kvlease executable built from the checkout this module's
-// replace points at (../), once for the test process.
+// kvleaseBin is the serving binary (kvlease-server, as the image runs it)
+// built from the checkout this module's replace points at (../), once for
+// the test process.
 var kvleaseBin string
 
 func TestMain(m *testing.M) {
@@ -38,11 +39,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	kvleaseBin = filepath.Join(dir, "kvlease")
-	build := exec.Command("go", "build", "-o", kvleaseBin, "./cmd/kvlease")
+	kvleaseBin = filepath.Join(dir, "kvlease-server")
+	build := exec.Command("go", "build", "-o", kvleaseBin, "./cmd/kvlease-server")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/kvlease: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "go build ./cmd/kvlease-server: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

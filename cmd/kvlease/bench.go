@@ -8,38 +8,21 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
 	"github.com/kvlease/kvlease/bench"
+	"github.com/kvlease/kvlease/cmd/internal/cli"
 	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/xfer"
 )
 
 func init() {
-	register(command{
-		name:    "bench",
-		summary: "load against an OpenAI-compatible endpoint: progress, percentiles, JSON and PNG",
-		run:     runBench,
+	cli.Register(cli.Command{
+		Name:    "bench",
+		Summary: "load against an OpenAI-compatible endpoint: progress, percentiles, JSON and PNG",
+		Run:     runBench,
 	})
-}
-
-// startCPUProfile writes a CPU profile of this process to path until the
-// returned function is called.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }
 
 // benchFlags maps bench.Config fields to the flags that set them, so that a
@@ -75,14 +58,14 @@ func (f distFlag) Set(s string) error {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", stderr)
+	fs := cli.NewFlagSet("bench", stderr)
 	cfg := bench.DefaultConfig()
 	wl := &cfg.Workload
 	fs.StringVar(&cfg.URL, "url", "", "base URL of the OpenAI-compatible server (http://host:port); required unless --scenario")
 	api := fs.String("api", string(cfg.API), "endpoint: completions or chat")
 	fs.StringVar(&cfg.Model, "model", "", "model name (default: the first of GET /v1/models)")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "send \"Authorization: Bearer KEY\" (a server started with --api-key); default "+
-		apiKeyEnv+", else "+vllmAPIKeyEnv+", else OPENAI_API_KEY; never written to the results")
+		cli.APIKeyEnv+", else "+cli.VLLMAPIKeyEnv+", else OPENAI_API_KEY; never written to the results")
 	fs.BoolVar(&cfg.Stream, "stream", cfg.Stream, "stream tokens (needed for TTFT and inter-token latency)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "closed loop: requests in flight")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: Poisson arrivals per second (0: closed loop)")
@@ -112,13 +95,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	progress := fs.String("progress", "auto", "auto (a bar on a terminal, lines otherwise), bar, lines or none")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the client to this file (to see what the load generator itself costs)")
 	lc := addLocalClusterFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if cfg.APIKey == "" {
-		cfg.APIKey = clientAPIKey()
+		cfg.APIKey = cli.ClientAPIKey()
 	}
 	if set["duration"] && !set["requests"] {
 		cfg.Requests = 0
@@ -169,7 +152,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+		stop, err := cli.StartCPUProfile(*cpuProfile)
 		if err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/bench"
+	"github.com/kvlease/kvlease/cmd/internal/cli"
 )
 
 // fakeOpenAI serves /v1/models, streaming /v1/completions of max_tokens
@@ -187,5 +190,33 @@ func TestBenchCPUProfile(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		t.Fatalf("profile %s: %v, %v", path, fi, err)
+	}
+}
+
+// TestBenchAPIKey: kvlease bench against kvlease serve --api-key sends the
+// key given by --api-key, or by OPENAI_API_KEY, and never prints it;
+// without a key it fails naming the 401.
+func TestBenchAPIKey(t *testing.T) {
+	t.Setenv("KVLEASE_CLUSTER_SECRET", "")
+	url, stop, err := cli.StartEngine(context.Background(), []string{"--host", "127.0.0.1", "--port", "0", "--profile", "zero",
+		"--api-key", "sk-serve"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	t.Setenv(cli.APIKeyEnv, "")
+	t.Setenv(cli.VLLMAPIKeyEnv, "")
+	t.Setenv("OPENAI_API_KEY", "")
+	args := []string{"bench", "--url", url, "--requests", "3", "--output-len", "2", "--progress", "none"}
+	if code, stdout, stderr := runCmd(t, append(args, "--api-key", "sk-serve")...); code != 0 || strings.Contains(stdout+stderr, "sk-serve") {
+		t.Errorf("bench --api-key: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-serve")
+	if code, stdout, stderr := runCmd(t, args...); code != 0 {
+		t.Errorf("bench with OPENAI_API_KEY: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	t.Setenv("OPENAI_API_KEY", "")
+	if code, _, stderr := runCmd(t, args...); code == 0 || !strings.Contains(stderr, "401") {
+		t.Errorf("bench without a key: exit %d\n%s", code, stderr)
 	}
 }

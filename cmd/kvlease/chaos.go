@@ -11,14 +11,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvlease/kvlease/cmd/internal/cli"
 	"github.com/kvlease/kvlease/internal/chaos"
 )
 
 func init() {
-	register(command{
-		name:    "chaos",
-		summary: "a P/D cluster across network namespaces under load and a random fault schedule (root; ip, tc)",
-		run:     runChaos,
+	cli.Register(cli.Command{
+		Name:    "chaos",
+		Summary: "a P/D cluster across network namespaces under load and a random fault schedule (root; ip, tc)",
+		Run:     runChaos,
 	})
 }
 
@@ -29,7 +30,7 @@ type chaosOptions struct {
 }
 
 func parseChaosFlags(args []string, stderr io.Writer) (chaosOptions, error) {
-	fs := newFlagSet("chaos", stderr)
+	fs := cli.NewFlagSet("chaos", stderr)
 	var o chaosOptions
 	fs.DurationVar(&o.cfg.Duration, "duration", 2*time.Minute, "time under faults (then every fault heals and the cluster settles)")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the fault schedule (kinds, targets, durations, gaps) and of the workload")
@@ -38,7 +39,7 @@ func parseChaosFlags(args []string, stderr io.Writer) (chaosOptions, error) {
 	fs.IntVar(&o.cfg.Harness.Decode, "decode", 2, "decode engines (one prefill engine)")
 	faults := fs.String("faults", "", "comma-separated fault kinds to draw from (default: all): "+strings.Join(chaos.FaultKinds, ", "))
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the engines' and the proxy's logs (default: a temporary one, removed)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, err
 	}
 	switch {

@@ -16,16 +16,17 @@ import (
 
 	"github.com/kvlease/kvlease/bench"
 	"github.com/kvlease/kvlease/bench/stats"
+	"github.com/kvlease/kvlease/cmd/internal/cli"
 	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 	"github.com/kvlease/kvlease/xfer"
 )
 
 func init() {
-	register(command{
-		name:    "demo",
-		summary: "the main job on defaults: one faulty workload on a local P/D cluster under each release policy, compared",
-		run:     runDemo,
+	cli.Register(cli.Command{
+		Name:    "demo",
+		Summary: "the main job on defaults: one faulty workload on a local P/D cluster under each release policy, compared",
+		Run:     runDemo,
 	})
 }
 
@@ -61,7 +62,7 @@ const (
 var demoInputLen = bench.Dist{Kind: bench.DistUniform, A: 64, B: 256}
 
 func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
-	fs := newFlagSet("demo", stderr)
+	fs := cli.NewFlagSet("demo", stderr)
 	o := demoOptions{}
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "load per policy (with --requests and no --duration: until the requests are done)")
 	fs.IntVar(&o.requests, "requests", 0, "requests per policy at most (0: as many as --duration allows)")
@@ -76,7 +77,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	fs.IntVar(&o.prefillBlocks, "prefill-num-blocks", 512, "the prefill engine's KV blocks (16 tokens each): room for the load, not for much stranded KV")
 	policies := fs.String("policies", "lease,vllm,vllm-lease,legacy-timeout", "release policies to compare, comma-separated")
 	o.model = addModelFileFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, err
 	}
 	set := map[string]bool{}
@@ -381,21 +382,7 @@ func verifyDemo(ctx context.Context, o *demoOptions, results []*bench.Result, ro
 // free port.
 func startReferenceEngine(ctx context.Context, modelArgs []string) (url string, stop func(), err error) {
 	args := append([]string{"--role", "both", "--host", "127.0.0.1", "--port", "0", "--profile", demoProfile}, modelArgs...)
-	f, err := parseServeFlags(args, io.Discard)
-	if err != nil {
-		return "", nil, err
-	}
-	es, err := startEngine(f, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return "", nil, err
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		es.Run(runCtx)
-	}()
-	return es.URL(), func() { cancel(); <-done }, nil
+	return cli.StartEngine(ctx, args, slog.New(slog.DiscardHandler))
 }
 
 func writeDemoTable(w io.Writer, rows []demoRow) {

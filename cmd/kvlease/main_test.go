@@ -3,28 +3,29 @@ package main
 import (
 	"bytes"
 	"context"
-	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/kvlease/kvlease/cmd/internal/cli"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
+	code := program.Run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
 }
 
-func TestUnknownCommandAndUsage(t *testing.T) {
-	if code, _, stderr := runCmd(t, "frobnicate"); code != 2 || stderr != "kvlease: unknown command \"frobnicate\"\nRun 'kvlease -h' for the commands.\n" {
-		t.Errorf("unknown command: exit %d, stderr %q", code, stderr)
+// TestCommands: kvlease has the serving commands and the tools, and lists
+// them all.
+func TestCommands(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-h")
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: kvlease <command>") {
+		t.Fatalf("-h: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if code, _, stderr := runCmd(t); code != 2 || !strings.Contains(stderr, "demo") {
-		t.Errorf("no command: exit %d, stderr %q", code, stderr)
-	}
-	for _, h := range []string{"help", "-h", "--help"} {
-		if code, stdout, stderr := runCmd(t, h); code != 0 || !strings.HasPrefix(stdout, "usage: kvlease <command>") || stderr != "" {
-			t.Errorf("%s: exit %d, stdout %q, stderr %q", h, code, stdout, stderr)
+	for _, name := range []string{"bench", "chaos", "demo", "proxy", "serve", "sim", "up", "version"} {
+		if !strings.Contains(stdout, "\n  "+name+" ") {
+			t.Errorf("-h does not list %s:\n%s", name, stdout)
 		}
 	}
 }
@@ -33,11 +34,11 @@ func TestUnknownCommandAndUsage(t *testing.T) {
 // summary and its flags on stdout and exit 0, as Go's own tools do (so
 // `kvlease serve -h | less` shows them).
 func TestHelpOnStdout(t *testing.T) {
-	for _, c := range commands {
+	for _, c := range cli.Commands() {
 		for _, h := range []string{"-h", "--help"} {
-			code, stdout, stderr := runCmd(t, c.name, h)
-			if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: kvlease "+c.name+" [flags]\n\n"+c.summary+"\n") {
-				t.Errorf("%s %s: exit %d, stdout %q, stderr %q", c.name, h, code, stdout, stderr)
+			code, stdout, stderr := runCmd(t, c.Name, h)
+			if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: kvlease "+c.Name+" [flags]\n\n"+c.Summary+"\n") {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q", c.Name, h, code, stdout, stderr)
 			}
 		}
 	}
@@ -46,16 +47,14 @@ func TestHelpOnStdout(t *testing.T) {
 	}
 }
 
-// TestBadFlagOneLine: a flag the flag package refuses (a bad value, an
-// unknown flag, a stray argument) is one line naming it, then a pointer to
-// the command's -h; exit 2, nothing on stdout, no usage dump.
+// TestBadFlagOneLine: the tools follow the rule of every command: a flag
+// the flag package refuses is one line naming it, then a pointer to the
+// command's -h; exit 2, nothing on stdout.
 func TestBadFlagOneLine(t *testing.T) {
 	for _, args := range [][]string{
-		{"serve", "--num-blocks", "abc"},
-		{"serve", "--no-such-flag"},
 		{"up", "--port", "eighty"},
 		{"bench", "stray"},
-		{"version", "--short"},
+		{"sim", "--no-such-flag"},
 	} {
 		code, stdout, stderr := runCmd(t, args...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
@@ -63,28 +62,5 @@ func TestBadFlagOneLine(t *testing.T) {
 			lines[1] != "Run 'kvlease "+args[0]+" -h' for its flags." {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
 		}
-	}
-}
-
-// TestVersion: `kvlease version` and `kvlease --version` print the
-// version line; the line names the module version and the VCS stamp of
-// the build (go build records vcs.revision, vcs.time and vcs.modified in
-// a checkout).
-func TestVersion(t *testing.T) {
-	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
-		if code, stdout, stderr := runCmd(t, args...); code != 0 || stderr != "" || !strings.HasPrefix(stdout, "kvlease ") ||
-			strings.Count(stdout, "\n") != 1 {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
-		}
-	}
-	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/kvlease/kvlease", Version: "v1.2.3"},
-		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "32feab9fcfda38058b28a51d144dae6b07976b0b"},
-			{Key: "vcs.time", Value: "2026-11-28T01:37:42Z"}, {Key: "vcs.modified", Value: "true"}}}
-	if got, want := versionLine(bi), "kvlease v1.2.3 (commit 32feab9fcfda38058b28a51d144dae6b07976b0b, modified, 2026-11-28T01:37:42Z; go1.26.8)"; got != want {
-		t.Errorf("versionLine = %q, want %q", got, want)
-	}
-	bi.Main.Version, bi.Settings = "(devel)", nil
-	if got, want := versionLine(bi), "kvlease dev (commit unknown; go1.26.8)"; got != want {
-		t.Errorf("versionLine = %q, want %q", got, want)
 	}
 }

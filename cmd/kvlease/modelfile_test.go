@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/bench"
+	"github.com/kvlease/kvlease/cmd/internal/cli"
 	"github.com/kvlease/kvlease/internal/llamatest"
 	"github.com/kvlease/kvlease/xfer"
 )
@@ -95,7 +96,7 @@ func TestModelFileFlags(t *testing.T) {
 	if got := o.model.serveArgs(); !slices.Equal(got, wantCkpt) {
 		t.Errorf("demo's reference engine runs with %v", got)
 	}
-	fs := newFlagSet("bench", io.Discard)
+	fs := cli.NewFlagSet("bench", io.Discard)
 	lc := addLocalClusterFlags(fs)
 	if err := fs.Parse([]string{"--scenario", "none", "--model-file", filepath.Base(gguf), "--serve-args", "--threads 1"}); err != nil {
 		t.Fatal(err)

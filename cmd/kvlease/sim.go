@@ -15,16 +15,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvlease/kvlease/cmd/internal/cli"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/sim"
 	"github.com/kvlease/kvlease/xfer"
 )
 
 func init() {
-	register(command{
-		name:    "sim",
-		summary: "deterministic cluster simulation: replay a seed, sweep seeds, or the policy report",
-		run:     runSim,
+	cli.Register(cli.Command{
+		Name:    "sim",
+		Summary: "deterministic cluster simulation: replay a seed, sweep seeds, or the policy report",
+		Run:     runSim,
 	})
 }
 
@@ -51,7 +52,7 @@ type simFlags struct {
 }
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sim", stderr)
+	fs := cli.NewFlagSet("sim", stderr)
 	var f simFlags
 	policy := "lease"
 	fs.Uint64Var(&f.seed, "seed", 1, "the seed to replay; with --seeds the first seed of the sweep; with --report the seed of the workload")
@@ -74,7 +75,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&f.report, "report", false, "run the standard fault mix (sim.StandardFaults) under lease, vllm, vllm-lease and legacy-timeout and print a table")
 	fs.StringVar(&f.jsonOut, "json", "", "with --report: also write the report as JSON to this file (- for stdout)")
 	fleet := addFleetFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	pol, err := xfer.ParsePolicy(policy)

@@ -13,23 +13,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvlease/kvlease/cmd/internal/cli"
 	"github.com/kvlease/kvlease/internal/tlsfiles"
 	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy/route"
 )
 
 func init() {
-	register(command{
-		name:    "up",
-		summary: "a local P/D cluster on loopback: prefill and decode engines behind the proxy",
-		run:     runUp,
+	cli.Register(cli.Command{
+		Name:    "up",
+		Summary: "a local P/D cluster on loopback: prefill and decode engines behind the proxy",
+		Run:     runUp,
 	})
 }
 
 // parseUpFlags turns kvlease up's flags into cluster options, and says
 // what the engines serve.
 func parseUpFlags(args []string, stderr io.Writer) (localcluster.Options, string, error) {
-	fs := newFlagSet("up", stderr)
+	fs := cli.NewFlagSet("up", stderr)
 	var opt localcluster.Options
 	fs.IntVar(&opt.Prefill, "prefill", 1, fmt.Sprintf("prefill engines (1..%d)", localcluster.MaxEngines))
 	fs.IntVar(&opt.Decode, "decode", 1, fmt.Sprintf("decode engines (1..%d)", localcluster.MaxEngines))
@@ -44,7 +45,7 @@ func parseUpFlags(args []string, stderr io.Writer) (localcluster.Options, string
 	mf := addModelFileFlags(fs)
 	tlsOn := fs.Bool("tls", false, "HTTPS everywhere: a throwaway CA and certificate for 127.0.0.1 in the log directory (tls/ca.pem for clients)")
 	fs.BoolVar(&opt.ClientCerts, "tls-client-certs", false, "with --tls: the engines require a client certificate (mutual TLS), which the proxy presents")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return opt, "", err
 	}
 	if *tlsOn {
@@ -62,7 +63,7 @@ func parseUpFlags(args []string, stderr io.Writer) (localcluster.Options, string
 	case opt.ReadyTimeout <= 0:
 		return opt, "", fmt.Errorf("--ready-timeout %v: want a positive duration such as 60s", opt.ReadyTimeout)
 	}
-	if err := checkPort("--port", opt.ProxyPort); err != nil {
+	if err := cli.CheckPort("--port", opt.ProxyPort); err != nil {
 		return opt, "", err
 	}
 	var err error

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kvlease/kvlease/cmd/internal/clitest"
 )
 
 func TestUpFlagsAreValidated(t *testing.T) {
@@ -56,14 +58,14 @@ func TestUpRunsAClusterAndStops(t *testing.T) {
 	bin := buildUpFake(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb clitest.Buffer
 	exited := make(chan int, 1)
 	logDir := t.TempDir()
 	go func() {
-		exited <- run(ctx, []string{"up", "--binary", bin, "--port", "0", "--decode", "2", "--log-dir", logDir,
+		exited <- program.Run(ctx, []string{"up", "--binary", bin, "--port", "0", "--decode", "2", "--log-dir", logDir,
 			"--serve-args", "--num-blocks 64"}, &out, &errb)
 	}()
-	m := waitForOutput(t, &out, regexp.MustCompile(`(?s)proxy\s+(http://\S+).*decode1 .*Ctrl-C stops everything`), exited)
+	m := clitest.WaitFor(t, &out, regexp.MustCompile(`(?s)proxy\s+(http://\S+).*decode1 .*Ctrl-C stops everything`), exited)
 	// The printed curl works (run as a shell would, if curl is here).
 	curl := regexp.MustCompile(`(?s)  (curl -s http\S+/v1/completions.*?)\n\n`).FindStringSubmatch(out.String())
 	if curl == nil {
@@ -98,12 +100,12 @@ func TestUpReportsADyingEngine(t *testing.T) {
 	t.Setenv("UPFAKE_DIE_AFTER_HEALTH", "1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb clitest.Buffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"up", "--binary", bin, "--port", "0", "--log-dir", t.TempDir()}, &out, &errb)
+		exited <- program.Run(ctx, []string{"up", "--binary", bin, "--port", "0", "--log-dir", t.TempDir()}, &out, &errb)
 	}()
-	waitForOutput(t, &errb, regexp.MustCompile(`(?s)engine decode0 \(pid \d+, \S+\) exited unexpectedly: exit status 7.*upfake: dying as told`), exited)
+	clitest.WaitFor(t, &errb, regexp.MustCompile(`(?s)engine decode0 \(pid \d+, \S+\) exited unexpectedly: exit status 7.*upfake: dying as told`), exited)
 	cancel()
 	if code := <-exited; code != 0 {
 		t.Errorf("exit %d", code)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "proxy",
-		summary: "the P/D proxy: one OpenAI endpoint over prefill and decode engines",
-		run:     runProxy,
+	Register(Command{
+		Name:    "proxy",
+		Summary: "the P/D proxy: one OpenAI endpoint over prefill and decode engines",
+		Run:     runProxy,
 	})
 }
 
@@ -34,7 +34,7 @@ type proxyFlags struct {
 }
 
 func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
-	fs := newFlagSet("proxy", stderr)
+	fs := NewFlagSet("proxy", stderr)
 	cfg := proxy.DefaultConfig()
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	port := fs.Int("port", 8080, "port to listen on")
@@ -49,7 +49,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 	fs.DurationVar(&cfg.ScrapeInterval, "scrape-interval", cfg.ScrapeInterval, "period of engine /metrics scrapes (0 disables)")
 	var keys keyList
 	fs.Var(&keys, "api-key", "require this key of clients as \"Authorization: Bearer KEY\" on /v1/* (repeat for several; "+
-		"default "+apiKeyEnv+" or "+vllmAPIKeyEnv+"); /health and /metrics stay open")
+		"default "+APIKeyEnv+" or "+VLLMAPIKeyEnv+"); /health and /metrics stay open")
 	fs.StringVar(&cfg.EngineAPIKey, "engine-api-key", "", "key presented to the engines (their --api-key) instead of forwarding the client's Authorization header")
 	drain := fs.Duration("drain-timeout", 5*time.Second, "on SIGTERM, time given to requests in flight before they are aborted")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file, from start to shutdown")
@@ -58,7 +58,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 	fs.StringVar(&engineTLS.CAFile, "engine-ssl-ca-certs", "", "PEM CA certificates that https engines are verified against (default: the system's)")
 	fs.StringVar(&engineTLS.CertFile, "engine-ssl-certfile", "", "a PEM client certificate presented to https engines that ask for one (their --ssl-cert-reqs)")
 	fs.StringVar(&engineTLS.KeyFile, "engine-ssl-keyfile", "", "the PEM private key of --engine-ssl-certfile")
-	if err := parseFlags(fs, args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return proxyFlags{}, err
 	}
 	var err error
@@ -78,7 +78,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 	if cfg.Route.Policy, err = route.ParsePolicy(*policy); err != nil {
 		return proxyFlags{}, fmt.Errorf("--policy: %v", err)
 	}
-	if err := checkPort("--port", *port); err != nil {
+	if err := CheckPort("--port", *port); err != nil {
 		return proxyFlags{}, err
 	}
 	for _, f := range []struct {
@@ -128,7 +128,7 @@ func engineURLs(flagName, v string) ([]string, error) {
 	return out, nil
 }
 
-func checkPort(flagName string, port int) error {
+func CheckPort(flagName string, port int) error {
 	if port < 0 || port > 65535 {
 		return fmt.Errorf("%s %d: want 0..65535 (0 picks a free port)", flagName, port)
 	}
@@ -149,7 +149,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if f.cpuProfile != "" {
-		stop, err := startCPUProfile(f.cpuProfile)
+		stop, err := StartCPUProfile(f.cpuProfile)
 		if err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}

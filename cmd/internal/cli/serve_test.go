@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/cmd/internal/clitest"
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/offload"
 	"github.com/kvlease/kvlease/xfer"
@@ -193,15 +194,15 @@ func TestServeFlagsAreValidated(t *testing.T) {
 
 // serveInProcess runs kvlease serve with args until the returned cancel;
 // it returns the base URL and a channel with the exit code.
-func serveInProcess(t *testing.T, args ...string) (string, context.CancelFunc, <-chan int, *syncBuffer) {
+func serveInProcess(t *testing.T, args ...string) (string, context.CancelFunc, <-chan int, *clitest.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb clitest.Buffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, append([]string{"serve", "--port", "0"}, args...), &out, &errb)
+		exited <- Program{Name: "kvlease"}.Run(ctx, append([]string{"serve", "--port", "0"}, args...), &out, &errb)
 	}()
-	m := waitForOutput(t, &out, regexp.MustCompile(`kvlease serve on (http://\S+):`), exited)
+	m := clitest.WaitFor(t, &out, regexp.MustCompile(`kvlease serve on (http://\S+):`), exited)
 	t.Cleanup(cancel)
 	errb.Write([]byte("stdout: " + out.String()))
 	return m[1], cancel, exited, &errb
@@ -441,7 +442,7 @@ func TestServePrefillDrainServesOutstandingLease(t *testing.T) {
 	}
 
 	stopP() // SIGTERM
-	waitForOutput(t, pErr, regexp.MustCompile(`msg=draining .*leases=1`), pExited)
+	clitest.WaitFor(t, pErr, regexp.MustCompile(`msg=draining .*leases=1`), pExited)
 	if resp, err := http.Post(pURL+"/v1/completions", "application/json", strings.NewReader(req+`}`)); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusServiceUnavailable {

@@ -1,16 +1,15 @@
-package main
+package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/kvlease/kvlease/cmd/internal/clitest"
 )
 
 func TestProxyFlagsAreValidated(t *testing.T) {
@@ -48,45 +47,6 @@ func TestProxyFlagsAreValidated(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in two
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitForOutput polls out until re matches, or fails after a deadline.
-func waitForOutput(t *testing.T, out *syncBuffer, re *regexp.Regexp, exited <-chan int) []string {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m
-		}
-		select {
-		case code := <-exited:
-			t.Fatalf("exited %d before printing %v:\n%s", code, re, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %v in output:\n%s", re, out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestProxyServesAndStops(t *testing.T) {
 	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
@@ -108,12 +68,12 @@ func TestProxyServesAndStops(t *testing.T) {
 	defer d.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb clitest.Buffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"proxy", "--port", "0", "--prefill", p.URL, "--decode", d.URL}, &out, &errb)
+		exited <- Program{Name: "kvlease"}.Run(ctx, []string{"proxy", "--port", "0", "--prefill", p.URL, "--decode", d.URL}, &out, &errb)
 	}()
-	m := waitForOutput(t, &out, regexp.MustCompile(`kvlease proxy on (http://\S+) `), exited)
+	m := clitest.WaitFor(t, &out, regexp.MustCompile(`kvlease proxy on (http://\S+) `), exited)
 	resp, err := http.Post(m[1]+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
 	if err != nil {
 		t.Fatal(err)

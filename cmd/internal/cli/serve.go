@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -37,10 +37,10 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "serve",
-		summary: "an engine: OpenAI-compatible HTTP API, vLLM metrics, P/D prefill or decode role",
-		run:     runServe,
+	Register(Command{
+		Name:    "serve",
+		Summary: "an engine: OpenAI-compatible HTTP API, vLLM metrics, P/D prefill or decode role",
+		Run:     runServe,
 	})
 }
 
@@ -128,7 +128,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 }
 
 func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
-	fs := newFlagSet("serve", stderr)
+	fs := NewFlagSet("serve", stderr)
 	sc := sched.DefaultConfig()
 	role := fs.String("role", "both", "prefill, decode or both (both serves whole requests; with a cluster secret it can also act as P and D)")
 	host := fs.String("host", "127.0.0.1", "address to listen on, HTTP and transfer (0.0.0.0 for every interface)")
@@ -164,7 +164,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		"(SIZE such as 512MiB, 8G or 4096blocks); empty: no offload")
 	var keys keyList
 	fs.Var(&keys, "api-key", "require this key as \"Authorization: Bearer KEY\" on /v1/* and the abort endpoint (repeat for several; "+
-		"default "+apiKeyEnv+" or "+vllmAPIKeyEnv+"); /health and /metrics stay open")
+		"default "+APIKeyEnv+" or "+VLLMAPIKeyEnv+"); /health and /metrics stay open")
 	offloadPolicy := fs.String("offload-policy", "store-on-compute", "which blocks go to the offload tiers: "+strings.Join(offload.PolicyNames, ", "))
 	leaseSpill := fs.String("lease-spill", "never", "prefill engine with --offload: when leased, unread blocks move to the offload tier and are read back from it: "+
 		strings.Join(offload.LeaseSpillNames, ", ")+" (pressure: while the pool is short of free blocks); a decode engine holds no leases and ignores it")
@@ -178,7 +178,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	tlsf := addTLSFlags(fs)
 	kvPeers := fs.String("kv-peers", "", "decode engine: the prefill transfer endpoints it may dial, comma-separated CIDR prefixes, IP addresses or host:port "+
 		"(10.0.0.0/8,p0.svc:9000); a request naming another gets 400. Default: any")
-	if err := parseFlags(fs, expandLoRAModules(args)); err != nil {
+	if err := ParseFlags(fs, expandLoRAModules(args)); err != nil {
 		return serveFlags{}, err
 	}
 	// Every flag can also come from the environment (KVLEASE_PORT, ...),
@@ -245,10 +245,10 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	if err := f.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return f, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
 	}
-	if err := checkPort("--port", *port); err != nil {
+	if err := CheckPort("--port", *port); err != nil {
 		return f, err
 	}
-	if err := checkPort("--transfer-port", *transferPort); err != nil {
+	if err := CheckPort("--transfer-port", *transferPort); err != nil {
 		return f, err
 	}
 	f.model = *model
@@ -443,6 +443,27 @@ func readSecret(file string) ([]byte, error) {
 	return []byte(s), nil
 }
 
+// StartEngine starts, in this process, the engine that kvlease serve with
+// args runs, logging to log, and serves it until stop (or ctx's end):
+// the demo's single reference engine.
+func StartEngine(ctx context.Context, args []string, log *slog.Logger) (url string, stop func(), err error) {
+	f, err := parseServeFlags(args, io.Discard)
+	if err != nil {
+		return "", nil, err
+	}
+	es, err := startEngine(f, log)
+	if err != nil {
+		return "", nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		es.Run(runCtx)
+	}()
+	return es.URL(), func() { cancel(); <-done }, nil
+}
+
 // engineServer is a running engine: its node, its HTTP server and their
 // listeners. kvlease serve runs one; tests may run several in a process.
 type engineServer struct {
@@ -575,7 +596,7 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	}
 	es.node = node.New(core, exec, ncfg)
 	es.api, err = httpapi.New(es.node, httpapi.Config{ModelName: f.model, MaxBodyBytes: f.maxBodyBytes, StreamInterval: f.streamInterval,
-		Version: version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...), Tokenizer: tok,
+		Version: Version(), Logger: log, Metrics: m, APIKeys: openai.NewAPIKeys(f.apiKeys...), Tokenizer: tok,
 		Faults: f.faults, LoRA: f.lora, KVPeers: f.kvPeers})
 	if err != nil {
 		es.close()
@@ -711,7 +732,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Warn("chat: the model's own chat template is not used", "family", f.llm.Chat.Family.String(), "reason", f.llm.Chat.Fallback)
 	}
 	if f.cpuProfile != "" {
-		stop, err := startCPUProfile(f.cpuProfile)
+		stop, err := StartCPUProfile(f.cpuProfile)
 		if err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}

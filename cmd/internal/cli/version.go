@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "version",
-		summary: "the version of this binary: the module version and the commit it was built from (also kvlease --version)",
-		run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
-			if err := parseFlags(newFlagSet("version", stderr), args); err != nil {
+	Register(Command{
+		Name:    "version",
+		Summary: "the version of this binary: the module version and the commit it was built from (also --version)",
+		Run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+			if err := ParseFlags(NewFlagSet("version", stderr), args); err != nil {
 				return err
 			}
 			printVersion(stdout)
@@ -22,19 +22,17 @@ func init() {
 	})
 }
 
-// buildVersion may be set with -ldflags "-X main.buildVersion=...".
-var buildVersion string
-
-// version is buildVersion if set, else the module version of the build,
-// else "dev".
-func version() string {
+// Version is the version of the binary running: its Program.Version if
+// set, else the module version of the build, else "dev". Both binaries
+// report kvlease's version.
+func Version() string {
 	bi, _ := debug.ReadBuildInfo()
 	return versionOf(bi)
 }
 
 func versionOf(bi *debug.BuildInfo) string {
-	if buildVersion != "" {
-		return buildVersion
+	if running.Version != "" {
+		return running.Version
 	}
 	if bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 // first, then vLLM's, so a deployment that sets VLLM_API_KEY for vLLM
 // engines protects kvlease engines the same way.
 const (
-	apiKeyEnv     = "KVLEASE_API_KEY"
-	vllmAPIKeyEnv = "VLLM_API_KEY"
+	APIKeyEnv     = "KVLEASE_API_KEY"
+	VLLMAPIKeyEnv = "VLLM_API_KEY"
 )
 
 // keyList is a repeatable flag of secret values (--api-key). Its String
@@ -34,7 +34,7 @@ func apiKeys(flagKeys keyList) []string {
 	if len(flagKeys) > 0 {
 		return flagKeys
 	}
-	for _, env := range []string{apiKeyEnv, vllmAPIKeyEnv} {
+	for _, env := range []string{APIKeyEnv, VLLMAPIKeyEnv} {
 		if v := os.Getenv(env); v != "" {
 			return []string{v}
 		}
@@ -45,8 +45,8 @@ func apiKeys(flagKeys keyList) []string {
 // clientAPIKey is the key a client command (bench) sends when --api-key is
 // not given: KVLEASE_API_KEY, else VLLM_API_KEY, else OPENAI_API_KEY (what
 // OpenAI's clients read); "" when none is set.
-func clientAPIKey() string {
-	for _, env := range []string{apiKeyEnv, vllmAPIKeyEnv, "OPENAI_API_KEY"} {
+func ClientAPIKey() string {
+	for _, env := range []string{APIKeyEnv, VLLMAPIKeyEnv, "OPENAI_API_KEY"} {
 		if v := os.Getenv(env); v != "" {
 			return v
 		}
