@@ -110,9 +110,10 @@
 //     the F32 kernels (one row or a block of rows times one vector,
 //     dotF32 and RMSNorm's sum of squares included, and times four; the
 //     3 × 4 prompt tile, in four passes of eight lanes), attention's
-//     scores, scores4 and weighted sum of values. F16, BF16 and the
-//     quantised rows take the pure-Go twins there. The tests compare them
-//     with the twins under qemu-aarch64 (.ci/run).
+//     scores, scores4 and weighted sum of values; F16 and BF16 rows times
+//     one vector. The quantised rows take the pure-Go twins there. The
+//     tests compare the kernels with their twins under qemu-aarch64
+//     (.ci/run).
 //   - amd64 without AVX2 and FMA, other architectures, and any build with
 //     the tag kvlease_generic: the pure-Go twins only, about a hundred
 //     times slower than the vector kernels.

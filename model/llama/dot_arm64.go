@@ -98,7 +98,24 @@ func wsum(out, a, v []float32, stride int) {
 	wsumNEON(&out[0], n, &a[0], len(a), &v[0], stride)
 }
 
-// The quantised rows take their pure-Go kernels on arm64 for now.
+//go:noescape
+func dotF16NEON(raw *byte, x *float32, n int) float32
+
+// dotF16 is dotF16Generic with the NEON kernel for lengths that are a
+// multiple of 4.
+func dotF16(raw []byte, x []float32) float32 {
+	n := len(x)
+	if !hasNEON || n == 0 || n%4 != 0 {
+		return dotF16Generic(raw, x)
+	}
+	raw = raw[:2*n]
+	return dotF16NEON(&raw[0], &x[0], n)
+}
+
+//go:noescape
+func dotBF16x1NEON(raw *byte, rows, n int, x *float32, out *float32)
+
+// The quantised rows but BF16 take their pure-Go kernels on arm64 for now.
 
 func dotQ8(raw []byte, x []float32) float32 { return dotQ8Generic(raw, x) }
 
@@ -106,8 +123,31 @@ func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) 
 	mulQ8Generic(raw, cols, x, n, out, stride)
 }
 
-func dotQuant(t Type, raw []byte, x []float32) float32 { return dotQuantGeneric(t, raw, x) }
+// dotQuant is dotQuantGeneric, with the NEON kernel for BF16 rows whose
+// length is a multiple of 32.
+func dotQuant(t Type, raw []byte, x []float32) float32 {
+	n := len(x)
+	if !hasNEON || t != BF16 || n == 0 || n%32 != 0 {
+		return dotQuantGeneric(t, raw, x)
+	}
+	raw = raw[:2*n]
+	var out float32
+	dotBF16x1NEON(&raw[0], 1, n, &x[0], &out)
+	return out
+}
 
+// mulQuant is mulQuantGeneric, with the NEON kernel for BF16 rows whose
+// length is a multiple of 32 (one vector at a time, the rows of a unit of
+// work staying in cache). The kernel checks nothing, so the bounds are
+// checked here.
 func mulQuant(t Type, raw []byte, cols int, x []float32, n int, out []float32, stride int, _ []float32) {
-	mulQuantGeneric(t, raw, cols, x, n, out, stride)
+	if !hasNEON || t != BF16 || cols%32 != 0 || n == 0 || len(raw) < 2*cols {
+		mulQuantGeneric(t, raw, cols, x, n, out, stride)
+		return
+	}
+	rows := len(raw) / (2 * cols)
+	_, _ = x[n*cols-1], out[(n-1)*stride+rows-1]
+	for r := 0; r < n; r++ {
+		dotBF16x1NEON(&raw[0], rows, cols, &x[r*cols], &out[r*stride])
+	}
 }

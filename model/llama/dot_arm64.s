@@ -321,3 +321,80 @@ TEXT ·fma32FMA(SB), NOSPLIT, $0-20
 	FMADDS F1, F2, F0, F3
 	FMOVS  F3, ret+16(FP)
 	RET
+
+// func dotF16NEON(raw *byte, x *float32, n int) float32
+//
+// The float16 row raw (n values, n a positive multiple of 4) times x, in
+// dotF16's order: each weight widened exactly (VFCVTL4), lane j of one
+// 4-wide accumulator adds the products of index j mod 4 in increasing
+// index (VFMUL4, rounded, then VFADD4), then (l0+l1)+(l2+l3).
+TEXT ·dotF16NEON(SB), NOSPLIT, $0-28
+	MOVD raw+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R2
+	VEOR V16.B16, V16.B16, V16.B16
+
+f16:
+	VLD1.P 8(R0), [V0.H4]
+	VLD1.P 16(R1), [V2.S4]
+	VFCVTL4(1, 0)
+	VFMUL4(1, 1, 2)
+	VFADD4(16, 16, 1)
+	SUBS $4, R2, R2
+	BNE  f16
+
+	VFADDP4(16, 16, 16)
+	FADDP2(16, 16)
+	FMOVS F16, ret+24(FP)
+	RET
+
+// func dotBF16x1NEON(raw *byte, rows, n int, x *float32, out *float32)
+//
+// out[i] = bfloat16 row i of raw (rows rows of n values, n a positive
+// multiple of 32) times x, in dot32Generic's order over the weights
+// widened exactly (a bfloat16 is the high half of its float32: VZIP1 and
+// VZIP2 with a zero register put it there), as dotF32x1NEON steps and
+// combines the lanes.
+TEXT ·dotBF16x1NEON(SB), NOSPLIT, $0-40
+	MOVD raw+0(FP), R0
+	MOVD rows+8(FP), R1
+	MOVD n+16(FP), R2
+	MOVD x+24(FP), R3
+	MOVD out+32(FP), R4
+	VEOR V31.B16, V31.B16, V31.B16
+
+rowb:
+	MOVD R3, R5
+	MOVD R2, R6
+	ZERO4(V16.B16, V17.B16, V18.B16, V19.B16)
+	ZERO4(V20.B16, V21.B16, V22.B16, V23.B16)
+
+colb:
+	VLD1.P 64(R0), [V0.H8, V1.H8, V2.H8, V3.H8]
+	VLD1.P 64(R5), [V12.S4, V13.S4, V14.S4, V15.S4]
+	VLD1.P 64(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VZIP1  V0.H8, V31.H8, V4.H8
+	VZIP2  V0.H8, V31.H8, V5.H8
+	VZIP1  V1.H8, V31.H8, V6.H8
+	VZIP2  V1.H8, V31.H8, V7.H8
+	VZIP1  V2.H8, V31.H8, V8.H8
+	VZIP2  V2.H8, V31.H8, V9.H8
+	VZIP1  V3.H8, V31.H8, V10.H8
+	VZIP2  V3.H8, V31.H8, V11.H8
+	VFMLA  V12.S4, V4.S4, V16.S4
+	VFMLA  V13.S4, V5.S4, V17.S4
+	VFMLA  V14.S4, V6.S4, V18.S4
+	VFMLA  V15.S4, V7.S4, V19.S4
+	VFMLA  V24.S4, V8.S4, V20.S4
+	VFMLA  V25.S4, V9.S4, V21.S4
+	VFMLA  V26.S4, V10.S4, V22.S4
+	VFMLA  V27.S4, V11.S4, V23.S4
+	SUBS   $32, R6, R6
+	BNE    colb
+
+	HSUM32(16, 17, 18, 19, 20, 21, 22, 23, 28)
+	FMOVS F16, (R4)
+	ADD   $4, R4, R4
+	SUBS  $1, R1, R1
+	BNE   rowb
+	RET

@@ -76,8 +76,10 @@ func (m *Matrix) dotRow(r int, x []float32) float32 {
 	return dotQuant(m.Type, raw, x)
 }
 
-// dotF16 is dotF32 over float16 weights (each converted exactly to float32).
-func dotF16(raw []byte, x []float32) float32 {
+// dotF16Generic is a float16 row times x, each weight converted exactly to
+// float32, in four lanes of rounded products as dot4 (dotF16 picks a
+// vector kernel of that order where there is one).
+func dotF16Generic(raw []byte, x []float32) float32 {
 	raw = raw[:2*len(x)]
 	var s0, s1, s2, s3 float32
 	n := len(x) &^ 3

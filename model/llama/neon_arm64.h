@@ -47,3 +47,6 @@
 	VEOR b, b, b; \
 	VEOR c, c, c; \
 	VEOR d, d, d
+
+// FCVTL Vd.4S, Vn.4H: four float16 values widened to float32 (exact).
+#define VFCVTL4(d, n) WORD $(0x0E217800 | ((n)<<5) | (d))
