@@ -120,6 +120,12 @@ type Core struct {
 	need          int                   // blocks the waiting restores need (spill.go)
 }
 
+// requestSlots is the size of the direct-mapped part of Core.byID
+// (idtable): the core numbers requests in sequence, so the live ones mostly
+// hold distinct slots, and the lookup of every step outcome (Complete)
+// costs an index and a compare instead of a map access.
+const requestSlots = 1024
+
 // Stats are the core's cumulative counters and current figures.
 type Stats struct {
 	Sched    sched.Stats
@@ -387,6 +393,19 @@ func (c *Core) DeliveredLease(now clock.Instant, lease wire.LeaseID, ok bool) {
 		c.producer.DeliveredLease(now, lease, ok)
 	}
 }
+
+// Step schedules the next batch if none is executing, and returns it with
+// the outputs and events produced since the previous Step.
+func (c *Core) Step(now clock.Instant) Ready {
+	var rd Ready
+	c.step(now, &rd)
+	return rd
+}
+
+// StepInto is Step writing its result into rd (all of it: what rd held
+// before is gone), for a caller that keeps a Ready from turn to turn
+// rather than copying one out of every call.
+func (c *Core) StepInto(now clock.Instant, rd *Ready) { c.step(now, rd) }
 
 // step is Step into rd (step.go).
 func (c *Core) step(now clock.Instant, rd *Ready) {
@@ -716,4 +735,39 @@ func addName(names []string, n string) []string {
 		return names
 	}
 	return append(names, n)
+}
+
+// recentSet remembers the last n ids added, in a ring. Adding is one store
+// (every finished request adds its id); asking is a scan of the ring, which
+// only an abort or stop of an id the core no longer knows does: a few
+// microseconds for the thousands of ids an engine remembers, rather than
+// two string-keyed map updates on every request.
+type recentSet struct {
+	ring   []string
+	next   int
+	filled int // ring[:filled] hold ids (all of it once it wrapped)
+}
+
+func newRecentSet(n int) recentSet {
+	return recentSet{ring: make([]string, n)}
+}
+
+func (s *recentSet) add(id string) {
+	if len(s.ring) == 0 {
+		return
+	}
+	s.ring[s.next] = id
+	s.filled = max(s.filled, s.next+1)
+	if s.next++; s.next == len(s.ring) {
+		s.next = 0
+	}
+}
+
+func (s *recentSet) has(id string) bool {
+	for _, r := range s.ring[:s.filled] {
+		if r == id {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"strconv"
+
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/model"
@@ -162,5 +164,38 @@ func TestCoreRejectionsNotifyP(t *testing.T) {
 	core.Drain()
 	if res := core.Add(0, &Request{ID: "d", Prompt: []int32{1, 2, 3, 4}, MaxTokens: 4, Remote: remote}); res != RejectedShuttingDown || core.Consumer().NumNotices() != 4 {
 		t.Fatalf("draining: %v, %d notices", res, core.Consumer().NumNotices())
+	}
+}
+
+// The recent set remembers exactly the last n ids added, an id added twice
+// as long as either copy is among them, and nothing when n is 0.
+func TestRecentSet(t *testing.T) {
+	s := newRecentSet(4)
+	for i := range 6 {
+		s.add(strconv.Itoa(i))
+	}
+	for i := range 6 {
+		if want := i >= 2; s.has(strconv.Itoa(i)) != want {
+			t.Errorf("has(%d) = %v, want %v", i, !want, want)
+		}
+	}
+	fresh := newRecentSet(4)
+	if s.has("") || s.has("6") || fresh.has("") {
+		t.Error("has an id never added")
+	}
+	s.add("3") // a reused id: its older copy leaves the ring first
+	s.add("x")
+	s.add("y")
+	if !s.has("3") {
+		t.Error("forgot an id whose newer copy is in the ring")
+	}
+	s.add("") // an empty id is an id like any other
+	if !s.has("") {
+		t.Error("forgot the empty id")
+	}
+	empty := newRecentSet(0)
+	empty.add("a")
+	if empty.has("a") {
+		t.Error("a set of size 0 remembers")
 	}
 }

@@ -9,12 +9,15 @@ import (
 	"github.com/kvlease/kvlease/wire"
 )
 
-// Lease spill (offload.Config.LeaseSpill): the core decides when a P
-// engine's leased, unread blocks move to an offload tier and carries out
-// the moves between its producer (which leases may spill, when their
-// primary copies may go, which reads wait for a restore) and its offload
-// coordinator (stores, tier pins, restores). The order of every move keeps
-// the safety rules of holds:
+// Lease spill (offload.Config.LeaseSpill) is the engine's: this file
+// decides when a P engine's leased, unread blocks move to an offload tier
+// and carries out every move between its producer and its offload
+// coordinator. The other parts only do what they are told: the producer
+// keeps the lease's side (xfer/spill.go: which leases may spill, when
+// their primary copies may go, which reads wait for a restore), the
+// coordinator the tier's (offload/lease.go: stores, tier pins, restores
+// by lease id), and the simulator counts (sim.Node.SpillCounts). The order
+// of every move keeps the safety rules of holds:
 //
 //   - spill: the blocks are stored under a store hold; when the store
 //     ends, their tier copies are pinned for the lease first, and only

@@ -7,9 +7,10 @@ import (
 	"github.com/kvlease/kvlease/kvblock"
 )
 
-// Lease spill: the tier side of moving a P engine's leased, unread blocks
-// out of the primary pool (xfer/doc.go, "Lease spill"; engine/spill.go
-// decides when). The Coordinator stores a lease's blocks under a store
+// Lease spill, the tier's side: moving a P engine's leased, unread blocks
+// out of the primary pool and back (the feature is the engine's:
+// engine/spill.go decides when and drives every move; the lease's side is
+// xfer/spill.go). The Coordinator stores a lease's blocks under a store
 // hold, then pins their tier copies for the lease (a pin, as a load's:
 // not evictable) so the engine may drop the lease's primary hold; it
 // brings them back for a read (RestoreLease: shared from the pool when

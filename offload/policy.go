@@ -152,6 +152,51 @@ func NewPolicy(kind PolicyKind, env PolicyEnv) Policy {
 	panic(fmt.Sprintf("offload: NewPolicy(%v)", kind))
 }
 
+// storeOnCompute offers every full block of a request as soon as it is
+// computed, and again, if a tier refused it, at every later step, at
+// preemption and at teardown. It stores the most, earliest: every block a
+// later request may want is in the tiers before anybody evicts it, at the
+// cost of copying blocks nobody reads again. It keeps no state.
+type storeOnCompute struct{ PolicyBase }
+
+func (storeOnCompute) Name() string { return StoreOnCompute.String() }
+
+func (storeOnCompute) Request(ev RequestEvent) Offer { return Offer{To: len(ev.Hashes)} }
+
+// preemptionOnly offers a request's computed full blocks when it is
+// preempted, so that its recomputation can load them back; nothing else
+// reaches the tiers. It copies the least, and helps only preempted
+// requests. It keeps no state.
+type preemptionOnly struct{ PolicyBase }
+
+func (preemptionOnly) Name() string { return PreemptionOnly.String() }
+
+func (preemptionOnly) Request(ev RequestEvent) Offer {
+	if ev.Trigger != OnPreempt {
+		return Offer{}
+	}
+	return Offer{To: len(ev.Hashes)}
+}
+
+// storeOnFinish offers a request's computed full blocks once, when it
+// finishes (vLLM's ON_FINISH store policy, vllm-project/vllm#50087: the
+// store frontier does not move while the request runs, then every
+// storable block goes at once). Stores never compete with the running
+// request for copy bandwidth or hold its blocks while it runs, and a
+// request aborted early stores what it computed; a block refused at finish
+// is not offered again (the request is gone), and a preempted request's
+// blocks are not stored. It keeps no state.
+type storeOnFinish struct{ PolicyBase }
+
+func (storeOnFinish) Name() string { return StoreOnFinish.String() }
+
+func (storeOnFinish) Request(ev RequestEvent) Offer {
+	if ev.Trigger != OnFinish {
+		return Offer{}
+	}
+	return Offer{To: len(ev.Hashes)}
+}
+
 // watermarks are the Coordinator's record of the tiers' answers: for each
 // request and tier, the request's leading full blocks [0, watermark) are in
 // that tier (accepted by its Manager, or already present). A watermark

@@ -70,8 +70,8 @@
 // # Lease spill
 //
 // Under memory pressure a P engine may move a lease's unread blocks to an
-// offload tier (offload.Config.LeaseSpill; the engine core decides when
-// and runs the copies, engine/spill.go). The Producer's part: which leases
+// offload tier (offload.Config.LeaseSpill). Lease spill is the engine's
+// (engine/spill.go decides when and runs the copies); the Producer's part: which leases
 // may spill (SpillCandidates: no read in flight or waiting, fate not
 // decided, nothing spilled already); when their primary copies may go
 // (SpillReady, at the end of the spill store: a read that started

@@ -9,10 +9,11 @@ import (
 	"github.com/kvlease/kvlease/wire"
 )
 
-// Lease spill, P side (see doc.go, "Lease spill"): the lease's part of
-// moving its unread blocks to an offload tier and back. The Producer
-// decides which leases may spill and when their primary copies may go; the
-// engine core asks the offload coordinator to store, pin and restore them.
+// Lease spill, the lease's side (see doc.go, "Lease spill"; the feature is
+// the engine's, engine/spill.go, which decides and drives every move): the
+// Producer says which leases may spill and when their primary copies may
+// go, and keeps the reads waiting for a restore; the engine core asks the
+// offload coordinator to store, pin and restore them.
 
 // leaseSpill is a lease's spill state, made at its first spill.
 type leaseSpill struct {
