@@ -2,10 +2,9 @@ package engine
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
-
-	"strconv"
 
 	"github.com/kvlease/kvlease/clock"
 	"github.com/kvlease/kvlease/kvblock"

@@ -3,11 +3,10 @@ package metrics
 import (
 	"slices"
 	"strconv"
-
-	"github.com/prometheus/client_golang/prometheus"
-
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/sched"
