@@ -407,7 +407,7 @@ func (c *Core) Step(now clock.Instant) Ready {
 // rather than copying one out of every call.
 func (c *Core) StepInto(now clock.Instant, rd *Ready) { c.step(now, rd) }
 
-// step is Step into rd (step.go).
+// step is Step into rd.
 func (c *Core) step(now clock.Instant, rd *Ready) {
 	*rd = Ready{}
 	if c.producer != nil {

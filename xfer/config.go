@@ -24,9 +24,9 @@ const (
 	// timeout, no heartbeats, no rejection notice, abort after finish
 	// ignored.
 	PolicyLegacyTimeout
-	// PolicyVLLM is vLLM's merged lease design exactly (PR #41383,
-	// docs/design/nixl_kv_cache_lease.md): a per-request lease of 30 s from
-	// the grant; D heartbeats every lease/6 from when the request enters
+	// PolicyVLLM is vLLM's merged lease design exactly (vLLM's PR #41383
+	// and its docs/design/nixl_kv_cache_lease.md): a per-request lease of
+	// 30 s from the grant; D heartbeats every lease/6 from when the request enters
 	// its waiting queue (on its regular cadence: no immediate claim), each
 	// extending to max(old, now + lease·2/3); heartbeats are one-way
 	// notifications (no RENEW_ACK), so D is never told that a lease is

@@ -1,5 +1,5 @@
 // Package plainsock is the plain-TCP baseline of the transfer benchmarks
-// (transport/tcp's BenchmarkTransfer, internal/pde2e's
+// (transport/tcp's BenchmarkTransfer, internal/e2e/pd's
 // BenchmarkRealKVTransfer42M): a connected loopback socket pair that moves
 // the same bytes as the transfer being measured, in the same process run,
 // with no framing, no sealing and no copy beyond the kernel's. Tests only.
