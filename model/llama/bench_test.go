@@ -216,9 +216,10 @@ func BenchmarkPromptFile(b *testing.B) {
 // BenchmarkMatVec measures one 2048 × 2048 matrix (TinyLlama's attention
 // projections; 2 to 16 MB, so it streams from memory) of each type applied
 // to one vector (a decode step's matrix-vector product: the one-row
-// kernels) and to eight (the batched kernels), one thread. It reports
+// kernels), to eight (the batched kernels) and to 64 (a prompt), one
+// thread. It reports
 // weights applied per CPU-second (Mw/cpu-s, millions; n=8 counts each
-// weight eight times) and weight bytes read per CPU-second.
+// weight n times) and weight bytes read per CPU-second.
 func BenchmarkMatVec(b *testing.B) {
 	const rows, cols = 2048, 2048
 	r := rand.New(rand.NewPCG(1, 2))
@@ -232,7 +233,7 @@ func BenchmarkMatVec(b *testing.B) {
 		if typ != llama.F32 {
 			size = len(m.Raw)
 		}
-		for _, n := range []int{1, 8} {
+		for _, n := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/n=%d", typ, n), func(b *testing.B) {
 				x := make([]float32, n*cols)
 				for i := range x {

@@ -19,7 +19,10 @@
 // types of llama-quantize's Q4_0 … Q8_0, Q4_K_M and Q5_K_M files; others
 // are refused by their ggml name), possibly aliasing a memory-mapped file;
 // package model/gguf and model/llama2c load them. Quantised weights are
-// decoded inside the dot products; activations stay float32.
+// decoded inside the dot products. The inputs of Q8_0 matrices
+// are rounded to 8-bit blocks first, as llama.cpp rounds them (see
+// actKind), and multiplied in integers; the other types multiply float32
+// inputs.
 //
 // # KV in the pool
 //
@@ -44,14 +47,14 @@
 // recompute. Every reduction runs in one fixed order per position, and
 // every path that computes it — the one-vector vector kernel, the batched
 // ones (each weight row applied to eight or four inputs per load: mulF32,
-// mulQ8, mulQuant), the prompt kernels (register tiles of four F32 rows
-// times three inputs, three times four with AVX2 only, or two Q8_0 rows
-// times six, whose lanes wait in a worker's scratch between blocks of
-// columns: mulF32Prompt, mulQ8Prompt; attention's scores4), the
-// remainder path and the pure-Go twin used where the CPU has no vector
-// kernels (see Kernels per architecture below) or the length does not
-// suit the kernel — performs the same operations in that order, each
-// rounded the same way:
+// mulInt, mulQuant), the F32 prompt kernel (register tiles of four rows
+// times three inputs, three times four with AVX2 only, whose lanes wait
+// in a worker's scratch between blocks of columns: mulF32Prompt;
+// attention's scores4), the remainder path and the pure-Go twin used
+// where the CPU has no vector kernels (see Kernels per architecture
+// below) or the length does not suit the kernel — performs the same
+// operations in that order, each rounded the same way; each type has one
+// path, its twin the specification:
 //
 //   - F32 matrix rows and RMSNorm's sum of squares (dot32Generic): 32 lanes
 //     by index mod 32, each lane a chain of fused multiply-adds (the product
@@ -61,20 +64,30 @@
 //     uses fma32, an exact single-precision fused multiply-add (not
 //     float32(math.FMA(…)), which rounds twice and differs in rare cases),
 //     checked against the CPU's instruction and against exact arithmetic.
-//   - Quantised rows other than Q8_0 (dotQuantGeneric; the vector kernels
-//     in quant_amd64.s): eight lanes. A quant is converted exactly to
+//   - Q8_0 rows (dotIntGeneric; quantint_amd64.s): the
+//     input row is rounded once per matrix product (acts, per row: the
+//     rounding of one position never depends on another), each group of
+//     32 weights times its 32 rounded inputs is eight exact int32 lane
+//     sums, so the kernels order the integer work as suits them; the
+//     float steps are fixed: per block one fused multiply-add of
+//     float32(d_w·d_x) and the lane into each of eight accumulators, then
+//     hsum8.
+//   - Other quantised rows (dotQuantGeneric; the vector kernels in
+//     quant_amd64.s): eight lanes. A quant is converted exactly to
 //     float32 with its offset applied (q−8 for Q4_0, q−16 for Q5_0, q−32
 //     for Q6_K; Q4_1, Q5_1, Q4_K and Q5_K keep q ≥ 0). Per sub-block —
 //     the 32-weight block of Q4_0, Q4_1, Q5_0 and Q5_1, the 32-weight
 //     sub-block k of Q4_K and Q5_K, the 16-weight sub-block k of Q6_K —
 //     lane j starts a chain with the rounded product of weight j and its
 //     input, then fused multiply-adds weights 8+j, 16+j, 24+j (Q6_K: 8+j
-//     only), and adds the chain times the sub-block's scale into its
+//     only), and adds
+//     the chain times the sub-block's scale into its
 //     accumulator by one more fused multiply-add; even sub-blocks (blocks)
 //     go to one accumulator, odd ones to a second, added lane by lane at
 //     the end. The scale is d for the
 //     32-weight types and float32(d·sc_k) (rounded once) for the
-//     K-quants. The minimums are apart: Q4_1 and Q5_1 chain m × sum32(the
+//     K-quants.
+//     The minimums are apart: Q4_1 and Q5_1 chain m × sum32(the
 //     block's inputs) over the even and over the odd blocks in one scalar
 //     fused multiply-add each and add their sum to hsum8 of the
 //     accumulators; Q4_K and Q5_K chain
@@ -86,12 +99,11 @@
 //     in place: the same values.
 //   - BF16 rows: dot32Generic's order over the weights, each widened to
 //     float32 exactly.
-//   - F16 and Q8_0 rows (four or eight lanes, Q8_0 per block, blocks in
-//     order), attention scores (four lanes by index mod 4, combined as
-//     (l0+l1)+(l2+l3)), softmax sums and the weighted sum of values (in
-//     position order): every product is rounded to float32 before it is
-//     added — VMULPS then VADDPS (amd64) or FMUL then FADD (arm64) in
-//     the kernels, an explicit conversion float32(x*y) in Go.
+//   - F16 rows (four lanes), attention scores (four lanes by index mod 4,
+//     combined as (l0+l1)+(l2+l3)), softmax sums and the weighted sum of
+//     values (in position order): every product is rounded to float32
+//     before it is added — VMULPS then VADDPS (amd64) or FMUL then FADD
+//     (arm64) in the kernels, an explicit conversion float32(x*y) in Go.
 //
 // The rule for a change: a reduction fuses every multiply-add or none, on
 // every path. A fused step is written fma32(x, y, z), never x*y + z (Go
@@ -103,9 +115,10 @@
 // # Kernels per architecture
 //
 //   - amd64 with AVX2 and FMA (dot_amd64.s, quant_amd64.s, tile_amd64.s):
-//     the F32, Q8_0, BF16 and other quantised kernels (F16 rows take the
-//     pure-Go twin); AVX-512 adds the eight-input F32 kernel, and with VL
-//     the 4 × 3 F32 and 2 × 6 Q8_0 prompt tiles and scores4.
+//     the F32, BF16 and quantised kernels, integer ones for Q8_0
+//     (quantint_amd64.s; F16 rows take the pure-Go twin); AVX-512 adds
+//     the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
+//     and scores4.
 //   - arm64 (dot_arm64.s, tile_arm64.s; NEON, which every arm64 CPU has):
 //     the F32 kernels (one row or a block of rows times one vector,
 //     dotF32 and RMSNorm's sum of squares included, and times four; the

@@ -46,16 +46,3 @@ func mulF32Generic(w []float32, cols int, x []float32, n int, out []float32, str
 		}
 	}
 }
-
-// mulQ8Generic is mulF32Generic over the Q8_0 rows in raw (cols a multiple
-// of Q8Block) with dotQ8Generic.
-func mulQ8Generic(raw []byte, cols int, x []float32, n int, out []float32, stride int) {
-	rb := cols / Q8Block * q8BlockBytes
-	rows := len(raw) / rb
-	for r := 0; r < n; r++ {
-		xr := x[r*cols : (r+1)*cols]
-		for i := 0; i < rows; i++ {
-			out[r*stride+i] = dotQ8Generic(raw[i*rb:(i+1)*rb], xr)
-		}
-	}
-}

@@ -3,7 +3,7 @@ package llama
 import "golang.org/x/sys/cpu"
 
 // hasAVX2FMA selects the vector kernels, which use AVX2 and FMA (every CPU
-// with both also has F16C, which dotQ8AVX2 uses); each gives the bits of
+// with both also has F16C, which the integer kernels use); each gives the bits of
 // its generic kernel.
 var hasAVX2FMA = !forceGeneric && cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
@@ -24,18 +24,6 @@ func dotF32(w, x []float32) float32 {
 	return dot32Generic(w, x)
 }
 
-//go:noescape
-func dotQ8AVX2(raw *byte, x *float32, nblocks int) float32
-
-func dotQ8(raw []byte, x []float32) float32 {
-	if hasAVX2FMA && len(x) >= Q8Block {
-		nb := len(x) / Q8Block
-		raw = raw[:nb*q8BlockBytes]
-		return dotQ8AVX2(&raw[0], &x[0], nb)
-	}
-	return dotQ8Generic(raw, x)
-}
-
 // The matrix kernels: rows consecutive rows of a matrix times one, four or
 // eight consecutive vectors of x (see each in dot_amd64.s).
 
@@ -54,15 +42,6 @@ func dotF32x8AVX512(w *float32, rows, n int, x *float32, out *float32, outStride
 // hasAVX512 selects dotF32x8AVX512 for blocks of eight vectors: the bits
 // of dotF32x8AVX2, twice the lanes per instruction, and no passes.
 var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F
-
-//go:noescape
-func dotQ8x1AVX2(raw *byte, rows, nblocks int, x *float32, out *float32)
-
-//go:noescape
-func dotQ8x4AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
-
-//go:noescape
-func dotQ8x8AVX2(raw *byte, rows, nblocks int, x *float32, out *float32, outStride int)
 
 // mulF32 is mulF32Generic, register-blocked: each row of w is loaded once
 // for eight (then four) vectors of x at a time (eight with AVX-512 where
@@ -106,30 +85,6 @@ func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int
 // mulF32Rows is the number of weight rows mulF32 applies to all its
 // vectors before it moves on.
 const mulF32Rows = 8
-
-// mulQ8 is mulQ8Generic, register-blocked as mulF32 is: each block of a
-// row is converted once for eight (then four) vectors; the rest one at a
-// time.
-func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) {
-	rb := cols / Q8Block * q8BlockBytes
-	rows := len(raw) / rb
-	if !hasAVX2FMA || rows == 0 || n == 0 {
-		mulQ8Generic(raw, cols, x, n, out, stride)
-		return
-	}
-	nb := cols / Q8Block
-	_, _ = x[n*cols-1], out[(n-1)*stride+rows-1]
-	r := 0
-	for ; r+8 <= n; r += 8 {
-		dotQ8x8AVX2(&raw[0], rows, nb, &x[r*cols], &out[r*stride], stride)
-	}
-	for ; r+4 <= n; r += 4 {
-		dotQ8x4AVX2(&raw[0], rows, nb, &x[r*cols], &out[r*stride], stride)
-	}
-	for ; r < n; r++ {
-		dotQ8x1AVX2(&raw[0], rows, nb, &x[r*cols], &out[r*stride])
-	}
-}
 
 //go:noescape
 func scoresAVX(out *float32, count int, k *float32, stride int, q *float32, n int)

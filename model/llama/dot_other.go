@@ -6,14 +6,8 @@ const hasAVX2FMA = false
 
 func dotF32(w, x []float32) float32 { return dot32Generic(w, x) }
 
-func dotQ8(raw []byte, x []float32) float32 { return dotQ8Generic(raw, x) }
-
 func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int) {
 	mulF32Generic(w, cols, x, n, out, stride)
-}
-
-func mulQ8(raw []byte, cols int, x []float32, n int, out []float32, stride int) {
-	mulQ8Generic(raw, cols, x, n, out, stride)
 }
 
 func scores(out, k []float32, stride int, q []float32) { scoresGeneric(out, k, stride, q) }
@@ -24,4 +18,8 @@ func dotQuant(t Type, raw []byte, x []float32) float32 { return dotQuantGeneric(
 
 func mulQuant(t Type, raw []byte, cols int, x []float32, n int, out []float32, stride int, _ []float32) {
 	mulQuantGeneric(t, raw, cols, x, n, out, stride)
+}
+
+func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
+	mulIntGeneric(t, raw, a, out, stride)
 }

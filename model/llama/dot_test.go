@@ -35,36 +35,3 @@ func TestDotKernelsAgree(t *testing.T) {
 		}
 	}
 }
-
-func TestDotQ8KernelsAgree(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for nb := 1; nb <= 48; nb++ {
-		n := nb * Q8Block
-		x := make([]float32, n)
-		raw := make([]byte, nb*q8BlockBytes)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		for b := 0; b < nb; b++ {
-			h := F32ToF16(float32(r.Float64() * 0.05))
-			raw[b*q8BlockBytes], raw[b*q8BlockBytes+1] = byte(h), byte(h>>8)
-			for i := 0; i < Q8Block; i++ {
-				raw[b*q8BlockBytes+2+i] = byte(r.IntN(256))
-			}
-		}
-		g := dotQ8Generic(raw, x)
-		if v := dotQ8(raw, x); math.Float32bits(v) != math.Float32bits(g) {
-			t.Fatalf("%d blocks: dotQ8 %v, generic %v (AVX2 %v)", nb, v, g, hasAVX2FMA)
-		}
-		ref := 0.0
-		for b := 0; b < nb; b++ {
-			d := float64(F16ToF32(uint16(raw[b*q8BlockBytes]) | uint16(raw[b*q8BlockBytes+1])<<8))
-			for i := 0; i < Q8Block; i++ {
-				ref += d * float64(int8(raw[b*q8BlockBytes+2+i])) * float64(x[b*Q8Block+i])
-			}
-		}
-		if math.Abs(float64(g)-ref) > 1e-4*(1+math.Abs(ref)) {
-			t.Fatalf("%d blocks: %v, float64 %v", nb, g, ref)
-		}
-	}
-}

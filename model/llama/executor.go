@@ -236,8 +236,8 @@ func (e *Executor) forward() {
 			rmsnorm(e.xb[r*c.Dim:(r+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], L.AttnNorm, c.NormEps)
 		}
 		e.matmul(e.q, &L.Wq, e.xb, n)
-		e.matmul(e.k, &L.Wk, e.xb, n)
-		e.matmul(e.v, &L.Wv, e.xb, n)
+		e.matmulSame(e.k, &L.Wk, e.xb, n)
+		e.matmulSame(e.v, &L.Wv, e.xb, n)
 		for r := 0; r < n; r++ {
 			rt := e.rope[r*e.hd : (r+1)*e.hd]
 			q := e.q[r*e.qDim : (r+1)*e.qDim]
@@ -261,7 +261,7 @@ func (e *Executor) forward() {
 			rmsnorm(e.xb[r*c.Dim:(r+1)*c.Dim], e.x[r*c.Dim:(r+1)*c.Dim], L.FFNNorm, c.NormEps)
 		}
 		e.matmul(e.h1, &L.W1, e.xb, n)
-		e.matmul(e.h3, &L.W3, e.xb, n)
+		e.matmulSame(e.h3, &L.W3, e.xb, n)
 		h1 := e.h1[:n*c.HiddenDim]
 		h3 := e.h3[:len(h1)]
 		for i, g := range h1 {
@@ -425,16 +425,37 @@ func rmsnorm(dst, x, w []float32, eps float32) {
 
 // matmul sets out[r×Rows + o] = m row o · in[r×Cols ...] for rows r < n.
 // Work is split over output rows of m: each weight row is read once per step
-// and used for all n inputs while it is in cache; the F32, Q8_0 and other
-// quantised kernels (mulF32, mulQ8, mulQuant) apply it to several inputs
-// per load, in the order of the one-input kernel, so an input's outputs do
-// not depend on n. Steps of 6 (F32) or 12 (Q8_0) inputs or more take the
-// prompt kernels (mulF32Prompt, mulQ8Prompt: tiles of rows × inputs in
-// registers, blocked over columns; the same order again).
+// and used for all n inputs while it is in cache; the F32 and quantised
+// kernels (mulF32, mulInt, mulQuant) apply it to several inputs per load,
+// in the order of the one-input kernel, so an input's outputs do not
+// depend on n. Steps of 6 F32 inputs or more take the prompt kernel
+// (mulF32Prompt: tiles of rows × inputs in registers, blocked over
+// columns; the same order again). The types with integer kernels (actOf)
+// first round each input row to 8-bit blocks (acts); matmulSame reuses
+// that rounding for the next matrix with the same input.
 func (e *Executor) matmul(out []float32, m *Matrix, in []float32, n int) {
+	for k := range e.mm.acts {
+		e.mm.acts[k].src = nil
+	}
+	e.matmulSame(out, m, in, n)
+}
+
+// matmulSame is matmul with the input of the previous matmul (unchanged
+// since): Q, K and V of one input, gate and up.
+func (e *Executor) matmulSame(out []float32, m *Matrix, in []float32, n int) {
 	e.mm.out, e.mm.m, e.mm.in, e.mm.n = out, m, in, n
-	if needsSums(m.Type) {
+	if needsSums(m.Type) && actOf(m.Type) == actNone {
 		e.mm.sums = blockSums(e.mm.sums, in, m.Cols, n)
+	}
+	if k := actOf(m.Type); k != actNone {
+		a := &e.mm.acts[k]
+		if a.src != &in[0] || a.n != n || a.cols != m.Cols {
+			a.size(k, m.Cols, n)
+			e.mm.quant = quantTask{a: a, x: in}
+			e.run.Run((n+quantRows-1)/quantRows, &e.mm.quant)
+			e.mm.quant.x = nil
+			a.src = &in[0]
+		}
 	}
 	if w := e.run.Workers(); len(e.mm.acc) < w {
 		e.mm.acc = make([][]float32, w)
@@ -447,6 +468,19 @@ func (e *Executor) matmul(out []float32, m *Matrix, in []float32, n int) {
 // matmulChunk is the number of weight rows in one unit of parallel work.
 const matmulChunk = 64
 
+// quantRows is the number of input rows one unit of quantTask rounds.
+const quantRows = 8
+
+// quantTask rounds input rows into acts, quantRows rows per unit.
+type quantTask struct {
+	a *acts
+	x []float32
+}
+
+func (t *quantTask) Do(_, i int) {
+	t.a.quantizeRows(t.x, i*quantRows, min((i+1)*quantRows, t.a.n))
+}
+
 type matmulTask struct {
 	e   *Executor
 	out []float32
@@ -456,20 +490,25 @@ type matmulTask struct {
 	// sums is blockSums of the n inputs, for the types that take them
 	// (needsSums).
 	sums []float32
+	// acts are the n inputs rounded for the integer kernels, per kind.
+	acts  [actKinds]acts
+	quant quantTask
 	// acc is each worker's scratch for the prompt kernels' accumulators
-	// (mulF32Prompt, mulQ8Prompt).
+	// (mulF32Prompt).
 	acc [][]float32
 }
 
 func (t *matmulTask) Do(worker, i int) {
 	m, n := t.m, t.n
 	lo, hi := i*matmulChunk, min((i+1)*matmulChunk, m.Rows)
+	if k := actOf(m.Type); k != actNone {
+		rb := m.Type.RowBytes(m.Cols)
+		mulInt(m.Type, m.Raw[lo*rb:hi*rb], &t.acts[k], t.out[lo:], m.Rows)
+		return
+	}
 	switch m.Type {
 	case F32:
 		mulF32Prompt(m.F[lo*m.Cols:hi*m.Cols], m.Cols, t.in, n, t.out[lo:], m.Rows, &t.acc[worker])
-	case Q8_0:
-		rb := m.Type.RowBytes(m.Cols)
-		mulQ8Prompt(m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows, &t.acc[worker])
 	case Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, BF16:
 		rb := m.Type.RowBytes(m.Cols)
 		mulQuant(m.Type, m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows, t.sums)

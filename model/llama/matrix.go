@@ -8,10 +8,7 @@ import (
 
 // Q8Block is the number of weights in one Q8_0 block; a block is stored as a
 // little-endian float16 scale followed by Q8Block int8 quants (34 bytes).
-const (
-	Q8Block      = 32
-	q8BlockBytes = 2 + Q8Block
-)
+const Q8Block = 32
 
 // Matrix is a row-major Rows × Cols weight matrix. F32 matrices keep their
 // elements in F; the other types (F16, BF16 and the quantisations, see
@@ -60,18 +57,23 @@ func (m *Matrix) Row(r int, dst []float32) {
 
 // dotRow is row r of m times x (len Cols), in the order every kernel of this
 // package uses for m's type (see the package documentation): the result
-// depends only on the row and x.
+// depends only on the row and x. The types with integer kernels round x
+// first (acts), as a step does.
 func (m *Matrix) dotRow(r int, x []float32) float32 {
 	if m.Type == F32 {
 		return dotF32(m.F[r*m.Cols:(r+1)*m.Cols], x)
 	}
 	rb := m.Type.RowBytes(m.Cols)
 	raw := m.Raw[r*rb : (r+1)*rb]
-	switch m.Type {
-	case F16:
+	if k := actOf(m.Type); k != actNone {
+		var a acts
+		a.quantize(k, x, m.Cols, 1)
+		var out [1]float32
+		mulInt(m.Type, raw, &a, out[:], 1)
+		return out[0]
+	}
+	if m.Type == F16 {
 		return dotF16(raw, x)
-	case Q8_0:
-		return dotQ8(raw, x)
 	}
 	return dotQuant(m.Type, raw, x)
 }
@@ -102,32 +104,6 @@ func dotF16Generic(raw []byte, x []float32) float32 {
 		}
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// dotQ8Generic is a Q8_0 row times x (len a multiple of Q8Block): per
-// block with scale d, p_i[j] = float32(q[8i+j]) · x[8i+j] for the four
-// groups i of 8, v[j] = (p0[j]+p1[j]) + (p2[j]+p3[j]), acc[j] += d · v[j];
-// then h[j] = acc[j] + acc[j+4] and (h[0]+h[2]) + (h[1]+h[3]). Products
-// are rounded to float32 before they are added. dotQ8 picks the AVX2 kernel
-// of the same order where the CPU has it.
-func dotQ8Generic(raw []byte, x []float32) float32 {
-	var acc [8]float32
-	for b := 0; len(x) >= Q8Block; b++ {
-		blk := raw[b*q8BlockBytes : (b+1)*q8BlockBytes : (b+1)*q8BlockBytes]
-		d := f16tab[uint16(blk[0])|uint16(blk[1])<<8]
-		q := blk[2:34:34]
-		xx := x[:Q8Block:Q8Block]
-		for j := 0; j < 8; j++ {
-			p0 := float32(float32(int8(q[j])) * xx[j])
-			p1 := float32(float32(int8(q[8+j])) * xx[8+j])
-			p2 := float32(float32(int8(q[16+j])) * xx[16+j])
-			p3 := float32(float32(int8(q[24+j])) * xx[24+j])
-			acc[j] += float32(d * ((p0 + p1) + (p2 + p3)))
-		}
-		x = x[Q8Block:]
-	}
-	h0, h1, h2, h3 := acc[0]+acc[4], acc[1]+acc[5], acc[2]+acc[6], acc[3]+acc[7]
-	return (h0 + h2) + (h1 + h3)
 }
 
 // f16tab maps every float16 bit pattern to its float32 value (exact).

@@ -44,28 +44,6 @@ func TestMulKernelsAgree(t *testing.T) {
 				}
 			}
 		}
-
-		if cols%Q8Block != 0 {
-			continue
-		}
-		nb := cols / Q8Block
-		raw := randomQ8(r, rows*nb)
-		clear(got)
-		clear(want)
-		mulQ8(raw, cols, x, n, got, stride)
-		mulQ8Generic(raw, cols, x, n, want, stride)
-		rb := nb * q8BlockBytes
-		for v := 0; v < n; v++ {
-			for i := 0; i < rows; i++ {
-				g, e := got[v*stride+i], want[v*stride+i]
-				if math.Float32bits(g) != math.Float32bits(e) {
-					t.Fatalf("Q8_0 %d×%d, %d vectors: out[%d][%d] = %v, generic %v (AVX2 %v)", rows, cols, n, v, i, g, e, hasAVX2FMA)
-				}
-				if d := dotQ8(raw[i*rb:(i+1)*rb], x[v*cols:(v+1)*cols]); d != e {
-					t.Fatalf("Q8_0 generic twin %v, one-vector kernel %v", e, d)
-				}
-			}
-		}
 	}
 }
 

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "hsum_amd64.h"
 
 // The quantised kernels; dotQuantGeneric states each type's order and
 // these perform the same operations. The x4 kernels (and the 32-weight
@@ -222,15 +223,6 @@ GLOBL qhbit<>(SB), RODATA|NOPTR, $32
 	VFMADD231PS Y8, Y15, Y0; \
 	VBROADCASTSS do(SP), Y15; \
 	VFMADD231PS Y9, Y15, Y1
-
-// HSUM(Y, X, T): X (the low half of Y) = hsum8 of Y's lanes.
-#define HSUM(Y, X, T) \
-	VEXTRACTF128 $1, Y, T; \
-	VADDPS T, X, X; \
-	VMOVHLPS X, X, T; \
-	VADDPS T, X, X; \
-	VMOVSHDUP X, T; \
-	VADDSS T, X, X
 
 // KSCALES: Q4_K and Q5_K block at CX: d·sc_k (k < 8) into D (256(SP)), dmin·m_k into Y14 (kScales's unpacking, four bytes at a time).
 #define KSCALES \

@@ -342,20 +342,7 @@ func TestQuantKernelsAgree(t *testing.T) {
 			n := 1 + r.IntN(11)
 			stride := rows + r.IntN(3)
 			raw := randomRows(r, typ, rows, cols, true)
-			x := make([]float32, n*cols)
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-				switch r.IntN(40) {
-				case 0:
-					x[i] = 0
-				case 1:
-					x[i] = float32(math.Copysign(0, -1))
-				case 2:
-					x[i] *= 1e30
-				case 3:
-					x[i] *= 1e-30
-				}
-			}
+			x := randomInputs(r, n, cols)
 			got, want := make([]float32, n*stride), make([]float32, n*stride)
 			var sums []float32
 			if needsSums(typ) {

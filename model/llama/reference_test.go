@@ -18,14 +18,31 @@ import (
 // of its own (Qwen3's head_dim), Q/K/V biases (Qwen2's), an RMSNorm of each
 // query and key head before RoPE (Qwen3's q_norm, k_norm), RoPE on halves
 // (rotate_half: element i with element i + head_dim/2), Llama 3.1's
-// per-pair frequency factors and linear scaling.
+// per-pair frequency factors and linear scaling. The inputs of a matrix
+// whose type multiplies rounded inputs (Q8_0, the K-quants) are rounded
+// first as its kernels round them (llama.RoundedInputs: 8-bit blocks, as
+// llama.cpp's), then everything is exact: the executor's math without its
+// float32 roundings. referenceUnrounded keeps the inputs exact: what
+// the rounding costs.
 func reference(w *llama.Weights, tokens []int32) []float64 {
+	return referenceWith(w, tokens, true)
+}
+
+func referenceUnrounded(w *llama.Weights, tokens []int32) []float64 {
+	return referenceWith(w, tokens, false)
+}
+
+func referenceWith(w *llama.Weights, tokens []int32, round bool) []float64 {
 	c := w.Config
 	hd := c.Dim / c.Heads
 	if c.HeadSize != 0 {
 		hd = c.HeadSize
 	}
-	mat := func(m *llama.Matrix) [][]float64 {
+	type matrix struct {
+		rows [][]float64
+		typ  llama.Type
+	}
+	mat := func(m *llama.Matrix) matrix {
 		out := make([][]float64, m.Rows)
 		row := make([]float32, m.Cols)
 		for r := range out {
@@ -35,7 +52,7 @@ func reference(w *llama.Weights, tokens []int32) []float64 {
 				out[r][i] = float64(v)
 			}
 		}
-		return out
+		return matrix{out, m.Type}
 	}
 	vec := func(v []float32) []float64 {
 		out := make([]float64, len(v))
@@ -44,12 +61,19 @@ func reference(w *llama.Weights, tokens []int32) []float64 {
 		}
 		return out
 	}
-	mul := func(m [][]float64, x []float64) []float64 {
-		out := make([]float64, len(m))
-		for r := range m {
+	mul := func(m matrix, x []float64) []float64 {
+		if round {
+			x32 := make([]float32, len(x))
+			for i, v := range x {
+				x32[i] = float32(v)
+			}
+			x = llama.RoundedInputs(m.typ, x32)
+		}
+		out := make([]float64, len(m.rows))
+		for r := range m.rows {
 			s := 0.0
 			for i := range x {
-				s += m[r][i] * x[i]
+				s += m.rows[r][i] * x[i]
 			}
 			out[r] = s
 		}
@@ -103,7 +127,7 @@ func reference(w *llama.Weights, tokens []int32) []float64 {
 			copy(x[h:h+hd], norm(x[h:h+hd], vec(g)))
 		}
 	}
-	emb := mat(&w.Embedding)
+	emb := mat(&w.Embedding).rows
 	n := len(tokens)
 	xs := make([][]float64, n)
 	for p, t := range tokens {
@@ -255,17 +279,21 @@ func variantMatters(t *testing.T, a, b []float64) {
 
 func withHidden(c llama.Config, h int) llama.Config { c.HiddenDim = h; return c }
 
-func compareLogits(t *testing.T, got []float32, want []float64) {
+// compareLogits fails when max |got − want| > tol × (1 + max |want|), or
+// when the logits are too small for the check to mean anything; it
+// returns max |got − want| / (1 + max |want|).
+func compareLogits(t *testing.T, got []float32, want []float64, tol float64) float64 {
 	t.Helper()
 	scale, worst := 0.0, 0.0
 	for i := range want {
 		scale = math.Max(scale, math.Abs(want[i]))
 		worst = math.Max(worst, math.Abs(float64(got[i])-want[i]))
 	}
-	if tol := 1e-3 * (1 + scale); worst > tol {
+	if tol := tol * (1 + scale); worst > tol {
 		t.Fatalf("max |logit - reference| = %g > %g (max |logit| %g)", worst, tol, scale)
 	}
 	if scale < 1 {
 		t.Fatalf("degenerate logits (max |logit| %g): the test would not see errors", scale)
 	}
+	return worst / (1 + scale)
 }

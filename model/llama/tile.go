@@ -6,12 +6,9 @@ package llama
 // between blocks of columns (a reduction's lanes, not its result: the
 // order is unchanged).
 const (
-	tileMinInputs   = 6   // fewer: the batched kernels (mulF32)
-	tileQ8MinInputs = 12  // fewer: mulQ8 (faster at 8 inputs, slower at 12)
-	tileF32Inputs   = 60  // inputs per block, a multiple of 3 and 4
-	tileF32Cols     = 512 // columns per block, a multiple of 32
-	tileQ8Inputs    = 60  // a multiple of 6
-	tileQ8Blocks    = 16  // Q8_0 blocks of columns per block
+	tileMinInputs = 6   // fewer: the batched kernels (mulF32)
+	tileF32Inputs = 60  // inputs per block, a multiple of 3 and 4
+	tileF32Cols   = 512 // columns per block, a multiple of 32
 )
 
 // packQueries4 packs four queries of n floats (n a multiple of 4) for

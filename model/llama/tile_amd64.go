@@ -10,9 +10,6 @@ import "golang.org/x/sys/cpu"
 //go:noescape
 func tileF32AVX512(w *float32, ldw int, x *float32, ldx int, kc int, acc *float32, flags int, out *float32, outStride int)
 
-//go:noescape
-func tileQ8AVX512(raw *byte, ldw int, x *float32, ldx int, nblocks int, acc *float32, flags int, out *float32, outStride int)
-
 // hasTiles selects the prompt kernels: AVX-512 F and VL (their 32
 // registers hold the tiles' accumulators).
 var hasTiles = hasAVX512 && cpu.X86.HasAVX512VL
@@ -31,51 +28,6 @@ func mulF32Prompt(w []float32, cols int, x []float32, n int, out []float32, stri
 		return
 	}
 	mulF32Tiles(kernel, mr, nr, w, cols, x, n, out, stride, acc)
-}
-
-// mulQ8Prompt is mulQ8 (the same bits) with the prompt kernel for the rows
-// and inputs that fill its 2 × 6 tiles; acc is the worker's scratch.
-func mulQ8Prompt(raw []byte, cols int, x []float32, n int, out []float32, stride int, acc *[]float32) {
-	nb := cols / Q8Block
-	rb := nb * q8BlockBytes
-	rows := len(raw) / rb
-	if !hasTiles || n < tileQ8MinInputs || rows < 2 || nb == 0 {
-		mulQ8(raw, cols, x, n, out, stride)
-		return
-	}
-	rows2, n6 := rows&^1, n-n%6
-	_, _ = x[n*cols-1], out[(n-1)*stride+rows-1]
-	need := rows2 / 2 * (tileQ8Inputs / 6) * 96
-	if len(*acc) < need {
-		*acc = make([]float32, need)
-	}
-	a := *acc
-	for j0 := 0; j0 < n6; j0 += tileQ8Inputs {
-		j1 := min(j0+tileQ8Inputs, n6)
-		for b0 := 0; b0 < nb; b0 += tileQ8Blocks {
-			kb := min(tileQ8Blocks, nb-b0)
-			flags := 0
-			if b0 > 0 {
-				flags |= 1
-			}
-			if b0+kb == nb {
-				flags |= 2
-			}
-			t := 0
-			for i := 0; i < rows2; i += 2 {
-				for j := j0; j < j1; j += 6 {
-					tileQ8AVX512(&raw[i*rb+b0*q8BlockBytes], rb, &x[j*cols+b0*Q8Block], cols, kb, &a[t*96], flags, &out[j*stride+i], stride)
-					t++
-				}
-			}
-		}
-	}
-	if rows2 < rows {
-		mulQ8(raw[rows2*rb:], cols, x, n, out[rows2:], stride)
-	}
-	if n6 < n {
-		mulQ8(raw[:rows2*rb], cols, x[n6*cols:], n-n6, out[n6*stride:], stride)
-	}
 }
 
 //go:noescape

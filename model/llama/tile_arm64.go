@@ -17,11 +17,6 @@ func mulF32Prompt(w []float32, cols int, x []float32, n int, out []float32, stri
 	mulF32Tiles(tileF32NEON, 3, 4, w, cols, x, n, out, stride, acc)
 }
 
-// mulQ8Prompt is mulQ8: no Q8_0 tile on arm64 yet.
-func mulQ8Prompt(raw []byte, cols int, x []float32, n int, out []float32, stride int, _ *[]float32) {
-	mulQ8(raw, cols, x, n, out, stride)
-}
-
 //go:noescape
 func scores4NEON(out *float32, outStride int, count int, k *float32, stride int, qp *float32, n int)
 

@@ -8,10 +8,6 @@ func mulF32Prompt(w []float32, cols int, x []float32, n int, out []float32, stri
 	mulF32(w, cols, x, n, out, stride)
 }
 
-func mulQ8Prompt(raw []byte, cols int, x []float32, n int, out []float32, stride int, _ *[]float32) {
-	mulQ8(raw, cols, x, n, out, stride)
-}
-
 func scores4(out []float32, outStride, count int, k []float32, stride int, qp []float32, n int) {
 	scores4Generic(out, outStride, count, k, stride, qp, n)
 }

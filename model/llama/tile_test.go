@@ -6,16 +6,16 @@ import (
 	"testing"
 )
 
-// TestPromptKernelsAgree: the prompt kernels (mulF32Prompt, mulQ8Prompt)
-// give the bits of the generic twins, the one-vector kernels applied to
-// each vector, on shapes that leave every remainder of their tiles (rows
-// mod 4 and 2, inputs mod 3 and 6), span several blocks of inputs and of
+// TestPromptKernelsAgree: the F32 prompt kernel (mulF32Prompt) gives the
+// bits of the generic twin, the one-vector kernel applied to each vector,
+// on shapes that leave every remainder of its tiles (rows mod 4 and 3,
+// inputs mod 3 and 4), span several blocks of inputs and of
 // columns (with a short last block), and write outputs with a stride
 // wider than the rows; the scratch is reused across shapes, as a
 // worker's is.
 func TestPromptKernelsAgree(t *testing.T) {
 	if !hasTiles {
-		t.Log("no AVX-512 F and VL: AVX2 tiles for F32, the batched kernels for Q8_0")
+		t.Log("no AVX-512 F and VL: AVX2 tiles")
 	}
 	checkPromptKernels(t)
 }
@@ -26,8 +26,7 @@ func checkPromptKernels(t *testing.T) {
 	shapes := [][3]int{ // rows, cols, inputs
 		{4, 32, 6}, {5, 64, 7}, {7, 96, 8}, {2, 32, 6}, {3, 32, 11}, {1, 32, 12},
 		{9, tileF32Cols + 32, 13}, {13, 2*tileF32Cols + 96, tileF32Inputs + 5},
-		{64, tileF32Cols, 2*tileF32Inputs + 1}, {6, 32 * tileQ8Blocks, 2*tileQ8Inputs + 4},
-		{11, 32*tileQ8Blocks*2 + 64, tileQ8Inputs + 6},
+		{64, tileF32Cols, 2*tileF32Inputs + 1},
 	}
 	for trial := 0; trial < 12; trial++ {
 		shapes = append(shapes, [3]int{1 + r.IntN(20), 32 * (1 + r.IntN(40)), 1 + r.IntN(80)})
@@ -46,12 +45,6 @@ func checkPromptKernels(t *testing.T) {
 		mulF32Prompt(w, cols, x, n, got, stride, &acc)
 		mulF32Generic(w, cols, x, n, want, stride)
 		compareOuts(t, "F32", rows, cols, n, stride, got, want)
-
-		raw := randomQ8(r, rows*cols/Q8Block)
-		clear(got)
-		mulQ8Prompt(raw, cols, x, n, got, stride, &acc)
-		mulQ8Generic(raw, cols, x, n, want, stride)
-		compareOuts(t, "Q8_0", rows, cols, n, stride, got, want)
 	}
 }
 
@@ -64,20 +57,6 @@ func compareOuts(t *testing.T, typ string, rows, cols, n, stride int, got, want 
 			}
 		}
 	}
-}
-
-// randomQ8 is nblocks Q8_0 blocks of random scales (up to 0.05) and
-// quants.
-func randomQ8(r *rand.Rand, nblocks int) []byte {
-	raw := make([]byte, nblocks*q8BlockBytes)
-	for b := 0; b < nblocks; b++ {
-		h := F32ToF16(float32(r.Float64() * 0.05))
-		raw[b*q8BlockBytes], raw[b*q8BlockBytes+1] = byte(h), byte(h>>8)
-		for i := 0; i < Q8Block; i++ {
-			raw[b*q8BlockBytes+2+i] = byte(r.IntN(256))
-		}
-	}
-	return raw
 }
 
 // TestForceGeneric: the build tag kvlease_generic turns every vector

@@ -1,0 +1,346 @@
+package llama
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Quantised activations. The matrices of the types intKind names multiply
+// integers: each input row is first rounded to 8-bit blocks (once per row
+// and matrix product, shared by the matrices with the same input), then
+// every block of weights is multiplied by its block of rounded inputs in
+// int32 (exact in any order), and only the scale products and their
+// accumulation are floating point, in one order on every path. The
+// rounding is llama.cpp's (its x86 CPU backend's quantize_row_q8_0,
+// q8_1 and q8_K), so kvlease and llama.cpp multiply the same integers:
+//
+//   - actQ8 (for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 weights; ggml's Q8_0 and
+//     Q8_1 blocks): per block of 32 inputs, amax = max |x_t|; d =
+//     float32(amax/127), stored as float16 (rounded to nearest even: dx,
+//     the scale the kernels use); id = float32(127/amax), 0 when amax is
+//     0; q_t = float32(x_t·id) rounded to the nearest integer, ties to
+//     even (|q_t| ≤ 127). Q8_1's s = float16(float32(d·Σq_t)), with the
+//     unrounded d, for the minimums of Q4_1 and Q5_1.
+//   - actQ8K (for Q4_K, Q5_K, Q6_K; ggml's Q8_K): per super-block of 256,
+//     max is the first x_t of the largest |x_t|; when it is 0 every q_t
+//     and d are 0; else iscale = float32(−127/max), q_t = float32(iscale·
+//     x_t) rounded to nearest, ties to even, at most 127; dx =
+//     float32(1/iscale) (a float32, not float16); and the sum of each 16
+//     consecutive q_t (bsums, for the minimums of Q4_K and Q5_K).
+//
+// A NaN input gives every q_t of its block 0 and the block a NaN scale
+// (no integer conversion of a NaN, which Go leaves to the platform), so
+// the NaN reaches the outputs as it would with float inputs.
+type actKind uint8
+
+const (
+	actNone actKind = iota
+	actQ8
+	actQ8K
+	actKinds
+)
+
+// actOf is the activation rounding of weight type t's integer kernels, or
+// actNone when t multiplies float32 inputs.
+func actOf(t Type) actKind {
+	switch t {
+	case Q8_0:
+		return actQ8
+	}
+	return actNone
+}
+
+// acts is n input rows of cols rounded for one actKind.
+type acts struct {
+	kind    actKind
+	cols, n int
+	src     *float32 // the first input rounded (matmulTask's reuse check)
+	q       []int8   // n·cols quants
+	d       []float32
+	s       []float32 // actQ8: Q8_1's s per block
+	bs      []int16   // actQ8K: 16 sums per super-block
+}
+
+// block is the number of inputs per scale of kind k.
+func (k actKind) block() int {
+	if k == actQ8K {
+		return qkK
+	}
+	return 32
+}
+
+// size makes a hold n rows of cols for kind k (growing its buffers).
+func (a *acts) size(k actKind, cols, n int) {
+	a.kind, a.cols, a.n = k, cols, n
+	nb := n * cols / k.block()
+	a.q = growI8(a.q, n*cols)
+	a.d = grow(a.d, nb)
+	if k == actQ8 {
+		a.s = grow(a.s, nb)
+	} else {
+		a.bs = growI16(a.bs, 16*nb)
+	}
+}
+
+// quantizeRows rounds rows lo..hi-1 of x (a.cols floats each) into a.
+func (a *acts) quantizeRows(x []float32, lo, hi int) {
+	c, bk := a.cols, a.kind.block()
+	for r := lo; r < hi; r++ {
+		xr := x[r*c : (r+1)*c]
+		b0 := r * c / bk
+		for b := 0; b < c/bk; b++ {
+			xx, q := xr[b*bk:(b+1)*bk], a.q[r*c+b*bk:r*c+(b+1)*bk]
+			if a.kind == actQ8 {
+				a.d[b0+b], a.s[b0+b] = quantQ8(xx, q)
+			} else {
+				a.d[b0+b] = quantQ8K(xx, q, a.bs[16*(b0+b):16*(b0+b+1)])
+			}
+		}
+	}
+}
+
+// quantize rounds the n rows of x (cols floats each) for kind k.
+func (a *acts) quantize(k actKind, x []float32, cols, n int) {
+	a.size(k, cols, n)
+	a.quantizeRows(x, 0, n)
+	a.src = &x[0]
+}
+
+// roundQ is v rounded to the nearest integer, ties to even (0 for NaN).
+func roundQ(v float32) int32 {
+	if v != v {
+		return 0
+	}
+	return int32(math.RoundToEven(float64(v)))
+}
+
+// quantQ8 rounds 32 inputs to ggml's Q8_0/Q8_1 block (see actKind): the
+// quants into q, and the scale dx and Q8_1's s, as float32.
+func quantQ8(x []float32, q []int8) (dx, s float32) {
+	x, q = x[:32:32], q[:32:32]
+	amax := float32(0)
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v)))) // NaN if any is
+	}
+	d := float32(amax / 127)
+	id := float32(0)
+	if amax != 0 {
+		id = float32(127 / amax)
+	}
+	sum := int32(0)
+	for t, v := range x {
+		qt := roundQ(float32(v * id))
+		q[t] = int8(qt)
+		sum += qt
+	}
+	return F16ToF32(F32ToF16(d)), F16ToF32(F32ToF16(float32(d * float32(sum))))
+}
+
+// quantQ8K rounds 256 inputs to ggml's Q8_K block (see actKind): the
+// quants into q, the sums of 16 into bs, the scale returned.
+func quantQ8K(x []float32, q []int8, bs []int16) float32 {
+	x, q, bs = x[:qkK:qkK], q[:qkK:qkK], bs[:16:16]
+	amax, mx := float32(0), float32(0)
+	nan := false
+	for _, v := range x {
+		if a := float32(math.Abs(float64(v))); a > amax {
+			amax, mx = a, v
+		}
+		nan = nan || v != v
+	}
+	if nan {
+		clear(q)
+		clear(bs)
+		return float32(math.NaN())
+	}
+	if amax == 0 {
+		clear(q)
+		clear(bs)
+		return 0
+	}
+	iscale := float32(-127 / mx)
+	for t, v := range x {
+		q[t] = int8(min(roundQ(float32(iscale*v)), 127))
+	}
+	for j := range bs {
+		s := int16(0)
+		for _, v := range q[16*j : 16*j+16] {
+			s += int16(v)
+		}
+		bs[j] = s
+	}
+	return float32(1 / iscale)
+}
+
+// The integer dot products (dotIntGeneric; the vector kernels in
+// quantint_amd64.s perform the same operations). With w_t the weight
+// quants as signed integers (Q8_0 q, Q4_0 q−8, Q5_0 q−16, Q6_K q−32; Q4_1,
+// Q5_1, Q4_K and Q5_K q ≥ 0) and x_t the rounded inputs, lane j (0..7) of
+// a group of 32 consecutive weights is the exact integer Σ w_t·x_t over its
+// weights 4j..4j+3:
+//
+//   - Q8_0, Q4_0, Q5_0: per block b, with the weights' scale dw and the
+//     inputs' dx, acc_j = fma(float32(dw·dx), float32(lane j), acc_j);
+//     blocks in order; the result hsum8(acc).
+//   - Q4_1, Q5_1: as Q8_0, and mn = fma(m, s, mn) per block with the
+//     weights' minimum m and the inputs' s (Q8_1's); hsum8(acc) + mn.
+//   - Q4_K, Q5_K: per super-block, I_j = Σ_k sc_k · lane j of sub-block k
+//     (int32, exact); acc_j = fma(float32(d·dx), float32(I_j), acc_j); and
+//     mn_j = fma(float32(dmin·dx), float32(m_j·(bsums_2j + bsums_2j+1)),
+//     mn_j); the result hsum8(acc) − hsum8(mn).
+//   - Q6_K: per super-block, I_j = Σ_c sc_{2c+j/4} · lane j of group c of
+//     32 (lanes 0-3 are sub-block 2c of 16, lanes 4-7 sub-block 2c+1);
+//     acc_j = fma(float32(d·dx), float32(I_j), acc_j); hsum8(acc).
+//
+// Every fma is rounded once (fma32; VFMADD231PS in the kernels), every
+// other float operation rounded to float32. The integers are exact in
+// any order, so the kernels compute them with VPMADDUBSW (the sign of
+// the weights moved to the inputs) and VPMADDWD as suits them.
+
+// dotIntGeneric is a row of raw (type t, actOf(t) != actNone) times input
+// row r of a.
+func dotIntGeneric(t Type, raw []byte, a *acts, r int) float32 {
+	c := a.cols
+	xq := a.q[r*c : (r+1)*c]
+	nb := c / a.kind.block()
+	xd := a.d[r*nb : (r+1)*nb]
+	switch t {
+	case Q4_K, Q5_K, Q6_K:
+		return dotKInt(t, raw, xq, xd, a.bs[16*r*nb:16*(r+1)*nb])
+	}
+	return dotQ32Int(t, raw, xq, xd, a.s[r*nb:(r+1)*nb])
+}
+
+// lanes4 adds the eight lane sums of 32 weights w and inputs x, each
+// times sc[j] (sc per lane), to I.
+func lanes4(I *[8]int32, w *[32]int32, x []int8, sc *[8]int32) {
+	x = x[:32:32]
+	for j := 0; j < 8; j++ {
+		s := int32(0)
+		for u := 4 * j; u < 4*j+4; u++ {
+			s += w[u] * int32(x[u])
+		}
+		I[j] += sc[j] * s
+	}
+}
+
+var ones8 = [8]int32{1, 1, 1, 1, 1, 1, 1, 1}
+
+// dotQ32Int is dotIntGeneric for the 32-weight types.
+func dotQ32Int(t Type, raw []byte, xq []int8, xd, xs []float32) float32 {
+	bb := t.BlockBytes()
+	var acc [8]float32
+	var mn float32
+	var w [32]int32
+	for b := range xd {
+		blk := raw[b*bb : (b+1)*bb : (b+1)*bb]
+		q32Ints(t, blk, &w)
+		var I [8]int32
+		lanes4(&I, &w, xq[32*b:], &ones8)
+		d := float32(f16tab[le16(blk)] * xd[b])
+		for j := range acc {
+			acc[j] = fma32(d, float32(I[j]), acc[j])
+		}
+		if t == Q4_1 || t == Q5_1 {
+			mn = fma32(f16tab[le16(blk[2:])], xs[b], mn)
+		}
+	}
+	return hsum8(&acc) + mn
+}
+
+// q32Ints sets w to the signed quants of a 32-weight block.
+func q32Ints(t Type, blk []byte, w *[32]int32) {
+	switch t {
+	case Q8_0:
+		for i := range w {
+			w[i] = int32(int8(blk[2+i]))
+		}
+	case Q4_0:
+		for i := range w {
+			w[i] = int32(q4Nibble(blk[2:18], i)) - 8
+		}
+	case Q5_0:
+		qh := binary.LittleEndian.Uint32(blk[2:])
+		for i := range w {
+			w[i] = int32(q4Nibble(blk[6:22], i)|uint8(qh>>i&1)<<4) - 16
+		}
+	case Q4_1:
+		for i := range w {
+			w[i] = int32(q4Nibble(blk[4:20], i))
+		}
+	default: // Q5_1
+		qh := binary.LittleEndian.Uint32(blk[4:])
+		for i := range w {
+			w[i] = int32(q4Nibble(blk[8:24], i) | uint8(qh>>i&1)<<4)
+		}
+	}
+}
+
+// dotKInt is dotIntGeneric for the K-quants.
+func dotKInt(t Type, raw []byte, xq []int8, xd []float32, bs []int16) float32 {
+	bb := t.BlockBytes()
+	var acc, mn [8]float32
+	var w [32]int32
+	for b := range xd {
+		blk := raw[b*bb : (b+1)*bb : (b+1)*bb]
+		x := xq[qkK*b : qkK*(b+1)]
+		var I [8]int32
+		var d float32
+		if t == Q6_K {
+			d = f16tab[le16(blk[208:])]
+			for c := 0; c < 8; c++ {
+				for i := range w {
+					w[i] = int32(q6(blk, 32*c+i)) - 32
+				}
+				s0, s1 := int32(int8(blk[192+2*c])), int32(int8(blk[193+2*c]))
+				lanes4(&I, &w, x[32*c:], &[8]int32{s0, s0, s0, s0, s1, s1, s1, s1})
+			}
+		} else {
+			d = f16tab[le16(blk)]
+			sc, m := kScales(blk[4:16])
+			for k := 0; k < 8; k++ {
+				for l := range w {
+					w[l] = int32(qK(t, blk, k, l))
+				}
+				s := int32(sc[k])
+				lanes4(&I, &w, x[32*k:], &[8]int32{s, s, s, s, s, s, s, s})
+			}
+			dm := float32(f16tab[le16(blk[2:])] * xd[b])
+			for j := range mn {
+				mn[j] = fma32(dm, float32(int32(m[j])*(int32(bs[16*b+2*j])+int32(bs[16*b+2*j+1]))), mn[j])
+			}
+		}
+		dd := float32(d * xd[b])
+		for j := range acc {
+			acc[j] = fma32(dd, float32(I[j]), acc[j])
+		}
+	}
+	return hsum8(&acc) - hsum8(&mn)
+}
+
+// mulIntGeneric sets out[r·stride + i] = dotIntGeneric(row i of raw,
+// input r of a) for the rows of raw and r < a.n. mulInt is the same with
+// the vector kernels where the CPU has them: the same bits.
+func mulIntGeneric(t Type, raw []byte, a *acts, out []float32, stride int) {
+	rb := t.RowBytes(a.cols)
+	rows := len(raw) / rb
+	for r := 0; r < a.n; r++ {
+		for i := 0; i < rows; i++ {
+			out[r*stride+i] = dotIntGeneric(t, raw[i*rb:(i+1)*rb], a, r)
+		}
+	}
+}
+
+func growI8(s []int8, n int) []int8 {
+	if cap(s) < n {
+		return make([]int8, n)
+	}
+	return s[:n]
+}
+
+func growI16(s []int16, n int) []int16 {
+	if cap(s) < n {
+		return make([]int16, n)
+	}
+	return s[:n]
+}
