@@ -16,7 +16,7 @@ import (
 var layers = []layer{
 	{"foundations", []string{"clock", "tokenizer", "tokenizer/bpe", "chat", "model/constrain",
 		"internal/race", "internal/idtable", "internal/promtext", "internal/tlsfiles", "internal/kvleasebin", "internal/plainsock",
-		"bench/stats", "internal/chaos/netem", "h1", "h1/h1test"}},
+		"bench/stats", "internal/chaos/netem", "httpserver", "httpserver/httpservertest"}},
 	{"the pool and the wire", []string{"kvblock", "wire"}},
 	{"models", []string{"model", "model/synth", "model/llama", "model/gguf", "model/llama2c", "model/llamafile",
 		"internal/llamatest"}},

@@ -56,22 +56,22 @@ var edge = map[string]bool{
 	"cmd/kvlease": true,
 	// the serving binary, and the command line both binaries share
 	// (serve, proxy, flags, environment); clitest: its tests' helpers.
-	"cmd/kvlease-server":   true,
-	"cmd/internal/cli":     true,
-	"cmd/internal/clitest": true,
-	"httpapi":              true,
-	"h1":                   true, // the HTTP/1.1 server
-	"h1/h1test":            true,
-	"metrics":              true,
-	"proxy":                true,
-	"transport/tcp":        true,
-	"offload/tier":         true,
-	"bench":                true,
-	"localcluster":         true,
-	"node":                 true,
-	"internal/e2e/api":     true,
-	"internal/chaos":       true,
-	"model/llamafile":      true,
+	"cmd/kvlease-server":        true,
+	"cmd/internal/cli":          true,
+	"cmd/internal/clitest":      true,
+	"httpapi":                   true,
+	"httpserver":                true, // the HTTP/1.1 server
+	"httpserver/httpservertest": true,
+	"metrics":                   true,
+	"proxy":                     true,
+	"transport/tcp":             true,
+	"offload/tier":              true,
+	"bench":                     true,
+	"localcluster":              true,
+	"node":                      true,
+	"internal/e2e/api":          true,
+	"internal/chaos":            true,
+	"model/llamafile":           true,
 	// kvevents: the KV events publisher (sockets, goroutines);
 	// kveventstest: its test clients.
 	"kvevents":              true,

@@ -97,7 +97,7 @@
 //
 // A client that disconnects, before or during its answer, aborts its
 // request at once: the engine frees its blocks. kvlease serve's HTTP server
-// (package h1) ends the request's context as soon as the connection closes
+// (package httpserver) ends the request's context as soon as the connection closes
 // or resets, also while the handler waits, and a write to it fails.
 //
 // # Errors

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/engine"
-	"github.com/kvlease/kvlease/h1/h1test"
+	"github.com/kvlease/kvlease/httpserver/httpservertest"
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/node"
@@ -99,7 +99,7 @@ func slowProfile() synth.Profile {
 	return p
 }
 
-// newServer serves eng on a loopback server, as kvlease serve does (h1).
+// newServer serves eng on a loopback server, as kvlease serve does (httpserver).
 func newServer(t testing.TB, eng Engine, mut func(*Config)) (*Server, string) {
 	t.Helper()
 	cfg := Config{ModelName: testModel, Version: "test"}
@@ -110,7 +110,7 @@ func newServer(t testing.TB, eng Engine, mut func(*Config)) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := h1test.NewServer(s)
+	ts := httpservertest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts.URL
 }

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvlease/kvlease/h1/h1test"
+	"github.com/kvlease/kvlease/httpserver/httpservertest"
 )
 
 // benchEngines are minimal instant engines: P answers with fixed
 // kv_transfer_params, D with a fixed completion or a 16-event stream. They
-// are served by h1, as kvlease serve's engines are, so what the proxy adds
+// are served by httpserver, as kvlease serve's engines are, so what the proxy adds
 // is not hidden behind a costlier engine server.
-func benchEngines(b *testing.B) (p, d *h1test.Server) {
+func benchEngines(b *testing.B) (p, d *httpservertest.Server) {
 	b.Helper()
 	pAns := []byte(`{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"x","finish_reason":"length"}],` +
 		`"usage":{"prompt_tokens":16,"completion_tokens":1,"total_tokens":17,"prompt_tokens_details":{"cached_tokens":0}},"kv_transfer_params":` + fakeKV("r") + `}`)
@@ -28,12 +28,12 @@ func benchEngines(b *testing.B) (p, d *h1test.Server) {
 		fmt.Fprintf(&stream, `data: {"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"tok%d ","finish_reason":null}]}`+"\n\n", i)
 	}
 	stream.WriteString(`data: {"id":"c","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":16,"completion_tokens":16,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":16}}}` + "\n\ndata: [DONE]\n\n")
-	p = h1test.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p = httpservertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(pAns)
 	}))
-	d = h1test.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	d = httpservertest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if !bytes.Contains(body, []byte(`"stream":true`)) {
 			w.Header().Set("Content-Type", "application/json")
@@ -79,7 +79,7 @@ func BenchmarkProxy(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					srv := h1test.NewServer(px)
+					srv := httpservertest.NewServer(px)
 					b.Cleanup(srv.Close)
 					url = srv.URL
 				}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvlease/kvlease/h1/h1test"
+	"github.com/kvlease/kvlease/httpserver/httpservertest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -90,7 +90,7 @@ func TestDecodeRetry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := h1test.NewServer(px)
+		srv := httpservertest.NewServer(px)
 		defer srv.Close()
 		for range 3 {
 			resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
@@ -205,7 +205,7 @@ func TestPrefillFailures(t *testing.T) {
 		cfg.Prefill = []string{deadURL(t), p.url()}
 		cfg.Decode = []string{d.url()}
 		px, _ := New(cfg)
-		srv := h1test.NewServer(px)
+		srv := httpservertest.NewServer(px)
 		defer srv.Close()
 		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
 		if err != nil {
@@ -223,7 +223,7 @@ func TestPrefillFailures(t *testing.T) {
 		cfg.Prefill = []string{deadURL(t), deadURL(t)}
 		cfg.Decode = []string{d.url()}
 		px, _ := New(cfg)
-		srv := h1test.NewServer(px)
+		srv := httpservertest.NewServer(px)
 		defer srv.Close()
 		resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
 		if err != nil {
@@ -557,7 +557,7 @@ func TestLegReplayedWhenKeptAliveConnectionCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer px.Close()
-	srv := h1test.NewServer(px)
+	srv := httpservertest.NewServer(px)
 	defer srv.Close()
 	// Requests one after another reuse the proxy's connection to P, so its
 	// second request meets the close; a few more cover a dial racing the

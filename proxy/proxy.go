@@ -23,7 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvlease/kvlease/clock"
-	"github.com/kvlease/kvlease/h1"
+	"github.com/kvlease/kvlease/httpserver"
 	"github.com/kvlease/kvlease/internal/promtext"
 	"github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/proxy/route"
@@ -232,14 +232,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // engines) and returns once every handler has returned. The error is nil
 // after a shutdown, or the server's error.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	srv := &h1.Server{
+	srv := &httpserver.Server{
 		Handler:           p,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		TLSConfig:         p.cfg.TLS,
 		Logger:            p.log,
 	}
-	h1.SetBounds(srv)
+	httpserver.SetBounds(srv)
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	scraped := make(chan struct{})
 	go func() {

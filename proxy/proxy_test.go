@@ -15,14 +15,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/kvlease/kvlease/h1/h1test"
+	"github.com/kvlease/kvlease/httpserver/httpservertest"
 	"github.com/kvlease/kvlease/proxy/route"
 )
 
 type rig struct {
 	t   *testing.T
 	p   *Proxy
-	srv *h1test.Server
+	srv *httpservertest.Server
 	pre []*fakeEngine
 	dec []*fakeEngine
 }
@@ -50,7 +50,7 @@ func newRig(t *testing.T, nP, nD int, tweak func(*Config)) *rig {
 		t.Fatal(err)
 	}
 	r.p = p
-	r.srv = h1test.NewServer(p)
+	r.srv = httpservertest.NewServer(p)
 	t.Cleanup(func() {
 		r.srv.Close()
 		p.Close()

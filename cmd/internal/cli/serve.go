@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/engine"
-	"github.com/kvlease/kvlease/h1"
+	"github.com/kvlease/kvlease/httpserver"
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/kvevents"
@@ -471,7 +471,7 @@ type engineServer struct {
 	log  *slog.Logger
 	node *node.Node
 	api  *httpapi.Server
-	http *h1.Server
+	http *httpserver.Server
 	ln   net.Listener
 	tr   *tcp.Transport
 	set  *tier.Set // offload tiers, nil without; the node closes them when it runs
@@ -606,14 +606,14 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 		log.Info("no --kv-peers: this engine dials any prefill transfer endpoint a request's kv_transfer_params names; " +
 			"keep it behind the proxy or set --kv-peers")
 	}
-	es.http = &h1.Server{
+	es.http = &httpserver.Server{
 		Handler:           es.api,
 		ReadHeaderTimeout: 30 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 		IdleTimeout:       5 * time.Minute,
 		Logger:            log,
 	}
-	h1.SetBounds(es.http)
+	httpserver.SetBounds(es.http)
 	if f.tls != nil {
 		if es.http.TLSConfig, err = f.tls.config(log); err != nil {
 			es.close()

@@ -10,7 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/engine"
-	"github.com/kvlease/kvlease/h1/h1test"
+	"github.com/kvlease/kvlease/httpserver/httpservertest"
 	kvopenai "github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/proxy"
 )
@@ -27,7 +27,7 @@ func startProxy(t *testing.T, p, d *testEngine, mut func(*proxy.Config)) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := h1test.NewServer(px)
+	ts := httpservertest.NewServer(px)
 	t.Cleanup(func() { ts.Close(); px.Close() })
 	return ts.URL
 }

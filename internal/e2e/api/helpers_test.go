@@ -16,7 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/engine"
-	"github.com/kvlease/kvlease/h1/h1test"
+	"github.com/kvlease/kvlease/httpserver/httpservertest"
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
@@ -114,7 +114,7 @@ func startEngine(t *testing.T, o engineOpts) *testEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := h1test.NewServer(api)
+	ts := httpservertest.NewServer(api)
 	e := &testEngine{node: node, tr: tr, url: ts.URL}
 	var once bool
 	e.stop = func() {

@@ -3,7 +3,7 @@ package scenarios
 import (
 	"testing"
 
-	"github.com/kvlease/kvlease/h1/h1test"
+	"github.com/kvlease/kvlease/httpserver/httpservertest"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -27,7 +27,7 @@ func newProxy(t *testing.T, p *engine, ds ...*engine) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := h1test.NewServer(px)
+	ts := httpservertest.NewServer(px)
 	t.Cleanup(func() { ts.Close(); px.Close() })
 	return ts.URL + "/v1/completions"
 }

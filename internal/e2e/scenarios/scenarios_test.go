@@ -69,7 +69,7 @@ func rawPrefillRequest(id, prompt string, size int) ([]byte, string) {
 // once with reason undelivered (no abort needed, no double free, no crash).
 //
 // How the test makes that deterministic. kvlease's HTTP server (package
-// h1) notices a client's disconnect in two ways: its reader, which reads
+// httpserver) notices a client's disconnect in two ways: its reader, which reads
 // the connection all the time, gets EOF or a reset and cancels the
 // request's context — P would then abort the request while it prefills
 // (S3, no lease); or a failed write of the response. The reader reads
@@ -100,7 +100,7 @@ func TestE2ES04AbortAfterFinishUndelivered(t *testing.T) {
 	skipShort(t)
 	p := startP(t, "--max-num-seqs", "1")
 	req, prompt := rawPrefillRequest("s04", pdPrompt+" ", 4096)
-	// More than h1's 64 KiB read-ahead and its 16 KiB read.
+	// More than httpserver's 64 KiB read-ahead and its 16 KiB read.
 	pipelined := "GET /health HTTP/1.1\r\nX-Filler: " + strings.Repeat("f", 160<<10)
 	b := startBlocker(t, p, "s04-blocker", 8000)
 

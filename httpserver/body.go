@@ -1,4 +1,4 @@
-package h1
+package httpserver
 
 import (
 	"bytes"
@@ -30,11 +30,11 @@ const (
 )
 
 var (
-	errChunkLineTooLong = errors.New("h1: chunk line too long")
-	errChunkMalformed   = errors.New("h1: malformed chunked encoding")
-	errChunkExcess      = errors.New("h1: chunked encoding contains too much non-data")
-	errTrailer          = errors.New("h1: malformed trailer after chunked body")
-	errBodyDone         = errors.New("h1: body read after the handler returned")
+	errChunkLineTooLong = errors.New("httpserver: chunk line too long")
+	errChunkMalformed   = errors.New("httpserver: malformed chunked encoding")
+	errChunkExcess      = errors.New("httpserver: chunked encoding contains too much non-data")
+	errTrailer          = errors.New("httpserver: malformed trailer after chunked body")
+	errBodyDone         = errors.New("httpserver: body read after the handler returned")
 )
 
 // chunk states

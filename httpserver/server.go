@@ -1,4 +1,4 @@
-package h1
+package httpserver
 
 import (
 	"context"
@@ -164,7 +164,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			if errors.As(err, &te) && te.Temporary() {
 				// Out of file descriptors and the like: wait, as net/http.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				s.logger().Debug("h1: accept", "err", err, "retry_in", delay)
+				s.logger().Debug("httpserver: accept", "err", err, "retry_in", delay)
 				time.Sleep(delay)
 				continue
 			}
@@ -232,7 +232,7 @@ func (s *Server) add(c *conn) int {
 	if refuse {
 		n := s.refused.Add(1)
 		if n&(n-1) == 0 { // 1, 2, 4, ...: a flood logs a few lines
-			s.logger().Warn("h1: connection refused: too many open", "peer", c.remoteAddr, "open", len(s.conns),
+			s.logger().Warn("httpserver: connection refused: too many open", "peer", c.remoteAddr, "open", len(s.conns),
 				"max_conns", s.MaxConns, "pending_from_peer", s.pending[c.src],
 				"max_pending_per_source", s.MaxPendingConnsPerSource, "refused_total", n)
 		}

@@ -1,8 +1,9 @@
-// Package h1test serves a handler through h1.Server on a loopback port
-// for tests, as net/http/httptest.NewServer does through net/http's:
+// Package httpservertest serves a handler through httpserver.Server on a
+// loopback port for tests, as net/http/httptest.NewServer does through
+// net/http's:
 // tests of kvlease's handlers then run on the server `kvlease serve` and
 // `kvlease proxy` run.
-package h1test
+package httpservertest
 
 import (
 	"context"
@@ -10,13 +11,13 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/kvlease/kvlease/h1"
+	"github.com/kvlease/kvlease/httpserver"
 )
 
 // Server is a handler served on a loopback port.
 type Server struct {
 	URL    string // http://127.0.0.1:port
-	Server *h1.Server
+	Server *httpserver.Server
 	served chan error
 }
 
@@ -24,9 +25,9 @@ type Server struct {
 func NewServer(h http.Handler) *Server {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		panic(fmt.Sprintf("h1test: listening on a port: %v", err))
+		panic(fmt.Sprintf("httpservertest: listening on a port: %v", err))
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), Server: &h1.Server{Handler: h}, served: make(chan error, 1)}
+	s := &Server{URL: "http://" + ln.Addr().String(), Server: &httpserver.Server{Handler: h}, served: make(chan error, 1)}
 	go func() { s.served <- s.Server.Serve(ln) }()
 	return s
 }

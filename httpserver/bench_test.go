@@ -1,4 +1,4 @@
-package h1
+package httpserver
 
 import (
 	"bufio"
@@ -16,12 +16,12 @@ import (
 )
 
 // BenchmarkServe measures a keep-alive request with a small JSON body and
-// answer over loopback, served by h1 and by net/http's Server, with the
+// answer over loopback, served by httpserver and by net/http's Server, with the
 // same raw client (32 connections, each sending its next request when it
 // has read the answer). cpu-µs/op is the CPU time of the whole process
 // (client included) per request; the difference between the two is the
-// servers'. h1+bounds is h1 with the body, write and connection bounds
-// kvlease's servers set (SetBounds); h1+tls serves over TLS 1.3 (the
+// servers'. httpserver+bounds is httpserver with the body, write and connection bounds
+// kvlease's servers set (SetBounds); httpserver+tls serves over TLS 1.3 (the
 // handshake once per connection, then each request and answer encrypted).
 func BenchmarkServe(b *testing.B) {
 	answer := bytes.Repeat([]byte("a"), 300)
@@ -33,20 +33,20 @@ func BenchmarkServe(b *testing.B) {
 	body := `{"prompt":"0123456789abcdef","max_tokens":16}`
 	req := []byte("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\nContent-Type: application/json\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
-	for _, name := range []string{"h1", "h1+bounds", "h1+tls", "net-http"} {
+	for _, name := range []string{"httpserver", "httpserver+bounds", "httpserver+tls", "net-http"} {
 		b.Run(name, func(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				b.Fatal(err)
 			}
 			var stop func()
-			var clientTLS *tls.Config // h1+tls: the client's
+			var clientTLS *tls.Config // httpserver+tls: the client's
 			if name != "net-http" {
 				s := &Server{Handler: h}
-				if name == "h1+bounds" { // as kvlease serve and proxy run it
+				if name == "httpserver+bounds" { // as kvlease serve and proxy run it
 					SetBounds(s)
 				}
-				if name == "h1+tls" {
+				if name == "httpserver+tls" {
 					s.TLSConfig, clientTLS = benchTLS(b)
 				}
 				go s.Serve(ln)

@@ -1,4 +1,4 @@
-// Package h1 is kvlease's HTTP/1.1 server (EDGE): it serves any
+// Package httpserver is kvlease's HTTP/1.1 server (EDGE): it serves any
 // http.Handler, in place of net/http's Server, for `kvlease serve` and
 // `kvlease proxy`.
 //
@@ -79,4 +79,4 @@
 // closes idle connections and waits for active ones to finish their
 // answer; Close closes every connection, which cancels the contexts of
 // the requests running.
-package h1
+package httpserver

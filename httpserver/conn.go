@@ -1,4 +1,4 @@
-package h1
+package httpserver
 
 import (
 	"context"
@@ -103,7 +103,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 // errIdleClosed ends an idle connection at a shutdown.
-var errIdleClosed = errors.New("h1: server shutting down")
+var errIdleClosed = errors.New("httpserver: server shutting down")
 
 // readLoop reads the socket into c.in until an error or stop, or until
 // it takes the server's role (it then reports true). An error cancels the
@@ -216,7 +216,7 @@ func (c *conn) more(dead time.Time) error { return c.wait(false, false, dead) }
 
 // errYield ends a server's wait for a head whose role the reader took:
 // the goroutine that waited now reads.
-var errYield = errors.New("h1: the reader serves")
+var errYield = errors.New("httpserver: the reader serves")
 
 // wait waits for input and takes it into c.buf, with dead as the read
 // deadline while it waits. head: it waits for a request's head, and
@@ -353,11 +353,11 @@ func (c *conn) close() {
 
 // errClose ends a connection after an exchange that leaves it unusable
 // or asked to close it.
-var errClose = errors.New("h1: connection closes")
+var errClose = errors.New("httpserver: connection closes")
 
 // errBodyLeft ends a connection whose request body was not read to its
 // end: the client may still be sending it.
-var errBodyLeft = errors.New("h1: request body left unread")
+var errBodyLeft = errors.New("httpserver: request body left unread")
 
 // readHead returns the next request's head text. The first request has
 // ReadHeaderTimeout from the connection's start; later ones wait up to
@@ -534,7 +534,7 @@ func (c *conn) runHandler(w *response, r *http.Request) (ok bool) {
 			if v != http.ErrAbortHandler {
 				buf := make([]byte, 64<<10)
 				buf = buf[:runtime.Stack(buf, false)]
-				c.srv.logger().Error("h1: panic serving", "peer", c.remoteAddr, "panic", fmt.Sprint(v), "stack", string(buf))
+				c.srv.logger().Error("httpserver: panic serving", "peer", c.remoteAddr, "panic", fmt.Sprint(v), "stack", string(buf))
 			}
 		}
 	}()
@@ -547,7 +547,7 @@ func (c *conn) runHandler(w *response, r *http.Request) (ok bool) {
 // while, so that closing with unread input does not reset the connection
 // before the client reads the answer.
 func (c *conn) refuse(se *statusError) {
-	c.srv.logger().Debug("h1: request refused", "peer", c.remoteAddr, "status", se.code, "reason", se.reason)
+	c.srv.logger().Debug("httpserver: request refused", "peer", c.remoteAddr, "status", se.code, "reason", se.reason)
 	text := http.StatusText(se.code)
 	body := fmt.Sprintf("%d %s: %s", se.code, text, se.reason)
 	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",

@@ -1,4 +1,4 @@
-package h1
+package httpserver
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ const pendBytes = 4096
 const largeWriteBytes = 16 << 10
 
 var (
-	errWriteAfterDone              = errors.New("h1: write after the handler returned")
+	errWriteAfterDone              = errors.New("httpserver: write after the handler returned")
 	_                 http.Flusher = (*response)(nil)
 )
 
@@ -57,10 +57,10 @@ func (w *response) WriteHeader(code int) {
 		return
 	}
 	if code < 100 || code > 999 {
-		panic("h1: invalid WriteHeader code " + strconv.Itoa(code))
+		panic("httpserver: invalid WriteHeader code " + strconv.Itoa(code))
 	}
 	if w.wroteHeader {
-		w.c.srv.logger().Debug("h1: superfluous WriteHeader call", "code", code)
+		w.c.srv.logger().Debug("httpserver: superfluous WriteHeader call", "code", code)
 		return
 	}
 	if code < 200 && code != http.StatusSwitchingProtocols {
@@ -76,7 +76,7 @@ func (w *response) WriteHeader(code int) {
 	if cl := w.c.res["Content-Length"]; len(cl) > 0 {
 		n, err := strconv.ParseUint(cl[0], 10, 63)
 		if err != nil || len(cl) > 1 {
-			w.c.srv.logger().Debug("h1: invalid Content-Length set by the handler", "value", cl)
+			w.c.srv.logger().Debug("httpserver: invalid Content-Length set by the handler", "value", cl)
 			delete(w.c.res, "Content-Length")
 		} else {
 			w.declared = int64(n)
