@@ -69,7 +69,7 @@
 //
 // # Fault scenarios on a local cluster
 //
-// RunCluster starts a local P/D cluster (package cluster: engines as child
+// RunCluster starts a local P/D cluster (package localcluster: engines as child
 // processes of the kvlease binary, the proxy in-process), runs the load
 // against its proxy while doing Faults to its engines at fixed points of
 // the run (kill -9 and restart, SIGSTOP and SIGCONT), scrapes every engine

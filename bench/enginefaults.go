@@ -68,7 +68,7 @@ func (r FaultRecord) String() string {
 }
 
 // Faulter acts on the engines of a cluster by index. The cluster run's
-// implementation uses package cluster; tests use a fake.
+// implementation uses package localcluster; tests use a fake.
 type Faulter interface {
 	Kill(i int) error
 	Restart(ctx context.Context, i int) error
