@@ -132,3 +132,48 @@ func hasToolCalls(msgs []Message) bool {
 	}
 	return false
 }
+
+// FixedGenerationPrompt is what RenderFixed appends when
+// add_generation_prompt is true.
+const FixedGenerationPrompt = "<|assistant|>\n"
+
+// RenderFixed renders a conversation with kvlease's fixed chat template,
+// the one of the simulated model (whose tokenizer is package tokenizer's):
+// for each message "<|" + role + "|>\n" + content + "\n", then
+// FixedGenerationPrompt when c.AddGenerationPrompt. For example a system
+// and a user message render as
+//
+//	<|system|>\nYou are terse.\n<|user|>\nHi\n<|assistant|>\n
+//
+// Names are not rendered; the tools prompt goes first in the system
+// message and an assistant's tool calls after its content (WithToolsPrompt,
+// PlainContent). The template adds no special tokens. The output is a pure
+// function of c.
+func RenderFixed(c *Conversation) string {
+	n := len(FixedGenerationPrompt) + len(c.ToolsPrompt) + 16
+	for i := range c.Messages {
+		n += len(c.Messages[i].Role) + len(c.Messages[i].Content) + 5
+	}
+	return string(AppendFixed(make([]byte, 0, n), c))
+}
+
+// AppendFixed appends the rendering of RenderFixed to dst.
+func AppendFixed(dst []byte, c *Conversation) []byte {
+	msgs := WithToolsPrompt(c.Messages, c.ToolsPrompt)
+	for i := range msgs {
+		m := &msgs[i]
+		dst = append(dst, "<|"...)
+		dst = append(dst, m.Role...)
+		dst = append(dst, "|>\n"...)
+		if m.ToolCalls != nil {
+			dst = append(dst, PlainContent(m)...)
+		} else {
+			dst = append(dst, m.Content...)
+		}
+		dst = append(dst, '\n')
+	}
+	if c.AddGenerationPrompt {
+		dst = append(dst, FixedGenerationPrompt...)
+	}
+	return dst
+}

@@ -24,3 +24,25 @@ func TestFamilys(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderFixed(t *testing.T) {
+	msgs := []Message{
+		{Role: "system", Content: "You are terse."},
+		{Role: "user", Content: "Hi", Name: "ignored"},
+		{Role: "assistant", Content: "Hello."},
+		{Role: "user", Content: "multi\nline"},
+	}
+	want := "<|system|>\nYou are terse.\n<|user|>\nHi\n<|assistant|>\nHello.\n<|user|>\nmulti\nline\n"
+	if got := RenderFixed(&Conversation{Messages: msgs}); got != want {
+		t.Errorf("without generation prompt:\n%q\nwant\n%q", got, want)
+	}
+	if got := RenderFixed(&Conversation{Messages: msgs, AddGenerationPrompt: true}); got != want+"<|assistant|>\n" {
+		t.Errorf("with generation prompt: %q", got)
+	}
+	if got := RenderFixed(&Conversation{AddGenerationPrompt: true}); got != FixedGenerationPrompt {
+		t.Errorf("empty: %q", got)
+	}
+	if got := string(AppendFixed([]byte("x"), &Conversation{Messages: msgs[:1]})); got != "x<|system|>\nYou are terse.\n" {
+		t.Errorf("append: %q", got)
+	}
+}

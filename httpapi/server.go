@@ -102,7 +102,7 @@ type Config struct {
 	StreamInterval int
 	// Tokenizer turns text prompts and chats into token ids and generated
 	// tokens into text. Nil: kvlease's byte-level tokenizer and chat
-	// template (package tokenizer, openai.AppendChatPrompt), which go with
+	// template (package tokenizer, chat.AppendFixed), which go with
 	// the simulated model.
 	Tokenizer Tokenizer
 	// Faults, when set, turns the fault-injection API on (faultapi.go):
@@ -146,7 +146,7 @@ func (byteTokenizer) AppendEncode(dst []int32, text string, _ openai.Tokenizatio
 }
 
 // AppendChat renders c with kvlease's fixed template
-// (openai.RenderChatPrompt), or with the request's chat_template, and
+// (chat.RenderFixed), or with the request's chat_template, and
 // encodes the bytes.
 func (byteTokenizer) AppendChat(dst []int32, c *chat.Conversation) ([]int32, error) {
 	if c.Template != "" {
@@ -157,7 +157,7 @@ func (byteTokenizer) AppendChat(dst []int32, c *chat.Conversation) ([]int32, err
 		return tokenizer.AppendEncode(dst, text), nil
 	}
 	if c.ToolsPrompt != "" || hasToolCalls(c.Messages) {
-		return tokenizer.AppendEncode(dst, openai.RenderChatPrompt(c)), nil
+		return tokenizer.AppendEncode(dst, chat.RenderFixed(c)), nil
 	}
 	for i := range c.Messages {
 		m := &c.Messages[i]
@@ -168,7 +168,7 @@ func (byteTokenizer) AppendChat(dst []int32, c *chat.Conversation) ([]int32, err
 		dst = append(dst, '\n')
 	}
 	if c.AddGenerationPrompt {
-		dst = tokenizer.AppendEncode(dst, openai.GenerationPrompt)
+		dst = tokenizer.AppendEncode(dst, chat.FixedGenerationPrompt)
 	}
 	return dst, nil
 }

@@ -86,7 +86,7 @@ func TestChatCompletion(t *testing.T) {
 	if got := field(m, "usage", "completion_tokens"); got != 5.0 {
 		t.Errorf("completion_tokens %v, want 5 (max_completion_tokens wins)", got)
 	}
-	want := len(openai.RenderChatPrompt(&chat.Conversation{Messages: []openai.ChatMessage{{Role: "system", Content: "Be terse."}, {Role: "user", Content: "Hi"}}, AddGenerationPrompt: true}))
+	want := len(chat.RenderFixed(&chat.Conversation{Messages: []openai.ChatMessage{{Role: "system", Content: "Be terse."}, {Role: "user", Content: "Hi"}}, AddGenerationPrompt: true}))
 	if got := field(m, "usage", "prompt_tokens"); got != float64(want) {
 		t.Errorf("prompt_tokens %v, want %d (the template's bytes)", got, want)
 	}

@@ -1,5 +1,5 @@
 // Package openai holds the OpenAI-compatible API of a kvlease engine:
-// request types and their validation, the chat template, response and
+// request types and their validation, the chat template's fields, response and
 // stream encoders, errors, and vLLM's kv_transfer_params. It does no I/O;
 // the HTTP edge (httpapi) reads bodies, calls the parsers, hands validated
 // requests to the engine and writes what the encoders produce.
@@ -48,19 +48,9 @@
 //
 // # Chat template
 //
-// Messages are rendered deterministically, one block per message:
-//
-//	<|{role}|>\n{content}\n
-//
-// followed, when add_generation_prompt is true (the default), by the
-// generation prompt "<|assistant|>\n". For example a system and a user
-// message render as
-//
-//	<|system|>\nYou are terse.\n<|user|>\nHi\n<|assistant|>\n
-//
-// Roles are system, developer, user, assistant and tool; names are not
-// rendered. The template adds no special tokens: the prompt's tokens are
-// tokenizer.Encode of the rendering.
+// A chat request's messages are rendered by package chat: with the
+// model's Jinja template, or kvlease's fixed one for the simulated model
+// (chat.RenderFixed, ChatCompletionRequest.Prompt).
 //
 // # kv_transfer_params
 //

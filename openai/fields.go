@@ -173,7 +173,7 @@ var chatRefused = merge(sharedRefused, map[string]refusal{
 // documented as such in docs/api.md.
 // response_format, tools, tool_choice and parallel_tool_calls are parsed
 // by parseStructure (structured.go); tools, chat_template and
-// chat_template_kwargs by parseTemplateFields (chattemplate.go).
+// chat_template_kwargs by parseTemplateFields (messages.go).
 var chatAccepted = []string{"metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_options",
 	"prediction", "include_reasoning", "response_format", "tools", "tool_choice", "parallel_tool_calls",
 	"chat_template", "chat_template_kwargs"}

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/kvlease/kvlease/chat"
-	"github.com/kvlease/kvlease/tokenizer"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kvlease/kvlease/chat"
+	"github.com/kvlease/kvlease/tokenizer"
 )
 
 // Request limits. Requests over them get a 400 naming the parameter.
@@ -200,10 +201,10 @@ type ChatCompletionRequest struct {
 	RequestOptions
 }
 
-// Prompt renders the messages with kvlease's fixed chat template (see the
-// package documentation).
+// Prompt renders the messages with kvlease's fixed chat template
+// (chat.RenderFixed).
 func (r *ChatCompletionRequest) Prompt() string {
-	return RenderChatPrompt(&r.Conversation)
+	return chat.RenderFixed(&r.Conversation)
 }
 
 // rawCommon is the JSON shape of the fields both endpoints share. Fields

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"github.com/kvlease/kvlease/chat"
 	"reflect"
 	"strings"
 	"testing"
@@ -340,28 +339,6 @@ func TestRejectedRequestKeepsKVParams(t *testing.T) {
 	// Syntactically broken bodies give no request.
 	if r, e := ParseCompletionRequest([]byte(`{`)); r != nil || e == nil {
 		t.Fatalf("broken body: %+v %v", r, e)
-	}
-}
-
-func TestRenderChatPrompt(t *testing.T) {
-	msgs := []ChatMessage{
-		{Role: "system", Content: "You are terse."},
-		{Role: "user", Content: "Hi", Name: "ignored"},
-		{Role: "assistant", Content: "Hello."},
-		{Role: "user", Content: "multi\nline"},
-	}
-	want := "<|system|>\nYou are terse.\n<|user|>\nHi\n<|assistant|>\nHello.\n<|user|>\nmulti\nline\n"
-	if got := RenderChatPrompt(&chat.Conversation{Messages: msgs}); got != want {
-		t.Errorf("without generation prompt:\n%q\nwant\n%q", got, want)
-	}
-	if got := RenderChatPrompt(&chat.Conversation{Messages: msgs, AddGenerationPrompt: true}); got != want+"<|assistant|>\n" {
-		t.Errorf("with generation prompt: %q", got)
-	}
-	if got := RenderChatPrompt(&chat.Conversation{AddGenerationPrompt: true}); got != GenerationPrompt {
-		t.Errorf("empty: %q", got)
-	}
-	if got := string(AppendChatPrompt([]byte("x"), &chat.Conversation{Messages: msgs[:1]})); got != "x<|system|>\nYou are terse.\n" {
-		t.Errorf("append: %q", got)
 	}
 }
 
