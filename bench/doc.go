@@ -106,5 +106,10 @@
 // streaming. Goodput counts the completed requests that met every SLO set
 // in Config.SLO. While the run lasts, every MetricsInterval the Prometheus
 // endpoints in MetricsURLs are scraped for vllm:kv_cache_usage_perc,
-// kvlease_kv_blocks{state="held"} and kvlease_leases_active.
+// kvlease_kv_blocks{state="held"} and kvlease_leases_active, and (once
+// before the load too) for the engine's own token counters: each engine's
+// prompt tok/s is the increase of vllm:prompt_tokens_by_source_total
+// {source="local_compute"} (prompt positions it computed, prefix-cache
+// hits and pulled KV excluded) over the load's wall time, its generation
+// tok/s that of vllm:generation_tokens_total (Result.Engines).
 package bench

@@ -20,6 +20,12 @@ const (
 	MetricKVUsage      = "vllm:kv_cache_usage_perc"
 	MetricHeldBlocks   = `kvlease_kv_blocks{state="held"}`
 	MetricLeasesActive = "kvlease_leases_active"
+	// MetricPromptComputed and MetricGenerated are the engine counters
+	// behind EngineRate: prompt positions the engine computed (vLLM's
+	// prompt_tokens_by_source, source local_compute) and tokens it
+	// generated.
+	MetricPromptComputed = `vllm:prompt_tokens_by_source_total{source="local_compute"}`
+	MetricGenerated      = "vllm:generation_tokens_total"
 )
 
 // scraped are the series read from each endpoint: a name, and the labels
@@ -33,6 +39,8 @@ var scraped = []struct {
 	{MetricKVUsage, "vllm:kv_cache_usage_perc", nil},
 	{MetricHeldBlocks, "kvlease_kv_blocks", map[string]string{"state": "held"}},
 	{MetricLeasesActive, "kvlease_leases_active", nil},
+	{MetricPromptComputed, "vllm:prompt_tokens_by_source_total", map[string]string{"source": "local_compute"}},
+	{MetricGenerated, "vllm:generation_tokens_total", nil},
 }
 
 // scrapedNames are the names of scraped.
@@ -88,6 +96,20 @@ func metricsURL(u string) string {
 	return u
 }
 
+// setStart moves the instant X counts from: points taken before it get a
+// negative X.
+func (s *scraper) setStart(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := t.Sub(s.start).Seconds()
+	s.start = t
+	for _, ser := range s.series {
+		for i := range ser.Points {
+			ser.Points[i].X -= d
+		}
+	}
+}
+
 // run scrapes every interval until ctx is done, starting at once.
 func (s *scraper) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
@@ -108,7 +130,9 @@ func (s *scraper) scrapeAll(ctx context.Context, timeout time.Duration) {
 	timeout = min(max(timeout, 100*time.Millisecond), 2*time.Second)
 	// One X for the whole round, so that series of different endpoints
 	// can be summed point by point (SumSeries).
+	s.mu.Lock()
 	at := time.Since(s.start).Seconds()
+	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, u := range s.urls {
 		wg.Go(func() {
@@ -221,4 +245,62 @@ func SumSeries(series []MetricSeries, metric string) []stats.Point {
 	}
 	slices.SortFunc(out, func(a, b stats.Point) int { return cmp.Compare(a.X, b.X) })
 	return out
+}
+
+// EngineRate is what one engine computed during a run, from its own
+// counters: the increase of MetricPromptComputed and MetricGenerated from
+// the look before the load to the last look after it, over the load's
+// wall time. A counter that went down (the engine restarted) counts from
+// zero again, as Prometheus's increase does.
+type EngineRate struct {
+	URL                       string  `json:"url"`
+	Seconds                   float64 `json:"seconds"`
+	PromptTokens              float64 `json:"prompt_tokens"`
+	GenerationTokens          float64 `json:"generation_tokens"`
+	PromptTokensPerSecond     float64 `json:"prompt_tok_per_s"`
+	GenerationTokensPerSecond float64 `json:"generation_tok_per_s"`
+}
+
+// EngineRates computes an EngineRate per endpoint of series that has
+// either counter, in first-seen order, over a load of seconds.
+func EngineRates(series []MetricSeries, seconds float64) []EngineRate {
+	var out []EngineRate
+	at := map[string]int{}
+	for _, s := range series {
+		if s.Metric != MetricPromptComputed && s.Metric != MetricGenerated || len(s.Points) == 0 {
+			continue
+		}
+		i, ok := at[s.URL]
+		if !ok {
+			i = len(out)
+			at[s.URL] = i
+			out = append(out, EngineRate{URL: s.URL, Seconds: seconds})
+		}
+		if s.Metric == MetricPromptComputed {
+			out[i].PromptTokens = increase(s.Points)
+		} else {
+			out[i].GenerationTokens = increase(s.Points)
+		}
+	}
+	for i := range out {
+		if e := &out[i]; seconds > 0 {
+			e.PromptTokensPerSecond = e.PromptTokens / seconds
+			e.GenerationTokensPerSecond = e.GenerationTokens / seconds
+		}
+	}
+	return out
+}
+
+// increase is a counter's increase over points: the sum of its rises, a
+// fall counting as a reset to zero.
+func increase(ps []stats.Point) float64 {
+	var inc float64
+	for i := 1; i < len(ps); i++ {
+		if d := ps[i].Y - ps[i-1].Y; d >= 0 {
+			inc += d
+		} else {
+			inc += ps[i].Y
+		}
+	}
+	return inc
 }

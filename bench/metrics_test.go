@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvlease/kvlease/bench/stats"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -45,5 +48,31 @@ func TestMetricsURL(t *testing.T) {
 		if got := metricsURL(in); got != want {
 			t.Errorf("metricsURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestEngineRates(t *testing.T) {
+	pts := func(ys ...float64) []stats.Point {
+		var out []stats.Point
+		for i, y := range ys {
+			out = append(out, stats.Point{X: float64(i) - 0.5, Y: y})
+		}
+		return out
+	}
+	series := []MetricSeries{
+		{URL: "p", Metric: MetricPromptComputed, Points: pts(100, 300, 612)},
+		{URL: "p", Metric: MetricGenerated, Points: pts(7, 7, 8)},
+		{URL: "p", Metric: MetricKVUsage, Points: pts(0.5, 0.9, 0)},
+		// d restarted between the second and third look: 40 before, 25 after.
+		{URL: "d", Metric: MetricGenerated, Points: pts(10, 50, 25)},
+		{URL: "other", Metric: MetricHeldBlocks, Points: pts(1, 2)},
+	}
+	got := EngineRates(series, 4)
+	want := []EngineRate{
+		{URL: "p", Seconds: 4, PromptTokens: 512, GenerationTokens: 1, PromptTokensPerSecond: 128, GenerationTokensPerSecond: 0.25},
+		{URL: "d", Seconds: 4, GenerationTokens: 65, GenerationTokensPerSecond: 16.25},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("EngineRates = %+v, want %+v", got, want)
 	}
 }

@@ -125,6 +125,9 @@ type Result struct {
 	Cluster *ClusterReport `json:"cluster,omitempty"`
 	Records []Record       `json:"records"`
 	Metrics []MetricSeries `json:"metrics,omitempty"`
+	// Engines are the prompt and generation rates of each scraped engine
+	// over the load (EngineRates of the run's series).
+	Engines []EngineRate `json:"engines,omitempty"`
 	// ScrapeErrors counts failed scrapes per metrics URL.
 	ScrapeErrors map[string]int `json:"scrape_errors,omitempty"`
 }
@@ -262,6 +265,11 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	if err := list(",\n \"metrics\": ", len(r.Metrics), func(i int) any { return &r.Metrics[i] }); err != nil {
 		return err
 	}
+	if len(r.Engines) > 0 {
+		if err := list(",\n \"engines\": ", len(r.Engines), func(i int) any { return &r.Engines[i] }); err != nil {
+			return err
+		}
+	}
 	if err := part(",\n \"scrape_errors\": ", r.ScrapeErrors, false); err != nil {
 		return err
 	}
@@ -328,6 +336,16 @@ func (r *Result) Table(w io.Writer) error {
 	row("end-to-end", s.E2E)
 	tw.Flush()
 	b.WriteString("\n")
+	if len(r.Engines) > 0 {
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "engine (its counters)\tprompt tok/s\tgeneration tok/s\tprompt tokens\tgenerated\tseconds\t")
+		for _, e := range r.Engines {
+			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.0f\t%.0f\t%.2f\t\n", e.URL, e.PromptTokensPerSecond, e.GenerationTokensPerSecond,
+				e.PromptTokens, e.GenerationTokens, e.Seconds)
+		}
+		tw.Flush()
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "errors: %s\n", countsText(s.ErrorsByKind))
 	fmt.Fprintf(&b, "aborted by client: %s\n", countsText(s.AbortsByPhase))
 	for _, u := range slices.Sorted(maps.Keys(r.ScrapeErrors)) {

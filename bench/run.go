@@ -110,14 +110,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.limit = MaxRequests
 	}
 	r.needText = cfg.RecordOutputs || cfg.Workload.Kind == WorkloadMultiTurn
+	var scr *scraper
+	if len(cfg.MetricsURLs) > 0 {
+		// A first look before the load: the engines' counters at its start
+		// (EngineRates), at a small negative X.
+		scr = newScraper(client, cfg.MetricsURLs, time.Now())
+		scr.scrapeAll(ctx, cfg.MetricsInterval)
+	}
 	r.start = time.Now()
 
 	// Side goroutines: metrics and progress, stopped after the load.
 	sideCtx, stopSide := context.WithCancel(context.WithoutCancel(ctx))
 	var side sync.WaitGroup
-	var scr *scraper
-	if len(cfg.MetricsURLs) > 0 {
-		scr = newScraper(client, cfg.MetricsURLs, r.start)
+	if scr != nil {
+		scr.setStart(r.start)
 		side.Go(func() { scr.run(sideCtx, cfg.MetricsInterval) })
 	}
 	if cfg.Progress != nil {
@@ -154,6 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// One last look: what is still held after the load is over.
 		scr.scrapeAll(context.WithoutCancel(ctx), cfg.MetricsInterval)
 		res.Metrics, res.ScrapeErrors = scr.results()
+		res.Engines = EngineRates(res.Metrics, elapsed.Seconds())
 	}
 	if cfg.Progress != nil {
 		cfg.Progress(r.progress(true))

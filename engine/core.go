@@ -132,6 +132,10 @@ type Stats struct {
 	Running  int
 	Waiting  int
 	Requests int // live requests
+	// PulledPromptTokens counts the prompt positions of pulled requests
+	// whose KV came from a prefill engine (D's own prefix-cache hits among
+	// them included), vLLM's prompt_tokens_by_source{external_kv_transfer}.
+	PulledPromptTokens uint64
 	// Finished counts finished requests by status.
 	Finished map[sched.Status]uint64
 	Rejected map[AddResult]uint64
@@ -492,6 +496,7 @@ func (c *Core) drainConsumer(now clock.Instant) {
 			r.Hold = d.Hold
 			r.NumComputed = d.NumComputed
 			r.pulled = true
+			c.stats.PulledPromptTokens += uint64(d.NumComputed)
 			c.sched.Requeue(&r.Request) // admitted under the consumer's bound
 		case xfer.FellBack:
 			r.fallback = d.Why

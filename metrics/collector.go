@@ -93,6 +93,16 @@ var engineMetrics = []snapshotMetric{
 		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.PromptTokens)) },
 	},
 	{
+		name: "vllm:prompt_tokens_by_source_total", kind: counter,
+		help:   "Number of prompt tokens by source: computed here (local_compute), found in the prefix cache (local_cache_hit) or pulled from a prefill engine (external_kv_transfer).",
+		labels: []string{"source"},
+		read: func(s *engine.NodeStats, emit emitFunc) {
+			emit(float64(s.Sched.PromptComputedTokens), "local_compute")
+			emit(float64(s.Sched.PrefixHitTokens), "local_cache_hit")
+			emit(float64(s.PulledPromptTokens), "external_kv_transfer")
+		},
+	},
+	{
 		name: "vllm:generation_tokens_total", kind: counter,
 		help: "Number of generation tokens processed.",
 		read: func(s *engine.NodeStats, emit emitFunc) { emit(float64(s.Sched.GeneratedTokens)) },

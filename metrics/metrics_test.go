@@ -23,8 +23,9 @@ func TestScrapeExportsVLLMNames(t *testing.T) {
 		Stats: engine.Stats{
 			Running: 3, Waiting: 2,
 			Sched: sched.Stats{PrefixQueryTokens: 100, PrefixHitTokens: 40, PromptTokens: 90,
-				GeneratedTokens: 70, Preemptions: 5},
-			Finished: map[sched.Status]uint64{sched.FinishedStopped: 7, sched.FinishedAborted: 1},
+				PromptComputedTokens: 35, GeneratedTokens: 70, Preemptions: 5},
+			PulledPromptTokens: 15,
+			Finished:           map[sched.Status]uint64{sched.FinishedStopped: 7, sched.FinishedAborted: 1},
 		},
 		Pool: engine.PoolStats{Capacity: 100, BlockSizeTokens: 16, Free: 60, Evictable: 15, Held: 25, Usage: 0.25},
 	})
@@ -47,6 +48,9 @@ func TestScrapeExportsVLLMNames(t *testing.T) {
 		`vllm:prefix_cache_hits_total{model_name="kvlease-tiny"} 40`,
 		`vllm:prompt_tokens_total{model_name="kvlease-tiny"} 90`,
 		`vllm:generation_tokens_total{model_name="kvlease-tiny"} 70`,
+		`vllm:prompt_tokens_by_source_total{model_name="kvlease-tiny",source="local_compute"} 35`,
+		`vllm:prompt_tokens_by_source_total{model_name="kvlease-tiny",source="local_cache_hit"} 40`,
+		`vllm:prompt_tokens_by_source_total{model_name="kvlease-tiny",source="external_kv_transfer"} 15`,
 		`vllm:request_success_total{finished_reason="stop",model_name="kvlease-tiny"} 7`,
 		`vllm:request_success_total{finished_reason="length",model_name="kvlease-tiny"} 0`,
 		`vllm:request_success_total{finished_reason="abort",model_name="kvlease-tiny"} 1`,

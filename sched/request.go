@@ -106,6 +106,7 @@ type Request struct {
 	cachedBlocks int  // leading blocks of Hold this request has offered to the cache
 	inBatch      bool // part of the batch being executed
 	admitted     bool // NumCachedTokens recorded
+	promptDone   int  // prompt positions computed here at least once (Stats.PromptComputedTokens)
 }
 
 // Status is the request's status.

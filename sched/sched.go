@@ -129,17 +129,23 @@ type Scheduler struct {
 
 // Stats are cumulative counters.
 type Stats struct {
-	Preemptions         uint64
-	PrefixQueryTokens   uint64
-	PrefixHitTokens     uint64
-	PromptTokens        uint64 // prompt tokens of admitted requests (counted once)
-	ComputedTokens      uint64 // positions computed, recomputation included
-	GeneratedTokens     uint64
-	Steps               uint64
-	RecomputedPrefill   uint64 // prompt positions computed again after a preemption
-	BatchedTokensMax    int
-	RunningMax          int
-	QueueFullRejections uint64
+	Preemptions       uint64
+	PrefixQueryTokens uint64
+	PrefixHitTokens   uint64
+	PromptTokens      uint64 // prompt tokens of admitted requests (counted once)
+	// PromptComputedTokens counts prompt positions this engine computed,
+	// each once: not those found in the prefix cache, nor a decoder's
+	// pulled prefix, nor a recomputation after a preemption (counted in
+	// RecomputedPrefill). vLLM's prompt_tokens_by_source{local_compute},
+	// counted as the steps are scheduled.
+	PromptComputedTokens uint64
+	ComputedTokens       uint64 // positions computed, recomputation included
+	GeneratedTokens      uint64
+	Steps                uint64
+	RecomputedPrefill    uint64 // prompt positions computed again after a preemption
+	BatchedTokensMax     int
+	RunningMax           int
+	QueueFullRejections  uint64
 	// WaitingReclaims counts waiting requests whose blocks were taken back
 	// (and counted in Preemptions) because nothing ran and the queue's head
 	// needed them.
@@ -476,8 +482,15 @@ func (s *Scheduler) add(r *Request, n int) {
 	seq.Mask = nil
 	s.batchReqs = append(s.batchReqs, r)
 	r.inBatch = true
-	if r.NumComputed < r.NumPromptTokens && r.NumPreemptions > 0 {
-		s.stats.RecomputedPrefill += uint64(min(n, r.NumPromptTokens-r.NumComputed))
+	if r.NumComputed < r.NumPromptTokens {
+		end := min(r.NumComputed+n, r.NumPromptTokens)
+		if r.NumPreemptions > 0 {
+			s.stats.RecomputedPrefill += uint64(end - r.NumComputed)
+		}
+		if first := max(r.NumComputed, r.promptDone); end > first {
+			s.stats.PromptComputedTokens += uint64(end - first)
+			r.promptDone = end
+		}
 	}
 	s.stats.ComputedTokens += uint64(n)
 }

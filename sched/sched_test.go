@@ -224,8 +224,13 @@ func TestPreemptionNewestFirstAndRecompute(t *testing.T) {
 			t.Fatalf("request %d: %v with %d outputs", r.ID, r.Status(), r.NumOutputTokens())
 		}
 	}
-	if h.s.Stats().RecomputedPrefill == 0 {
+	st := h.s.Stats()
+	if st.RecomputedPrefill == 0 {
 		t.Fatal("recompute after preemption not counted")
+	}
+	// Each prompt position is computed here once, whatever was recomputed.
+	if want := uint64(len(reqs) * 8); st.PromptComputedTokens != want {
+		t.Fatalf("PromptComputedTokens %d, want %d (recomputed %d)", st.PromptComputedTokens, want, st.RecomputedPrefill)
 	}
 }
 
@@ -276,6 +281,10 @@ func TestPrefixHitSharesBlocks(t *testing.T) {
 	st := h.s.Stats()
 	if st.PrefixHitTokens != 8 || st.PrefixQueryTokens != 20 {
 		t.Fatalf("prefix stats %+v", st)
+	}
+	// a's 10 prompt positions and b's last 2: the hit is not computed.
+	if st.PromptComputedTokens != 12 {
+		t.Fatalf("PromptComputedTokens %d, want 12", st.PromptComputedTokens)
 	}
 }
 

@@ -69,15 +69,7 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
-	f, err := os.Open(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	res, err := bench.ReadJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := readResults(t, dir)
 	if res.Summary.Completed != 12 || res.Config.Model != "tiny" || res.Summary.OutputTokens != 48 || len(res.Metrics) != 3 {
 		t.Fatalf("results.json: summary %+v, model %q, %d series", res.Summary, res.Config.Model, len(res.Metrics))
 	}
@@ -219,4 +211,73 @@ func TestBenchAPIKey(t *testing.T) {
 	if code, _, stderr := runCmd(t, args...); code == 0 || !strings.Contains(stderr, "401") {
 		t.Errorf("bench without a key: exit %d\n%s", code, stderr)
 	}
+}
+
+// kvlease bench's per-engine rates, against a real engine: 12 requests of
+// 5 generated tokens each, and prompts whose tokens the engine reports in
+// usage. The generation counter rises by exactly 60 over the run, the
+// prompt counter by the prompts' tokens less the engine's prefix-cache
+// hits (the counters are read before the load and after it), and each rate
+// is its count over the load's wall time.
+func TestBenchEngineRates(t *testing.T) {
+	t.Setenv("KVLEASE_CLUSTER_SECRET", "")
+	url, stop, err := cli.StartEngine(context.Background(), []string{"--host", "127.0.0.1", "--port", "0", "--profile", "zero",
+		"--model", "m"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	dir := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := runCmd(t, "bench", "--url", url, "--requests", "12", "--concurrency", "3",
+		"--output-len", "5", "--input-len", "40-80", "--metrics-url", url, "--metrics-interval", "10ms", "--progress", "none", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	res := readResults(t, dir)
+	prompts := 0
+	for _, r := range res.Records {
+		prompts += r.PromptTokens
+	}
+	var hits float64
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range strings.Split(string(m), "\n") {
+		if strings.HasPrefix(line, "vllm:prompt_tokens_by_source_total{") && strings.Contains(line, `source="local_cache_hit"`) {
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &hits)
+		}
+	}
+	if len(res.Engines) != 1 || res.Summary.Completed != 12 || prompts == 0 {
+		t.Fatalf("engines %+v, summary %+v, prompt tokens %d", res.Engines, res.Summary, prompts)
+	}
+	e := res.Engines[0]
+	if e.GenerationTokens != 60 || e.PromptTokens != float64(prompts)-hits {
+		t.Errorf("engine counted %v prompt and %v generated tokens, want %v (%d less %v cache hits) and 60",
+			e.PromptTokens, e.GenerationTokens, float64(prompts)-hits, prompts, hits)
+	}
+	if e.Seconds != res.Summary.DurationSeconds ||
+		e.PromptTokensPerSecond != e.PromptTokens/e.Seconds || e.GenerationTokensPerSecond != 60/e.Seconds {
+		t.Errorf("rates %+v over a run of %.3f s", e, res.Summary.DurationSeconds)
+	}
+	if !strings.Contains(stdout, "generation tok/s") || !strings.Contains(stdout, e.URL) {
+		t.Errorf("the table lacks the engine's rates:\n%s", stdout)
+	}
+}
+
+// readResults reads the results.json bench wrote into dir.
+func readResults(t *testing.T, dir string) *bench.Result {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := bench.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
