@@ -526,10 +526,13 @@ func (t *matmulTask) Do(worker, i int) {
 // of the values read from the pool, into e.xo. A unit is up to attnRows
 // consecutive rows of one sequence and one kv head with its group of query
 // heads: every key and value it reads from a block of the pool serves all
-// of them while the block is in cache (a prompt's rows share their keys;
-// a slot is BytesPerToken apart from the next, too far for the
-// prefetcher). Each (row, head)'s scores, softmax and sum are the same
-// operations in the same order as for one row alone.
+// of them while the block is in cache (a prompt's rows share their keys).
+// A slot is BytesPerToken apart from the next, too far for the
+// prefetcher, and a prompt chunk's units each read all its keys: for a
+// sequence of packRows rows or more the layer's keys and values are first
+// copied out of the pool, contiguous per kv head (pack), and its units
+// read them there. Each (row, head)'s scores, softmax and sum are the same
+// operations on the same numbers in the same order as for one row alone.
 type attnTask struct {
 	e     *Executor
 	units []attnUnit
@@ -539,7 +542,26 @@ type attnTask struct {
 	// floats per worker.
 	qpack    []float32
 	qpackLen int
+	// kv holds, for each sequence of the batch with at least packRows
+	// rows in the step (a prompt chunk), this layer's keys and values of
+	// its positions 0..last copied out of the pool, contiguous per kv head
+	// (packKV): its units read them there, head dim floats apart, instead
+	// of a slot apart in the pool. at[i] is sequence i's offset in kv, or
+	// -1 when it reads the pool.
+	kv    []float32
+	at    []int
+	packN []int // positions packed, per sequence (with at[i] ≥ 0)
+	packs []attnPack
 }
+
+// attnPack is sequence seq's keys and values of positions 0..n-1, kv head
+// g, to copy into kv at off (keys) and off + n·hd (values).
+type attnPack struct{ seq, g, n, off int }
+
+// packRows is the fewest rows of a sequence in a step for which attention
+// copies its keys and values out of the pool first: every unit of the
+// sequence reads all of them, so a prompt chunk reads each many times.
+const packRows = 2 * attnRows
 
 // attnUnit is rows r0..r1-1 (one sequence's) and kv head g.
 type attnUnit struct{ r0, r1, g int }
@@ -575,7 +597,68 @@ func (t *attnTask) run() {
 	e.scores = grow(e.scores, w*t.rows*e.group*t.need)
 	t.qpackLen = t.rows * e.group * e.hd
 	t.qpack = grow(t.qpack, w*t.qpackLen)
+	t.pack()
 	e.run.Run(len(t.units), t)
+}
+
+// pack copies the keys and values of the sequences with packRows rows or
+// more into t.kv (see attnTask.kv), one kv head of one sequence per unit
+// of parallel work. The values are the pool's bits: the scores and sums
+// read from there are the same operations on the same numbers.
+func (t *attnTask) pack() {
+	e := t.e
+	t.at, t.packN = t.at[:0], t.packN[:0]
+	t.packs = t.packs[:0]
+	if !e.viewKV {
+		return
+	}
+	size := 0
+	for r0 := 0; r0 < e.n; {
+		i := e.rowSeq[r0]
+		r1 := r0 + 1
+		for r1 < e.n && e.rowSeq[r1] == i {
+			r1++
+		}
+		for len(t.at) <= i {
+			t.at = append(t.at, -1)
+			t.packN = append(t.packN, 0)
+		}
+		if r1-r0 >= packRows {
+			n := e.rowPos[r1-1] + 1
+			t.at[i], t.packN[i] = size, n
+			for g := 0; g < e.cfg.KVHeads; g++ {
+				t.packs = append(t.packs, attnPack{seq: i, g: g, n: n, off: size + 2*g*n*e.hd})
+			}
+			size += 2 * n * e.kvDim
+		}
+		r0 = r1
+	}
+	if len(t.packs) == 0 {
+		return
+	}
+	t.kv = grow(t.kv, size)
+	e.run.Run(len(t.packs), (*attnPackTask)(t))
+}
+
+// attnPackTask runs attnTask.packs.
+type attnPackTask attnTask
+
+func (p *attnPackTask) Do(_, i int) {
+	e := p.e
+	u := p.packs[i]
+	s := &e.batch.Seqs[u.seq]
+	kOff, vOff := e.kvOffset(e.layer, 0, u.g)/4, e.kvOffset(e.layer, 1, u.g)/4
+	bs, slotFloats, hd := e.blockSize, e.cfg.BytesPerToken()/4, e.hd
+	k := p.kv[u.off : u.off+u.n*hd]
+	v := p.kv[u.off+u.n*hd : u.off+2*u.n*hd]
+	for b0 := 0; b0 < u.n; b0 += bs {
+		blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
+		for pos := b0; pos < min(b0+bs, u.n); pos++ {
+			slot := (pos - b0) * slotFloats
+			copy(k[pos*hd:(pos+1)*hd], blk[slot+kOff:slot+kOff+hd])
+			copy(v[pos*hd:(pos+1)*hd], blk[slot+vOff:slot+vOff+hd])
+		}
+	}
 }
 
 func (t *attnTask) Do(worker, i int) {
@@ -599,6 +682,19 @@ func (t *attnTask) Do(worker, i int) {
 	kOff, vOff := e.kvOffset(e.layer, 0, u.g), e.kvOffset(e.layer, 1, u.g)
 	bs, slotFloats := e.blockSize, e.cfg.BytesPerToken()/4
 	last := e.rowPos[u.r1-1]
+	// keys and values of the block at b0: a slot apart in the pool, or
+	// head dim floats apart in the sequence's pack.
+	stride := slotFloats
+	keys := func(b0 int) []float32 { return viewF32(e.pool.Bytes(s.Blocks[b0/bs]))[kOff/4:] }
+	values := func(b0 int) []float32 { return viewF32(e.pool.Bytes(s.Blocks[b0/bs]))[vOff/4:] }
+	if i := e.rowSeq[u.r0]; i < len(t.at) && t.at[i] >= 0 {
+		n := t.packN[i]
+		k := t.kv[t.at[i]+2*u.g*n*e.hd:][:n*e.hd]
+		v := t.kv[t.at[i]+(2*u.g+1)*n*e.hd:][:n*e.hd]
+		stride = e.hd
+		keys = func(b0 int) []float32 { return k[b0*e.hd:] }
+		values = func(b0 int) []float32 { return v[b0*e.hd:] }
+	}
 	if e.viewKV {
 		// A block's slots are consecutive in the pool: one kernel call
 		// per block and four queries (row, head) that take the same keys
@@ -611,7 +707,7 @@ func (t *attnTask) Do(worker, i int) {
 			packQueries4(qp[qi*e.hd:], q(r, j), q(u.r0+(qi+1)/e.group, (qi+1)%e.group), q(u.r0+(qi+2)/e.group, (qi+2)%e.group), q(r3, j3))
 		}
 		for b0 := 0; b0 <= last; b0 += bs {
-			blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
+			kb := keys(b0)
 			qi := 0
 			for ; qi+4 <= nq; qi += 4 {
 				r, r3 := u.r0+qi/e.group, u.r0+(qi+3)/e.group
@@ -620,13 +716,13 @@ func (t *attnTask) Do(worker, i int) {
 					break // the rest one by one
 				}
 				if b0 < end {
-					scores4(scratch[qi*t.need+b0:], t.need, end-b0, blk[kOff/4:], slotFloats, qp[qi*e.hd:], e.hd)
+					scores4(scratch[qi*t.need+b0:], t.need, end-b0, kb, stride, qp[qi*e.hd:], e.hd)
 				}
 			}
 			for ; qi < nq; qi++ {
 				r, j := u.r0+qi/e.group, qi%e.group
 				if end := min(b0+bs, e.rowPos[r]+1); b0 < end {
-					scores(sc(r, j)[b0:end], blk[kOff/4:], slotFloats, q(r, j))
+					scores(sc(r, j)[b0:end], kb, stride, q(r, j))
 				}
 			}
 		}
@@ -649,11 +745,11 @@ func (t *attnTask) Do(worker, i int) {
 	}
 	if e.viewKV {
 		for b0 := 0; b0 <= last; b0 += bs {
-			blk := viewF32(e.pool.Bytes(s.Blocks[b0/bs]))
+			vb := values(b0)
 			for r := u.r0; r < u.r1; r++ {
 				if end := min(b0+bs, e.rowPos[r]+1); b0 < end {
 					for j := 0; j < e.group; j++ {
-						wsum(out(r, j), sc(r, j)[b0:end], blk[vOff/4:], slotFloats)
+						wsum(out(r, j), sc(r, j)[b0:end], vb, stride)
 					}
 				}
 			}
