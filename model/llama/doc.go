@@ -64,7 +64,7 @@
 //     uses fma32, an exact single-precision fused multiply-add (not
 //     float32(math.FMA(…)), which rounds twice and differs in rare cases),
 //     checked against the CPU's instruction and against exact arithmetic.
-//   - Q8_0 rows (dotIntGeneric; quantint_amd64.s): the
+//   - Q8_0 rows (dotIntGeneric; quantint_amd64.s, quantint_arm64.s): the
 //     input row is rounded once per matrix product (acts, per row: the
 //     rounding of one position never depends on another), each group of
 //     32 weights times its 32 rounded inputs is eight exact int32 lane
@@ -119,14 +119,16 @@
 //     (quantint_amd64.s; F16 rows take the pure-Go twin); AVX-512 adds
 //     the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
 //     and scores4.
-//   - arm64 (dot_arm64.s, tile_arm64.s; NEON, which every arm64 CPU has):
-//     the F32 kernels (one row or a block of rows times one vector,
-//     dotF32 and RMSNorm's sum of squares included, and times four; the
-//     3 × 4 prompt tile, in four passes of eight lanes), attention's
-//     scores, scores4 and weighted sum of values; F16 and BF16 rows times
-//     one vector. The quantised rows take the pure-Go twins there. The
-//     tests compare the kernels with their twins under qemu-aarch64
-//     (.ci/run).
+//   - arm64 (dot_arm64.s, tile_arm64.s, quantint_arm64.s; NEON, which
+//     every arm64 CPU has): the F32 kernels (one row or a block of rows
+//     times one vector, dotF32 and RMSNorm's sum of squares included, and
+//     times four; the 3 × 4 prompt tile, in four passes of eight lanes),
+//     attention's scores, scores4 and weighted sum of values; F16 and BF16
+//     rows times one vector; Q8_0's integer kernels (one input and four;
+//     the lanes by SDOT where the CPU has the DotProd extension, else by
+//     SMULL, SADDLP and ADDP). The other quantised rows take the pure-Go
+//     twins there. The tests compare the kernels with their twins under
+//     qemu-aarch64 (.ci/run).
 //   - amd64 without AVX2 and FMA, other architectures, and any build with
 //     the tag kvlease_generic: the pure-Go twins only, about a hundred
 //     times slower than the vector kernels.

@@ -115,7 +115,8 @@ func dotF16(raw []byte, x []float32) float32 {
 //go:noescape
 func dotBF16x1NEON(raw *byte, rows, n int, x *float32, out *float32)
 
-// The quantised rows but BF16 take their pure-Go kernels on arm64 for now.
+// BF16 rows have a NEON kernel (Q8_0 has integer ones, quantint_arm64.go);
+// the other quantised rows take their pure-Go kernels on arm64 for now.
 
 // dotQuant is dotQuantGeneric, with the NEON kernel for BF16 rows whose
 // length is a multiple of 32.
@@ -144,9 +145,4 @@ func mulQuant(t Type, raw []byte, cols int, x []float32, n int, out []float32, s
 	for r := 0; r < n; r++ {
 		dotBF16x1NEON(&raw[0], rows, cols, &x[r*cols], &out[r*stride])
 	}
-}
-
-// mulInt is mulIntGeneric: no integer kernels on arm64 yet.
-func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
-	mulIntGeneric(t, raw, a, out, stride)
 }

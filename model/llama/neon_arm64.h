@@ -50,3 +50,21 @@
 
 // FCVTL Vd.4S, Vn.4H: four float16 values widened to float32 (exact).
 #define VFCVTL4(d, n) WORD $(0x0E217800 | ((n)<<5) | (d))
+
+// SCVTF Vd.4S, Vn.4S: int32 lanes to float32 (exact below 2^24).
+#define VSCVTF4(d, n) WORD $(0x4E21D800 | ((n)<<5) | (d))
+
+// SDOT Vd.4S, Vn.16B, Vm.16B (the DotProd extension): lane j of d +=
+// Σ n_u·m_u over the bytes u = 4j..4j+3, as signed integers.
+#define VSDOT(d, n, m) WORD $(0x4E809400 | ((m)<<16) | ((n)<<5) | (d))
+
+// SMULL Vd.8H, Vn.8B, Vm.8B and SMULL2 Vd.8H, Vn.16B, Vm.16B: the signed
+// products of the low (high) eight bytes, as int16 (exact: |p| ≤ 2^14).
+#define VSMULL(d, n, m) WORD $(0x0E20C000 | ((m)<<16) | ((n)<<5) | (d))
+#define VSMULL2(d, n, m) WORD $(0x4E20C000 | ((m)<<16) | ((n)<<5) | (d))
+
+// SADDLP Vd.4S, Vn.8H: d = [n0+n1, n2+n3, n4+n5, n6+n7] as int32.
+#define VSADDLP4(d, n) WORD $(0x4E602800 | ((n)<<5) | (d))
+
+// EOR Vd.16B, Vd.16B, Vd.16B: d = 0 (VEOR, for a macro's register number).
+#define VZERO(d) WORD $(0x6E201C00 | ((d)<<16) | ((d)<<5) | (d))

@@ -19,8 +19,7 @@ var intKernels = map[Type][2]intKernel{
 
 // mulInt is mulIntGeneric with the vector kernels where the CPU has AVX2
 // (and FMA): the same bits. Each row is applied to four inputs at a time,
-// then to the rest one at a time. The kernels check nothing, so the
-// bounds are checked here, before they run.
+// then to the rest one at a time (mulIntWith, which checks the bounds).
 func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 	k, ok := intKernels[t]
 	rb := t.RowBytes(a.cols)
@@ -30,24 +29,5 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		mulIntGeneric(t, raw, a, out, stride)
 		return
 	}
-	_ = out[(n-1)*stride+rows-1]
-	nb := a.cols / a.kind.block()
-	_, _ = a.q[n*a.cols-1], a.d[n*nb-1]
-	var bs *int16
-	if a.kind == actQ8K {
-		_ = a.bs[16*n*nb-1]
-	}
-	call := func(k intKernel, r int) {
-		if a.kind == actQ8K {
-			bs = &a.bs[16*r*nb]
-		}
-		k(&raw[0], rows, nb, &a.q[r*a.cols], &a.d[r*nb], bs, &out[r*stride], stride)
-	}
-	r := 0
-	for ; r+4 <= n; r += 4 {
-		call(k[1], r)
-	}
-	for ; r < n; r++ {
-		call(k[0], r)
-	}
+	mulIntWith(k, rows, raw, a, out, stride)
 }

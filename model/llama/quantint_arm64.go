@@ -1,0 +1,51 @@
+package llama
+
+import "golang.org/x/sys/cpu"
+
+// The integer kernels (quantint_arm64.s): rows consecutive rows of
+// nblocks blocks times input 0 (x1) or inputs 0-3 (x4) of the rounded
+// inputs at xq, xd, bs; …DOT with SDOT (the DotProd extension), …MUL
+// with base NEON's widening multiplies.
+
+//go:noescape
+func dotQ8Ix1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ8Ix4DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ8Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ8Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+// hasDotProd selects the SDOT kernels (a variable: the tests check the
+// others too on a CPU that has it).
+var hasDotProd = cpu.ARM64.HasASIMDDP
+
+// intKernels are the integer kernels of each type: one input, four; with
+// SDOT and without.
+var intKernels = map[Type][2][2]intKernel{
+	Q8_0: {{dotQ8Ix1MUL, dotQ8Ix4MUL}, {dotQ8Ix1DOT, dotQ8Ix4DOT}},
+}
+
+// mulInt is mulIntGeneric with the NEON kernels: the same bits. Each row
+// is applied to four inputs at a time, then to the rest one at a time
+// (mulIntWith, which checks the bounds).
+func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
+	ks, ok := intKernels[t]
+	rb := t.RowBytes(a.cols)
+	rows := len(raw) / rb
+	n := a.n
+	if !hasNEON || !ok || rows == 0 || n == 0 {
+		mulIntGeneric(t, raw, a, out, stride)
+		return
+	}
+	if hasDotProd {
+		mulIntWith(ks[1], rows, raw, a, out, stride)
+		return
+	}
+	mulIntWith(ks[0], rows, raw, a, out, stride)
+}
