@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/engine"
-	"github.com/kvlease/kvlease/httpserver"
 	"github.com/kvlease/kvlease/httpapi"
+	"github.com/kvlease/kvlease/httpserver"
 	"github.com/kvlease/kvlease/kvblock"
 	"github.com/kvlease/kvlease/kvevents"
 	"github.com/kvlease/kvlease/metrics"

@@ -16,8 +16,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/engine"
-	"github.com/kvlease/kvlease/httpserver/httpservertest"
 	"github.com/kvlease/kvlease/httpapi"
+	"github.com/kvlease/kvlease/httpserver/httpservertest"
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/node"
