@@ -160,7 +160,7 @@ func sum32(x []float32) float32 {
 
 // blockSums sets s[r·cols/32 + t] = sum32 of chunk t of vector r, for the
 // n vectors of x (cols floats each, cols a multiple of 32): the inputs of
-// the min terms of Q4_1, Q5_1, Q4_K and Q5_K (see dotQuantGeneric). s
+// the min terms of Q4_1 and Q5_1 (see dotQuantGeneric). s
 // grows as needed and is returned.
 func blockSums(s []float32, x []float32, cols, n int) []float32 {
 	m := n * (cols / 32)
@@ -175,12 +175,12 @@ func blockSums(s []float32, x []float32, cols, n int) []float32 {
 }
 
 // needsSums reports whether t's kernels take blockSums of their inputs.
-func needsSums(t Type) bool { return t == Q4_1 || t == Q5_1 || t == Q4_K || t == Q5_K }
+func needsSums(t Type) bool { return t == Q4_1 || t == Q5_1 }
 
-// dotQuantGeneric is a row of raw (type BF16 or a quantisation other than
-// Q8_0) times x, in the type's fixed order (the vector kernels give the
+// dotQuantGeneric is a row of raw (type BF16, Q4_0, Q4_1, Q5_0 or Q5_1)
+// times x, in the type's fixed order (the vector kernels give the
 // same bits). With p_i the product of a float32 quant (an exact small
-// integer, the offset −8, −16 or −32 applied) and its input, and two
+// integer, the offset −8 or −16 applied) and its input, and two
 // accumulators of eight lanes, A_0 and A_1:
 //
 //   - Q4_0, Q5_0, Q4_1, Q5_1: per block b of 32, lane j (0..7) is s_j =
@@ -188,13 +188,6 @@ func needsSums(t Type) bool { return t == Q4_1 || t == Q5_1 || t == Q4_K || t ==
 //     = fma(d, s_j, A_{b mod 2,j}). Q4_1 and Q5_1 also chain mn_{b mod 2}
 //     = fma(m, sum32(x of the block), mn_{b mod 2}), and give hsum16(A) +
 //     (mn_0 + mn_1); the others hsum16(A).
-//   - Q4_K, Q5_K: per sub-block k of 32 (d_k = float32(d·sc_k)), s_j as
-//     above over the sub-block, A_{k mod 2,j} = fma(d_k, s_j, A_{k mod
-//     2,j}); and mn_k = fma(float32(dmin·m_k), sum32(x of sub-block k),
-//     mn_k) with one lane per sub-block; the result is hsum16(A) −
-//     hsum8(mn).
-//   - Q6_K: per sub-block k of 16, s_j = p_j then fma for weight 8+j;
-//     A_{k mod 2,j} = fma(float32(d·sc_k), s_j, A_{k mod 2,j}); hsum16(A).
 //   - BF16: dot32Generic's order over the (exactly) decoded weights.
 //
 // hsum16(A) is hsum8 of A_{0,j} + A_{1,j}. Two accumulators, so that a
@@ -205,10 +198,6 @@ func dotQuantGeneric(t Type, raw []byte, x []float32) float32 {
 	switch t {
 	case BF16:
 		return dotBF16Generic(raw, x)
-	case Q6_K:
-		return dotQ6KGeneric(raw, x)
-	case Q4_K, Q5_K:
-		return dotQ45KGeneric(t, raw, x)
 	}
 	return dotQ32Generic(t, raw, x)
 }
@@ -268,47 +257,6 @@ func scaledChain32(acc *[8]float32, d float32, q *[32]float32, xx []float32) {
 		s = fma32(q[24+j], xx[24+j], s)
 		acc[j] = fma32(d, s, acc[j])
 	}
-}
-
-// dotQ45KGeneric is dotQuantGeneric for Q4_K and Q5_K.
-func dotQ45KGeneric(t Type, raw []byte, x []float32) float32 {
-	bb := t.BlockBytes()
-	var acc [2][8]float32
-	var mn [8]float32
-	for b := 0; b < len(x)/qkK; b++ {
-		blk := raw[b*bb : (b+1)*bb : (b+1)*bb]
-		d, dmin := f16tab[le16(blk)], f16tab[le16(blk[2:])]
-		sc, mins := kScales(blk[4:16])
-		for k := 0; k < 8; k++ {
-			xx := x[qkK*b+32*k : qkK*b+32*k+32 : qkK*b+32*k+32]
-			var q [32]float32
-			for l := range q {
-				q[l] = float32(qK(t, blk, k, l))
-			}
-			scaledChain32(&acc[k&1], float32(d*float32(sc[k])), &q, xx)
-			mn[k] = fma32(float32(dmin*float32(mins[k])), sum32(xx), mn[k])
-		}
-	}
-	return hsum16(&acc) - hsum8(&mn)
-}
-
-// dotQ6KGeneric is dotQuantGeneric for Q6_K.
-func dotQ6KGeneric(raw []byte, x []float32) float32 {
-	var acc [2][8]float32
-	for b := 0; b < len(x)/qkK; b++ {
-		blk := raw[b*210 : (b+1)*210 : (b+1)*210]
-		d := f16tab[le16(blk[208:])]
-		for k := 0; k < 16; k++ {
-			xx := x[qkK*b+16*k : qkK*b+16*k+16 : qkK*b+16*k+16]
-			d1 := float32(d * float32(int8(blk[192+k])))
-			for j := 0; j < 8; j++ {
-				s := float32(float32(int(q6(blk, 16*k+j))-32) * xx[j])
-				s = fma32(float32(int(q6(blk, 16*k+8+j))-32), xx[8+j], s)
-				acc[k&1][j] = fma32(d1, s, acc[k&1][j])
-			}
-		}
-	}
-	return hsum16(&acc)
 }
 
 // dotBF16Generic is dot32Generic over the bfloat16 weights in raw, each

@@ -1,27 +1,9 @@
 package llama
 
 // The quantised kernels (quant_amd64.s): rows consecutive rows of nblocks
-// blocks (256-weight super-blocks for the K-quants) times one vector (x1)
+// blocks times one vector (x1)
 // or four consecutive vectors (x4); sums is blockSums of those vectors
 // (read by the types with minimums, needsSums).
-
-//go:noescape
-func dotQ4Kx1AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32)
-
-//go:noescape
-func dotQ4Kx4AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32, outStride int)
-
-//go:noescape
-func dotQ5Kx1AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32)
-
-//go:noescape
-func dotQ5Kx4AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32, outStride int)
-
-//go:noescape
-func dotQ6Kx1AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32)
-
-//go:noescape
-func dotQ6Kx4AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32, outStride int)
 
 //go:noescape
 func dotQ40x1AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32)
@@ -57,9 +39,6 @@ type quantKernels struct {
 
 // kernels are the vector kernels of the types that have them.
 var kernels = map[Type]quantKernels{
-	Q4_K: {dotQ4Kx1AVX2, dotQ4Kx4AVX2},
-	Q5_K: {dotQ5Kx1AVX2, dotQ5Kx4AVX2},
-	Q6_K: {dotQ6Kx1AVX2, dotQ6Kx4AVX2},
 	Q4_0: {dotQ40x1AVX2, dotQ40x4AVX2},
 	Q4_1: {dotQ41x1AVX2, dotQ41x4AVX2},
 	Q5_0: {dotQ50x1AVX2, dotQ50x4AVX2},

@@ -15,7 +15,7 @@ import (
 )
 
 // quantTypes are the types with block kernels (dotQuant, mulQuant).
-var quantTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, BF16}
+var quantTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, BF16}
 
 // fixtureTypes are the types whose decoding the committed fixture checks.
 var fixtureTypes = []Type{F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K}
@@ -292,8 +292,8 @@ func TestQuantDotReference(t *testing.T) {
 			if needsSums(typ) {
 				bound += scaleMagnitude(typ, raw, x)
 			}
-			if math.IsInf(bound, 0) || math.IsNaN(ref) {
-				continue // overflowing edge scales
+			if bound > math.MaxFloat32 || math.IsNaN(ref) {
+				continue // overflowing edge scales (float32 sums may overflow)
 			}
 			if e := math.Abs(float64(got) - ref); e > 2e-6*bound*math.Sqrt(float64(cols)/32)+1e-30 {
 				t.Fatalf("%s %d cols: %v, float64 %v (error %g, bound %g)", typ, cols, got, ref, e, bound)
@@ -311,14 +311,7 @@ func scaleMagnitude(typ Type, raw []byte, x []float32) float64 {
 		blk := raw[b*bb:]
 		d, m := float64(f16tab[le16(blk)]), float64(f16tab[le16(blk[2:])])
 		for i := 0; i < typ.Block(); i++ {
-			xi := math.Abs(float64(x[b*typ.Block()+i]))
-			switch typ {
-			case Q4_K, Q5_K:
-				sc, mn := kScales(blk[4:16])
-				s += (math.Abs(d*float64(sc[i/32])*float64(qK(typ, blk, i/32, i%32))) + math.Abs(m*float64(mn[i/32]))) * xi
-			default:
-				s += (math.Abs(d)*31 + math.Abs(m)) * xi
-			}
+			s += (math.Abs(d)*31 + math.Abs(m)) * math.Abs(float64(x[b*typ.Block()+i]))
 		}
 	}
 	return s

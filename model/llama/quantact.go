@@ -46,6 +46,8 @@ func actOf(t Type) actKind {
 	switch t {
 	case Q8_0:
 		return actQ8
+	case Q4_K, Q5_K, Q6_K:
+		return actQ8K
 	}
 	return actNone
 }

@@ -10,11 +10,32 @@ func dotQ8Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16
 //go:noescape
 func dotQ8Ix4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
+//go:noescape
+func dotQ4KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ4KIx4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ5KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ5KIx4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ6KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ6KIx4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 // intKernels are the integer kernels of each type: one input, four.
 var intKernels = map[Type][2]intKernel{
 	Q8_0: {dotQ8Ix1AVX2, dotQ8Ix4AVX2},
+	Q4_K: {dotQ4KIx1AVX2, dotQ4KIx4AVX2},
+	Q5_K: {dotQ5KIx1AVX2, dotQ5KIx4AVX2},
+	Q6_K: {dotQ6KIx1AVX2, dotQ6KIx4AVX2},
 }
 
 // mulInt is mulIntGeneric with the vector kernels where the CPU has AVX2

@@ -19,6 +19,280 @@ DATA one16<>+24(SB)/8, $0x0001000100010001
 GLOBL one16<>(SB), RODATA|NOPTR, $32
 
 
+// The K-quants (dotKInt): per super-block, the weights' sub-block scales
+// (and Q4_K's, Q5_K's minimums) unpacked once per row and shared by the
+// inputs; each group of 32 quants (unsigned for Q4_K and Q5_K, q−32 with
+// its sign moved to the inputs for Q6_K) times the inputs' quants by
+// VPMADDUBSW, times the scale of its sub-block by VPMADDWD, summed in
+// int32 (I, eight lanes); then per input the float steps: acc =
+// fma(float32(d·dx), float32(I), acc) and mn = fma(float32(dmin·dx),
+// float32(VPMADDWD(bsums, m)), mn), the accumulators in the frame (0(SP):
+// acc, 128(SP): mn, per input; Q6_K's mn stay 0). The x4 kernels apply
+// each super-block to four inputs (Y8-Y11 their I, Y4-Y7 temporaries).
+
+DATA q0fI<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA q0fI<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA q0fI<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA q0fI<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL q0fI<>(SB), RODATA|NOPTR, $32
+
+DATA q10I<>+0(SB)/8, $0x1010101010101010
+DATA q10I<>+8(SB)/8, $0x1010101010101010
+DATA q10I<>+16(SB)/8, $0x1010101010101010
+DATA q10I<>+24(SB)/8, $0x1010101010101010
+GLOBL q10I<>(SB), RODATA|NOPTR, $32
+
+DATA q30I<>+0(SB)/8, $0x3030303030303030
+DATA q30I<>+8(SB)/8, $0x3030303030303030
+DATA q30I<>+16(SB)/8, $0x3030303030303030
+DATA q30I<>+24(SB)/8, $0x3030303030303030
+GLOBL q30I<>(SB), RODATA|NOPTR, $32
+
+DATA q20I<>+0(SB)/8, $0x2020202020202020
+DATA q20I<>+8(SB)/8, $0x2020202020202020
+DATA q20I<>+16(SB)/8, $0x2020202020202020
+DATA q20I<>+24(SB)/8, $0x2020202020202020
+GLOBL q20I<>(SB), RODATA|NOPTR, $32
+
+// kshuf: VPSHUFB indices repeating byte k (16 times, k < 8): sub-block k's scale for VPMOVZXBW.
+DATA kshuf<>+0(SB)/8, $0x0000000000000000
+DATA kshuf<>+8(SB)/8, $0x0000000000000000
+DATA kshuf<>+16(SB)/8, $0x0101010101010101
+DATA kshuf<>+24(SB)/8, $0x0101010101010101
+DATA kshuf<>+32(SB)/8, $0x0202020202020202
+DATA kshuf<>+40(SB)/8, $0x0202020202020202
+DATA kshuf<>+48(SB)/8, $0x0303030303030303
+DATA kshuf<>+56(SB)/8, $0x0303030303030303
+DATA kshuf<>+64(SB)/8, $0x0404040404040404
+DATA kshuf<>+72(SB)/8, $0x0404040404040404
+DATA kshuf<>+80(SB)/8, $0x0505050505050505
+DATA kshuf<>+88(SB)/8, $0x0505050505050505
+DATA kshuf<>+96(SB)/8, $0x0606060606060606
+DATA kshuf<>+104(SB)/8, $0x0606060606060606
+DATA kshuf<>+112(SB)/8, $0x0707070707070707
+DATA kshuf<>+120(SB)/8, $0x0707070707070707
+GLOBL kshuf<>(SB), RODATA|NOPTR, $128
+
+// q6shuf: byte 2c eight times, then 2c+1 eight times (c < 8): the scales of group c's two sub-blocks of 16.
+DATA q6shuf<>+0(SB)/8, $0x0000000000000000
+DATA q6shuf<>+8(SB)/8, $0x0101010101010101
+DATA q6shuf<>+16(SB)/8, $0x0202020202020202
+DATA q6shuf<>+24(SB)/8, $0x0303030303030303
+DATA q6shuf<>+32(SB)/8, $0x0404040404040404
+DATA q6shuf<>+40(SB)/8, $0x0505050505050505
+DATA q6shuf<>+48(SB)/8, $0x0606060606060606
+DATA q6shuf<>+56(SB)/8, $0x0707070707070707
+DATA q6shuf<>+64(SB)/8, $0x0808080808080808
+DATA q6shuf<>+72(SB)/8, $0x0909090909090909
+DATA q6shuf<>+80(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA q6shuf<>+88(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA q6shuf<>+96(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA q6shuf<>+104(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA q6shuf<>+112(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA q6shuf<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
+
+
+// KSCALESI: a Q4_K or Q5_K block at CX: its eight 6-bit scales (kScales)
+// as bytes in X13, its minimums m_j as int16 at words 2j and 2j+1 to
+// 256(SP), dmin in every lane to 288(SP), d in every lane of Y15.
+// Clobbers R11, R14, Y12, Y14 (DI kept in 328(SP) meanwhile).
+#define KSCALESI \
+	MOVQ DI, 328(SP); \
+	MOVL 4(CX), R11; \
+	MOVL R11, R14; \
+	SHRL $2, R14; \
+	ANDL $0x30303030, R14; \
+	ANDL $0x3f3f3f3f, R11; \
+	MOVL 12(CX), DI; \
+	ANDL $0x0f0f0f0f, DI; \
+	ORL DI, R14; \
+	SHLQ $32, R14; \
+	ORQ R11, R14; \
+	MOVQ R14, X13; \
+	MOVL 8(CX), R11; \
+	MOVL R11, R14; \
+	SHRL $2, R14; \
+	ANDL $0x30303030, R14; \
+	ANDL $0x3f3f3f3f, R11; \
+	MOVL 12(CX), DI; \
+	SHRL $4, DI; \
+	ANDL $0x0f0f0f0f, DI; \
+	ORL DI, R14; \
+	SHLQ $32, R14; \
+	ORQ R11, R14; \
+	MOVQ R14, X14; \
+	MOVQ 328(SP), DI; \
+	VPMOVZXBW X14, X14; \
+	VPUNPCKLWD X14, X14, X12; \
+	VPUNPCKHWD X14, X14, X14; \
+	VINSERTI128 $1, X14, Y12, Y12; \
+	VMOVDQU Y12, 256(SP); \
+	VPBROADCASTW 2(CX), X12; \
+	VCVTPH2PS X12, Y12; \
+	VMOVUPS Y12, 288(SP); \
+	VPBROADCASTW (CX), X15; \
+	VCVTPH2PS X15, Y15
+
+// KNIB(src): the 32 nibble bytes at src(CX): sub-block 2c's quants (low
+// nibbles) into Y0, 2c+1's (high) into Y1.
+#define KNIB(src) \
+	VMOVDQU src(CX), Y0; \
+	VPSRLW $4, Y0, Y1; \
+	VPAND q0fI<>(SB), Y0, Y0; \
+	VPAND q0fI<>(SB), Y1, Y1
+
+// Q5BIT(OP, C, Y): Q5_K's fifth bits of a sub-block (qh in Y3, OP $C
+// moves the sub-block's bit to bit 4) into the quants in Y.
+#define Q5BIT(OP, C, Y) \
+	OP $C, Y3, Y14; \
+	VPAND q10I<>(SB), Y14, Y14; \
+	VPOR Y14, Y, Y
+
+// KSCV(off): the scales of sub-blocks 2c, 2c+1 (kshuf at off) as int16 in
+// every word of Y2 and Y12.
+#define KSCV(off) \
+	VPSHUFB kshuf<>+off(SB), X13, X2; \
+	VPMOVZXBW X2, Y2; \
+	VPSHUFB kshuf<>+16+off(SB), X13, X12; \
+	VPMOVZXBW X12, Y12
+
+// KMUL(x0, x1, T, I): sub-blocks 2c (Y0, scale Y2) and 2c+1 (Y1, Y12)
+// times the input quants at x0 and x1, into I.
+#define KMUL(x0, x1, T, I) \
+	VPMADDUBSW x0, Y0, T; \
+	VPMADDWD Y2, T, T; \
+	VPADDD T, I, I; \
+	VPMADDUBSW x1, Y1, T; \
+	VPMADDWD Y12, T, T; \
+	VPADDD T, I, I
+
+// KFLOAT(xd, acc, I): acc(SP) = fma(float32(d·dx), float32(I), acc) (d
+// in Y15, dx at xd); leaves d·... dx broadcast in Y12.
+#define KFLOAT(xd, acc, I) \
+	VBROADCASTSS xd, Y12; \
+	VMULPS Y15, Y12, Y13; \
+	VCVTDQ2PS I, I; \
+	VMOVUPS acc(SP), Y14; \
+	VFMADD231PS I, Y13, Y14; \
+	VMOVUPS Y14, acc(SP)
+
+// KMINS(bs, mn, T): mn(SP) = fma(float32(dmin·dx), float32(the sums of
+// 16 at bs times m, pairwise), mn) (m in Y3, dmin in Y2, dx in Y12).
+#define KMINS(bs, mn, T) \
+	VPMADDWD bs, Y3, T; \
+	VCVTDQ2PS T, T; \
+	VMULPS Y2, Y12, Y13; \
+	VMOVUPS mn(SP), Y14; \
+	VFMADD231PS T, Y13, Y14; \
+	VMOVUPS Y14, mn(SP)
+
+// Q6G(OP, C, sc): a group of 32 Q6_K quants: the nibbles in Y0 (the 32
+// ql bytes, shifted for the high ones), their two high bits from qh (Y3;
+// OP $C moves them to bits 4-5), minus 32, into Y0, |q−32| into Y1, the
+// scales of its two sub-blocks (q6shuf at sc) as int16 into Y2 (eight
+// words each).
+#define Q6G(OP, C, sc) \
+	VPAND q0fI<>(SB), Y0, Y0; \
+	OP $C, Y3, Y14; \
+	VPAND q30I<>(SB), Y14, Y14; \
+	VPOR Y14, Y0, Y0; \
+	VPSUBB q20I<>(SB), Y0, Y0; \
+	VPABSB Y0, Y1; \
+	VPSHUFB q6shuf<>+sc(SB), X13, X2; \
+	VPMOVSXBW X2, Y2
+
+// Q6MUL(x, T, I): the group (Y0, Y1, Y2) times the input quants at x, into
+// I (the weights' signs moved to the inputs).
+#define Q6MUL(x, T, I) \
+	VMOVDQU x, T; \
+	VPSIGNB Y0, T, T; \
+	VPMADDUBSW T, Y1, T; \
+	VPMADDWD Y2, T, T; \
+	VPADDD T, I, I
+
+// Q6MUL4(o): Q6MUL for the four inputs, quants at o of each.
+#define Q6MUL4(o) \
+	Q6MUL(o(AX), Y4, Y8); \
+	Q6MUL(o(AX)(DX*1), Y5, Y9); \
+	Q6MUL(o(AX)(DX*2), Y6, Y10); \
+	Q6MUL(o(AX)(R8*1), Y7, Y11)
+
+// KPROLOGUE: strides (quants DX, R8 = 3·DX; scales R9, R13 = 3·R9; sums
+// SI, DI = 3·SI) and out into R12.
+#define KPROLOGUE \
+	MOVQ raw+0(FP), CX; \
+	MOVQ nblocks+16(FP), DX; \
+	MOVQ DX, R9; \
+	SHLQ $2, R9; \
+	LEAQ (R9)(R9*2), R13; \
+	MOVQ R9, SI; \
+	SHLQ $3, SI; \
+	LEAQ (SI)(SI*2), DI; \
+	SHLQ $8, DX; \
+	LEAQ (DX)(DX*2), R8; \
+	MOVQ out+48(FP), R12
+
+// KROW: a row's inputs from their first super-block (AX, R10, BX), its
+// super-block count to 320(SP).
+#define KROW \
+	MOVQ xq+24(FP), AX; \
+	MOVQ xd+32(FP), R10; \
+	MOVQ bs+40(FP), BX; \
+	MOVQ nblocks+16(FP), R11; \
+	MOVQ R11, 320(SP); \
+	VXORPS Y0, Y0, Y0
+
+// KNEXT(bb): the next super-block (bb bytes of weights).
+#define KNEXT(bb) \
+	ADDQ $bb, CX; \
+	ADDQ $256, AX; \
+	ADDQ $4, R10; \
+	ADDQ $32, BX; \
+	DECQ 320(SP)
+
+// KMUL4(o0, o1): KMUL for the four inputs, quants at o0 and o1 of each.
+#define KMUL4(o0, o1) \
+	KMUL(o0(AX), o1(AX), Y4, Y8); \
+	KMUL(o0(AX)(DX*1), o1(AX)(DX*1), Y5, Y9); \
+	KMUL(o0(AX)(DX*2), o1(AX)(DX*2), Y6, Y10); \
+	KMUL(o0(AX)(R8*1), o1(AX)(R8*1), Y7, Y11)
+
+// KFIN4: the float steps of the four inputs (K-quants with minimums).
+#define KFIN4 \
+	VMOVDQU 256(SP), Y3; \
+	VMOVUPS 288(SP), Y2; \
+	KFLOAT((R10), 0, Y8); \
+	KMINS((BX), 128, Y4); \
+	KFLOAT((R10)(R9*1), 32, Y9); \
+	KMINS((BX)(SI*1), 160, Y5); \
+	KFLOAT((R10)(R9*2), 64, Y10); \
+	KMINS((BX)(SI*2), 192, Y6); \
+	KFLOAT((R10)(R13*1), 96, Y11); \
+	KMINS((BX)(DI*1), 224, Y7)
+
+// KOUT4: the four inputs' results to out (R12, stride R11 bytes).
+#define KOUT4 \
+	MOVQ outStride+56(FP), R11; \
+	SHLQ $2, R11; \
+	MOVQ R12, R14; \
+	KOUT(0, 128); \
+	ADDQ R11, R14; \
+	KOUT(32, 160); \
+	ADDQ R11, R14; \
+	KOUT(64, 192); \
+	ADDQ R11, R14; \
+	KOUT(96, 224)
+
+// KOUT(acc, mn): hsum8 of acc(SP) minus hsum8 of mn(SP) to (R14).
+#define KOUT(acc, mn) \
+	VMOVUPS acc(SP), Y0; \
+	HSUM(Y0, X0, X1); \
+	VMOVUPS mn(SP), Y2; \
+	HSUM(Y2, X2, X1); \
+	VSUBSS X2, X0, X0; \
+	VMOVSS X0, (R14)
+
 // func dotQ8Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1AVX2(SB), NOSPLIT, $0-64
 	MOVQ    raw+0(FP), SI
@@ -125,5 +399,306 @@ q8i4block:
 	ADDQ   $4, R12
 	DECQ   BX
 	JNZ    q8i4row
+	VZEROUPPER
+	RET
+
+// func dotQ4KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ4KIx1AVX2(SB), 0, $336-64
+	KPROLOGUE
+dotQ4KIx1AVX2row:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+dotQ4KIx1AVX2block:
+	PREFETCHT0 576(CX)
+	VPXOR Y8, Y8, Y8
+	KSCALESI
+	KNIB(16)
+	KSCV(0)
+	KMUL((AX), 32(AX), Y4, Y8)
+	KNIB(48)
+	KSCV(32)
+	KMUL(64(AX), 96(AX), Y4, Y8)
+	KNIB(80)
+	KSCV(64)
+	KMUL(128(AX), 160(AX), Y4, Y8)
+	KNIB(112)
+	KSCV(96)
+	KMUL(192(AX), 224(AX), Y4, Y8)
+	VMOVDQU 256(SP), Y3
+	VMOVUPS 288(SP), Y2
+	KFLOAT((R10), 0, Y8)
+	KMINS((BX), 128, Y4)
+	KNEXT(144)
+	JNZ dotQ4KIx1AVX2block
+
+	MOVQ R12, R14
+	KOUT(0, 128)
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ4KIx1AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ4KIx4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ4KIx4AVX2(SB), 0, $336-64
+	KPROLOGUE
+dotQ4KIx4AVX2row:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 224(SP)
+dotQ4KIx4AVX2block:
+	PREFETCHT0 576(CX)
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	KSCALESI
+	KNIB(16)
+	KSCV(0)
+	KMUL4(0, 32)
+	KNIB(48)
+	KSCV(32)
+	KMUL4(64, 96)
+	KNIB(80)
+	KSCV(64)
+	KMUL4(128, 160)
+	KNIB(112)
+	KSCV(96)
+	KMUL4(192, 224)
+	KFIN4
+	KNEXT(144)
+	JNZ dotQ4KIx4AVX2block
+
+	KOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ4KIx4AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ5KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ5KIx1AVX2(SB), 0, $336-64
+	KPROLOGUE
+dotQ5KIx1AVX2row:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+dotQ5KIx1AVX2block:
+	PREFETCHT0 704(CX)
+	VPXOR Y8, Y8, Y8
+	KSCALESI
+	VMOVDQU 16(CX), Y3 // qh
+	KNIB(48)
+	Q5BIT(VPSLLW, 4, Y0)
+	Q5BIT(VPSLLW, 3, Y1)
+	KSCV(0)
+	KMUL((AX), 32(AX), Y4, Y8)
+	KNIB(80)
+	Q5BIT(VPSLLW, 2, Y0)
+	Q5BIT(VPSLLW, 1, Y1)
+	KSCV(32)
+	KMUL(64(AX), 96(AX), Y4, Y8)
+	KNIB(112)
+	Q5BIT(VPSLLW, 0, Y0)
+	Q5BIT(VPSRLW, 1, Y1)
+	KSCV(64)
+	KMUL(128(AX), 160(AX), Y4, Y8)
+	KNIB(144)
+	Q5BIT(VPSRLW, 2, Y0)
+	Q5BIT(VPSRLW, 3, Y1)
+	KSCV(96)
+	KMUL(192(AX), 224(AX), Y4, Y8)
+	VMOVDQU 256(SP), Y3
+	VMOVUPS 288(SP), Y2
+	KFLOAT((R10), 0, Y8)
+	KMINS((BX), 128, Y4)
+	KNEXT(176)
+	JNZ dotQ5KIx1AVX2block
+
+	MOVQ R12, R14
+	KOUT(0, 128)
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ5KIx1AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ5KIx4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ5KIx4AVX2(SB), 0, $336-64
+	KPROLOGUE
+dotQ5KIx4AVX2row:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 224(SP)
+dotQ5KIx4AVX2block:
+	PREFETCHT0 704(CX)
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	KSCALESI
+	VMOVDQU 16(CX), Y3 // qh
+	KNIB(48)
+	Q5BIT(VPSLLW, 4, Y0)
+	Q5BIT(VPSLLW, 3, Y1)
+	KSCV(0)
+	KMUL4(0, 32)
+	KNIB(80)
+	Q5BIT(VPSLLW, 2, Y0)
+	Q5BIT(VPSLLW, 1, Y1)
+	KSCV(32)
+	KMUL4(64, 96)
+	KNIB(112)
+	Q5BIT(VPSLLW, 0, Y0)
+	Q5BIT(VPSRLW, 1, Y1)
+	KSCV(64)
+	KMUL4(128, 160)
+	KNIB(144)
+	Q5BIT(VPSRLW, 2, Y0)
+	Q5BIT(VPSRLW, 3, Y1)
+	KSCV(96)
+	KMUL4(192, 224)
+	KFIN4
+	KNEXT(176)
+	JNZ dotQ5KIx4AVX2block
+
+	KOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ5KIx4AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ6KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ6KIx1AVX2(SB), 0, $336-64
+	KPROLOGUE
+dotQ6KIx1AVX2row:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+dotQ6KIx1AVX2block:
+	PREFETCHT0 840(CX)
+	VPXOR Y8, Y8, Y8
+	VMOVDQU 192(CX), X13 // sc_0..15
+	VPBROADCASTW 208(CX), X15
+	VCVTPH2PS X15, Y15 // d
+	VMOVDQU 128(CX), Y3 // qh of half 0
+	VMOVDQU 0(CX), Y0
+	Q6G(VPSLLW, 4, 0)
+	Q6MUL((AX), Y4, Y8)
+	VMOVDQU 32(CX), Y0
+	Q6G(VPSLLW, 2, 16)
+	Q6MUL(32(AX), Y4, Y8)
+	VMOVDQU 0(CX), Y0
+	VPSRLW $4, Y0, Y0
+	Q6G(VPSLLW, 0, 32)
+	Q6MUL(64(AX), Y4, Y8)
+	VMOVDQU 32(CX), Y0
+	VPSRLW $4, Y0, Y0
+	Q6G(VPSRLW, 2, 48)
+	Q6MUL(96(AX), Y4, Y8)
+	VMOVDQU 160(CX), Y3 // qh of half 1
+	VMOVDQU 64(CX), Y0
+	Q6G(VPSLLW, 4, 64)
+	Q6MUL(128(AX), Y4, Y8)
+	VMOVDQU 96(CX), Y0
+	Q6G(VPSLLW, 2, 80)
+	Q6MUL(160(AX), Y4, Y8)
+	VMOVDQU 64(CX), Y0
+	VPSRLW $4, Y0, Y0
+	Q6G(VPSLLW, 0, 96)
+	Q6MUL(192(AX), Y4, Y8)
+	VMOVDQU 96(CX), Y0
+	VPSRLW $4, Y0, Y0
+	Q6G(VPSRLW, 2, 112)
+	Q6MUL(224(AX), Y4, Y8)
+	KFLOAT((R10), 0, Y8)
+	KNEXT(210)
+	JNZ dotQ6KIx1AVX2block
+
+	MOVQ R12, R14
+	KOUT(0, 128)
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ6KIx1AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ6KIx4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ6KIx4AVX2(SB), 0, $336-64
+	KPROLOGUE
+dotQ6KIx4AVX2row:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 224(SP)
+dotQ6KIx4AVX2block:
+	PREFETCHT0 840(CX)
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	VMOVDQU 192(CX), X13 // sc_0..15
+	VPBROADCASTW 208(CX), X15
+	VCVTPH2PS X15, Y15 // d
+	VMOVDQU 128(CX), Y3 // qh of half 0
+	VMOVDQU 0(CX), Y0
+	Q6G(VPSLLW, 4, 0)
+	Q6MUL4(0)
+	VMOVDQU 32(CX), Y0
+	Q6G(VPSLLW, 2, 16)
+	Q6MUL4(32)
+	VMOVDQU 0(CX), Y0
+	VPSRLW $4, Y0, Y0
+	Q6G(VPSLLW, 0, 32)
+	Q6MUL4(64)
+	VMOVDQU 32(CX), Y0
+	VPSRLW $4, Y0, Y0
+	Q6G(VPSRLW, 2, 48)
+	Q6MUL4(96)
+	VMOVDQU 160(CX), Y3 // qh of half 1
+	VMOVDQU 64(CX), Y0
+	Q6G(VPSLLW, 4, 64)
+	Q6MUL4(128)
+	VMOVDQU 96(CX), Y0
+	Q6G(VPSLLW, 2, 80)
+	Q6MUL4(160)
+	VMOVDQU 64(CX), Y0
+	VPSRLW $4, Y0, Y0
+	Q6G(VPSLLW, 0, 96)
+	Q6MUL4(192)
+	VMOVDQU 96(CX), Y0
+	VPSRLW $4, Y0, Y0
+	Q6G(VPSRLW, 2, 112)
+	Q6MUL4(224)
+	KFLOAT((R10), 0, Y8)
+	KFLOAT((R10)(R9*1), 32, Y9)
+	KFLOAT((R10)(R9*2), 64, Y10)
+	KFLOAT((R10)(R13*1), 96, Y11)
+	KNEXT(210)
+	JNZ dotQ6KIx4AVX2block
+
+	KOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ6KIx4AVX2row
 	VZEROUPPER
 	RET
