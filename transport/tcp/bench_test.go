@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,8 +136,9 @@ func (bp *benchPair) stream(b *testing.B, block *wire.Block, n int) {
 // Config.LendBlockData (the receiver reuses its frame buffers), "own"
 // without (a fresh buffer per block), "lend+zerocopy+sealed" as the engines
 // stream with a cluster secret (Config.Secret: every frame encrypted and
-// authenticated, the sender copying each block to seal it). Run them alone
-// with
+// authenticated, the sender copying each block to seal it). Each also
+// reports the process's CPU time per GiB moved (user + system, both ends)
+// of either. Run them alone with
 // -bench 'Transfer/1GiB' -benchtime 3x.
 func BenchmarkTransfer(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 2 << 20} {
@@ -185,17 +187,19 @@ func benchmarkGiB(b *testing.B, cfg Config, zeroCopy bool) {
 	// The two alternate every 64 MiB, so that both see the same machine:
 	// on a shared machine the load changes from second to second.
 	const roundBlocks = 32
-	var kv, plain time.Duration
+	var kv, plain, kvCPU, plainCPU time.Duration
 	b.ResetTimer()
 	for range b.N {
 		for range numBlocks / roundBlocks {
-			start := time.Now()
+			start, cpu := time.Now(), processCPU(b)
 			bp.stream(b, block, roundBlocks)
 			kv += time.Since(start)
+			kvCPU += processCPU(b) - cpu
 
-			start = time.Now()
+			start, cpu = time.Now(), processCPU(b)
 			plainsock.Stream(b, pw, pr, data, readBuf, roundBlocks)
 			plain += time.Since(start)
+			plainCPU += processCPU(b) - cpu
 		}
 	}
 	b.StopTimer()
@@ -204,4 +208,18 @@ func benchmarkGiB(b *testing.B, cfg Config, zeroCopy bool) {
 	b.ReportMetric(kvRate, "kvlease-MB/s")
 	b.ReportMetric(plainRate, "plain-MB/s")
 	b.ReportMetric(kvRate/plainRate, "ratio")
+	// CPU per GiB (both ends, user + system): what a loaded machine's
+	// rates follow, whatever else runs on it.
+	gib := float64(b.N) * totalBytes / (1 << 30)
+	b.ReportMetric(kvCPU.Seconds()/gib, "kvlease-cpu-s/GiB")
+	b.ReportMetric(plainCPU.Seconds()/gib, "plain-cpu-s/GiB")
+}
+
+// processCPU is this process's CPU time so far, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
