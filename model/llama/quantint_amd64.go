@@ -1,5 +1,7 @@
 package llama
 
+import "golang.org/x/sys/cpu"
+
 // The integer kernels (quantint_amd64.s): rows consecutive rows of
 // nblocks blocks times input 0 (x1) or inputs 0-3 (x4) of the rounded
 // inputs at xq, xd, bs.
@@ -28,9 +30,46 @@ func dotQ6KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 //go:noescape
 func dotQ6KIx4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
+//go:noescape
+func dotQ8Ix1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ8Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ4KIx1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ4KIx4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ5KIx1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ5KIx4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ6KIx1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ6KIx4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
-// intKernels are the integer kernels of each type: one input, four.
+// intKernels are the integer kernels of each type: one input, four;
+// intKernelsVNNI the same with VPDPBUSD or VPDPWSSD (AVX512-VNNI and VL)
+// where the CPU has them (useVNNI): the same int32 sums, the same bits.
+var intKernelsVNNI = map[Type][2]intKernel{
+	Q8_0: {dotQ8Ix1VNNI, dotQ8Ix4VNNI},
+	Q4_K: {dotQ4KIx1VNNI, dotQ4KIx4VNNI},
+	Q5_K: {dotQ5KIx1VNNI, dotQ5KIx4VNNI},
+	Q6_K: {dotQ6KIx1VNNI, dotQ6KIx4VNNI},
+}
+
+// useVNNI selects intKernelsVNNI (the tests turn it off to check the AVX2
+// kernels on a machine that has both).
+var useVNNI = hasAVX2FMA && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL
+
 var intKernels = map[Type][2]intKernel{
 	Q8_0: {dotQ8Ix1AVX2, dotQ8Ix4AVX2},
 	Q4_K: {dotQ4KIx1AVX2, dotQ4KIx4AVX2},
@@ -43,6 +82,9 @@ var intKernels = map[Type][2]intKernel{
 // then to the rest one at a time (mulIntWith, which checks the bounds).
 func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 	k, ok := intKernels[t]
+	if useVNNI {
+		k, ok = intKernelsVNNI[t]
+	}
 	rb := t.RowBytes(a.cols)
 	rows := len(raw) / rb
 	n := a.n

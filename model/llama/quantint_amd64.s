@@ -29,6 +29,8 @@ GLOBL one16<>(SB), RODATA|NOPTR, $32
 // float32(VPMADDWD(bsums, m)), mn), the accumulators in the frame (0(SP):
 // acc, 128(SP): mn, per input; Q6_K's mn stay 0). The x4 kernels apply
 // each super-block to four inputs (Y8-Y11 their I, Y4-Y7 temporaries).
+// The VNNI kernels are the AVX2 ones with VPDPWSSD (AVX512-VNNI, VL) in
+// place of VPMADDWD and VPADDD.
 
 DATA q0fI<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA q0fI<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -167,6 +169,14 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VPMADDWD Y12, T, T; \
 	VPADDD T, I, I
 
+// KMULV: KMUL with VPDPWSSD (AVX512-VNNI and VL) in place of VPMADDWD
+// and VPADDD: the same int32 sums.
+#define KMULV(x0, x1, T, I) \
+	VPMADDUBSW x0, Y0, T; \
+	VPDPWSSD Y2, T, I; \
+	VPMADDUBSW x1, Y1, T; \
+	VPDPWSSD Y12, T, I
+
 // KFLOAT(xd, acc, I): acc(SP) = fma(float32(d·dx), float32(I), acc) (d
 // in Y15, dx at xd); leaves d·... dx broadcast in Y12.
 #define KFLOAT(xd, acc, I) \
@@ -210,6 +220,19 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VPMADDUBSW T, Y1, T; \
 	VPMADDWD Y2, T, T; \
 	VPADDD T, I, I
+
+// Q6MULV: Q6MUL with VPDPWSSD in place of VPMADDWD and VPADDD.
+#define Q6MULV(x, T, I) \
+	VMOVDQU x, T; \
+	VPSIGNB Y0, T, T; \
+	VPMADDUBSW T, Y1, T; \
+	VPDPWSSD Y2, T, I
+
+#define Q6MUL4V(o) \
+	Q6MULV(o(AX), Y4, Y8); \
+	Q6MULV(o(AX)(DX*1), Y5, Y9); \
+	Q6MULV(o(AX)(DX*2), Y6, Y10); \
+	Q6MULV(o(AX)(R8*1), Y7, Y11)
 
 // Q6MUL4(o): Q6MUL for the four inputs, quants at o of each.
 #define Q6MUL4(o) \
@@ -258,6 +281,12 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	KMUL(o0(AX)(DX*2), o1(AX)(DX*2), Y6, Y10); \
 	KMUL(o0(AX)(R8*1), o1(AX)(R8*1), Y7, Y11)
 
+#define KMUL4V(o0, o1) \
+	KMULV(o0(AX), o1(AX), Y4, Y8); \
+	KMULV(o0(AX)(DX*1), o1(AX)(DX*1), Y5, Y9); \
+	KMULV(o0(AX)(DX*2), o1(AX)(DX*2), Y6, Y10); \
+	KMULV(o0(AX)(R8*1), o1(AX)(R8*1), Y7, Y11)
+
 // KFIN4: the float steps of the four inputs (K-quants with minimums).
 #define KFIN4 \
 	VMOVDQU 256(SP), Y3; \
@@ -293,6 +322,278 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VSUBSS X2, X0, X0; \
 	VMOVSS X0, (R14)
 
+// Q4KX1(MUL): a Q4_K super-block at CX times one input, multiplied by MUL.
+#define Q4KX1(MUL) \
+	VPXOR Y8, Y8, Y8; \
+	KSCALESI; \
+	KNIB(16); \
+	KSCV(0); \
+	MUL((AX), 32(AX), Y4, Y8); \
+	KNIB(48); \
+	KSCV(32); \
+	MUL(64(AX), 96(AX), Y4, Y8); \
+	KNIB(80); \
+	KSCV(64); \
+	MUL(128(AX), 160(AX), Y4, Y8); \
+	KNIB(112); \
+	KSCV(96); \
+	MUL(192(AX), 224(AX), Y4, Y8); \
+	VMOVDQU 256(SP), Y3; \
+	VMOVUPS 288(SP), Y2; \
+	KFLOAT((R10), 0, Y8); \
+	KMINS((BX), 128, Y4)
+
+// Q4KX4(MUL4): a Q4_K super-block at CX times four inputs, multiplied by MUL4.
+#define Q4KX4(MUL4) \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	KSCALESI; \
+	KNIB(16); \
+	KSCV(0); \
+	MUL4(0, 32); \
+	KNIB(48); \
+	KSCV(32); \
+	MUL4(64, 96); \
+	KNIB(80); \
+	KSCV(64); \
+	MUL4(128, 160); \
+	KNIB(112); \
+	KSCV(96); \
+	MUL4(192, 224); \
+	KFIN4
+
+// Q5KX1(MUL): a Q5_K super-block at CX times one input, multiplied by MUL.
+#define Q5KX1(MUL) \
+	VPXOR Y8, Y8, Y8; \
+	KSCALESI; \
+	VMOVDQU 16(CX), Y3; \
+	KNIB(48); \
+	Q5BIT(VPSLLW, 4, Y0); \
+	Q5BIT(VPSLLW, 3, Y1); \
+	KSCV(0); \
+	MUL((AX), 32(AX), Y4, Y8); \
+	KNIB(80); \
+	Q5BIT(VPSLLW, 2, Y0); \
+	Q5BIT(VPSLLW, 1, Y1); \
+	KSCV(32); \
+	MUL(64(AX), 96(AX), Y4, Y8); \
+	KNIB(112); \
+	Q5BIT(VPSLLW, 0, Y0); \
+	Q5BIT(VPSRLW, 1, Y1); \
+	KSCV(64); \
+	MUL(128(AX), 160(AX), Y4, Y8); \
+	KNIB(144); \
+	Q5BIT(VPSRLW, 2, Y0); \
+	Q5BIT(VPSRLW, 3, Y1); \
+	KSCV(96); \
+	MUL(192(AX), 224(AX), Y4, Y8); \
+	VMOVDQU 256(SP), Y3; \
+	VMOVUPS 288(SP), Y2; \
+	KFLOAT((R10), 0, Y8); \
+	KMINS((BX), 128, Y4)
+
+// Q5KX4(MUL4): a Q5_K super-block at CX times four inputs, multiplied by MUL4.
+#define Q5KX4(MUL4) \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	KSCALESI; \
+	VMOVDQU 16(CX), Y3; \
+	KNIB(48); \
+	Q5BIT(VPSLLW, 4, Y0); \
+	Q5BIT(VPSLLW, 3, Y1); \
+	KSCV(0); \
+	MUL4(0, 32); \
+	KNIB(80); \
+	Q5BIT(VPSLLW, 2, Y0); \
+	Q5BIT(VPSLLW, 1, Y1); \
+	KSCV(32); \
+	MUL4(64, 96); \
+	KNIB(112); \
+	Q5BIT(VPSLLW, 0, Y0); \
+	Q5BIT(VPSRLW, 1, Y1); \
+	KSCV(64); \
+	MUL4(128, 160); \
+	KNIB(144); \
+	Q5BIT(VPSRLW, 2, Y0); \
+	Q5BIT(VPSRLW, 3, Y1); \
+	KSCV(96); \
+	MUL4(192, 224); \
+	KFIN4
+
+// Q6KX1(MUL): a Q6_K super-block at CX times one input, multiplied by MUL.
+#define Q6KX1(MUL) \
+	VPXOR Y8, Y8, Y8; \
+	VMOVDQU 192(CX), X13; \
+	VPBROADCASTW 208(CX), X15; \
+	VCVTPH2PS X15, Y15; \
+	VMOVDQU 128(CX), Y3; \
+	VMOVDQU 0(CX), Y0; \
+	Q6G(VPSLLW, 4, 0); \
+	MUL((AX), Y4, Y8); \
+	VMOVDQU 32(CX), Y0; \
+	Q6G(VPSLLW, 2, 16); \
+	MUL(32(AX), Y4, Y8); \
+	VMOVDQU 0(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSLLW, 0, 32); \
+	MUL(64(AX), Y4, Y8); \
+	VMOVDQU 32(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSRLW, 2, 48); \
+	MUL(96(AX), Y4, Y8); \
+	VMOVDQU 160(CX), Y3; \
+	VMOVDQU 64(CX), Y0; \
+	Q6G(VPSLLW, 4, 64); \
+	MUL(128(AX), Y4, Y8); \
+	VMOVDQU 96(CX), Y0; \
+	Q6G(VPSLLW, 2, 80); \
+	MUL(160(AX), Y4, Y8); \
+	VMOVDQU 64(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSLLW, 0, 96); \
+	MUL(192(AX), Y4, Y8); \
+	VMOVDQU 96(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSRLW, 2, 112); \
+	MUL(224(AX), Y4, Y8); \
+	KFLOAT((R10), 0, Y8)
+
+// Q6KX4(MUL4): a Q6_K super-block at CX times four inputs, multiplied by MUL4.
+#define Q6KX4(MUL4) \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	VMOVDQU 192(CX), X13; \
+	VPBROADCASTW 208(CX), X15; \
+	VCVTPH2PS X15, Y15; \
+	VMOVDQU 128(CX), Y3; \
+	VMOVDQU 0(CX), Y0; \
+	Q6G(VPSLLW, 4, 0); \
+	MUL4(0); \
+	VMOVDQU 32(CX), Y0; \
+	Q6G(VPSLLW, 2, 16); \
+	MUL4(32); \
+	VMOVDQU 0(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSLLW, 0, 32); \
+	MUL4(64); \
+	VMOVDQU 32(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSRLW, 2, 48); \
+	MUL4(96); \
+	VMOVDQU 160(CX), Y3; \
+	VMOVDQU 64(CX), Y0; \
+	Q6G(VPSLLW, 4, 64); \
+	MUL4(128); \
+	VMOVDQU 96(CX), Y0; \
+	Q6G(VPSLLW, 2, 80); \
+	MUL4(160); \
+	VMOVDQU 64(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSLLW, 0, 96); \
+	MUL4(192); \
+	VMOVDQU 96(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSRLW, 2, 112); \
+	MUL4(224); \
+	KFLOAT((R10), 0, Y8); \
+	KFLOAT((R10)(R9*1), 32, Y9); \
+	KFLOAT((R10)(R9*2), 64, Y10); \
+	KFLOAT((R10)(R13*1), 96, Y11)
+
+// Q8I32(T, U, Z): the eight int32 lanes of |w| (U) times the inputs with
+// w's signs (T): VPMADDUBSW, then VPMADDWD by 1 (Y15); Q8I32V: the same
+// lanes by one VPDPBUSD (AVX512-VNNI, VL) into Z, zeroed first. Both
+// leave the lanes converted to float32 in T.
+#define Q8I32(T, U, Z) \
+	VPMADDUBSW T, U, T; \
+	VPMADDWD   Y15, T, T; \
+	VCVTDQ2PS  T, T
+
+#define Q8I32V(T, U, Z) \
+	VPXOR     Z, Z, Z; \
+	VPDPBUSD  T, U, Z; \
+	VCVTDQ2PS Z, T
+
+// Q8X1(I32): a Q8_0 block at SI times the input block at AX (scale at
+// R10) into Y0, the lanes by I32.
+#define Q8X1(I32) \
+	VMOVDQU      2(SI), Y1; \
+	VMOVDQU      (AX), Y2; \
+	VPSIGNB      Y1, Y2, Y2; \
+	VPABSB       Y1, Y1; \
+	I32(Y2, Y1, Y3); \
+	VPBROADCASTW (SI), X7; \
+	VCVTPH2PS    X7, Y7; \
+	VBROADCASTSS (R10), Y6; \
+	VMULPS       Y6, Y7, Y7; \
+	VFMADD231PS  Y2, Y7, Y0
+
+// Q8IN(I32, xs, ds, T, D, A): input r of a Q8_0 block (w in Y1, |w| in
+// Y3, dw in Y7): quants at (AX)(xs), scale at (R10)(ds), into A.
+#define Q8IN(I32, xs, ds, T, D, A) \
+	VMOVDQU      (AX)(xs), T; \
+	VPSIGNB      Y1, T, T; \
+	I32(T, Y3, D); \
+	VBROADCASTSS (R10)(ds), D; \
+	VMULPS       Y7, D, D; \
+	VFMADD231PS  T, D, A
+
+// Q8X4(I32): a Q8_0 block at SI times four inputs into Y8-Y11.
+#define Q8X4(I32) \
+	VMOVDQU      2(SI), Y1; \
+	VPABSB       Y1, Y3; \
+	VPBROADCASTW (SI), X7; \
+	VCVTPH2PS    X7, Y7; \
+	Q8IN(I32, R9*1, R9*1, Y2, Y4, Y8); \
+	Q8IN(I32, DX*1, R11*1, Y5, Y6, Y9); \
+	Q8IN(I32, DX*2, R11*2, Y12, Y13, Y10); \
+	Q8IN(I32, R8*1, R13*1, Y14, Y0, Y11)
+
+// Q8PRO4: the x4 kernels' strides (quants DX, R8 = 3·DX; scales R11, R13
+// = 3·R11; out R14 bytes) and R9 = 0.
+#define Q8PRO4 \
+	MOVQ    raw+0(FP), SI; \
+	MOVQ    rows+8(FP), BX; \
+	MOVQ    nblocks+16(FP), DX; \
+	SHLQ    $5, DX; \
+	LEAQ    (DX)(DX*2), R8; \
+	MOVQ    nblocks+16(FP), R11; \
+	SHLQ    $2, R11; \
+	LEAQ    (R11)(R11*2), R13; \
+	MOVQ    out+48(FP), R12; \
+	MOVQ    outStride+56(FP), R14; \
+	SHLQ    $2, R14; \
+	VMOVDQU one16<>(SB), Y15; \
+	XORQ    R9, R9
+
+// Q8ROW4: zero the accumulators Y8-Y11, the inputs from their first block.
+#define Q8ROW4 \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
+	MOVQ   xq+24(FP), AX; \
+	MOVQ   xd+32(FP), R10; \
+	MOVQ   nblocks+16(FP), CX
+
+// Q8OUT4: hsum8 of Y8-Y11 to out[r·outStride] (R12, R14 bytes).
+#define Q8OUT4 \
+	HSUM(Y8, X8, X1); \
+	VMOVSS X8, (R12); \
+	HSUM(Y9, X9, X1); \
+	VMOVSS X9, (R12)(R14*1); \
+	HSUM(Y10, X10, X1); \
+	VMOVSS X10, (R12)(R14*2); \
+	HSUM(Y11, X11, X1); \
+	LEAQ   (R12)(R14*2), CX; \
+	VMOVSS X11, (CX)(R14*1)
+
 // func dotQ8Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1AVX2(SB), NOSPLIT, $0-64
 	MOVQ    raw+0(FP), SI
@@ -307,24 +608,13 @@ q8i1row:
 	MOVQ   nblocks+16(FP), CX
 
 q8i1block:
-	PREFETCHT0   544(SI)
-	VMOVDQU      2(SI), Y1
-	VMOVDQU      (AX), Y2
-	VPSIGNB      Y1, Y2, Y2
-	VPABSB       Y1, Y1
-	VPMADDUBSW   Y2, Y1, Y1
-	VPMADDWD     Y15, Y1, Y1
-	VCVTDQ2PS    Y1, Y1
-	VPBROADCASTW (SI), X7
-	VCVTPH2PS    X7, Y7
-	VBROADCASTSS (R10), Y6
-	VMULPS       Y6, Y7, Y7
-	VFMADD231PS  Y1, Y7, Y0
-	ADDQ         $34, SI
-	ADDQ         $32, AX
-	ADDQ         $4, R10
-	DECQ         CX
-	JNZ          q8i1block
+	PREFETCHT0 544(SI)
+	Q8X1(Q8I32)
+	ADDQ       $34, SI
+	ADDQ       $32, AX
+	ADDQ       $4, R10
+	DECQ       CX
+	JNZ        q8i1block
 
 	HSUM(Y0, X0, X1)
 	VMOVSS X0, (R12)
@@ -334,71 +624,78 @@ q8i1block:
 	VZEROUPPER
 	RET
 
-// Q8IN(xs, ds, T, D, A): input r of a Q8_0 block (w in Y1, |w| in
-// Y3, dw in Y7): quants at (AX)(xs), scale at (R10)(ds), into A.
-#define Q8IN(xs, ds, T, D, A) \
-	VMOVDQU      (AX)(xs), T; \
-	VPSIGNB      Y1, T, T; \
-	VPMADDUBSW   T, Y3, T; \
-	VPMADDWD     Y15, T, T; \
-	VCVTDQ2PS    T, T; \
-	VBROADCASTSS (R10)(ds), D; \
-	VMULPS       Y7, D, D; \
-	VFMADD231PS  T, D, A
-
 // func dotQ8Ix4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix4AVX2(SB), NOSPLIT, $0-64
-	MOVQ    raw+0(FP), SI
-	MOVQ    rows+8(FP), BX
-	MOVQ    nblocks+16(FP), DX
-	SHLQ    $5, DX            // quants stride
-	LEAQ    (DX)(DX*2), R8
-	MOVQ    nblocks+16(FP), R11
-	SHLQ    $2, R11           // scales stride
-	LEAQ    (R11)(R11*2), R13
-	MOVQ    out+48(FP), R12
-	MOVQ    outStride+56(FP), R14
-	SHLQ    $2, R14
-	VMOVDQU one16<>(SB), Y15
-	XORQ    R9, R9
+	Q8PRO4
 
 q8i4row:
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
+	Q8ROW4
+
+q8i4block:
+	PREFETCHT0 544(SI)
+	Q8X4(Q8I32)
+	ADDQ       $34, SI
+	ADDQ       $32, AX
+	ADDQ       $4, R10
+	DECQ       CX
+	JNZ        q8i4block
+
+	Q8OUT4
+	ADDQ $4, R12
+	DECQ BX
+	JNZ  q8i4row
+	VZEROUPPER
+	RET
+
+// func dotQ8Ix1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ8Ix1VNNI(SB), NOSPLIT, $0-64
+	MOVQ raw+0(FP), SI
+	MOVQ rows+8(FP), BX
+	MOVQ out+48(FP), R12
+
+q8v1row:
+	VXORPS Y0, Y0, Y0
 	MOVQ   xq+24(FP), AX
 	MOVQ   xd+32(FP), R10
 	MOVQ   nblocks+16(FP), CX
 
-q8i4block:
-	PREFETCHT0   544(SI)
-	VMOVDQU      2(SI), Y1
-	VPABSB       Y1, Y3
-	VPBROADCASTW (SI), X7
-	VCVTPH2PS    X7, Y7
-	Q8IN(R9*1, R9*1, Y2, Y4, Y8)
-	Q8IN(DX*1, R11*1, Y5, Y6, Y9)
-	Q8IN(DX*2, R11*2, Y12, Y13, Y10)
-	ADDQ         $34, SI
-	Q8IN(R8*1, R13*1, Y14, Y0, Y11)
-	ADDQ         $32, AX
-	ADDQ         $4, R10
-	DECQ         CX
-	JNZ          q8i4block
+q8v1block:
+	PREFETCHT0 544(SI)
+	Q8X1(Q8I32V)
+	ADDQ       $34, SI
+	ADDQ       $32, AX
+	ADDQ       $4, R10
+	DECQ       CX
+	JNZ        q8v1block
 
-	HSUM(Y8, X8, X1)
-	VMOVSS X8, (R12)
-	HSUM(Y9, X9, X1)
-	VMOVSS X9, (R12)(R14*1)
-	HSUM(Y10, X10, X1)
-	VMOVSS X10, (R12)(R14*2)
-	HSUM(Y11, X11, X1)
-	LEAQ   (R12)(R14*2), CX
-	VMOVSS X11, (CX)(R14*1)
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, (R12)
 	ADDQ   $4, R12
 	DECQ   BX
-	JNZ    q8i4row
+	JNZ    q8v1row
+	VZEROUPPER
+	RET
+
+// func dotQ8Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ8Ix4VNNI(SB), NOSPLIT, $0-64
+	Q8PRO4
+
+q8v4row:
+	Q8ROW4
+
+q8v4block:
+	PREFETCHT0 544(SI)
+	Q8X4(Q8I32V)
+	ADDQ       $34, SI
+	ADDQ       $32, AX
+	ADDQ       $4, R10
+	DECQ       CX
+	JNZ        q8v4block
+
+	Q8OUT4
+	ADDQ $4, R12
+	DECQ BX
+	JNZ  q8v4row
 	VZEROUPPER
 	RET
 
@@ -411,27 +708,9 @@ dotQ4KIx1AVX2row:
 	VMOVUPS Y0, 128(SP)
 dotQ4KIx1AVX2block:
 	PREFETCHT0 576(CX)
-	VPXOR Y8, Y8, Y8
-	KSCALESI
-	KNIB(16)
-	KSCV(0)
-	KMUL((AX), 32(AX), Y4, Y8)
-	KNIB(48)
-	KSCV(32)
-	KMUL(64(AX), 96(AX), Y4, Y8)
-	KNIB(80)
-	KSCV(64)
-	KMUL(128(AX), 160(AX), Y4, Y8)
-	KNIB(112)
-	KSCV(96)
-	KMUL(192(AX), 224(AX), Y4, Y8)
-	VMOVDQU 256(SP), Y3
-	VMOVUPS 288(SP), Y2
-	KFLOAT((R10), 0, Y8)
-	KMINS((BX), 128, Y4)
+	Q4KX1(KMUL)
 	KNEXT(144)
 	JNZ dotQ4KIx1AVX2block
-
 	MOVQ R12, R14
 	KOUT(0, 128)
 	ADDQ $4, R12
@@ -455,27 +734,9 @@ dotQ4KIx4AVX2row:
 	VMOVUPS Y0, 224(SP)
 dotQ4KIx4AVX2block:
 	PREFETCHT0 576(CX)
-	VPXOR Y8, Y8, Y8
-	VPXOR Y9, Y9, Y9
-	VPXOR Y10, Y10, Y10
-	VPXOR Y11, Y11, Y11
-	KSCALESI
-	KNIB(16)
-	KSCV(0)
-	KMUL4(0, 32)
-	KNIB(48)
-	KSCV(32)
-	KMUL4(64, 96)
-	KNIB(80)
-	KSCV(64)
-	KMUL4(128, 160)
-	KNIB(112)
-	KSCV(96)
-	KMUL4(192, 224)
-	KFIN4
+	Q4KX4(KMUL4)
 	KNEXT(144)
 	JNZ dotQ4KIx4AVX2block
-
 	KOUT4
 	ADDQ $4, R12
 	DECQ rows+8(FP)
@@ -492,36 +753,9 @@ dotQ5KIx1AVX2row:
 	VMOVUPS Y0, 128(SP)
 dotQ5KIx1AVX2block:
 	PREFETCHT0 704(CX)
-	VPXOR Y8, Y8, Y8
-	KSCALESI
-	VMOVDQU 16(CX), Y3 // qh
-	KNIB(48)
-	Q5BIT(VPSLLW, 4, Y0)
-	Q5BIT(VPSLLW, 3, Y1)
-	KSCV(0)
-	KMUL((AX), 32(AX), Y4, Y8)
-	KNIB(80)
-	Q5BIT(VPSLLW, 2, Y0)
-	Q5BIT(VPSLLW, 1, Y1)
-	KSCV(32)
-	KMUL(64(AX), 96(AX), Y4, Y8)
-	KNIB(112)
-	Q5BIT(VPSLLW, 0, Y0)
-	Q5BIT(VPSRLW, 1, Y1)
-	KSCV(64)
-	KMUL(128(AX), 160(AX), Y4, Y8)
-	KNIB(144)
-	Q5BIT(VPSRLW, 2, Y0)
-	Q5BIT(VPSRLW, 3, Y1)
-	KSCV(96)
-	KMUL(192(AX), 224(AX), Y4, Y8)
-	VMOVDQU 256(SP), Y3
-	VMOVUPS 288(SP), Y2
-	KFLOAT((R10), 0, Y8)
-	KMINS((BX), 128, Y4)
+	Q5KX1(KMUL)
 	KNEXT(176)
 	JNZ dotQ5KIx1AVX2block
-
 	MOVQ R12, R14
 	KOUT(0, 128)
 	ADDQ $4, R12
@@ -545,36 +779,9 @@ dotQ5KIx4AVX2row:
 	VMOVUPS Y0, 224(SP)
 dotQ5KIx4AVX2block:
 	PREFETCHT0 704(CX)
-	VPXOR Y8, Y8, Y8
-	VPXOR Y9, Y9, Y9
-	VPXOR Y10, Y10, Y10
-	VPXOR Y11, Y11, Y11
-	KSCALESI
-	VMOVDQU 16(CX), Y3 // qh
-	KNIB(48)
-	Q5BIT(VPSLLW, 4, Y0)
-	Q5BIT(VPSLLW, 3, Y1)
-	KSCV(0)
-	KMUL4(0, 32)
-	KNIB(80)
-	Q5BIT(VPSLLW, 2, Y0)
-	Q5BIT(VPSLLW, 1, Y1)
-	KSCV(32)
-	KMUL4(64, 96)
-	KNIB(112)
-	Q5BIT(VPSLLW, 0, Y0)
-	Q5BIT(VPSRLW, 1, Y1)
-	KSCV(64)
-	KMUL4(128, 160)
-	KNIB(144)
-	Q5BIT(VPSRLW, 2, Y0)
-	Q5BIT(VPSRLW, 3, Y1)
-	KSCV(96)
-	KMUL4(192, 224)
-	KFIN4
+	Q5KX4(KMUL4)
 	KNEXT(176)
 	JNZ dotQ5KIx4AVX2block
-
 	KOUT4
 	ADDQ $4, R12
 	DECQ rows+8(FP)
@@ -591,44 +798,9 @@ dotQ6KIx1AVX2row:
 	VMOVUPS Y0, 128(SP)
 dotQ6KIx1AVX2block:
 	PREFETCHT0 840(CX)
-	VPXOR Y8, Y8, Y8
-	VMOVDQU 192(CX), X13 // sc_0..15
-	VPBROADCASTW 208(CX), X15
-	VCVTPH2PS X15, Y15 // d
-	VMOVDQU 128(CX), Y3 // qh of half 0
-	VMOVDQU 0(CX), Y0
-	Q6G(VPSLLW, 4, 0)
-	Q6MUL((AX), Y4, Y8)
-	VMOVDQU 32(CX), Y0
-	Q6G(VPSLLW, 2, 16)
-	Q6MUL(32(AX), Y4, Y8)
-	VMOVDQU 0(CX), Y0
-	VPSRLW $4, Y0, Y0
-	Q6G(VPSLLW, 0, 32)
-	Q6MUL(64(AX), Y4, Y8)
-	VMOVDQU 32(CX), Y0
-	VPSRLW $4, Y0, Y0
-	Q6G(VPSRLW, 2, 48)
-	Q6MUL(96(AX), Y4, Y8)
-	VMOVDQU 160(CX), Y3 // qh of half 1
-	VMOVDQU 64(CX), Y0
-	Q6G(VPSLLW, 4, 64)
-	Q6MUL(128(AX), Y4, Y8)
-	VMOVDQU 96(CX), Y0
-	Q6G(VPSLLW, 2, 80)
-	Q6MUL(160(AX), Y4, Y8)
-	VMOVDQU 64(CX), Y0
-	VPSRLW $4, Y0, Y0
-	Q6G(VPSLLW, 0, 96)
-	Q6MUL(192(AX), Y4, Y8)
-	VMOVDQU 96(CX), Y0
-	VPSRLW $4, Y0, Y0
-	Q6G(VPSRLW, 2, 112)
-	Q6MUL(224(AX), Y4, Y8)
-	KFLOAT((R10), 0, Y8)
+	Q6KX1(Q6MUL)
 	KNEXT(210)
 	JNZ dotQ6KIx1AVX2block
-
 	MOVQ R12, R14
 	KOUT(0, 128)
 	ADDQ $4, R12
@@ -652,53 +824,147 @@ dotQ6KIx4AVX2row:
 	VMOVUPS Y0, 224(SP)
 dotQ6KIx4AVX2block:
 	PREFETCHT0 840(CX)
-	VPXOR Y8, Y8, Y8
-	VPXOR Y9, Y9, Y9
-	VPXOR Y10, Y10, Y10
-	VPXOR Y11, Y11, Y11
-	VMOVDQU 192(CX), X13 // sc_0..15
-	VPBROADCASTW 208(CX), X15
-	VCVTPH2PS X15, Y15 // d
-	VMOVDQU 128(CX), Y3 // qh of half 0
-	VMOVDQU 0(CX), Y0
-	Q6G(VPSLLW, 4, 0)
-	Q6MUL4(0)
-	VMOVDQU 32(CX), Y0
-	Q6G(VPSLLW, 2, 16)
-	Q6MUL4(32)
-	VMOVDQU 0(CX), Y0
-	VPSRLW $4, Y0, Y0
-	Q6G(VPSLLW, 0, 32)
-	Q6MUL4(64)
-	VMOVDQU 32(CX), Y0
-	VPSRLW $4, Y0, Y0
-	Q6G(VPSRLW, 2, 48)
-	Q6MUL4(96)
-	VMOVDQU 160(CX), Y3 // qh of half 1
-	VMOVDQU 64(CX), Y0
-	Q6G(VPSLLW, 4, 64)
-	Q6MUL4(128)
-	VMOVDQU 96(CX), Y0
-	Q6G(VPSLLW, 2, 80)
-	Q6MUL4(160)
-	VMOVDQU 64(CX), Y0
-	VPSRLW $4, Y0, Y0
-	Q6G(VPSLLW, 0, 96)
-	Q6MUL4(192)
-	VMOVDQU 96(CX), Y0
-	VPSRLW $4, Y0, Y0
-	Q6G(VPSRLW, 2, 112)
-	Q6MUL4(224)
-	KFLOAT((R10), 0, Y8)
-	KFLOAT((R10)(R9*1), 32, Y9)
-	KFLOAT((R10)(R9*2), 64, Y10)
-	KFLOAT((R10)(R13*1), 96, Y11)
+	Q6KX4(Q6MUL4)
 	KNEXT(210)
 	JNZ dotQ6KIx4AVX2block
-
 	KOUT4
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ6KIx4AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ4KIx1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ4KIx1VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ4KIx1VNNIrow:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+dotQ4KIx1VNNIblock:
+	PREFETCHT0 576(CX)
+	Q4KX1(KMULV)
+	KNEXT(144)
+	JNZ dotQ4KIx1VNNIblock
+	MOVQ R12, R14
+	KOUT(0, 128)
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ4KIx1VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ4KIx4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ4KIx4VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ4KIx4VNNIrow:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 224(SP)
+dotQ4KIx4VNNIblock:
+	PREFETCHT0 576(CX)
+	Q4KX4(KMUL4V)
+	KNEXT(144)
+	JNZ dotQ4KIx4VNNIblock
+	KOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ4KIx4VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ5KIx1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ5KIx1VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ5KIx1VNNIrow:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+dotQ5KIx1VNNIblock:
+	PREFETCHT0 704(CX)
+	Q5KX1(KMULV)
+	KNEXT(176)
+	JNZ dotQ5KIx1VNNIblock
+	MOVQ R12, R14
+	KOUT(0, 128)
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ5KIx1VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ5KIx4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ5KIx4VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ5KIx4VNNIrow:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 224(SP)
+dotQ5KIx4VNNIblock:
+	PREFETCHT0 704(CX)
+	Q5KX4(KMUL4V)
+	KNEXT(176)
+	JNZ dotQ5KIx4VNNIblock
+	KOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ5KIx4VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ6KIx1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ6KIx1VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ6KIx1VNNIrow:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+dotQ6KIx1VNNIblock:
+	PREFETCHT0 840(CX)
+	Q6KX1(Q6MULV)
+	KNEXT(210)
+	JNZ dotQ6KIx1VNNIblock
+	MOVQ R12, R14
+	KOUT(0, 128)
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ6KIx1VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ6KIx4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ6KIx4VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ6KIx4VNNIrow:
+	KROW
+	VMOVUPS Y0, 0(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 224(SP)
+dotQ6KIx4VNNIblock:
+	PREFETCHT0 840(CX)
+	Q6KX4(Q6MUL4V)
+	KNEXT(210)
+	JNZ dotQ6KIx4VNNIblock
+	KOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ6KIx4VNNIrow
 	VZEROUPPER
 	RET

@@ -19,7 +19,11 @@ quantises them with llama-quantize, serves each with llama-server and with
 
 The float64 reference is numpy over the file's tensors as gguf-py
 dequantises them, written from Hugging Face's modeling code (LlamaModel,
-Qwen2Model, Qwen3Model): it is independent of both servers.
+Qwen2Model, Qwen3Model): it is independent of both servers. The inputs of
+Q8_0 and K-quant matrix products are rounded to 8-bit blocks first, as
+llama.cpp's x86 quantize_row_q8_0 and quantize_row_q8_K round them (and
+kvlease, which multiplies the same integers); a second reference with
+exact inputs reports what that rounding costs.
 
 Needs llama.cpp built (KVLEASE_LLAMACPP, default /tmp/llamacpp: its
 build/bin/llama-server and llama-quantize, its gguf-py and models/), numpy,
@@ -33,12 +37,20 @@ sequence and the three top-5 lists at every position.
 
 Exit status 1 when one of kvlease's checks fails: on F32, greedy tokens
 differ from llama.cpp's or teacher-forced top-1 agreement with it is below
-99%; on any file, kvlease's greedy continuations are not the reference's,
-its top-1 agreement with the reference is below 99% or its logprobs are
-more than 1e-3 from the reference's; or kvlease refuses an F32 or Q8_0 file.
-On quantised files llama.cpp rounds activations to 8 bits inside its dot
-products, so its own distance from the reference shows in the table (the
-lc/ref columns) and its agreement with kvlease is reported, not required.
+99%; on a file with no rounded inputs, kvlease's greedy continuations are
+not the reference's, its top-1 agreement with the reference is below 99%
+or its logprobs are more than 1e-3 from the reference's; on one with
+rounded inputs (Q8_0, the K-quants), its top-1 agreement with the
+reference is below 95% or its logprobs more than 0.15 from it (a forward
+pass over rounded inputs moves with float32 noise: an input near a half
+step rounds the other way, and every later input with it; the run prints
+how far the reference moves from itself with its rounded inputs scaled by
+1 + 1e-6); or kvlease refuses an F32 or Q8_0 file.
+On quantised files kvlease's agreement with llama.cpp is reported, not
+required (an input within float noise of a half step rounds one way in
+one and the other way in the other), and so is llama.cpp's distance from
+the reference (the lc/ref columns: Q4_0, Q4_1, Q5_0 and Q5_1 matrices
+round their inputs in llama.cpp, not in kvlease or the reference).
 """
 
 import argparse
@@ -245,13 +257,55 @@ def write_model(name, spec, path, seed):
 # ---------------------------------------------------------------- reference
 
 
-class Reference:
-    """A float64 forward pass over a GGUF file's dequantised tensors."""
+# Weight types whose matrix products round their inputs to 8-bit blocks
+# first, in kvlease (model/llama's actKind) as in llama.cpp: Q8_0 blocks of
+# 32 for Q8_0, Q8_K blocks of 256 for the K-quants.
+ROUND32 = {QT.Q8_0}
+ROUND256 = {QT.Q4_K, QT.Q5_K, QT.Q6_K}
 
-    def __init__(self, path, spec, rope_freqs=True):
+
+def round_inputs(x, typ, scale=1.0):
+    """x (rows of float64) as the integer kernels for weight type typ multiply
+    it: each row rounded to float32, then per block the rounding of llama.cpp's
+    x86 quantize_row_q8_0 (d = amax/127 stored as float16, q = x*(127/amax)
+    rounded half to even) or quantize_row_q8_K (iscale = -127/max with max the
+    first element of the largest magnitude, q = min(127, x*iscale rounded half
+    to even), d = 1/iscale), each float operation in float32; returned as d*q
+    in float64, exactly."""
+    if typ not in ROUND32 and typ not in ROUND256:
+        return x
+    n = 32 if typ in ROUND32 else 256
+    shape = x.shape
+    b = (x * scale).astype(np.float32).reshape(-1, n)
+    if n == 32:
+        amax = np.abs(b).max(axis=1)
+        d = (amax / np.float32(127)).astype(np.float16).astype(np.float32)
+        with np.errstate(divide="ignore"):
+            iid = np.where(amax != 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+        q = np.rint((b * iid[:, None]).astype(np.float32))
+    else:
+        mx = b[np.arange(len(b)), np.abs(b).argmax(axis=1)]
+        with np.errstate(divide="ignore"):
+            iscale = np.where(mx != 0, np.float32(-127) / mx, np.float32(0)).astype(np.float32)
+        q = np.minimum(np.rint((b * iscale[:, None]).astype(np.float32)), 127)
+        with np.errstate(divide="ignore"):
+            d = np.where(iscale != 0, np.float32(1) / iscale, np.float32(0)).astype(np.float32)
+    return (d.astype(np.float64)[:, None] * q.astype(np.float64)).reshape(shape)
+
+
+class Reference:
+    """A float64 forward pass over a GGUF file's dequantised tensors, the
+    inputs of each matrix product rounded as kvlease's kernels for the
+    matrix's type round them (round_inputs), unless exact is set."""
+
+    def __init__(self, path, spec, rope_freqs=True, exact=False, nudge=1.0):
         r = gguf.GGUFReader(path)
         self.t = {}
+        self.types = {}
+        self.exact = exact
+        self.nudge = nudge
         for t in r.tensors:
+            self.types[t.name] = t.tensor_type
             a = quants.dequantize(t.data, t.tensor_type) if t.tensor_type not in (QT.F32,) else np.array(t.data)
             self.t[t.name] = np.asarray(a, dtype=np.float64).reshape([int(x) for x in reversed(t.shape)] if len(t.shape) > 1 else -1)
         self.spec = spec
@@ -262,7 +316,14 @@ class Reference:
         if "rope_freqs.weight" in self.t and rope_freqs:
             inv = inv / self.t["rope_freqs.weight"]
         self.inv = inv
-        self.out = self.t.get("output.weight", self.t["token_embd.weight"])
+        self.outname = "output.weight" if "output.weight" in self.t else "token_embd.weight"
+        self.out = self.t[self.outname]
+
+    def mm(self, x, name):
+        """x @ W.T for the weight tensor name, x rounded as its kernels round it."""
+        if not self.exact:
+            x = round_inputs(x, self.types[name], self.nudge)
+        return x @ self.t[name].T
 
     def rms(self, x, g):
         return g * x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.spec["eps"])
@@ -290,7 +351,7 @@ class Reference:
         for i in range(sp["layers"]):
             p = f"blk.{i}."
             xb = self.rms(x, t[p + "attn_norm.weight"])
-            q, k, v = xb @ t[p + "attn_q.weight"].T, xb @ t[p + "attn_k.weight"].T, xb @ t[p + "attn_v.weight"].T
+            q, k, v = self.mm(xb, p + "attn_q.weight"), self.mm(xb, p + "attn_k.weight"), self.mm(xb, p + "attn_v.weight")
             if p + "attn_q.bias" in t:
                 q, k, v = q + t[p + "attn_q.bias"], k + t[p + "attn_k.bias"], v + t[p + "attn_v.bias"]
             q, k, v = q.reshape(n, H, hd), k.reshape(n, KV, hd), v.reshape(n, KV, hd)
@@ -303,14 +364,14 @@ class Reference:
             sc = np.exp(sc - sc.max(-1, keepdims=True))
             sc /= sc.sum(-1, keepdims=True)
             att = np.einsum("hqk,khd->qhd", sc, v).reshape(n, H * hd)
-            x = x + att @ t[p + "attn_output.weight"].T
+            x = x + self.mm(att, p + "attn_output.weight")
             xb = self.rms(x, t[p + "ffn_norm.weight"])
-            gate, up = xb @ t[p + "ffn_gate.weight"].T, xb @ t[p + "ffn_up.weight"].T
-            x = x + (gate / (1 + np.exp(-gate)) * up) @ t[p + "ffn_down.weight"].T
+            gate, up = self.mm(xb, p + "ffn_gate.weight"), self.mm(xb, p + "ffn_up.weight")
+            x = x + self.mm(gate / (1 + np.exp(-gate)) * up, p + "ffn_down.weight")
         xb = self.rms(x[start:], t["output_norm.weight"])
         out = []
         for lo in range(0, len(xb), 64):
-            lg = xb[lo:lo + 64] @ self.out.T
+            lg = self.mm(xb[lo:lo + 64], self.outname)
             m = lg.max(-1, keepdims=True)
             out.append(lg - m - np.log(np.exp(lg - m).sum(-1, keepdims=True)))
         return np.concatenate(out)
@@ -495,6 +556,17 @@ def main():
                     plain = Reference(path, spec, rope_freqs=False).logprobs(np.array(teacher[:-1]))
                     row["ref_without_rope_freqs"] = compare(ref_top(plain), rtop)
                 row["llamacpp_vs_ref"] = compare(lnext, rtop)
+                etop = None
+                if any(ty in ROUND32 or ty in ROUND256 for ty in ref.types.values()):
+                    # What rounding the inputs costs: against exact inputs.
+                    etop = ref_top(Reference(path, spec, exact=True).logprobs(np.array(teacher[:-1])))
+                    row["llamacpp_vs_exact_ref"] = compare(lnext, etop)
+                    # How far rounding moves with the inputs: the reference
+                    # against itself with every rounded input scaled by
+                    # 1 + 1e-6 first (float32 noise), an input near a half
+                    # step rounding the other way and every later one with it.
+                    ntop = ref_top(Reference(path, spec, nudge=1 + 1e-6).logprobs(np.array(teacher[:-1])))
+                    row["ref_vs_nudged_ref"] = compare(ntop, rtop)
                 row["llamacpp_greedy_is_ref"] = sum(greedy_is_reference(ref, p, c) for p, c in zip(prompts, lg))
                 knext = None
                 if not kl.ok:
@@ -507,12 +579,20 @@ def main():
                     knext = kvlease_teacher(kl.port, teacher)
                     row["kvlease_vs_llamacpp"] = compare(knext, lnext)
                     row["kvlease_vs_ref"] = compare(knext, rtop)
+                    if etop is not None:
+                        row["kvlease_vs_exact_ref"] = compare(knext, etop)
                     # kvlease's own errors fail the run; llama.cpp's (its
                     # activations are rounded to 8 bits on quantised files)
                     # show in the llama.cpp columns.
                     if typ == "F32" and (row["greedy_equal"] != len(prompts) or row["kvlease_vs_llamacpp"][0] < 0.99):
                         failed = True
-                    if row["kvlease_vs_ref"][0] < 0.99 or row["kvlease_vs_ref"][1] > 1e-3 or row["kvlease_greedy_is_ref"] != len(prompts):
+                    # Where inputs are rounded the forward pass moves with
+                    # float32 noise (ref_vs_nudged_ref): kvlease must stay
+                    # within a band about that wide of the reference.
+                    top1, lp = (0.99, 1e-3) if etop is None else (0.95, 0.15)
+                    if row["kvlease_vs_ref"][0] < top1 or row["kvlease_vs_ref"][1] > lp:
+                        failed = True
+                    if etop is None and row["kvlease_greedy_is_ref"] != len(prompts):
                         failed = True
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -535,6 +615,13 @@ def main():
         a, b, c = r["kvlease_vs_llamacpp"], r["kvlease_vs_ref"], r["llamacpp_vs_ref"]
         print(f"{r['model']:<11} {r['type']:<7} {g:>26}  {a[0]:>11.2%} {a[1]:>14.2e}  {b[0]:>12.2%} {b[1]:>15.2e}  "
               f"{c[0]:>12.2%} {c[1]:>15.2e}")
+    for r in rows:
+        if "kvlease_vs_exact_ref" in r:
+            a, b = r["kvlease_vs_exact_ref"], r["llamacpp_vs_exact_ref"]
+            c = r["ref_vs_nudged_ref"]
+            print(f"{r['model']} {r['type']}: against the reference with exact (unrounded) inputs: kvlease top-1 {a[0]:.2%}, "
+                  f"max|Δlp| {a[1]:.2e}; llama.cpp top-1 {b[0]:.2%}, max|Δlp| {b[1]:.2e}; the reference against itself "
+                  f"with rounded inputs scaled by 1+1e-6: top-1 {c[0]:.2%}, max|Δlp| {c[1]:.2e}")
     for r in rows:
         if "ref_without_rope_freqs" in r:
             a = r["ref_without_rope_freqs"]
