@@ -48,6 +48,12 @@ type Config struct {
 	// ChunkedPrefill lets a prompt be computed over several steps. Without
 	// it a prompt longer than the step's remaining budget waits.
 	ChunkedPrefill bool
+	// LongPrefillTokenThreshold, when positive, is the most positions one
+	// request computes in a step (vLLM's long_prefill_token_threshold):
+	// a longer prompt is chunked over several steps even when the budget
+	// would take it whole, so the decodes that share its steps keep
+	// moving. 0 is no limit. It needs ChunkedPrefill.
+	LongPrefillTokenThreshold int
 	Policy         Policy
 	// MaxLoRAs is the most distinct LoRA adapters among the running
 	// requests (vLLM's --max-loras); 0 is no limit. A waiting request
@@ -71,6 +77,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sched: MaxNumBatchedTokens must be positive, got %d", c.MaxNumBatchedTokens)
 	case c.MaxWaiting <= 0:
 		return fmt.Errorf("sched: MaxWaiting must be positive, got %d", c.MaxWaiting)
+	case c.LongPrefillTokenThreshold < 0:
+		return fmt.Errorf("sched: LongPrefillTokenThreshold must be 0 (no limit) or more, got %d", c.LongPrefillTokenThreshold)
+	case c.LongPrefillTokenThreshold > 0 && !c.ChunkedPrefill:
+		return fmt.Errorf("sched: LongPrefillTokenThreshold needs ChunkedPrefill")
 	case c.MaxLoRAs < 0:
 		return fmt.Errorf("sched: MaxLoRAs must be 0 (no limit) or more, got %d", c.MaxLoRAs)
 	case c.Policy > Priority:
@@ -264,6 +274,15 @@ func (s *Scheduler) Finish(r *Request, st Status) bool {
 	return true
 }
 
+// capLong bounds a request's positions in one step by
+// LongPrefillTokenThreshold.
+func (s *Scheduler) capLong(n int) int {
+	if t := s.cfg.LongPrefillTokenThreshold; t > 0 && n > t {
+		return t
+	}
+	return n
+}
+
 func (s *Scheduler) blocksFor(tokens int) int { return (tokens + s.bs - 1) / s.bs }
 
 // Schedule builds the next step's batch. The returned batch and its slices
@@ -282,7 +301,7 @@ func (s *Scheduler) Schedule() *model.Batch {
 
 	for i := 0; i < len(s.running) && budget > 0; i++ {
 		r := s.running[i]
-		n := len(r.Tokens) - r.NumComputed
+		n := s.capLong(len(r.Tokens) - r.NumComputed)
 		if n <= 0 {
 			panic(fmt.Sprintf("sched: running request %d has nothing to compute", r.ID))
 		}
@@ -399,7 +418,7 @@ func (s *Scheduler) admit(r *Request, budget *int) bool {
 		hitBlocks = len(s.hits)
 		computed = hitBlocks * s.bs
 	}
-	n := len(r.Tokens) - computed
+	n := s.capLong(len(r.Tokens) - computed)
 	if n > *budget {
 		if !s.cfg.ChunkedPrefill {
 			return false

@@ -153,6 +153,38 @@ func TestChunkedPrefillRespectsBudget(t *testing.T) {
 	}
 }
 
+// A long prompt arriving while requests decode is computed at most
+// LongPrefillTokenThreshold positions per step, within a budget that would
+// take it whole, beside the decodes; a short prompt is not held back.
+func TestLongPrefillTokenThreshold(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.LongPrefillTokenThreshold = 6
+	h := newHarness(t, 64, cfg)
+	a, b, c := newReq(1, 3, 8), newReq(2, 20, 2), newReq(3, 5, 2)
+	h.s.Add(a)
+	if got, _ := h.step(); len(got) != 1 || got[0] != [2]int{1, 3} {
+		t.Fatalf("first step %v", got)
+	}
+	h.s.Add(b)
+	h.s.Add(c)
+	want := [][][2]int{
+		{{1, 1}, {2, 6}, {3, 5}},
+		{{1, 1}, {2, 6}, {3, 1}},
+		{{1, 1}, {2, 6}},
+		{{1, 1}, {2, 2}}, // b's last chunk samples
+		{{1, 1}, {2, 1}},
+	}
+	for i, w := range want {
+		got, _ := h.step()
+		if !slices.Equal(got, w) {
+			t.Fatalf("step %d = %v, want %v", i, got, w)
+		}
+	}
+	if err := (Config{MaxNumSeqs: 1, MaxNumBatchedTokens: 1, MaxWaiting: 1, LongPrefillTokenThreshold: 4}).Validate(); err == nil {
+		t.Error("a threshold without chunked prefill validated")
+	}
+}
+
 func TestNoChunkedPrefillWaits(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxNumBatchedTokens = 8

@@ -147,6 +147,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	maxModelLen := fs.Int("max-model-len", 0, "longest prompt + output in tokens, at most what the KV cache holds (--num-blocks × --block-size); 0 is the profile's (or the model file's), lowered to that")
 	fs.IntVar(&sc.MaxNumSeqs, "max-num-seqs", sc.MaxNumSeqs, "requests in one batch at most")
 	fs.IntVar(&sc.MaxNumBatchedTokens, "max-num-batched-tokens", sc.MaxNumBatchedTokens, "tokens computed in one step at most")
+	fs.IntVar(&sc.LongPrefillTokenThreshold, "long-prefill-token-threshold", 0, "positions one request computes in a step at most, as vLLM's: a longer prompt is chunked so that decodes keep moving beside it (0: no limit but --max-num-batched-tokens)")
 	fs.IntVar(&sc.MaxWaiting, "max-waiting", sc.MaxWaiting, "waiting requests at most (429 with Retry-After beyond)")
 	kvLease := fs.Duration("kv-lease", 30*time.Second, "lease on a prefill's blocks; heartbeat, extension and peer grace scale with it (legacy-timeout: its one timeout, default 480s)")
 	policy := fs.String("release-policy", "lease", "when P frees leased blocks: lease, vllm, vllm-lease or legacy-timeout")
@@ -281,6 +282,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 		{"--max-model-len", f.maxModelLen >= 2 && f.maxModelLen <= 1<<24, "2..16777216 tokens (0 for the profile's)"},
 		{"--max-num-seqs", sc.MaxNumSeqs >= 1, "a positive count"},
 		{"--max-num-batched-tokens", sc.MaxNumBatchedTokens >= 1, "a positive count"},
+		{"--long-prefill-token-threshold", sc.LongPrefillTokenThreshold >= 0, "0 or a positive count"},
 		{"--max-waiting", sc.MaxWaiting >= 1, "a positive count"},
 		{"--kv-lease", *kvLease > 0 && *kvLease <= openai.MaxLeaseExpiresInMS*time.Millisecond, "a positive duration up to 24h, such as 30s"},
 		{"--max-body-bytes", *maxBody > 0, "a positive number of bytes"},

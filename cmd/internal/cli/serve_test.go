@@ -48,6 +48,7 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--max-model-len", "1"}, "--max-model-len"},
 		{[]string{"--max-num-seqs", "0"}, "--max-num-seqs"},
 		{[]string{"--max-num-batched-tokens", "0"}, "--max-num-batched-tokens"},
+		{[]string{"--long-prefill-token-threshold", "-1"}, "--long-prefill-token-threshold"},
 		{[]string{"--max-waiting", "0"}, "--max-waiting"},
 		{[]string{"--kv-lease", "0s"}, "--kv-lease"},
 		{[]string{"--kv-lease", "25h"}, "--kv-lease"},
