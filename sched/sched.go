@@ -54,7 +54,7 @@ type Config struct {
 	// would take it whole, so the decodes that share its steps keep
 	// moving. 0 is no limit. It needs ChunkedPrefill.
 	LongPrefillTokenThreshold int
-	Policy         Policy
+	Policy                    Policy
 	// MaxLoRAs is the most distinct LoRA adapters among the running
 	// requests (vLLM's --max-loras); 0 is no limit. A waiting request
 	// whose adapter would be one too many is passed over (it keeps its
