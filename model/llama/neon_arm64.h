@@ -68,3 +68,9 @@
 
 // EOR Vd.16B, Vd.16B, Vd.16B: d = 0 (VEOR, for a macro's register number).
 #define VZERO(d) WORD $(0x6E201C00 | ((d)<<16) | ((d)<<5) | (d))
+
+// MLA Vd.4S, Vn.4S, Vm.4S: d += n × m, int32 lanes.
+#define VMLA4(d, n, m) WORD $(0x4EA09400 | ((m)<<16) | ((n)<<5) | (d))
+
+// MUL Vd.4S, Vn.4S, Vm.4S: d = n × m, int32 lanes.
+#define VMUL4(d, n, m) WORD $(0x4EA09C00 | ((m)<<16) | ((n)<<5) | (d))

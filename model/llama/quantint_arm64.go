@@ -19,6 +19,12 @@ func dotQ8Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16,
 //go:noescape
 func dotQ8Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
+//go:noescape
+func dotQ4KIx1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ4KIx1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 // hasDotProd selects the SDOT kernels (a variable: the tests check the
@@ -29,6 +35,7 @@ var hasDotProd = cpu.ARM64.HasASIMDDP
 // SDOT and without.
 var intKernels = map[Type][2][2]intKernel{
 	Q8_0: {{dotQ8Ix1MUL, dotQ8Ix4MUL}, {dotQ8Ix1DOT, dotQ8Ix4DOT}},
+	Q4_K: {{dotQ4KIx1MUL, nil}, {dotQ4KIx1DOT, nil}}, // one input at a time
 }
 
 // mulInt is mulIntGeneric with the NEON kernels: the same bits. Each row

@@ -40,6 +40,20 @@
 	VSCVTF4(lo, lo); \
 	VSCVTF4(hi, hi)
 
+// ILANESDOT(w0, w1, x0, x1, lo, hi): lanes 0-3 of weights w0 times
+// inputs x0 into lo, lanes 4-7 (w1, x1) into hi, as int32, by SDOT.
+#define ILANESDOT(w0, w1, x0, x1, lo, hi) \
+	VZERO(lo); \
+	VZERO(hi); \
+	VSDOT(lo, w0, x0); \
+	VSDOT(hi, w1, x1)
+
+// ILANESMUL(w0, w1, x0, x1, lo, hi): ILANESDOT's lanes without SDOT.
+// Clobbers V12, V13.
+#define ILANESMUL(w0, w1, x0, x1, lo, hi) \
+	HALFMUL(w0, x0, lo, 12); \
+	HALFMUL(w1, x1, hi, 13)
+
 // Q8W: the next Q8_0 block of weights at R0: its scale dw (float16,
 // widened) in F24, its 32 quants in V0, V1; R0 moves past it.
 #define Q8W \
@@ -171,3 +185,137 @@ TEXT ·dotQ8Ix4DOT(SB), NOSPLIT, $0-64
 // func dotQ8Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix4MUL(SB), NOSPLIT, $0-64
 	Q8X4(LANESMUL)
+
+// Q4KSUB(wlo, whi, sc, LANES): the next sub-block's 32 inputs (at R10,
+// which moves on) times its weights (wlo, whi) in int32 lanes, times its
+// scale (register sc, broadcast to V15), added to I (V16, V17).
+#define Q4KSUB(wlo, whi, sc, LANES) \
+	VLD1.P 32(R10), [V6.B16, V7.B16]; \
+	LANES(wlo, whi, 6, 7, 8, 9); \
+	VDUP   sc, V15.S4; \
+	VMLA4(16, 8, 15); \
+	VMLA4(17, 9, 15)
+
+// Q4KPAIR(sa, sb, LANES): the next 32 quant bytes (at R7, which moves
+// on): their low nibbles are sub-block 2p (scale sa), the high ones
+// sub-block 2p+1 (scale sb).
+#define Q4KPAIR(sa, sb, LANES) \
+	VLD1.P 32(R7), [V0.B16, V1.B16]; \
+	VAND   V30.B16, V0.B16, V2.B16; \
+	VAND   V30.B16, V1.B16, V3.B16; \
+	VUSHR  $4, V0.B16, V4.B16; \
+	VUSHR  $4, V1.B16, V5.B16; \
+	Q4KSUB(2, 3, sa, LANES); \
+	Q4KSUB(4, 5, sb, LANES)
+
+// Q4KX1(LANES): the body of the one-input Q4_K kernel (dotKInt's order):
+// per super-block, I_j = Σ_k sc_k · lane j of sub-block k in int32
+// (exact), acc_j = fma(float32(d·dx), float32(I_j), acc_j) (V18, V19),
+// mn_j = fma(float32(dmin·dx), float32(m_j·(bs_2j + bs_2j+1)), mn_j)
+// (V20, V21); the result hsum8(acc) − hsum8(mn). The scales and minimums
+// (kScales) are unpacked in general registers: sc_k in R11-R13, R19-R21,
+// R23, R24; m_k into V28, V29 lane by lane.
+#define Q4KX1(LANES) \
+	MOVD  raw+0(FP), R0; \
+	MOVD  rows+8(FP), R1; \
+	MOVD  out+48(FP), R6; \
+	VMOVI $15, V30.B16; \
+q4kx1row: \
+	MOVD xq+24(FP), R10; \
+	MOVD xd+32(FP), R14; \
+	MOVD bs+40(FP), R15; \
+	MOVD nblocks+16(FP), R22; \
+	ZERO4(V18.B16, V19.B16, V20.B16, V21.B16); \
+q4kx1block: \
+	MOVHU   (R0), R8; \
+	FMOVS   R8, F24; \
+	FCVTHS  F24, F24; \
+	MOVHU   2(R0), R8; \
+	FMOVS   R8, F26; \
+	FCVTHS  F26, F26; \
+	FMOVS.P 4(R14), F25; \
+	FMULS   F25, F24, F24; \
+	FMULS   F25, F26, F26; \
+	MOVD    4(R0), R2; \
+	MOVWU   12(R0), R3; \
+	UBFX    $0, R2, $6, R11; \
+	UBFX    $8, R2, $6, R12; \
+	UBFX    $16, R2, $6, R13; \
+	UBFX    $24, R2, $6, R19; \
+	UBFX    $0, R3, $4, R20; \
+	UBFX    $6, R2, $2, R8; \
+	ORR     R8<<4, R20, R20; \
+	UBFX    $8, R3, $4, R21; \
+	UBFX    $14, R2, $2, R8; \
+	ORR     R8<<4, R21, R21; \
+	UBFX    $16, R3, $4, R23; \
+	UBFX    $22, R2, $2, R8; \
+	ORR     R8<<4, R23, R23; \
+	UBFX    $24, R3, $4, R24; \
+	UBFX    $30, R2, $2, R8; \
+	ORR     R8<<4, R24, R24; \
+	UBFX    $32, R2, $6, R8; \
+	VMOV    R8, V28.S[0]; \
+	UBFX    $40, R2, $6, R8; \
+	VMOV    R8, V28.S[1]; \
+	UBFX    $48, R2, $6, R8; \
+	VMOV    R8, V28.S[2]; \
+	UBFX    $56, R2, $6, R8; \
+	VMOV    R8, V28.S[3]; \
+	UBFX    $4, R3, $4, R8; \
+	UBFX    $38, R2, $2, R9; \
+	ORR     R9<<4, R8, R8; \
+	VMOV    R8, V29.S[0]; \
+	UBFX    $12, R3, $4, R8; \
+	UBFX    $46, R2, $2, R9; \
+	ORR     R9<<4, R8, R8; \
+	VMOV    R8, V29.S[1]; \
+	UBFX    $20, R3, $4, R8; \
+	UBFX    $54, R2, $2, R9; \
+	ORR     R9<<4, R8, R8; \
+	VMOV    R8, V29.S[2]; \
+	UBFX    $28, R3, $4, R8; \
+	UBFX    $62, R2, $2, R9; \
+	ORR     R9<<4, R8, R8; \
+	VMOV    R8, V29.S[3]; \
+	ADD     $16, R0, R7; \
+	VZERO(16); \
+	VZERO(17); \
+	Q4KPAIR(R11, R12, LANES); \
+	Q4KPAIR(R13, R19, LANES); \
+	Q4KPAIR(R20, R21, LANES); \
+	Q4KPAIR(R23, R24, LANES); \
+	VSCVTF4(16, 16); \
+	VSCVTF4(17, 17); \
+	VDUP    V24.S[0], V24.S4; \
+	VFMLA   V16.S4, V24.S4, V18.S4; \
+	VFMLA   V17.S4, V24.S4, V19.S4; \
+	VLD1.P  32(R15), [V10.H8, V11.H8]; \
+	VSADDLP4(10, 10); \
+	VSADDLP4(11, 11); \
+	VMUL4(10, 10, 28); \
+	VMUL4(11, 11, 29); \
+	VSCVTF4(10, 10); \
+	VSCVTF4(11, 11); \
+	VDUP    V26.S[0], V26.S4; \
+	VFMLA   V10.S4, V26.S4, V20.S4; \
+	VFMLA   V11.S4, V26.S4, V21.S4; \
+	ADD     $144, R0, R0; \
+	SUBS    $1, R22, R22; \
+	BNE     q4kx1block; \
+	HSUM8(18, 19, 22); \
+	HSUM8(20, 21, 22); \
+	FSUBS   F20, F18, F18; \
+	FMOVS   F18, (R6); \
+	ADD     $4, R6, R6; \
+	SUBS    $1, R1, R1; \
+	BNE     q4kx1row; \
+	RET
+
+// func dotQ4KIx1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ4KIx1DOT(SB), NOSPLIT, $0-64
+	Q4KX1(ILANESDOT)
+
+// func dotQ4KIx1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ4KIx1MUL(SB), NOSPLIT, $0-64
+	Q4KX1(ILANESMUL)

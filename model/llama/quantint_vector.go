@@ -2,9 +2,9 @@
 
 package llama
 
-// mulIntWith is mulInt's walk with the kernels k (one input, four) over
-// the rows rows of raw: each row applied to four inputs at a time, then
-// to the rest one at a time. The kernels check nothing, so the bounds are
+// mulIntWith is mulInt's walk with the kernels k (one input, four; nil
+// for a type with one-input kernels only) over the rows rows of raw: each
+// row applied to four inputs at a time, then to the rest one at a time. The kernels check nothing, so the bounds are
 // checked here, before they run.
 func mulIntWith(k [2]intKernel, rows int, raw []byte, a *acts, out []float32, stride int) {
 	n := a.n
@@ -22,7 +22,7 @@ func mulIntWith(k [2]intKernel, rows int, raw []byte, a *acts, out []float32, st
 		k(&raw[0], rows, nb, &a.q[r*a.cols], &a.d[r*nb], bs, &out[r*stride], stride)
 	}
 	r := 0
-	for ; r+4 <= n; r += 4 {
+	for ; k[1] != nil && r+4 <= n; r += 4 {
 		call(k[1], r)
 	}
 	for ; r < n; r++ {
