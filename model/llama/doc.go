@@ -19,8 +19,8 @@
 // types of llama-quantize's Q4_0 … Q8_0, Q4_K_M and Q5_K_M files; others
 // are refused by their ggml name), possibly aliasing a memory-mapped file;
 // package model/gguf and model/llama2c load them. Quantised weights are
-// decoded inside the dot products. The inputs of Q8_0, Q4_K, Q5_K and Q6_K
-// matrices are rounded to 8-bit blocks first, as llama.cpp rounds them (see
+// decoded inside the dot products. The inputs of Q8_0, Q4_0, Q5_0, Q4_K,
+// Q5_K and Q6_K matrices are rounded to 8-bit blocks first, as llama.cpp rounds them (see
 // actKind), and multiplied in integers; the other types multiply float32
 // inputs.
 //
@@ -64,31 +64,30 @@
 //     uses fma32, an exact single-precision fused multiply-add (not
 //     float32(math.FMA(…)), which rounds twice and differs in rare cases),
 //     checked against the CPU's instruction and against exact arithmetic.
-//   - Q8_0, Q4_K, Q5_K and Q6_K rows (dotIntGeneric; quantint_amd64.s,
-//     and quantint_arm64.s for Q8_0): the input row is rounded once per
+//   - Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K rows (dotIntGeneric;
+//     quantint_amd64.s, and quantint_arm64.s for Q8_0): the input row is rounded once per
 //     matrix product (acts, per row: the rounding of one position never
 //     depends on another), and each group of 32 weights times its 32
 //     rounded inputs is eight exact int32 lane sums, so the kernels order the integer work as suits them (the
 //     K-quants' sub-block scales applied in int32 too). The float steps
-//     are fixed: per block (Q8_0) or super-block (K-quants) one fused
+//     are fixed: per block (32 weights) or super-block (K-quants) one fused
 //     multiply-add of float32(d_w·d_x) and float32(lane) into each of
 //     eight accumulators, Q4_K's and Q5_K's minimums likewise into eight
 //     more (lane j: sub-block j's), then hsum8 (minus the minimums').
-//   - Q4_0, Q4_1, Q5_0 and Q5_1 rows (dotQuantGeneric; the vector kernels
-//     in quant_amd64.s): eight lanes. A quant is converted exactly to
-//     float32 with its offset applied (q−8 for Q4_0, q−16 for Q5_0; Q4_1
-//     and Q5_1 keep q ≥ 0). Per 32-weight block, lane j starts a chain
-//     with the rounded product of weight j and its input, then fused
-//     multiply-adds weights 8+j, 16+j, 24+j, and adds the chain times the
-//     block's scale d into its accumulator by one more fused multiply-add;
-//     even blocks go to one accumulator, odd ones to a second, added lane
-//     by lane at the end. The minimums are apart: Q4_1 and Q5_1 chain m ×
-//     sum32(the block's inputs) over the even and over the odd blocks in
-//     one scalar fused multiply-add each and add their sum to hsum8 of the
-//     accumulators. sum32 is (x[j]+x[8+j]) + (x[16+j]+x[24+j]) per lane,
-//     then hsum8; hsum8 of eight lanes is (h0+h2)+(h1+h3) with h_j = a_j +
-//     a_{j+4}. The kernels take the sums precomputed once per input
-//     (blockSums), the twin computes them in place: the same values.
+//   - Q4_1 and Q5_1 rows (dotQuantGeneric; the vector kernels in
+//     quant_amd64.s): eight lanes. A quant (q ≥ 0) is converted exactly to
+//     float32. Per 32-weight block, lane j starts a chain with the rounded
+//     product of weight j and its input, then fused multiply-adds weights
+//     8+j, 16+j, 24+j, and adds the chain times the block's scale d into
+//     its accumulator by one more fused multiply-add; even blocks go to
+//     one accumulator, odd ones to a second, added lane by lane at the
+//     end. The minimums are apart: m × sum32(the block's inputs) chained
+//     over the even and over the odd blocks in one scalar fused
+//     multiply-add each, their sum added to hsum8 of the accumulators.
+//     sum32 is (x[j]+x[8+j]) + (x[16+j]+x[24+j]) per lane, then hsum8;
+//     hsum8 of eight lanes is (h0+h2)+(h1+h3) with h_j = a_j + a_{j+4}.
+//     The kernels take the sums precomputed once per input (blockSums),
+//     the twin computes them in place: the same values.
 //   - BF16 rows: dot32Generic's order over the weights, each widened to
 //     float32 exactly.
 //   - F16 rows (four lanes), attention scores (four lanes by index mod 4,
@@ -107,8 +106,9 @@
 // # Kernels per architecture
 //
 //   - amd64 with AVX2 and FMA (dot_amd64.s, quant_amd64.s, tile_amd64.s):
-//     the F32, BF16 and quantised kernels, integer ones for Q8_0 and the
-//     K-quants (quantint_amd64.s; F16 rows take the pure-Go twin);
+//     the F32, BF16 and quantised kernels, integer ones for Q8_0, Q4_0,
+//     Q5_0 and the K-quants (quantint_amd64.s, with VPDPBUSD and VPDPWSSD
+//     where the CPU has AVX512-VNNI; F16 rows take the pure-Go twin);
 //     AVX-512 adds the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
 //     and scores4.
 //   - arm64 (dot_arm64.s, tile_arm64.s, quantint_arm64.s; NEON, which

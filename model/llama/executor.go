@@ -509,7 +509,7 @@ func (t *matmulTask) Do(worker, i int) {
 	switch m.Type {
 	case F32:
 		mulF32Prompt(m.F[lo*m.Cols:hi*m.Cols], m.Cols, t.in, n, t.out[lo:], m.Rows, &t.acc[worker])
-	case Q4_0, Q4_1, Q5_0, Q5_1, BF16:
+	case Q4_1, Q5_1, BF16:
 		rb := m.Type.RowBytes(m.Cols)
 		mulQuant(m.Type, m.Raw[lo*rb:hi*rb], m.Cols, t.in, n, t.out[lo:], m.Rows, t.sums)
 	default:

@@ -177,17 +177,15 @@ func blockSums(s []float32, x []float32, cols, n int) []float32 {
 // needsSums reports whether t's kernels take blockSums of their inputs.
 func needsSums(t Type) bool { return t == Q4_1 || t == Q5_1 }
 
-// dotQuantGeneric is a row of raw (type BF16, Q4_0, Q4_1, Q5_0 or Q5_1)
-// times x, in the type's fixed order (the vector kernels give the
+// dotQuantGeneric is a row of raw (type BF16, Q4_1 or Q5_1) times x, in the type's fixed order (the vector kernels give the
 // same bits). With p_i the product of a float32 quant (an exact small
-// integer, the offset −8 or −16 applied) and its input, and two
+// integer) and its input, and two
 // accumulators of eight lanes, A_0 and A_1:
 //
-//   - Q4_0, Q5_0, Q4_1, Q5_1: per block b of 32, lane j (0..7) is s_j =
-//     p_j, then fma(q, x, s_j) for weights 8+j, 16+j, 24+j; A_{b mod 2,j}
-//     = fma(d, s_j, A_{b mod 2,j}). Q4_1 and Q5_1 also chain mn_{b mod 2}
-//     = fma(m, sum32(x of the block), mn_{b mod 2}), and give hsum16(A) +
-//     (mn_0 + mn_1); the others hsum16(A).
+//   - Q4_1, Q5_1: per block b of 32, lane j (0..7) is s_j = p_j, then
+//     fma(q, x, s_j) for weights 8+j, 16+j, 24+j; A_{b mod 2,j} = fma(d,
+//     s_j, A_{b mod 2,j}); and mn_{b mod 2} = fma(m, sum32(x of the
+//     block), mn_{b mod 2}); the result hsum16(A) + (mn_0 + mn_1).
 //   - BF16: dot32Generic's order over the (exactly) decoded weights.
 //
 // hsum16(A) is hsum8 of A_{0,j} + A_{1,j}. Two accumulators, so that a
@@ -202,7 +200,7 @@ func dotQuantGeneric(t Type, raw []byte, x []float32) float32 {
 	return dotQ32Generic(t, raw, x)
 }
 
-// dotQ32Generic is dotQuantGeneric for Q4_0, Q5_0, Q4_1 and Q5_1.
+// dotQ32Generic is dotQuantGeneric for Q4_1 and Q5_1.
 func dotQ32Generic(t Type, raw []byte, x []float32) float32 {
 	bb := t.BlockBytes()
 	var acc [2][8]float32
@@ -212,26 +210,16 @@ func dotQ32Generic(t Type, raw []byte, x []float32) float32 {
 		blk := raw[b*bb : (b+1)*bb : (b+1)*bb]
 		d := f16tab[le16(blk)]
 		xx := x[32*b : 32*b+32 : 32*b+32]
-		var qs []byte
+		qs := blk[4:20]
 		var qh uint32
-		off := float32(0)
-		switch t {
-		case Q4_0:
-			qs, off = blk[2:18], 8
-		case Q5_0:
-			qs, qh, off = blk[6:22], binary.LittleEndian.Uint32(blk[2:]), 16
-		case Q4_1:
-			qs = blk[4:20]
-		default:
+		if t == Q5_1 {
 			qs, qh = blk[8:24], binary.LittleEndian.Uint32(blk[4:])
 		}
 		for i := range q {
-			q[i] = float32(q4Nibble(qs, i)|uint8(qh>>i&1)<<4) - off
+			q[i] = float32(q4Nibble(qs, i) | uint8(qh>>i&1)<<4)
 		}
 		scaledChain32(&acc[b&1], d, &q, xx)
-		if t == Q4_1 || t == Q5_1 {
-			mn[b&1] = fma32(f16tab[le16(blk[2:])], sum32(xx), mn[b&1])
-		}
+		mn[b&1] = fma32(f16tab[le16(blk[2:])], sum32(xx), mn[b&1])
 	}
 	return hsum16(&acc) + (mn[0] + mn[1])
 }

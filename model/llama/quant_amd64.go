@@ -6,22 +6,10 @@ package llama
 // (read by the types with minimums, needsSums).
 
 //go:noescape
-func dotQ40x1AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32)
-
-//go:noescape
-func dotQ40x4AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32, outStride int)
-
-//go:noescape
 func dotQ41x1AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32)
 
 //go:noescape
 func dotQ41x4AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32, outStride int)
-
-//go:noescape
-func dotQ50x1AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32)
-
-//go:noescape
-func dotQ50x4AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32, outStride int)
 
 //go:noescape
 func dotQ51x1AVX2(raw *byte, rows, nblocks int, x *float32, sums *float32, out *float32)
@@ -39,9 +27,7 @@ type quantKernels struct {
 
 // kernels are the vector kernels of the types that have them.
 var kernels = map[Type]quantKernels{
-	Q4_0: {dotQ40x1AVX2, dotQ40x4AVX2},
 	Q4_1: {dotQ41x1AVX2, dotQ41x4AVX2},
-	Q5_0: {dotQ50x1AVX2, dotQ50x4AVX2},
 	Q5_1: {dotQ51x1AVX2, dotQ51x4AVX2},
 	BF16: {dotBF16x1AVX2, nil}, // widths that are a multiple of 32; one vector at a time
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // quantTypes are the types with block kernels (dotQuant, mulQuant).
-var quantTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, BF16}
+var quantTypes = []Type{Q4_1, Q5_1, BF16}
 
 // fixtureTypes are the types whose decoding the committed fixture checks.
 var fixtureTypes = []Type{F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K}

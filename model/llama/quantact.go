@@ -14,8 +14,8 @@ import (
 // rounding is llama.cpp's (its x86 CPU backend's quantize_row_q8_0,
 // q8_1 and q8_K), so kvlease and llama.cpp multiply the same integers:
 //
-//   - actQ8 (for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 weights; ggml's Q8_0 and
-//     Q8_1 blocks): per block of 32 inputs, amax = max |x_t|; d =
+//   - actQ8 (for Q8_0, Q4_0 and Q5_0 weights; ggml's Q8_0 and Q8_1
+//     blocks; Q8_1's s, for Q4_1 and Q5_1, is kept for their twin): per block of 32 inputs, amax = max |x_t|; d =
 //     float32(amax/127), stored as float16 (rounded to nearest even: dx,
 //     the scale the kernels use); id = float32(127/amax), 0 when amax is
 //     0; q_t = float32(x_t·id) rounded to the nearest integer, ties to
@@ -44,7 +44,7 @@ const (
 // actNone when t multiplies float32 inputs.
 func actOf(t Type) actKind {
 	switch t {
-	case Q8_0:
+	case Q8_0, Q4_0, Q5_0:
 		return actQ8
 	case Q4_K, Q5_K, Q6_K:
 		return actQ8K
@@ -186,6 +186,8 @@ func quantQ8K(x []float32, q []int8, bs []int16) float32 {
 //     blocks in order; the result hsum8(acc).
 //   - Q4_1, Q5_1: as Q8_0, and mn = fma(m, s, mn) per block with the
 //     weights' minimum m and the inputs' s (Q8_1's); hsum8(acc) + mn.
+//     (Defined and tested, but no vector kernels yet: a step multiplies
+//     Q4_1 and Q5_1 rows by float32 inputs, actOf.)
 //   - Q4_K, Q5_K: per super-block, I_j = Σ_k sc_k · lane j of sub-block k
 //     (int32, exact); acc_j = fma(float32(d·dx), float32(I_j), acc_j); and
 //     mn_j = fma(float32(dmin·dx), float32(m_j·(bsums_2j + bsums_2j+1)),

@@ -54,6 +54,30 @@ func dotQ6KIx1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 //go:noescape
 func dotQ6KIx4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
+//go:noescape
+func dotQ40Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ40Ix4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ix4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ40Ix1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ40Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ix1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 // intKernels are the integer kernels of each type: one input, four;
@@ -61,6 +85,8 @@ type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int
 // where the CPU has them (useVNNI): the same int32 sums, the same bits.
 var intKernelsVNNI = map[Type][2]intKernel{
 	Q8_0: {dotQ8Ix1VNNI, dotQ8Ix4VNNI},
+	Q4_0: {dotQ40Ix1VNNI, dotQ40Ix4VNNI},
+	Q5_0: {dotQ50Ix1VNNI, dotQ50Ix4VNNI},
 	Q4_K: {dotQ4KIx1VNNI, dotQ4KIx4VNNI},
 	Q5_K: {dotQ5KIx1VNNI, dotQ5KIx4VNNI},
 	Q6_K: {dotQ6KIx1VNNI, dotQ6KIx4VNNI},
@@ -72,6 +98,8 @@ var useVNNI = hasAVX2FMA && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL
 
 var intKernels = map[Type][2]intKernel{
 	Q8_0: {dotQ8Ix1AVX2, dotQ8Ix4AVX2},
+	Q4_0: {dotQ40Ix1AVX2, dotQ40Ix4AVX2},
+	Q5_0: {dotQ50Ix1AVX2, dotQ50Ix4AVX2},
 	Q4_K: {dotQ4KIx1AVX2, dotQ4KIx4AVX2},
 	Q5_K: {dotQ5KIx1AVX2, dotQ5KIx4AVX2},
 	Q6_K: {dotQ6KIx1AVX2, dotQ6KIx4AVX2},

@@ -506,6 +506,53 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	KFLOAT((R10)(R9*2), 64, Y10); \
 	KFLOAT((R10)(R13*1), 96, Y11)
 
+DATA q08I<>+0(SB)/8, $0x0808080808080808
+DATA q08I<>+8(SB)/8, $0x0808080808080808
+DATA q08I<>+16(SB)/8, $0x0808080808080808
+DATA q08I<>+24(SB)/8, $0x0808080808080808
+GLOBL q08I<>(SB), RODATA|NOPTR, $32
+
+// qhbyteI: VPSHUFB indices copying byte i/8 of a broadcast uint32 to byte i;
+// qhbitI: the bit of byte i it keeps, 1 << (i mod 8).
+DATA qhbyteI<>+0(SB)/8, $0x0000000000000000
+DATA qhbyteI<>+8(SB)/8, $0x0101010101010101
+DATA qhbyteI<>+16(SB)/8, $0x0202020202020202
+DATA qhbyteI<>+24(SB)/8, $0x0303030303030303
+GLOBL qhbyteI<>(SB), RODATA|NOPTR, $32
+
+DATA qhbitI<>+0(SB)/8, $0x8040201008040201
+DATA qhbitI<>+8(SB)/8, $0x8040201008040201
+DATA qhbitI<>+16(SB)/8, $0x8040201008040201
+DATA qhbitI<>+24(SB)/8, $0x8040201008040201
+GLOBL qhbitI<>(SB), RODATA|NOPTR, $32
+
+
+// W80, W40, W50: a Q8_0, Q4_0 or Q5_0 block at SI: its 32 quants as
+// signed bytes (q, q−8, q−16; weight t < 16 the low nibble of byte t,
+// 16+t its high nibble) into Y1. Clobber Y2.
+#define W80 \
+	VMOVDQU 2(SI), Y1
+
+#define W40 \
+	VMOVDQU     2(SI), X1; \
+	VPSRLW      $4, X1, X2; \
+	VINSERTI128 $1, X2, Y1, Y1; \
+	VPAND       q0fI<>(SB), Y1, Y1; \
+	VPSUBB      q08I<>(SB), Y1, Y1
+
+#define W50 \
+	VMOVDQU      6(SI), X1; \
+	VPSRLW       $4, X1, X2; \
+	VINSERTI128  $1, X2, Y1, Y1; \
+	VPAND        q0fI<>(SB), Y1, Y1; \
+	VPBROADCASTD 2(SI), Y2; \
+	VPSHUFB      qhbyteI<>(SB), Y2, Y2; \
+	VPAND        qhbitI<>(SB), Y2, Y2; \
+	VPCMPEQB     qhbitI<>(SB), Y2, Y2; \
+	VPAND        q10I<>(SB), Y2, Y2; \
+	VPOR         Y2, Y1, Y1; \
+	VPSUBB       q10I<>(SB), Y1, Y1
+
 // Q8I32(T, U, Z): the eight int32 lanes of |w| (U) times the inputs with
 // w's signs (T): VPMADDUBSW, then VPMADDWD by 1 (Y15); Q8I32V: the same
 // lanes by one VPDPBUSD (AVX512-VNNI, VL) into Z, zeroed first. Both
@@ -520,10 +567,10 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VPDPBUSD  T, U, Z; \
 	VCVTDQ2PS Z, T
 
-// Q8X1(I32): a Q8_0 block at SI times the input block at AX (scale at
-// R10) into Y0, the lanes by I32.
-#define Q8X1(I32) \
-	VMOVDQU      2(SI), Y1; \
+// Q8X1(I32, W): a block at SI (its quants by W) times the input block at
+// AX (scale at R10) into Y0, the lanes by I32.
+#define Q8X1(I32, W) \
+	W; \
 	VMOVDQU      (AX), Y2; \
 	VPSIGNB      Y1, Y2, Y2; \
 	VPABSB       Y1, Y1; \
@@ -534,8 +581,8 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VMULPS       Y6, Y7, Y7; \
 	VFMADD231PS  Y2, Y7, Y0
 
-// Q8IN(I32, xs, ds, T, D, A): input r of a Q8_0 block (w in Y1, |w| in
-// Y3, dw in Y7): quants at (AX)(xs), scale at (R10)(ds), into A.
+// Q8IN(I32, xs, ds, T, D, A): input r of a block (w in Y1, |w| in Y3, dw
+// in Y7): quants at (AX)(xs), scale at (R10)(ds), into A.
 #define Q8IN(I32, xs, ds, T, D, A) \
 	VMOVDQU      (AX)(xs), T; \
 	VPSIGNB      Y1, T, T; \
@@ -544,9 +591,10 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VMULPS       Y7, D, D; \
 	VFMADD231PS  T, D, A
 
-// Q8X4(I32): a Q8_0 block at SI times four inputs into Y8-Y11.
-#define Q8X4(I32) \
-	VMOVDQU      2(SI), Y1; \
+// Q8X4(I32, W): a block at SI (its quants by W) times four inputs into
+// Y8-Y11.
+#define Q8X4(I32, W) \
+	W; \
 	VPABSB       Y1, Y3; \
 	VPBROADCASTW (SI), X7; \
 	VCVTPH2PS    X7, Y7; \
@@ -572,15 +620,27 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VMOVDQU one16<>(SB), Y15; \
 	XORQ    R9, R9
 
-// Q8ROW4: zero the accumulators Y8-Y11, the inputs from their first block.
-#define Q8ROW4 \
-	VXORPS Y8, Y8, Y8; \
-	VXORPS Y9, Y9, Y9; \
-	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11; \
+// Q8ROW(Z): zero the accumulators (Z), the inputs from their first block.
+#define Q8ROW(Z) \
+	Z; \
 	MOVQ   xq+24(FP), AX; \
 	MOVQ   xd+32(FP), R10; \
 	MOVQ   nblocks+16(FP), CX
+
+#define ZERO1 VXORPS Y0, Y0, Y0
+
+#define ZERO4 \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11
+
+// Q8NEXT(bb): the next block (bb bytes of weights).
+#define Q8NEXT(bb) \
+	ADDQ $bb, SI; \
+	ADDQ $32, AX; \
+	ADDQ $4, R10; \
+	DECQ CX
 
 // Q8OUT4: hsum8 of Y8-Y11 to out[r·outStride] (R12, R14 bytes).
 #define Q8OUT4 \
@@ -594,108 +654,230 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	LEAQ   (R12)(R14*2), CX; \
 	VMOVSS X11, (CX)(R14*1)
 
+#define Q8OUT1 \
+	HSUM(Y0, X0, X1); \
+	VMOVSS X0, (R12)
+
+
 // func dotQ8Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1AVX2(SB), NOSPLIT, $0-64
 	MOVQ    raw+0(FP), SI
 	MOVQ    rows+8(FP), BX
 	MOVQ    out+48(FP), R12
 	VMOVDQU one16<>(SB), Y15
-
-q8i1row:
-	VXORPS Y0, Y0, Y0
-	MOVQ   xq+24(FP), AX
-	MOVQ   xd+32(FP), R10
-	MOVQ   nblocks+16(FP), CX
-
-q8i1block:
+dotQ8Ix1AVX2row:
+	Q8ROW(ZERO1)
+dotQ8Ix1AVX2block:
 	PREFETCHT0 544(SI)
-	Q8X1(Q8I32)
-	ADDQ       $34, SI
-	ADDQ       $32, AX
-	ADDQ       $4, R10
-	DECQ       CX
-	JNZ        q8i1block
-
-	HSUM(Y0, X0, X1)
-	VMOVSS X0, (R12)
-	ADDQ   $4, R12
-	DECQ   BX
-	JNZ    q8i1row
+	Q8X1(Q8I32, W80)
+	Q8NEXT(34)
+	JNZ dotQ8Ix1AVX2block
+	Q8OUT1
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ8Ix1AVX2row
 	VZEROUPPER
 	RET
 
 // func dotQ8Ix4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix4AVX2(SB), NOSPLIT, $0-64
 	Q8PRO4
-
-q8i4row:
-	Q8ROW4
-
-q8i4block:
+dotQ8Ix4AVX2row:
+	Q8ROW(ZERO4)
+dotQ8Ix4AVX2block:
 	PREFETCHT0 544(SI)
-	Q8X4(Q8I32)
-	ADDQ       $34, SI
-	ADDQ       $32, AX
-	ADDQ       $4, R10
-	DECQ       CX
-	JNZ        q8i4block
-
+	Q8X4(Q8I32, W80)
+	Q8NEXT(34)
+	JNZ dotQ8Ix4AVX2block
 	Q8OUT4
 	ADDQ $4, R12
 	DECQ BX
-	JNZ  q8i4row
+	JNZ dotQ8Ix4AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ40Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ix1AVX2(SB), NOSPLIT, $0-64
+	MOVQ    raw+0(FP), SI
+	MOVQ    rows+8(FP), BX
+	MOVQ    out+48(FP), R12
+	VMOVDQU one16<>(SB), Y15
+dotQ40Ix1AVX2row:
+	Q8ROW(ZERO1)
+dotQ40Ix1AVX2block:
+	PREFETCHT0 288(SI)
+	Q8X1(Q8I32, W40)
+	Q8NEXT(18)
+	JNZ dotQ40Ix1AVX2block
+	Q8OUT1
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ40Ix1AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ40Ix4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ix4AVX2(SB), NOSPLIT, $0-64
+	Q8PRO4
+dotQ40Ix4AVX2row:
+	Q8ROW(ZERO4)
+dotQ40Ix4AVX2block:
+	PREFETCHT0 288(SI)
+	Q8X4(Q8I32, W40)
+	Q8NEXT(18)
+	JNZ dotQ40Ix4AVX2block
+	Q8OUT4
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ40Ix4AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ50Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ix1AVX2(SB), NOSPLIT, $0-64
+	MOVQ    raw+0(FP), SI
+	MOVQ    rows+8(FP), BX
+	MOVQ    out+48(FP), R12
+	VMOVDQU one16<>(SB), Y15
+dotQ50Ix1AVX2row:
+	Q8ROW(ZERO1)
+dotQ50Ix1AVX2block:
+	PREFETCHT0 352(SI)
+	Q8X1(Q8I32, W50)
+	Q8NEXT(22)
+	JNZ dotQ50Ix1AVX2block
+	Q8OUT1
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ50Ix1AVX2row
+	VZEROUPPER
+	RET
+
+// func dotQ50Ix4AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ix4AVX2(SB), NOSPLIT, $0-64
+	Q8PRO4
+dotQ50Ix4AVX2row:
+	Q8ROW(ZERO4)
+dotQ50Ix4AVX2block:
+	PREFETCHT0 352(SI)
+	Q8X4(Q8I32, W50)
+	Q8NEXT(22)
+	JNZ dotQ50Ix4AVX2block
+	Q8OUT4
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ50Ix4AVX2row
 	VZEROUPPER
 	RET
 
 // func dotQ8Ix1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1VNNI(SB), NOSPLIT, $0-64
-	MOVQ raw+0(FP), SI
-	MOVQ rows+8(FP), BX
-	MOVQ out+48(FP), R12
-
-q8v1row:
-	VXORPS Y0, Y0, Y0
-	MOVQ   xq+24(FP), AX
-	MOVQ   xd+32(FP), R10
-	MOVQ   nblocks+16(FP), CX
-
-q8v1block:
+	MOVQ    raw+0(FP), SI
+	MOVQ    rows+8(FP), BX
+	MOVQ    out+48(FP), R12
+	VMOVDQU one16<>(SB), Y15
+dotQ8Ix1VNNIrow:
+	Q8ROW(ZERO1)
+dotQ8Ix1VNNIblock:
 	PREFETCHT0 544(SI)
-	Q8X1(Q8I32V)
-	ADDQ       $34, SI
-	ADDQ       $32, AX
-	ADDQ       $4, R10
-	DECQ       CX
-	JNZ        q8v1block
-
-	HSUM(Y0, X0, X1)
-	VMOVSS X0, (R12)
-	ADDQ   $4, R12
-	DECQ   BX
-	JNZ    q8v1row
+	Q8X1(Q8I32V, W80)
+	Q8NEXT(34)
+	JNZ dotQ8Ix1VNNIblock
+	Q8OUT1
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ8Ix1VNNIrow
 	VZEROUPPER
 	RET
 
 // func dotQ8Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix4VNNI(SB), NOSPLIT, $0-64
 	Q8PRO4
-
-q8v4row:
-	Q8ROW4
-
-q8v4block:
+dotQ8Ix4VNNIrow:
+	Q8ROW(ZERO4)
+dotQ8Ix4VNNIblock:
 	PREFETCHT0 544(SI)
-	Q8X4(Q8I32V)
-	ADDQ       $34, SI
-	ADDQ       $32, AX
-	ADDQ       $4, R10
-	DECQ       CX
-	JNZ        q8v4block
-
+	Q8X4(Q8I32V, W80)
+	Q8NEXT(34)
+	JNZ dotQ8Ix4VNNIblock
 	Q8OUT4
 	ADDQ $4, R12
 	DECQ BX
-	JNZ  q8v4row
+	JNZ dotQ8Ix4VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ40Ix1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ix1VNNI(SB), NOSPLIT, $0-64
+	MOVQ    raw+0(FP), SI
+	MOVQ    rows+8(FP), BX
+	MOVQ    out+48(FP), R12
+	VMOVDQU one16<>(SB), Y15
+dotQ40Ix1VNNIrow:
+	Q8ROW(ZERO1)
+dotQ40Ix1VNNIblock:
+	PREFETCHT0 288(SI)
+	Q8X1(Q8I32V, W40)
+	Q8NEXT(18)
+	JNZ dotQ40Ix1VNNIblock
+	Q8OUT1
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ40Ix1VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ40Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ix4VNNI(SB), NOSPLIT, $0-64
+	Q8PRO4
+dotQ40Ix4VNNIrow:
+	Q8ROW(ZERO4)
+dotQ40Ix4VNNIblock:
+	PREFETCHT0 288(SI)
+	Q8X4(Q8I32V, W40)
+	Q8NEXT(18)
+	JNZ dotQ40Ix4VNNIblock
+	Q8OUT4
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ40Ix4VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ50Ix1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ix1VNNI(SB), NOSPLIT, $0-64
+	MOVQ    raw+0(FP), SI
+	MOVQ    rows+8(FP), BX
+	MOVQ    out+48(FP), R12
+	VMOVDQU one16<>(SB), Y15
+dotQ50Ix1VNNIrow:
+	Q8ROW(ZERO1)
+dotQ50Ix1VNNIblock:
+	PREFETCHT0 352(SI)
+	Q8X1(Q8I32V, W50)
+	Q8NEXT(22)
+	JNZ dotQ50Ix1VNNIblock
+	Q8OUT1
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ50Ix1VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ50Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ix4VNNI(SB), NOSPLIT, $0-64
+	Q8PRO4
+dotQ50Ix4VNNIrow:
+	Q8ROW(ZERO4)
+dotQ50Ix4VNNIblock:
+	PREFETCHT0 352(SI)
+	Q8X4(Q8I32V, W50)
+	Q8NEXT(22)
+	JNZ dotQ50Ix4VNNIblock
+	Q8OUT4
+	ADDQ $4, R12
+	DECQ BX
+	JNZ dotQ50Ix4VNNIrow
 	VZEROUPPER
 	RET
 
