@@ -196,37 +196,59 @@ TEXT ·dotQ8Ix4MUL(SB), NOSPLIT, $0-64
 	VMLA4(16, 8, 15); \
 	VMLA4(17, 9, 15)
 
-// Q4KPAIR(sa, sb, LANES): the next 32 quant bytes (at R7, which moves
-// on): their low nibbles are sub-block 2p (scale sa), the high ones
-// sub-block 2p+1 (scale sb).
-#define Q4KPAIR(sa, sb, LANES) \
+// Q4KPAIR(sa, sb, LANES, HIGH): the next 32 quant bytes (at R7, which
+// moves on): their low nibbles are sub-block 2p (scale sa), the high ones
+// sub-block 2p+1 (scale sb); HIGH adds each sub-block's fifth bit (Q5_K)
+// or nothing (Q4_K).
+#define Q4KPAIR(sa, sb, LANES, HIGH) \
 	VLD1.P 32(R7), [V0.B16, V1.B16]; \
 	VAND   V30.B16, V0.B16, V2.B16; \
 	VAND   V30.B16, V1.B16, V3.B16; \
 	VUSHR  $4, V0.B16, V4.B16; \
 	VUSHR  $4, V1.B16, V5.B16; \
+	HIGH(V2.B16, V3.B16); \
 	Q4KSUB(2, 3, sa, LANES); \
+	HIGH(V4.B16, V5.B16); \
 	Q4KSUB(4, 5, sb, LANES)
 
-// Q4KX1(LANES): the body of the one-input Q4_K kernel (dotKInt's order):
+// Q5HIGH(a, b): Q5_K's fifth bits of the next sub-block (bit 0 of its qh
+// bytes, V22: weights 0-15, V23: 16-31) put at bit 4 of its weights a, b;
+// the qh bytes move on to the next sub-block's bit.
+#define Q5HIGH(a, b) \
+	VAND  V31.B16, V22.B16, V14.B16; \
+	VSHL  $4, V14.B16, V14.B16; \
+	VORR  V14.B16, a, a; \
+	VAND  V31.B16, V23.B16, V25.B16; \
+	VSHL  $4, V25.B16, V25.B16; \
+	VORR  V25.B16, b, b; \
+	VUSHR $1, V22.B16, V22.B16; \
+	VUSHR $1, V23.B16, V23.B16
+
+// Q4HIGH(a, b): Q4_K's quants are the nibbles.
+#define Q4HIGH(a, b) NOP
+
+// QKX1(LANES, QS, BB, HIGH): the body of the one-input Q4_K and Q5_K
+// kernels (dotKInt's order; the quant nibbles at QS in a block of BB
+// bytes, the fifth bits by HIGH):
 // per super-block, I_j = Σ_k sc_k · lane j of sub-block k in int32
 // (exact), acc_j = fma(float32(d·dx), float32(I_j), acc_j) (V18, V19),
 // mn_j = fma(float32(dmin·dx), float32(m_j·(bs_2j + bs_2j+1)), mn_j)
 // (V20, V21); the result hsum8(acc) − hsum8(mn). The scales and minimums
 // (kScales) are unpacked in general registers: sc_k in R11-R13, R19-R21,
 // R23, R24; m_k into V28, V29 lane by lane.
-#define Q4KX1(LANES) \
+#define QKX1(LANES, QS, BB, HIGH) \
 	MOVD  raw+0(FP), R0; \
 	MOVD  rows+8(FP), R1; \
 	MOVD  out+48(FP), R6; \
 	VMOVI $15, V30.B16; \
-q4kx1row: \
+	VMOVI $1, V31.B16; \
+qkx1row: \
 	MOVD xq+24(FP), R10; \
 	MOVD xd+32(FP), R14; \
 	MOVD bs+40(FP), R15; \
 	MOVD nblocks+16(FP), R22; \
 	ZERO4(V18.B16, V19.B16, V20.B16, V21.B16); \
-q4kx1block: \
+qkx1block: \
 	MOVHU   (R0), R8; \
 	FMOVS   R8, F24; \
 	FCVTHS  F24, F24; \
@@ -279,12 +301,14 @@ q4kx1block: \
 	ORR     R9<<4, R8, R8; \
 	VMOV    R8, V29.S[3]; \
 	ADD     $16, R0, R7; \
+	VLD1    (R7), [V22.B16, V23.B16]; \
+	ADD     $QS, R0, R7; \
 	VZERO(16); \
 	VZERO(17); \
-	Q4KPAIR(R11, R12, LANES); \
-	Q4KPAIR(R13, R19, LANES); \
-	Q4KPAIR(R20, R21, LANES); \
-	Q4KPAIR(R23, R24, LANES); \
+	Q4KPAIR(R11, R12, LANES, HIGH); \
+	Q4KPAIR(R13, R19, LANES, HIGH); \
+	Q4KPAIR(R20, R21, LANES, HIGH); \
+	Q4KPAIR(R23, R24, LANES, HIGH); \
 	VSCVTF4(16, 16); \
 	VSCVTF4(17, 17); \
 	VDUP    V24.S[0], V24.S4; \
@@ -300,22 +324,144 @@ q4kx1block: \
 	VDUP    V26.S[0], V26.S4; \
 	VFMLA   V10.S4, V26.S4, V20.S4; \
 	VFMLA   V11.S4, V26.S4, V21.S4; \
-	ADD     $144, R0, R0; \
+	ADD     $BB, R0, R0; \
 	SUBS    $1, R22, R22; \
-	BNE     q4kx1block; \
+	BNE     qkx1block; \
 	HSUM8(18, 19, 22); \
 	HSUM8(20, 21, 22); \
 	FSUBS   F20, F18, F18; \
 	FMOVS   F18, (R6); \
 	ADD     $4, R6, R6; \
 	SUBS    $1, R1, R1; \
-	BNE     q4kx1row; \
+	BNE     qkx1row; \
 	RET
 
 // func dotQ4KIx1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ4KIx1DOT(SB), NOSPLIT, $0-64
-	Q4KX1(ILANESDOT)
+	QKX1(ILANESDOT, 16, 144, Q4HIGH)
 
 // func dotQ4KIx1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ4KIx1MUL(SB), NOSPLIT, $0-64
-	Q4KX1(ILANESMUL)
+	QKX1(ILANESMUL, 16, 144, Q4HIGH)
+
+// func dotQ5KIx1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ5KIx1DOT(SB), NOSPLIT, $0-64
+	QKX1(ILANESDOT, 48, 176, Q5HIGH)
+
+// func dotQ5KIx1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ5KIx1MUL(SB), NOSPLIT, $0-64
+	QKX1(ILANESMUL, 48, 176, Q5HIGH)
+
+// Q6SUB(off, LANES): the next 32 inputs (at R10, which moves on) times
+// the weights in V6 (sub-block 2c of 16: lanes 0-3) and V7 (sub-block
+// 2c+1: lanes 4-7) in int32 lanes, times the sub-blocks' int8 scales at
+// off(R0) and off+1(R0), added to I (V16, V17).
+#define Q6SUB(off, LANES) \
+	VLD1.P 32(R10), [V10.B16, V11.B16]; \
+	LANES(6, 7, 10, 11, 8, 9); \
+	MOVB   off(R0), R8; \
+	VDUP   R8, V15.S4; \
+	VMLA4(16, 8, 15); \
+	MOVB   off+1(R0), R8; \
+	VDUP   R8, V15.S4; \
+	VMLA4(17, 9, 15)
+
+// Q6FIN: the high bits in V12, V13 (already at bits 4-5, masked) joined
+// to the low nibbles in V6, V7, less 32: the weights as int8.
+#define Q6FIN \
+	VORR V12.B16, V6.B16, V6.B16; \
+	VORR V13.B16, V7.B16, V7.B16; \
+	VSUB V31.B16, V6.B16, V6.B16; \
+	VSUB V31.B16, V7.B16, V7.B16
+
+// Q6HALF(h, LANES): weights 128h..128h+127 of the super-block: low
+// nibbles from ql (V0-V3: bytes 64h..64h+63 of the block), two high bits
+// from qh (V4, V5: bytes 128+32h..), as q6 reads them: group g of 32
+// takes the low (g < 2) or high nibbles of ql bytes 32(g mod 2).. and
+// bits 2g, 2g+1 of the qh bytes; scales 192+2(4h+g), +1.
+#define Q6HALF(h, LANES) \
+	ADD   $(64*h), R0, R7; \
+	VLD1  (R7), [V0.B16, V1.B16, V2.B16, V3.B16]; \
+	ADD   $(128+32*h), R0, R7; \
+	VLD1  (R7), [V4.B16, V5.B16]; \
+	VAND  V30.B16, V0.B16, V6.B16; \
+	VAND  V30.B16, V1.B16, V7.B16; \
+	VSHL  $4, V4.B16, V12.B16; \
+	VSHL  $4, V5.B16, V13.B16; \
+	VAND  V27.B16, V12.B16, V12.B16; \
+	VAND  V27.B16, V13.B16, V13.B16; \
+	Q6FIN; \
+	Q6SUB(192+8*h, LANES); \
+	VAND  V30.B16, V2.B16, V6.B16; \
+	VAND  V30.B16, V3.B16, V7.B16; \
+	VSHL  $2, V4.B16, V12.B16; \
+	VSHL  $2, V5.B16, V13.B16; \
+	VAND  V27.B16, V12.B16, V12.B16; \
+	VAND  V27.B16, V13.B16, V13.B16; \
+	Q6FIN; \
+	Q6SUB(194+8*h, LANES); \
+	VUSHR $4, V0.B16, V6.B16; \
+	VUSHR $4, V1.B16, V7.B16; \
+	VAND  V27.B16, V4.B16, V12.B16; \
+	VAND  V27.B16, V5.B16, V13.B16; \
+	Q6FIN; \
+	Q6SUB(196+8*h, LANES); \
+	VUSHR $4, V2.B16, V6.B16; \
+	VUSHR $4, V3.B16, V7.B16; \
+	VUSHR $2, V4.B16, V12.B16; \
+	VUSHR $2, V5.B16, V13.B16; \
+	VAND  V27.B16, V12.B16, V12.B16; \
+	VAND  V27.B16, V13.B16, V13.B16; \
+	Q6FIN; \
+	Q6SUB(198+8*h, LANES)
+
+// Q6KX1(LANES): the body of the one-input Q6_K kernel (dotKInt's order):
+// per super-block, I_j = Σ_c sc · lane j of group c of 32 (lanes 0-3
+// scaled by sub-block 2c's int8 scale, 4-7 by 2c+1's) in int32 (exact),
+// acc_j = fma(float32(d·dx), float32(I_j), acc_j); the result hsum8(acc)
+// (Q6_K has no minimums: dotKInt's − hsum8 of zeros changes nothing).
+#define Q6KX1(LANES) \
+	MOVD  raw+0(FP), R0; \
+	MOVD  rows+8(FP), R1; \
+	MOVD  out+48(FP), R6; \
+	VMOVI $15, V30.B16; \
+	VMOVI $48, V27.B16; \
+	VMOVI $32, V31.B16; \
+q6kx1row: \
+	MOVD xq+24(FP), R10; \
+	MOVD xd+32(FP), R14; \
+	MOVD nblocks+16(FP), R22; \
+	VEOR V18.B16, V18.B16, V18.B16; \
+	VEOR V19.B16, V19.B16, V19.B16; \
+q6kx1block: \
+	MOVHU   208(R0), R8; \
+	FMOVS   R8, F24; \
+	FCVTHS  F24, F24; \
+	FMOVS.P 4(R14), F25; \
+	FMULS   F25, F24, F24; \
+	VZERO(16); \
+	VZERO(17); \
+	Q6HALF(0, LANES); \
+	Q6HALF(1, LANES); \
+	VSCVTF4(16, 16); \
+	VSCVTF4(17, 17); \
+	VDUP    V24.S[0], V24.S4; \
+	VFMLA   V16.S4, V24.S4, V18.S4; \
+	VFMLA   V17.S4, V24.S4, V19.S4; \
+	ADD     $210, R0, R0; \
+	SUBS    $1, R22, R22; \
+	BNE     q6kx1block; \
+	HSUM8(18, 19, 22); \
+	FMOVS   F18, (R6); \
+	ADD     $4, R6, R6; \
+	SUBS    $1, R1, R1; \
+	BNE     q6kx1row; \
+	RET
+
+// func dotQ6KIx1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ6KIx1DOT(SB), NOSPLIT, $0-64
+	Q6KX1(ILANESDOT)
+
+// func dotQ6KIx1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ6KIx1MUL(SB), NOSPLIT, $0-64
+	Q6KX1(ILANESMUL)
