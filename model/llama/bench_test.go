@@ -125,12 +125,15 @@ func BenchmarkDecodeFile(b *testing.B) {
 	}
 }
 
-// BenchmarkPrefill512 measures one 512-token prompt computed in one step.
+// BenchmarkPrefill512 measures one 512-token prompt computed in one step
+// (and, as 42M-1024, one of 1,024 tokens: the prompt of
+// BenchmarkRealKVTransfer42M, where attention's share is larger).
 func BenchmarkPrefill512(b *testing.B) {
 	for _, s := range []struct {
 		name  string
 		shape llama.Config
-	}{{"15M", llamatest.Shape15M}, {"42M", llamatest.Shape42M}} {
+		n     int
+	}{{"15M", llamatest.Shape15M, 512}, {"42M", llamatest.Shape42M, 512}, {"42M-1024", llamatest.Shape42M, 1024}} {
 		for _, threads := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", s.name, threads), func(b *testing.B) {
 				w := llamatest.Random(s.shape, 1, false)
@@ -140,25 +143,25 @@ func BenchmarkPrefill512(b *testing.B) {
 					defer wk.Close()
 					run = wk
 				}
-				pool := kvblock.New(kvblock.Config{NumBlocks: 33, BlockSizeTokens: 16, BytesPerToken: w.Config.BytesPerToken()})
+				pool := kvblock.New(kvblock.Config{NumBlocks: s.n/16 + 1, BlockSizeTokens: 16, BytesPerToken: w.Config.BytesPerToken()})
 				e, err := llama.New(w, pool, run)
 				if err != nil {
 					b.Fatal(err)
 				}
 				h := pool.NewHold(kvblock.HoldRequest, 1)
-				pool.Allocate(h, 32)
-				toks := make([]int32, 512)
+				pool.Allocate(h, s.n/16)
+				toks := make([]int32, s.n)
 				for j := range toks {
 					toks[j] = int32(j * 61 % s.shape.VocabSize)
 				}
-				bt := model.Batch{Seqs: []model.Seq{{Req: 1, Tokens: toks, Count: 512, Blocks: pool.Blocks(h), Sample: true}}}
+				bt := model.Batch{Seqs: []model.Seq{{Req: 1, Tokens: toks, Count: s.n, Blocks: pool.Blocks(h), Sample: true}}}
 				var out model.StepResult
 				b.ResetTimer()
 				cpu0 := cpuSeconds()
 				for i := 0; i < b.N; i++ {
 					e.Execute(&bt, &out)
 				}
-				report(b, 512*b.N, cpu0)
+				report(b, s.n*b.N, cpu0)
 			})
 		}
 	}
