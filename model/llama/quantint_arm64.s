@@ -72,11 +72,27 @@
 	VFMLA   lo, V25.S4, a0; \
 	VFMLA   hi, V25.S4, a1
 
-// Q8X1(LANES): the body of a one-input kernel, its lanes by LANES.
-#define Q8X1(LANES) \
+// Q40W: the next Q4_0 block of weights at R0 (a float16 scale, then 16
+// bytes: weights 0-15 in the low nibbles, 16-31 in the high ones), as
+// Q8W leaves a Q8_0 block: the scale in F24, the quants less 8 in V0, V1.
+#define Q40W \
+	MOVHU.P 2(R0), R8; \
+	VLD1.P  16(R0), [V0.B16]; \
+	VUSHR   $4, V0.B16, V1.B16; \
+	VAND    V30.B16, V0.B16, V0.B16; \
+	VSUB    V29.B16, V0.B16, V0.B16; \
+	VSUB    V29.B16, V1.B16, V1.B16; \
+	FMOVS   R8, F24; \
+	FCVTHS  F24, F24
+
+// Q8X1(LANES, W): the body of a one-input kernel of the 32-weight types,
+// its lanes by LANES, its blocks read by W (Q8W, Q40W).
+#define Q8X1(LANES, W) \
 	MOVD raw+0(FP), R0; \
 	MOVD rows+8(FP), R1; \
 	MOVD out+48(FP), R6; \
+	VMOVI $15, V30.B16; \
+	VMOVI $8, V29.B16; \
 q8x1row: \
 	MOVD xq+24(FP), R10; \
 	MOVD xd+32(FP), R14; \
@@ -84,7 +100,7 @@ q8x1row: \
 	VEOR V16.B16, V16.B16, V16.B16; \
 	VEOR V17.B16, V17.B16, V17.B16; \
 q8x1block: \
-	Q8W; \
+	W; \
 	VLD1.P 32(R10), [V2.B16, V3.B16]; \
 	LANES(2, 3, 4, 5); \
 	Q8ACC(R14, V4.S4, V5.S4, V16.S4, V17.S4); \
@@ -99,11 +115,11 @@ q8x1block: \
 
 // func dotQ8Ix1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1DOT(SB), NOSPLIT, $0-64
-	Q8X1(LANESDOT)
+	Q8X1(LANESDOT, Q8W)
 
 // func dotQ8Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1MUL(SB), NOSPLIT, $0-64
-	Q8X1(LANESMUL)
+	Q8X1(LANESMUL, Q8W)
 
 // Q8X4ROW sets up a row of the x4 kernels: input r's quants at R10-R13,
 // scales at R14, R15, R20, R21, blocks left in R22, accumulators V16-V23
@@ -152,13 +168,16 @@ TEXT ·dotQ8Ix1MUL(SB), NOSPLIT, $0-64
 	LSL  $5, R2, R9; \
 	LSL  $2, R2, R19
 
-// Q8X4(LANES): the body of a four-input kernel, its lanes by LANES.
-#define Q8X4(LANES) \
+// Q8X4(LANES, W): the body of a four-input kernel of the 32-weight types,
+// its lanes by LANES, its blocks read by W.
+#define Q8X4(LANES, W) \
 	Q8X4ARGS; \
+	VMOVI $15, V30.B16; \
+	VMOVI $8, V29.B16; \
 q8x4row: \
 	Q8X4ROW; \
 q8x4block: \
-	Q8W; \
+	W; \
 	VLD1.P 32(R10), [V2.B16, V3.B16]; \
 	LANES(2, 3, 4, 5); \
 	Q8ACC(R14, V4.S4, V5.S4, V16.S4, V17.S4); \
@@ -180,11 +199,27 @@ q8x4block: \
 
 // func dotQ8Ix4DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix4DOT(SB), NOSPLIT, $0-64
-	Q8X4(LANESDOT)
+	Q8X4(LANESDOT, Q8W)
 
 // func dotQ8Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix4MUL(SB), NOSPLIT, $0-64
-	Q8X4(LANESMUL)
+	Q8X4(LANESMUL, Q8W)
+
+// func dotQ40Ix1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ix1DOT(SB), NOSPLIT, $0-64
+	Q8X1(LANESDOT, Q40W)
+
+// func dotQ40Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ix1MUL(SB), NOSPLIT, $0-64
+	Q8X1(LANESMUL, Q40W)
+
+// func dotQ40Ix4DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ix4DOT(SB), NOSPLIT, $0-64
+	Q8X4(LANESDOT, Q40W)
+
+// func dotQ40Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ix4MUL(SB), NOSPLIT, $0-64
+	Q8X4(LANESMUL, Q40W)
 
 // Q4KSUB(wlo, whi, sc, LANES): the next sub-block's 32 inputs (at R10,
 // which moves on) times its weights (wlo, whi) in int32 lanes, times its
