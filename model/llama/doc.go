@@ -116,10 +116,10 @@
 //     times one vector, dotF32 and RMSNorm's sum of squares included, and
 //     times four; the 3 × 4 prompt tile, in four passes of eight lanes),
 //     attention's scores, scores4 and weighted sum of values; F16 and BF16
-//     rows times one vector; the integer kernels of Q8_0 and Q4_0 (one
-//     input and four), Q4_K, Q5_K and Q6_K (one input), their lanes by
-//     SDOT where the CPU has the DotProd extension, else by SMULL, SADDLP
-//     and ADDP. Q4_1, Q5_0 and Q5_1 rows take the pure-Go twins there. The tests compare the kernels with their twins under
+//     rows times one vector; the integer kernels of Q8_0, Q4_0 and Q5_0
+//     (one input and four), Q4_K, Q5_K and Q6_K (one input), their lanes
+//     by SDOT where the CPU has the DotProd extension, else by SMULL,
+//     SADDLP and ADDP. Q4_1 and Q5_1 rows take the pure-Go twins there. The tests compare the kernels with their twins under
 //     qemu-aarch64 (.ci/run).
 //   - amd64 without AVX2 and FMA, other architectures, and any build with
 //     the tag kvlease_generic: the pure-Go twins only, about a hundred

@@ -115,9 +115,9 @@ func dotF16(raw []byte, x []float32) float32 {
 //go:noescape
 func dotBF16x1NEON(raw *byte, rows, n int, x *float32, out *float32)
 
-// BF16 rows have a NEON kernel (Q8_0, Q4_0 and the K-quants have integer
-// ones, quantint_arm64.go); Q4_1, Q5_0 and Q5_1 take their pure-Go kernels
-// on arm64 for now.
+// BF16 rows have a NEON kernel (Q8_0, Q4_0, Q5_0 and the K-quants have
+// integer ones, quantint_arm64.go); Q4_1 and Q5_1 take their pure-Go
+// kernels on arm64 for now.
 
 // dotQuant is dotQuantGeneric, with the NEON kernel for BF16 rows whose
 // length is a multiple of 32.

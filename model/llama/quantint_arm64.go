@@ -49,6 +49,18 @@ func dotQ40Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16
 //go:noescape
 func dotQ40Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
+//go:noescape
+func dotQ50Ix1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ix4DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 // hasDotProd selects the SDOT kernels (a variable: the tests check the
@@ -60,6 +72,7 @@ var hasDotProd = cpu.ARM64.HasASIMDDP
 var intKernels = map[Type][2][2]intKernel{
 	Q8_0: {{dotQ8Ix1MUL, dotQ8Ix4MUL}, {dotQ8Ix1DOT, dotQ8Ix4DOT}},
 	Q4_0: {{dotQ40Ix1MUL, dotQ40Ix4MUL}, {dotQ40Ix1DOT, dotQ40Ix4DOT}},
+	Q5_0: {{dotQ50Ix1MUL, dotQ50Ix4MUL}, {dotQ50Ix1DOT, dotQ50Ix4DOT}},
 	Q4_K: {{dotQ4KIx1MUL, nil}, {dotQ4KIx1DOT, nil}}, // one input at a time
 	Q5_K: {{dotQ5KIx1MUL, nil}, {dotQ5KIx1DOT, nil}},
 	Q6_K: {{dotQ6KIx1MUL, nil}, {dotQ6KIx1DOT, nil}},

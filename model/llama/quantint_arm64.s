@@ -85,14 +85,62 @@
 	FMOVS   R8, F24; \
 	FCVTHS  F24, F24
 
-// Q8X1(LANES, W): the body of a one-input kernel of the 32-weight types,
-// its lanes by LANES, its blocks read by W (Q8W, Q40W).
-#define Q8X1(LANES, W) \
+// Q4SETUP: Q40W's constants (V30: 15 a byte, V29: 8).
+#define Q4SETUP \
+	VMOVI $15, V30.B16; \
+	VMOVI $8, V29.B16
+
+// q5tab: Q50W's tables: a byte's bit masks 1…128 twice, then the TBL
+// indices that spread qh bytes 0, 1 (weights 0-15) and 2, 3 (16-31) over
+// the eight weights each holds the bits of.
+DATA q5tab<>+0(SB)/8, $0x8040201008040201
+DATA q5tab<>+8(SB)/8, $0x8040201008040201
+DATA q5tab<>+16(SB)/8, $0x0000000000000000
+DATA q5tab<>+24(SB)/8, $0x0101010101010101
+DATA q5tab<>+32(SB)/8, $0x0202020202020202
+DATA q5tab<>+40(SB)/8, $0x0303030303030303
+GLOBL q5tab<>(SB), RODATA|NOPTR, $48
+
+// Q5SETUP: Q50W's constants (V8-V10: q5tab, V12: 16 a byte, V30: 15).
+#define Q5SETUP \
+	MOVD  $q5tab<>(SB), R5; \
+	VLD1  (R5), [V8.B16, V9.B16, V10.B16]; \
+	VMOVI $16, V12.B16; \
+	VMOVI $15, V30.B16
+
+// Q50W: the next Q5_0 block of weights at R0 (a float16 scale, the 32
+// fifth bits qh, then 16 bytes of nibbles as Q4_0's), as Q8W leaves a
+// Q8_0 block: bit i of qh, spread to byte i (TBL) and tested (CMTST),
+// becomes 16 in weight i's nibble; the quants less 16 in V0, V1. Clobbers
+// V2, V3, V13 and R5.
+#define Q50W \
+	MOVHU.P 2(R0), R8; \
+	MOVWU.P 4(R0), R5; \
+	VLD1.P  16(R0), [V0.B16]; \
+	VMOV    R5, V13.S[0]; \
+	VTBL    V9.B16, [V13.B16], V2.B16; \
+	VTBL    V10.B16, [V13.B16], V3.B16; \
+	VCMTST  V8.B16, V2.B16, V2.B16; \
+	VCMTST  V8.B16, V3.B16, V3.B16; \
+	VAND    V12.B16, V2.B16, V2.B16; \
+	VAND    V12.B16, V3.B16, V3.B16; \
+	VUSHR   $4, V0.B16, V1.B16; \
+	VAND    V30.B16, V0.B16, V0.B16; \
+	VORR    V2.B16, V0.B16, V0.B16; \
+	VORR    V3.B16, V1.B16, V1.B16; \
+	VSUB    V12.B16, V0.B16, V0.B16; \
+	VSUB    V12.B16, V1.B16, V1.B16; \
+	FMOVS   R8, F24; \
+	FCVTHS  F24, F24
+
+// Q8X1(LANES, W, SETUP): the body of a one-input kernel of the 32-weight
+// types, its lanes by LANES, its blocks read by W (Q8W, Q40W, Q50W) with
+// the constants SETUP loads.
+#define Q8X1(LANES, W, SETUP) \
 	MOVD raw+0(FP), R0; \
 	MOVD rows+8(FP), R1; \
 	MOVD out+48(FP), R6; \
-	VMOVI $15, V30.B16; \
-	VMOVI $8, V29.B16; \
+	SETUP; \
 q8x1row: \
 	MOVD xq+24(FP), R10; \
 	MOVD xd+32(FP), R14; \
@@ -115,11 +163,11 @@ q8x1block: \
 
 // func dotQ8Ix1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1DOT(SB), NOSPLIT, $0-64
-	Q8X1(LANESDOT, Q8W)
+	Q8X1(LANESDOT, Q8W, Q4SETUP)
 
 // func dotQ8Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1MUL(SB), NOSPLIT, $0-64
-	Q8X1(LANESMUL, Q8W)
+	Q8X1(LANESMUL, Q8W, Q4SETUP)
 
 // Q8X4ROW sets up a row of the x4 kernels: input r's quants at R10-R13,
 // scales at R14, R15, R20, R21, blocks left in R22, accumulators V16-V23
@@ -168,12 +216,11 @@ TEXT ·dotQ8Ix1MUL(SB), NOSPLIT, $0-64
 	LSL  $5, R2, R9; \
 	LSL  $2, R2, R19
 
-// Q8X4(LANES, W): the body of a four-input kernel of the 32-weight types,
-// its lanes by LANES, its blocks read by W.
-#define Q8X4(LANES, W) \
+// Q8X4(LANES, W, SETUP): the body of a four-input kernel of the 32-weight
+// types, as Q8X1's.
+#define Q8X4(LANES, W, SETUP) \
 	Q8X4ARGS; \
-	VMOVI $15, V30.B16; \
-	VMOVI $8, V29.B16; \
+	SETUP; \
 q8x4row: \
 	Q8X4ROW; \
 q8x4block: \
@@ -199,27 +246,43 @@ q8x4block: \
 
 // func dotQ8Ix4DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix4DOT(SB), NOSPLIT, $0-64
-	Q8X4(LANESDOT, Q8W)
+	Q8X4(LANESDOT, Q8W, Q4SETUP)
 
 // func dotQ8Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix4MUL(SB), NOSPLIT, $0-64
-	Q8X4(LANESMUL, Q8W)
+	Q8X4(LANESMUL, Q8W, Q4SETUP)
 
 // func dotQ40Ix1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ40Ix1DOT(SB), NOSPLIT, $0-64
-	Q8X1(LANESDOT, Q40W)
+	Q8X1(LANESDOT, Q40W, Q4SETUP)
 
 // func dotQ40Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ40Ix1MUL(SB), NOSPLIT, $0-64
-	Q8X1(LANESMUL, Q40W)
+	Q8X1(LANESMUL, Q40W, Q4SETUP)
 
 // func dotQ40Ix4DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ40Ix4DOT(SB), NOSPLIT, $0-64
-	Q8X4(LANESDOT, Q40W)
+	Q8X4(LANESDOT, Q40W, Q4SETUP)
 
 // func dotQ40Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ40Ix4MUL(SB), NOSPLIT, $0-64
-	Q8X4(LANESMUL, Q40W)
+	Q8X4(LANESMUL, Q40W, Q4SETUP)
+
+// func dotQ50Ix1DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ix1DOT(SB), NOSPLIT, $0-64
+	Q8X1(LANESDOT, Q50W, Q5SETUP)
+
+// func dotQ50Ix1MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ix1MUL(SB), NOSPLIT, $0-64
+	Q8X1(LANESMUL, Q50W, Q5SETUP)
+
+// func dotQ50Ix4DOT(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ix4DOT(SB), NOSPLIT, $0-64
+	Q8X4(LANESDOT, Q50W, Q5SETUP)
+
+// func dotQ50Ix4MUL(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ix4MUL(SB), NOSPLIT, $0-64
+	Q8X4(LANESMUL, Q50W, Q5SETUP)
 
 // Q4KSUB(wlo, whi, sc, LANES): the next sub-block's 32 inputs (at R10,
 // which moves on) times its weights (wlo, whi) in int32 lanes, times its
