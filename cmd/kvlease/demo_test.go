@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 	"github.com/kvlease/kvlease/xfer"
 )
 
@@ -71,16 +72,13 @@ func TestDemoOptions(t *testing.T) {
 	}
 }
 
-// kvleaseBinary builds this command into a directory of the test:
-// package localcluster runs engines with the current executable, which in a
-// test is the test binary, so end-to-end tests run the real one.
+// kvleaseBinary is this command built once for the test process (or
+// KVLEASE_BINARY): package localcluster runs engines with the current
+// executable, which in a test is the test binary, so end-to-end tests run
+// the real one.
 func kvleaseBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kvlease")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return kvleasebin.Build(t)
 }
 
 // runBinary runs the built kvlease with args, bounded by limit.

@@ -3,11 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/kvlease/kvlease/cmd/internal/cli"
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kvleasebin.Remove()
+	os.Exit(code)
+}
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()

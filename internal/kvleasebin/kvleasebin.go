@@ -1,7 +1,8 @@
 // Package kvleasebin builds the kvlease command for the tests that run it
 // as a process (internal/e2e/api, internal/e2e/pd, internal/e2e/scenarios,
-// internal/chaos): once per test process, into a temporary directory that
-// Remove deletes. With KVLEASE_BINARY set, that binary is used instead.
+// internal/chaos, cmd/kvlease): once per test process, into a temporary
+// directory that Remove deletes. With KVLEASE_BINARY set, that binary is
+// used instead (CI builds it once for every package's tests).
 package kvleasebin
 
 import (
