@@ -13,7 +13,8 @@ byte tokens 3..258 biased by -100 on both sides, see BANNED):
     --prompt-len tokens generating --gen tokens, the total generated tokens
     / the wall time from the first send to the last answer;
   - mixed (with --mixed-prompt N): the concurrent requests streamed, and
-    --mixed-delay seconds in one N-token prompt for one token: the decodes'
+    --mixed-delay seconds after each has its first token one N-token
+    prompt for one token: the decodes'
     text events per second (a token each, bar a token that ends inside a
     UTF-8 character) before that prompt and while it was in the engine,
     and its time to its token.
@@ -153,9 +154,9 @@ def concurrent(srv, prompts, gen):
     return sum(done), time.time() - t0
 
 
-def stream(srv, prompt, gen, t0, times):
+def stream(srv, prompt, gen, t0, times, started):
     """Streams one request, appending the offset from t0 of every event
-    that carries text to times."""
+    that carries text to times; releases started at the first."""
     body = body_for(srv.side, prompt, gen, stream=True)
     req = urllib.request.Request(f"http://127.0.0.1:{srv.port}{PATHS[srv.side]}", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -168,27 +169,35 @@ def stream(srv, prompt, gen, t0, times):
             ch = ev.get("choices") or [{}]
             if ch[0].get("text") or ev.get("content"):
                 times.append(time.time() - t0)
+                if len(times) == 1:
+                    started.release()
 
 
 def mixed(srv, prompts, gen, delay, long_prompt):
-    """Streams every prompt at once and, delay seconds later, sends
-    long_prompt for one token. Returns (the decodes' text events per second
+    """Streams every prompt at once and, delay seconds after every one of
+    them has its first token, sends long_prompt for one token. Returns (the decodes' text events per second
     while the long prompt was in the engine, the same before it, the long
     prompt's seconds to its token, whether every decode was still running
     when it ended)."""
-    errs, times, span, last = [], [], [], []
+    errs, times, span, last, first = [], [], [], [], []
     t0 = time.time()
+
+    started = threading.Semaphore(0)
 
     def one(p):
         try:
             mine = []
-            stream(srv, p, gen, t0, mine)
+            stream(srv, p, gen, t0, mine, started)
             times.extend(mine)
             last.append(mine[-1] if mine else 0)
         except Exception as e:  # reported below
             errs.append(e)
+            started.release()
 
     def late():
+        for _ in prompts:  # every decode has its first token
+            started.acquire()
+        first.append(time.time() - t0)
         time.sleep(delay)
         s = time.time() - t0
         try:
@@ -205,9 +214,9 @@ def mixed(srv, prompts, gen, delay, long_prompt):
     if errs:
         raise errs[0]
     s, e = span[0]
-    first = min(times)  # the decodes' first token: the before-window starts there
+    b = first[0]  # every decode had its first token: the before-window starts there
     during = sum(1 for x in times if s <= x <= e) / (e - s)
-    before = sum(1 for x in times if first <= x < s) / max(s - first, 1e-9)
+    before = sum(1 for x in times if b <= x < s) / max(s - b, 1e-9)
     return during, before, e - s, all(x > e for x in last)
 
 
@@ -243,7 +252,7 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--mixed-prompt", type=int, default=0, help="also run the concurrent load with one prompt of this many tokens")
-    ap.add_argument("--mixed-delay", type=float, default=3.0, help="seconds after the decodes start that the long prompt is sent")
+    ap.add_argument("--mixed-delay", type=float, default=5.0, help="seconds after every decode has its first token that the long prompt is sent")
     ap.add_argument("--vocab", type=int, default=32000, help="prompt token ids are drawn below this")
     ap.add_argument("--kvlease", default="", help="kvlease binary; default: go build ./cmd/kvlease")
     ap.add_argument("--kvlease-args", default="", help="more flags for kvlease serve, space-separated")
