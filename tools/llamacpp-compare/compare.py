@@ -41,7 +41,8 @@ differ from llama.cpp's or teacher-forced top-1 agreement with it is below
 not the reference's, its top-1 agreement with the reference is below 99%
 or its logprobs are more than 1e-3 from the reference's; on one with
 rounded inputs (Q8_0, the K-quants), its top-1 agreement with the
-reference is below 95% or its logprobs more than 0.15 from it (a forward
+reference is below 95% or its logprobs more than 0.15, or twice the
+reference's own movement below, from it (a forward
 pass over rounded inputs moves with float32 noise: an input near a half
 step rounds the other way, and every later input with it; the run prints
 how far the reference moves from itself with its rounded inputs scaled by
@@ -588,8 +589,8 @@ def main():
                         failed = True
                     # Where inputs are rounded the forward pass moves with
                     # float32 noise (ref_vs_nudged_ref): kvlease must stay
-                    # within a band about that wide of the reference.
-                    top1, lp = (0.99, 1e-3) if etop is None else (0.95, 0.15)
+                    # within a band about twice that wide of the reference.
+                    top1, lp = (0.99, 1e-3) if etop is None else (0.95, max(0.15, 2 * row["ref_vs_nudged_ref"][1]))
                     if row["kvlease_vs_ref"][0] < top1 or row["kvlease_vs_ref"][1] > lp:
                         failed = True
                     if etop is None and row["kvlease_greedy_is_ref"] != len(prompts):
