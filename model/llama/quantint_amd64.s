@@ -322,10 +322,88 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VSUBSS X2, X0, X0; \
 	VMOVSS X0, (R14)
 
+// The one-input K-quant kernels keep everything of a row in registers:
+// acc in Y10, mn in Y11 (KROW1), the super-block's minimums and dmin in
+// Y5 and Y6 (KSCALES1), the super-block count in R13 (KNEXT1). Same
+// operations, same order as the frame-based x4 kernels.
+
+// KSCALES1: KSCALESI for the one-input kernels: the scales as bytes in
+// X13, the minimums (int16 at words 2j and 2j+1) in Y5, dmin in every lane
+// of Y6, d in Y15. Clobbers R11, R14, DI, Y12, Y14.
+#define KSCALES1 \
+	MOVL 4(CX), R11; \
+	MOVL R11, R14; \
+	SHRL $2, R14; \
+	ANDL $0x30303030, R14; \
+	ANDL $0x3f3f3f3f, R11; \
+	MOVL 12(CX), DI; \
+	ANDL $0x0f0f0f0f, DI; \
+	ORL DI, R14; \
+	SHLQ $32, R14; \
+	ORQ R11, R14; \
+	MOVQ R14, X13; \
+	MOVL 8(CX), R11; \
+	MOVL R11, R14; \
+	SHRL $2, R14; \
+	ANDL $0x30303030, R14; \
+	ANDL $0x3f3f3f3f, R11; \
+	MOVL 12(CX), DI; \
+	SHRL $4, DI; \
+	ANDL $0x0f0f0f0f, DI; \
+	ORL DI, R14; \
+	SHLQ $32, R14; \
+	ORQ R11, R14; \
+	MOVQ R14, X14; \
+	VPMOVZXBW X14, X14; \
+	VPUNPCKLWD X14, X14, X12; \
+	VPUNPCKHWD X14, X14, X14; \
+	VINSERTI128 $1, X14, Y12, Y5; \
+	VPBROADCASTW 2(CX), X12; \
+	VCVTPH2PS X12, Y6; \
+	VPBROADCASTW (CX), X15; \
+	VCVTPH2PS X15, Y15
+
+// KROW1: KROW for the one-input kernels (acc and mn zeroed in Y10, Y11).
+#define KROW1 \
+	MOVQ xq+24(FP), AX; \
+	MOVQ xd+32(FP), R10; \
+	MOVQ bs+40(FP), BX; \
+	MOVQ nblocks+16(FP), R13; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11
+
+// KNEXT1(bb): KNEXT for the one-input kernels.
+#define KNEXT1(bb) \
+	ADDQ $bb, CX; \
+	ADDQ $256, AX; \
+	ADDQ $4, R10; \
+	ADDQ $32, BX; \
+	DECQ R13
+
+// KFLOAT1, KMINS1: KFLOAT and KMINS with acc in Y10 and mn in Y11.
+#define KFLOAT1(I) \
+	VBROADCASTSS (R10), Y12; \
+	VMULPS Y15, Y12, Y13; \
+	VCVTDQ2PS I, I; \
+	VFMADD231PS I, Y13, Y10
+
+#define KMINS1(T) \
+	VPMADDWD (BX), Y5, T; \
+	VCVTDQ2PS T, T; \
+	VMULPS Y6, Y12, Y13; \
+	VFMADD231PS T, Y13, Y11
+
+// KOUT1: hsum8 of acc minus hsum8 of mn to (R12).
+#define KOUT1 \
+	HSUM(Y10, X10, X1); \
+	HSUM(Y11, X11, X1); \
+	VSUBSS X11, X10, X10; \
+	VMOVSS X10, (R12)
+
 // Q4KX1(MUL): a Q4_K super-block at CX times one input, multiplied by MUL.
 #define Q4KX1(MUL) \
 	VPXOR Y8, Y8, Y8; \
-	KSCALESI; \
+	KSCALES1; \
 	KNIB(16); \
 	KSCV(0); \
 	MUL((AX), 32(AX), Y4, Y8); \
@@ -338,10 +416,8 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	KNIB(112); \
 	KSCV(96); \
 	MUL(192(AX), 224(AX), Y4, Y8); \
-	VMOVDQU 256(SP), Y3; \
-	VMOVUPS 288(SP), Y2; \
-	KFLOAT((R10), 0, Y8); \
-	KMINS((BX), 128, Y4)
+	KFLOAT1(Y8); \
+	KMINS1(Y4)
 
 // Q4KX4(MUL4): a Q4_K super-block at CX times four inputs, multiplied by MUL4.
 #define Q4KX4(MUL4) \
@@ -367,7 +443,7 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 // Q5KX1(MUL): a Q5_K super-block at CX times one input, multiplied by MUL.
 #define Q5KX1(MUL) \
 	VPXOR Y8, Y8, Y8; \
-	KSCALESI; \
+	KSCALES1; \
 	VMOVDQU 16(CX), Y3; \
 	KNIB(48); \
 	Q5BIT(VPSLLW, 4, Y0); \
@@ -389,10 +465,8 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	Q5BIT(VPSRLW, 3, Y1); \
 	KSCV(96); \
 	MUL(192(AX), 224(AX), Y4, Y8); \
-	VMOVDQU 256(SP), Y3; \
-	VMOVUPS 288(SP), Y2; \
-	KFLOAT((R10), 0, Y8); \
-	KMINS((BX), 128, Y4)
+	KFLOAT1(Y8); \
+	KMINS1(Y4)
 
 // Q5KX4(MUL4): a Q5_K super-block at CX times four inputs, multiplied by MUL4.
 #define Q5KX4(MUL4) \
@@ -460,7 +534,7 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VPSRLW $4, Y0, Y0; \
 	Q6G(VPSRLW, 2, 112); \
 	MUL(224(AX), Y4, Y8); \
-	KFLOAT((R10), 0, Y8)
+	KFLOAT1(Y8)
 
 // Q6KX4(MUL4): a Q6_K super-block at CX times four inputs, multiplied by MUL4.
 #define Q6KX4(MUL4) \
@@ -885,18 +959,15 @@ dotQ50Ix4VNNIblock:
 TEXT ·dotQ4KIx1AVX2(SB), 0, $336-64
 	KPROLOGUE
 dotQ4KIx1AVX2row:
-	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
+	KROW1
 dotQ4KIx1AVX2block:
 	PREFETCHT0 1152(CX)
 	PREFETCHT0 1216(CX)
 	PREFETCHT0 1280(CX)
 	Q4KX1(KMUL)
-	KNEXT(144)
+	KNEXT1(144)
 	JNZ dotQ4KIx1AVX2block
-	MOVQ R12, R14
-	KOUT(0, 128)
+	KOUT1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ4KIx1AVX2row
@@ -934,18 +1005,15 @@ dotQ4KIx4AVX2block:
 TEXT ·dotQ5KIx1AVX2(SB), 0, $336-64
 	KPROLOGUE
 dotQ5KIx1AVX2row:
-	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
+	KROW1
 dotQ5KIx1AVX2block:
 	PREFETCHT0 1408(CX)
 	PREFETCHT0 1472(CX)
 	PREFETCHT0 1536(CX)
 	Q5KX1(KMUL)
-	KNEXT(176)
+	KNEXT1(176)
 	JNZ dotQ5KIx1AVX2block
-	MOVQ R12, R14
-	KOUT(0, 128)
+	KOUT1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ5KIx1AVX2row
@@ -983,19 +1051,16 @@ dotQ5KIx4AVX2block:
 TEXT ·dotQ6KIx1AVX2(SB), 0, $336-64
 	KPROLOGUE
 dotQ6KIx1AVX2row:
-	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
+	KROW1
 dotQ6KIx1AVX2block:
 	PREFETCHT0 1680(CX)
 	PREFETCHT0 1744(CX)
 	PREFETCHT0 1808(CX)
 	PREFETCHT0 1872(CX)
 	Q6KX1(Q6MUL)
-	KNEXT(210)
+	KNEXT1(210)
 	JNZ dotQ6KIx1AVX2block
-	MOVQ R12, R14
-	KOUT(0, 128)
+	KOUT1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ6KIx1AVX2row
@@ -1034,18 +1099,15 @@ dotQ6KIx4AVX2block:
 TEXT ·dotQ4KIx1VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ4KIx1VNNIrow:
-	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
+	KROW1
 dotQ4KIx1VNNIblock:
 	PREFETCHT0 1152(CX)
 	PREFETCHT0 1216(CX)
 	PREFETCHT0 1280(CX)
 	Q4KX1(KMULV)
-	KNEXT(144)
+	KNEXT1(144)
 	JNZ dotQ4KIx1VNNIblock
-	MOVQ R12, R14
-	KOUT(0, 128)
+	KOUT1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ4KIx1VNNIrow
@@ -1083,18 +1145,15 @@ dotQ4KIx4VNNIblock:
 TEXT ·dotQ5KIx1VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ5KIx1VNNIrow:
-	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
+	KROW1
 dotQ5KIx1VNNIblock:
 	PREFETCHT0 1408(CX)
 	PREFETCHT0 1472(CX)
 	PREFETCHT0 1536(CX)
 	Q5KX1(KMULV)
-	KNEXT(176)
+	KNEXT1(176)
 	JNZ dotQ5KIx1VNNIblock
-	MOVQ R12, R14
-	KOUT(0, 128)
+	KOUT1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ5KIx1VNNIrow
@@ -1132,19 +1191,16 @@ dotQ5KIx4VNNIblock:
 TEXT ·dotQ6KIx1VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ6KIx1VNNIrow:
-	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
+	KROW1
 dotQ6KIx1VNNIblock:
 	PREFETCHT0 1680(CX)
 	PREFETCHT0 1744(CX)
 	PREFETCHT0 1808(CX)
 	PREFETCHT0 1872(CX)
 	Q6KX1(Q6MULV)
-	KNEXT(210)
+	KNEXT1(210)
 	JNZ dotQ6KIx1VNNIblock
-	MOVQ R12, R14
-	KOUT(0, 128)
+	KOUT1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ6KIx1VNNIrow
