@@ -255,9 +255,8 @@ func (t *attnTask) Do(worker, i int) {
 }
 
 // softmaxScaled replaces the scores sc by softmax(sc · scale): each score
-// scaled and rounded, exp of its difference from the largest (math.Exp in
-// float64, rounded), summed in position order, then each times the sum's
-// inverse, rounded.
+// scaled and rounded, exp32 of its difference from the largest, summed as
+// expSumGeneric states, then each times the sum's inverse, rounded.
 func softmaxScaled(sc []float32, scale float32) {
 	mx := float32(math.Inf(-1))
 	for p, v := range sc {
@@ -265,13 +264,7 @@ func softmaxScaled(sc []float32, scale float32) {
 		sc[p] = v
 		mx = max(mx, v)
 	}
-	var sum float32
-	for p := range sc {
-		v := float32(math.Exp(float64(sc[p] - mx)))
-		sc[p] = v
-		sum += v
-	}
-	inv := 1 / sum
+	inv := 1 / expSum(sc, mx)
 	for p, a := range sc {
 		sc[p] = float32(a * inv)
 	}

@@ -1,0 +1,20 @@
+package llama
+
+//go:noescape
+func expSumAVX2(sc *float32, n int, mx float32) float32
+
+// expSum is expSumGeneric with the AVX2 kernel for the lanes: the same
+// bits.
+func expSum(sc []float32, mx float32) float32 {
+	n8 := len(sc) &^ 7
+	if !hasAVX2FMA || n8 == 0 {
+		return expSumGeneric(sc, mx)
+	}
+	sum := expSumAVX2(&sc[0], n8, mx)
+	for p := n8; p < len(sc); p++ {
+		v := exp32(float32(sc[p] - mx))
+		sc[p] = v
+		sum = float32(sum + v)
+	}
+	return sum
+}

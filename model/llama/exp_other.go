@@ -1,0 +1,6 @@
+//go:build !amd64
+
+package llama
+
+// expSum is expSumGeneric (no vector kernel on this architecture yet).
+func expSum(sc []float32, mx float32) float32 { return expSumGeneric(sc, mx) }
