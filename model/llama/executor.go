@@ -264,9 +264,7 @@ func (e *Executor) forward() {
 		e.matmulSame(e.h3, &L.W3, e.xb, n)
 		h1 := e.h1[:n*c.HiddenDim]
 		h3 := e.h3[:len(h1)]
-		for i, g := range h1 {
-			h1[i] = float32(g/float32(1+float32(math.Exp(float64(-g))))) * h3[i]
-		}
+		siluMul(h1, h3)
 		e.matmul(e.xo, &L.W2, e.h1, n)
 		for i := range e.x[:n*c.Dim] {
 			e.x[i] += e.xo[i]

@@ -72,3 +72,13 @@ func expSumGeneric(sc []float32, mx float32) float32 {
 	}
 	return sum
 }
+
+// siluMulGeneric sets h1[i] = silu(h1[i]) · h3[i], silu(g) = g / (1 +
+// exp32(−g)), each operation rounded to float32 (the feed-forward gate).
+// siluMul picks a vector kernel of the same operations.
+func siluMulGeneric(h1, h3 []float32) {
+	h3 = h3[:len(h1)]
+	for i, g := range h1 {
+		h1[i] = float32(g/float32(1+exp32(-g))) * h3[i]
+	}
+}

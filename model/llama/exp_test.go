@@ -79,3 +79,35 @@ func TestExpSumAgrees(t *testing.T) {
 		}
 	}
 }
+
+// TestSiluMulAgrees: siluMul (the vector kernel where there is one) gives
+// siluMulGeneric's bits on every length and on saturating and special
+// gates.
+func TestSiluMulAgrees(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	special := []float32{0, float32(math.Copysign(0, -1)), -expHi, -math.Nextafter32(expHi, 100), -expLo, -math.Nextafter32(expLo, -100),
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), -1e30, 1e30, 3e38}
+	for trial := 0; trial < 2000; trial++ {
+		n := r.IntN(80)
+		h1, h3 := make([]float32, n), make([]float32, n)
+		for i := range h1 {
+			switch r.IntN(8) {
+			case 0:
+				h1[i] = special[r.IntN(len(special))]
+			case 1:
+				h1[i] = float32(r.Float64()*200 - 100)
+			default:
+				h1[i] = float32(r.NormFloat64() * 4)
+			}
+			h3[i] = float32(r.NormFloat64())
+		}
+		a, b := append([]float32(nil), h1...), append([]float32(nil), h1...)
+		siluMul(a, h3)
+		siluMulGeneric(b, h3)
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) && !(a[i] != a[i] && b[i] != b[i]) {
+				t.Fatalf("n=%d: silu(%v)·%v = %v, generic %v (AVX2 %v)", n, h1[i], h3[i], a[i], b[i], hasAVX2FMA)
+			}
+		}
+	}
+}
