@@ -128,11 +128,10 @@
 // Parallelism (a Runner lent by the edge) splits only independent outputs:
 // rows of a matrix product, (position, head) pairs of attention. So a
 // disaggregated prefill and decode produce exactly the tokens of a single
-// engine. Attention's softmax uses exp32 (exp.go: float32 operations with
-// a vector kernel of the same bits), the same on every platform; SiLU's
-// exp and RoPE's sin and cos come from package math: identical on one
-// platform; engines on different CPU architectures may differ in the last
-// bit.
+// engine. Softmax and SiLU use exp32 (exp.go: float32 operations with
+// vector kernels of the same bits), the same on every platform; RoPE's
+// angles come from package math (sin, cos): identical on one platform;
+// engines on different CPU architectures may differ in the last bit.
 //
 // # Sampling
 //
