@@ -556,6 +556,12 @@ func (p *Pool) Bytes(b BlockID) []byte {
 	return p.arena[int(b)*p.blockBytes : (int(b)+1)*p.blockBytes]
 }
 
+// Arena is the KV memory of every block, block 0 first (nil in digest-only
+// mode): for the edge that asks the operating system to back it with large
+// pages or to fault it in before the first request (node.PrepareKV). It
+// aliases the blocks' bytes.
+func (p *Pool) Arena() []byte { return p.arena }
+
 // SlotBytes is the KV memory of one token slot of b (nil in digest-only mode).
 func (p *Pool) SlotBytes(b BlockID, slot int) []byte {
 	if p.blockBytes == 0 {

@@ -65,6 +65,7 @@ type serveFlags struct {
 	numBlocks           int
 	blockSize           int
 	digestOnly          bool
+	kvPrefault          bool
 	maxModelLen         int
 	sched               sched.Config
 	transfer            *xfer.Config // nil: single engine
@@ -144,6 +145,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	numBlocks := fs.Int("num-blocks", 0, "KV cache blocks; 0 fits the profile's KV in 1 GiB, at most 8192 blocks")
 	blockSize := fs.Int("block-size", 16, "tokens per KV block")
 	digestOnly := fs.Bool("digest-only", false, "keep per-block checksums instead of KV bytes (large profiles); both ends of a P/D pair must agree")
+	kvPrefault := fs.Bool("kv-prefault", false, "fault the whole KV arena in at start (resident from the start; the first requests' KV then lands in memory already mapped)")
 	maxModelLen := fs.Int("max-model-len", 0, "longest prompt + output in tokens, at most what the KV cache holds (--num-blocks × --block-size); 0 is the profile's (or the model file's), lowered to that")
 	fs.IntVar(&sc.MaxNumSeqs, "max-num-seqs", sc.MaxNumSeqs, "requests in one batch at most")
 	fs.IntVar(&sc.MaxNumBatchedTokens, "max-num-batched-tokens", sc.MaxNumBatchedTokens, "tokens computed in one step at most")
@@ -191,7 +193,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	f := serveFlags{host: *host, port: *port, transferPort: *transferPort, advertiseHost: *advertise,
-		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly,
+		engineID: *engineID, profile: *profile, blockSize: *blockSize, digestOnly: *digestOnly, kvPrefault: *kvPrefault,
 		sched: sc, seed: *seed, maxBodyBytes: *maxBody, streamInterval: *streamInterval, cpuProfile: *cpuProfile, drain: *drain, apiKeys: apiKeys(keys), tls: tlsf}
 	switch {
 	case *faultAPI && strings.TrimSpace(*adminKey) == "":
@@ -553,6 +555,10 @@ func startEngine(f serveFlags, log *slog.Logger) (*engineServer, error) {
 	var seed [32]byte
 	rand.Read(seed[:])
 	core := engine.NewCore(cfg, mrand.New(mrand.NewChaCha8(seed)))
+	// Huge pages for the KV arena where the kernel gives them, and with
+	// --kv-prefault every page faulted in now rather than by the first
+	// requests that land in it.
+	node.PrepareKV(core.Pool(), f.kvPrefault)
 	if c := core.Consumer(); c != nil {
 		// Failed dials and handshakes (a wrong secret, an endpoint that is
 		// not a prefill engine) are logged at WARN, rate-limited per peer.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ import (
 // block (16 slots) per write (internal/plainsock): plain-MiB/s is that
 // baseline, measured alternately with the transfers so that both see the
 // same machine, and ratio the transfer's rate over it (target: 0.8).
-// KVLEASE_BENCH_PROFILE=DIR writes each engine's CPU profile there.
+// KVLEASE_BENCH_PROFILE=DIR writes each engine's CPU profile there;
+// KVLEASE_BENCH_SERVE_ARGS adds flags to both engines.
 func BenchmarkRealKVTransfer42M(b *testing.B) {
 	c := llamatest.Shape42M
 	w := llamatest.Random(c, 42, true)
@@ -41,6 +43,9 @@ func BenchmarkRealKVTransfer42M(b *testing.B) {
 	}
 	buf = bytes.Buffer{}
 	opt := localcluster.Options{Model: model, ExtraServeArgs: []string{"--model-file", path, "--max-model-len", "2048"}}
+	// KVLEASE_BENCH_SERVE_ARGS: more flags for both engines, space-separated
+	// (say --kv-prefault).
+	opt.ExtraServeArgs = append(opt.ExtraServeArgs, strings.Fields(os.Getenv("KVLEASE_BENCH_SERVE_ARGS"))...)
 	if dir := os.Getenv("KVLEASE_BENCH_PROFILE"); dir != "" {
 		// A CPU profile of each engine (prefill.prof, decode.prof), written
 		// when the cluster stops.
