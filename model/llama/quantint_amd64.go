@@ -78,6 +78,9 @@ func dotQ50Ix1VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 //go:noescape
 func dotQ50Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
+//go:noescape
+func dotQ4KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 // intKernels are the integer kernels of each type: one input, four;
@@ -90,6 +93,13 @@ var intKernelsVNNI = map[Type][2]intKernel{
 	Q4_K: {dotQ4KIx1VNNI, dotQ4KIx4VNNI},
 	Q5_K: {dotQ5KIx1VNNI, dotQ5KIx4VNNI},
 	Q6_K: {dotQ6KIx1VNNI, dotQ6KIx4VNNI},
+}
+
+// intKernels8VNNI are the eight-input kernels (VNNI, for they keep the
+// accumulators in AVX-512's Y16-Y31): each weight block unpacked once for
+// eight inputs; the same bits as four or one.
+var intKernels8VNNI = map[Type]intKernel{
+	Q4_K: dotQ4KIx8VNNI,
 }
 
 // useVNNI selects intKernelsVNNI (the tests turn it off to check the AVX2
@@ -120,5 +130,9 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		mulIntGeneric(t, raw, a, out, stride)
 		return
 	}
-	mulIntWith(k, rows, raw, a, out, stride)
+	var k8 intKernel
+	if useVNNI {
+		k8 = intKernels8VNNI[t]
+	}
+	mulIntWith(k, k8, rows, raw, a, out, stride)
 }

@@ -1234,3 +1234,149 @@ dotQ6KIx4VNNIblock:
 	JNZ dotQ6KIx4VNNIrow
 	VZEROUPPER
 	RET
+
+// The eight-input K-quant kernels (VNNI only: they need AVX-512's
+// registers Y16-Y31): each super-block unpacked once for eight inputs,
+// their int32 sums I in Y4-Y11 (VPMADDUBSW into Y3 or Y14), the inputs
+// 4-7 at R11 = AX + 4·DX while multiplying; acc in Y16-Y23 and mn in
+// Y24-Y31 for the whole row. Per input the same operations in the same
+// order as the four-input kernels: the same bits.
+
+// KMULV8(o0, o1): KMULV for the eight inputs, quants at o0 and o1 of each.
+#define KMULV8(o0, o1) \
+	KMULV(o0(AX), o1(AX), Y3, Y4); \
+	KMULV(o0(AX)(DX*1), o1(AX)(DX*1), Y14, Y5); \
+	KMULV(o0(AX)(DX*2), o1(AX)(DX*2), Y3, Y6); \
+	KMULV(o0(AX)(R8*1), o1(AX)(R8*1), Y14, Y7); \
+	KMULV(o0(R11), o1(R11), Y3, Y8); \
+	KMULV(o0(R11)(DX*1), o1(R11)(DX*1), Y14, Y9); \
+	KMULV(o0(R11)(DX*2), o1(R11)(DX*2), Y3, Y10); \
+	KMULV(o0(R11)(R8*1), o1(R11)(R8*1), Y14, Y11)
+
+// KFLOAT8(xd, acc, I): KFLOAT with acc in a register.
+#define KFLOAT8(xd, acc, I) \
+	VBROADCASTSS xd, Y12; \
+	VMULPS Y15, Y12, Y13; \
+	VCVTDQ2PS I, I; \
+	VFMADD231PS I, Y13, acc
+
+// KMINS8(bs, mn, T): KMINS with mn in a register.
+#define KMINS8(bs, mn, T) \
+	VPMADDWD bs, Y3, T; \
+	VCVTDQ2PS T, T; \
+	VMULPS Y2, Y12, Y13; \
+	VFMADD231PS T, Y13, mn
+
+// KFIN8: the float steps of the eight inputs (scales of inputs 4-7 from
+// R14, sums of 16 from R11).
+#define KFIN8 \
+	VMOVDQU 256(SP), Y3; \
+	VMOVUPS 288(SP), Y2; \
+	LEAQ (R10)(R9*4), R14; \
+	LEAQ (BX)(SI*4), R11; \
+	KFLOAT8((R10), Y16, Y4); \
+	KMINS8((BX), Y24, Y4); \
+	KFLOAT8((R10)(R9*1), Y17, Y5); \
+	KMINS8((BX)(SI*1), Y25, Y5); \
+	KFLOAT8((R10)(R9*2), Y18, Y6); \
+	KMINS8((BX)(SI*2), Y26, Y6); \
+	KFLOAT8((R10)(R13*1), Y19, Y7); \
+	KMINS8((BX)(DI*1), Y27, Y7); \
+	KFLOAT8((R14), Y20, Y8); \
+	KMINS8((R11), Y28, Y8); \
+	KFLOAT8((R14)(R9*1), Y21, Y9); \
+	KMINS8((R11)(SI*1), Y29, Y9); \
+	KFLOAT8((R14)(R9*2), Y22, Y10); \
+	KMINS8((R11)(SI*2), Y30, Y10); \
+	KFLOAT8((R14)(R13*1), Y23, Y11); \
+	KMINS8((R11)(DI*1), Y31, Y11)
+
+// Q4KX8: a Q4_K super-block at CX times eight inputs.
+#define Q4KX8 \
+	VPXOR Y4, Y4, Y4; \
+	VPXOR Y5, Y5, Y5; \
+	VPXOR Y6, Y6, Y6; \
+	VPXOR Y7, Y7, Y7; \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	KSCALESI; \
+	LEAQ (AX)(DX*4), R11; \
+	KNIB(16); \
+	KSCV(0); \
+	KMULV8(0, 32); \
+	KNIB(48); \
+	KSCV(32); \
+	KMULV8(64, 96); \
+	KNIB(80); \
+	KSCV(64); \
+	KMULV8(128, 160); \
+	KNIB(112); \
+	KSCV(96); \
+	KMULV8(192, 224); \
+	KFIN8
+
+// KZERO8: acc and mn of the eight inputs zeroed.
+#define KZERO8 \
+	VPXORD Y16, Y16, Y16; \
+	VPXORD Y17, Y17, Y17; \
+	VPXORD Y18, Y18, Y18; \
+	VPXORD Y19, Y19, Y19; \
+	VPXORD Y20, Y20, Y20; \
+	VPXORD Y21, Y21, Y21; \
+	VPXORD Y22, Y22, Y22; \
+	VPXORD Y23, Y23, Y23; \
+	VPXORD Y24, Y24, Y24; \
+	VPXORD Y25, Y25, Y25; \
+	VPXORD Y26, Y26, Y26; \
+	VPXORD Y27, Y27, Y27; \
+	VPXORD Y28, Y28, Y28; \
+	VPXORD Y29, Y29, Y29; \
+	VPXORD Y30, Y30, Y30; \
+	VPXORD Y31, Y31, Y31
+
+// KOUTR(acc, mn): hsum8 of acc minus hsum8 of mn to (R14), then R14 to
+// the next input's output (stride R11 bytes).
+#define KOUTR(acc, mn) \
+	VMOVAPS acc, Y0; \
+	HSUM(Y0, X0, X1); \
+	VMOVAPS mn, Y2; \
+	HSUM(Y2, X2, X1); \
+	VSUBSS X2, X0, X0; \
+	VMOVSS X0, (R14); \
+	ADDQ R11, R14
+
+// KOUT8: the eight inputs' results to out (R12, stride outStride).
+#define KOUT8 \
+	MOVQ outStride+56(FP), R11; \
+	SHLQ $2, R11; \
+	MOVQ R12, R14; \
+	KOUTR(Y16, Y24); \
+	KOUTR(Y17, Y25); \
+	KOUTR(Y18, Y26); \
+	KOUTR(Y19, Y27); \
+	KOUTR(Y20, Y28); \
+	KOUTR(Y21, Y29); \
+	KOUTR(Y22, Y30); \
+	KOUTR(Y23, Y31)
+
+// func dotQ4KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ4KIx8VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ4KIx8VNNIrow:
+	KROW
+	KZERO8
+dotQ4KIx8VNNIblock:
+	PREFETCHT0 1152(CX)
+	PREFETCHT0 1216(CX)
+	PREFETCHT0 1280(CX)
+	Q4KX8
+	KNEXT(144)
+	JNZ dotQ4KIx8VNNIblock
+	KOUT8
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ4KIx8VNNIrow
+	VZEROUPPER
+	RET

@@ -91,8 +91,8 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		return
 	}
 	if hasDotProd {
-		mulIntWith(ks[1], rows, raw, a, out, stride)
+		mulIntWith(ks[1], nil, rows, raw, a, out, stride)
 		return
 	}
-	mulIntWith(ks[0], rows, raw, a, out, stride)
+	mulIntWith(ks[0], nil, rows, raw, a, out, stride)
 }

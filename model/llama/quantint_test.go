@@ -55,7 +55,7 @@ func TestIntKernelsAgree(t *testing.T) {
 		for trial := 0; trial < 60; trial++ {
 			cols := typ.Block() * (1 + r.IntN(6))
 			rows := 1 + r.IntN(20)
-			n := 1 + r.IntN(11)
+			n := 1 + r.IntN(19)
 			stride := rows + r.IntN(3)
 			raw := randomRows(r, typ, rows, cols, true)
 			x := randomInputs(r, n, cols)

@@ -3,10 +3,13 @@
 package llama
 
 // mulIntWith is mulInt's walk with the kernels k (one input, four; nil
-// for a type with one-input kernels only) over the rows rows of raw: each
-// row applied to four inputs at a time, then to the rest one at a time. The kernels check nothing, so the bounds are
-// checked here, before they run.
-func mulIntWith(k [2]intKernel, rows int, raw []byte, a *acts, out []float32, stride int) {
+// for a type with one-input kernels only) and k8 (eight inputs; nil where
+// there is none) over the rows rows of raw: each row applied to eight
+// inputs at a time, then four, then the rest one at a time. Every kernel
+// performs each input's operations in the same order, so an output does
+// not depend on which kernel produced it. The kernels check nothing, so
+// the bounds are checked here, before they run.
+func mulIntWith(k [2]intKernel, k8 intKernel, rows int, raw []byte, a *acts, out []float32, stride int) {
 	n := a.n
 	_ = out[(n-1)*stride+rows-1]
 	nb := a.cols / a.kind.block()
@@ -22,6 +25,9 @@ func mulIntWith(k [2]intKernel, rows int, raw []byte, a *acts, out []float32, st
 		k(&raw[0], rows, nb, &a.q[r*a.cols], &a.d[r*nb], bs, &out[r*stride], stride)
 	}
 	r := 0
+	for ; k8 != nil && r+8 <= n; r += 8 {
+		call(k8, r)
+	}
 	for ; k[1] != nil && r+4 <= n; r += 4 {
 		call(k[1], r)
 	}
