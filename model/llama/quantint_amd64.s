@@ -75,6 +75,42 @@ DATA kshuf<>+112(SB)/8, $0x0707070707070707
 DATA kshuf<>+120(SB)/8, $0x0707070707070707
 GLOBL kshuf<>(SB), RODATA|NOPTR, $128
 
+// kshufw: VPSHUFB indices repeating word k (bytes 2k, 2k+1; eight times
+// per lane, k < 8): sub-block k's scale from the words of both lanes.
+DATA kshufw<>+0(SB)/8, $0x0100010001000100
+DATA kshufw<>+8(SB)/8, $0x0100010001000100
+DATA kshufw<>+16(SB)/8, $0x0100010001000100
+DATA kshufw<>+24(SB)/8, $0x0100010001000100
+DATA kshufw<>+32(SB)/8, $0x0302030203020302
+DATA kshufw<>+40(SB)/8, $0x0302030203020302
+DATA kshufw<>+48(SB)/8, $0x0302030203020302
+DATA kshufw<>+56(SB)/8, $0x0302030203020302
+DATA kshufw<>+64(SB)/8, $0x0504050405040504
+DATA kshufw<>+72(SB)/8, $0x0504050405040504
+DATA kshufw<>+80(SB)/8, $0x0504050405040504
+DATA kshufw<>+88(SB)/8, $0x0504050405040504
+DATA kshufw<>+96(SB)/8, $0x0706070607060706
+DATA kshufw<>+104(SB)/8, $0x0706070607060706
+DATA kshufw<>+112(SB)/8, $0x0706070607060706
+DATA kshufw<>+120(SB)/8, $0x0706070607060706
+DATA kshufw<>+128(SB)/8, $0x0908090809080908
+DATA kshufw<>+136(SB)/8, $0x0908090809080908
+DATA kshufw<>+144(SB)/8, $0x0908090809080908
+DATA kshufw<>+152(SB)/8, $0x0908090809080908
+DATA kshufw<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kshufw<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kshufw<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kshufw<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kshufw<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kshufw<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kshufw<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kshufw<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kshufw<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kshufw<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kshufw<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kshufw<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL kshufw<>(SB), RODATA|NOPTR, $256
+
 // q6shuf: byte 2c eight times, then 2c+1 eight times (c < 8): the scales of group c's two sub-blocks of 16.
 DATA q6shuf<>+0(SB)/8, $0x0000000000000000
 DATA q6shuf<>+8(SB)/8, $0x0101010101010101
@@ -176,6 +212,19 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VPDPWSSD Y2, T, I; \
 	VPMADDUBSW x1, Y1, T; \
 	VPDPWSSD Y12, T, I
+
+// KMULV1(x0, x1): KMULV for the one-input kernels with two accumulators
+// (sub-block 2c into Y8, 2c+1 into Y9, added by KSUM1: the same int32
+// sums), halving the chain of dependent VPDPWSSDs.
+#define KMULV1(x0, x1, T, I) \
+	VPMADDUBSW x0, Y0, T; \
+	VPDPWSSD Y2, T, Y8; \
+	VPMADDUBSW x1, Y1, Y7; \
+	VPDPWSSD Y12, Y7, Y9
+
+// KSUM1: Y9 into Y8 (Y9 zero for the one-accumulator MUL).
+#define KSUM1 \
+	VPADDD Y9, Y8, Y8
 
 // KFLOAT(xd, acc, I): acc(SP) = fma(float32(d·dx), float32(I), acc) (d
 // in Y15, dx at xd); leaves d·... dx broadcast in Y12.
@@ -327,9 +376,10 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 // Y5 and Y6 (KSCALES1), the super-block count in R13 (KNEXT1). Same
 // operations, same order as the frame-based x4 kernels.
 
-// KSCALES1: KSCALESI for the one-input kernels: the scales as bytes in
-// X13, the minimums (int16 at words 2j and 2j+1) in Y5, dmin in every lane
-// of Y6, d in Y15. Clobbers R11, R14, DI, Y12, Y14.
+// KSCALES1: KSCALESI for the one-input kernels: the scales as int16 in
+// words 0-7 of both lanes of Y13 (one VPSHUFB per sub-block: KSCV1), the
+// minimums (int16 at words 2j and 2j+1) in Y5, dmin in every lane of Y6, d
+// in Y15. Clobbers R11, R14, DI, Y12, Y14.
 #define KSCALES1 \
 	MOVL 4(CX), R11; \
 	MOVL R11, R14; \
@@ -361,7 +411,15 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VPBROADCASTW 2(CX), X12; \
 	VCVTPH2PS X12, Y6; \
 	VPBROADCASTW (CX), X15; \
-	VCVTPH2PS X15, Y15
+	VCVTPH2PS X15, Y15; \
+	VPMOVZXBW X13, X13; \
+	VINSERTI128 $1, X13, Y13, Y13
+
+// KSCV1(off): KSCV for the one-input kernels (scales in Y13 from
+// KSCALES1): sub-block 2c's scale in every word of Y2, 2c+1's in Y12.
+#define KSCV1(off) \
+	VPSHUFB kshufw<>+off(SB), Y13, Y2; \
+	VPSHUFB kshufw<>+32+off(SB), Y13, Y12
 
 // KROW1: KROW for the one-input kernels (acc and mn zeroed in Y10, Y11).
 #define KROW1 \
@@ -403,19 +461,21 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 // Q4KX1(MUL): a Q4_K super-block at CX times one input, multiplied by MUL.
 #define Q4KX1(MUL) \
 	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
 	KSCALES1; \
 	KNIB(16); \
-	KSCV(0); \
+	KSCV1(0); \
 	MUL((AX), 32(AX), Y4, Y8); \
 	KNIB(48); \
-	KSCV(32); \
+	KSCV1(64); \
 	MUL(64(AX), 96(AX), Y4, Y8); \
 	KNIB(80); \
-	KSCV(64); \
+	KSCV1(128); \
 	MUL(128(AX), 160(AX), Y4, Y8); \
 	KNIB(112); \
-	KSCV(96); \
+	KSCV1(192); \
 	MUL(192(AX), 224(AX), Y4, Y8); \
+	KSUM1; \
 	KFLOAT1(Y8); \
 	KMINS1(Y4)
 
@@ -443,28 +503,30 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 // Q5KX1(MUL): a Q5_K super-block at CX times one input, multiplied by MUL.
 #define Q5KX1(MUL) \
 	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
 	KSCALES1; \
 	VMOVDQU 16(CX), Y3; \
 	KNIB(48); \
 	Q5BIT(VPSLLW, 4, Y0); \
 	Q5BIT(VPSLLW, 3, Y1); \
-	KSCV(0); \
+	KSCV1(0); \
 	MUL((AX), 32(AX), Y4, Y8); \
 	KNIB(80); \
 	Q5BIT(VPSLLW, 2, Y0); \
 	Q5BIT(VPSLLW, 1, Y1); \
-	KSCV(32); \
+	KSCV1(64); \
 	MUL(64(AX), 96(AX), Y4, Y8); \
 	KNIB(112); \
 	Q5BIT(VPSLLW, 0, Y0); \
 	Q5BIT(VPSRLW, 1, Y1); \
-	KSCV(64); \
+	KSCV1(128); \
 	MUL(128(AX), 160(AX), Y4, Y8); \
 	KNIB(144); \
 	Q5BIT(VPSRLW, 2, Y0); \
 	Q5BIT(VPSRLW, 3, Y1); \
-	KSCV(96); \
+	KSCV1(192); \
 	MUL(192(AX), 224(AX), Y4, Y8); \
+	KSUM1; \
 	KFLOAT1(Y8); \
 	KMINS1(Y4)
 
@@ -1104,7 +1166,7 @@ dotQ4KIx1VNNIblock:
 	PREFETCHT0 1152(CX)
 	PREFETCHT0 1216(CX)
 	PREFETCHT0 1280(CX)
-	Q4KX1(KMULV)
+	Q4KX1(KMULV1)
 	KNEXT1(144)
 	JNZ dotQ4KIx1VNNIblock
 	KOUT1
@@ -1150,7 +1212,7 @@ dotQ5KIx1VNNIblock:
 	PREFETCHT0 1408(CX)
 	PREFETCHT0 1472(CX)
 	PREFETCHT0 1536(CX)
-	Q5KX1(KMULV)
+	Q5KX1(KMULV1)
 	KNEXT1(176)
 	JNZ dotQ5KIx1VNNIblock
 	KOUT1
