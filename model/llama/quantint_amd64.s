@@ -131,6 +131,27 @@ DATA q6shuf<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 
 
+// q6shufw: for group c of a half super-block (c < 4), lane 0 repeating
+// word 2c (bytes 4c, 4c+1), lane 1 word 2c+1: the scales of its two
+// sub-blocks of 16 from int16 scales (Q6G1).
+DATA q6shufw<>+0(SB)/8, $0x0100010001000100
+DATA q6shufw<>+8(SB)/8, $0x0100010001000100
+DATA q6shufw<>+16(SB)/8, $0x0302030203020302
+DATA q6shufw<>+24(SB)/8, $0x0302030203020302
+DATA q6shufw<>+32(SB)/8, $0x0504050405040504
+DATA q6shufw<>+40(SB)/8, $0x0504050405040504
+DATA q6shufw<>+48(SB)/8, $0x0706070607060706
+DATA q6shufw<>+56(SB)/8, $0x0706070607060706
+DATA q6shufw<>+64(SB)/8, $0x0908090809080908
+DATA q6shufw<>+72(SB)/8, $0x0908090809080908
+DATA q6shufw<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q6shufw<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q6shufw<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q6shufw<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q6shufw<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q6shufw<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
+
 // KSCALESI: a Q4_K or Q5_K block at CX: its eight 6-bit scales (kScales)
 // as bytes in X13, its minimums m_j as int16 at words 2j and 2j+1 to
 // 256(SP), dmin in every lane to 288(SP), d in every lane of Y15.
@@ -260,6 +281,18 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 	VPABSB Y0, Y1; \
 	VPSHUFB q6shuf<>+sc(SB), X13, X2; \
 	VPMOVSXBW X2, Y2
+
+// Q6G1(OP, C, sc, S): Q6G for the one-input kernel: the scales of the
+// group's two sub-blocks by one VPSHUFB (q6shufw at sc) from the int16
+// scales of its half super-block in both lanes of S (Q6KX1).
+#define Q6G1(OP, C, sc, S) \
+	VPAND q0fI<>(SB), Y0, Y0; \
+	OP $C, Y3, Y14; \
+	VPAND q30I<>(SB), Y14, Y14; \
+	VPOR Y14, Y0, Y0; \
+	VPSUBB q20I<>(SB), Y0, Y0; \
+	VPABSB Y0, Y1; \
+	VPSHUFB q6shufw<>+sc(SB), S, Y2
 
 // Q6MUL(x, T, I): the group (Y0, Y1, Y2) times the input quants at x, into
 // I (the weights' signs moved to the inputs).
@@ -563,39 +596,43 @@ GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
 // Q6KX1(MUL): a Q6_K super-block at CX times one input, multiplied by MUL.
 #define Q6KX1(MUL) \
 	VPXOR Y8, Y8, Y8; \
-	VMOVDQU 192(CX), X13; \
+	VPXOR Y9, Y9, Y9; \
+	VPMOVSXBW 192(CX), Y5; \
+	VPERMQ $0x44, Y5, Y13; \
+	VPERMQ $0xee, Y5, Y5; \
 	VPBROADCASTW 208(CX), X15; \
 	VCVTPH2PS X15, Y15; \
 	VMOVDQU 128(CX), Y3; \
 	VMOVDQU 0(CX), Y0; \
-	Q6G(VPSLLW, 4, 0); \
+	Q6G1(VPSLLW, 4, 0, Y13); \
 	MUL((AX), Y4, Y8); \
 	VMOVDQU 32(CX), Y0; \
-	Q6G(VPSLLW, 2, 16); \
-	MUL(32(AX), Y4, Y8); \
+	Q6G1(VPSLLW, 2, 32, Y13); \
+	MUL(32(AX), Y4, Y9); \
 	VMOVDQU 0(CX), Y0; \
 	VPSRLW $4, Y0, Y0; \
-	Q6G(VPSLLW, 0, 32); \
+	Q6G1(VPSLLW, 0, 64, Y13); \
 	MUL(64(AX), Y4, Y8); \
 	VMOVDQU 32(CX), Y0; \
 	VPSRLW $4, Y0, Y0; \
-	Q6G(VPSRLW, 2, 48); \
-	MUL(96(AX), Y4, Y8); \
+	Q6G1(VPSRLW, 2, 96, Y13); \
+	MUL(96(AX), Y4, Y9); \
 	VMOVDQU 160(CX), Y3; \
 	VMOVDQU 64(CX), Y0; \
-	Q6G(VPSLLW, 4, 64); \
+	Q6G1(VPSLLW, 4, 0, Y5); \
 	MUL(128(AX), Y4, Y8); \
 	VMOVDQU 96(CX), Y0; \
-	Q6G(VPSLLW, 2, 80); \
-	MUL(160(AX), Y4, Y8); \
+	Q6G1(VPSLLW, 2, 32, Y5); \
+	MUL(160(AX), Y4, Y9); \
 	VMOVDQU 64(CX), Y0; \
 	VPSRLW $4, Y0, Y0; \
-	Q6G(VPSLLW, 0, 96); \
+	Q6G1(VPSLLW, 0, 64, Y5); \
 	MUL(192(AX), Y4, Y8); \
 	VMOVDQU 96(CX), Y0; \
 	VPSRLW $4, Y0, Y0; \
-	Q6G(VPSRLW, 2, 112); \
-	MUL(224(AX), Y4, Y8); \
+	Q6G1(VPSRLW, 2, 96, Y5); \
+	MUL(224(AX), Y4, Y9); \
+	VPADDD Y9, Y8, Y8; \
 	KFLOAT1(Y8)
 
 // Q6KX4(MUL4): a Q6_K super-block at CX times four inputs, multiplied by MUL4.
