@@ -81,6 +81,9 @@ func dotQ50Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 //go:noescape
 func dotQ4KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
+//go:noescape
+func dotQ6KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 // intKernels are the integer kernels of each type: one input, four;
@@ -100,6 +103,7 @@ var intKernelsVNNI = map[Type][2]intKernel{
 // eight inputs; the same bits as four or one.
 var intKernels8VNNI = map[Type]intKernel{
 	Q4_K: dotQ4KIx8VNNI,
+	Q6_K: dotQ6KIx8VNNI,
 }
 
 // useVNNI selects intKernelsVNNI (the tests turn it off to check the AVX2

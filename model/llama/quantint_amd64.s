@@ -1479,3 +1479,89 @@ dotQ4KIx8VNNIblock:
 	JNZ dotQ4KIx8VNNIrow
 	VZEROUPPER
 	RET
+
+// Q6MULV8(o): Q6MULV for the eight inputs, quants at o of each.
+#define Q6MULV8(o) \
+	Q6MULV(o(AX), Y12, Y4); \
+	Q6MULV(o(AX)(DX*1), Y14, Y5); \
+	Q6MULV(o(AX)(DX*2), Y12, Y6); \
+	Q6MULV(o(AX)(R8*1), Y14, Y7); \
+	Q6MULV(o(R11), Y12, Y8); \
+	Q6MULV(o(R11)(DX*1), Y14, Y9); \
+	Q6MULV(o(R11)(DX*2), Y12, Y10); \
+	Q6MULV(o(R11)(R8*1), Y14, Y11)
+
+// Q6KX8: a Q6_K super-block at CX times eight inputs (mn stay 0).
+#define Q6KX8 \
+	VPXOR Y4, Y4, Y4; \
+	VPXOR Y5, Y5, Y5; \
+	VPXOR Y6, Y6, Y6; \
+	VPXOR Y7, Y7, Y7; \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	LEAQ (AX)(DX*4), R11; \
+	VMOVDQU 192(CX), X13; \
+	VPBROADCASTW 208(CX), X15; \
+	VCVTPH2PS X15, Y15; \
+	VMOVDQU 128(CX), Y3; \
+	VMOVDQU 0(CX), Y0; \
+	Q6G(VPSLLW, 4, 0); \
+	Q6MULV8(0); \
+	VMOVDQU 32(CX), Y0; \
+	Q6G(VPSLLW, 2, 16); \
+	Q6MULV8(32); \
+	VMOVDQU 0(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSLLW, 0, 32); \
+	Q6MULV8(64); \
+	VMOVDQU 32(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSRLW, 2, 48); \
+	Q6MULV8(96); \
+	VMOVDQU 160(CX), Y3; \
+	VMOVDQU 64(CX), Y0; \
+	Q6G(VPSLLW, 4, 64); \
+	Q6MULV8(128); \
+	VMOVDQU 96(CX), Y0; \
+	Q6G(VPSLLW, 2, 80); \
+	Q6MULV8(160); \
+	VMOVDQU 64(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSLLW, 0, 96); \
+	Q6MULV8(192); \
+	VMOVDQU 96(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6G(VPSRLW, 2, 112); \
+	Q6MULV8(224); \
+	LEAQ (R10)(R9*4), R14; \
+	KFLOAT8((R10), Y16, Y4); \
+	KFLOAT8((R10)(R9*1), Y17, Y5); \
+	KFLOAT8((R10)(R9*2), Y18, Y6); \
+	KFLOAT8((R10)(R13*1), Y19, Y7); \
+	KFLOAT8((R14), Y20, Y8); \
+	KFLOAT8((R14)(R9*1), Y21, Y9); \
+	KFLOAT8((R14)(R9*2), Y22, Y10); \
+	KFLOAT8((R14)(R13*1), Y23, Y11)
+
+// func dotQ6KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ6KIx8VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ6KIx8VNNIrow:
+	KROW
+	KZERO8
+dotQ6KIx8VNNIblock:
+	PREFETCHT0 1680(CX)
+	PREFETCHT0 1744(CX)
+	PREFETCHT0 1808(CX)
+	PREFETCHT0 1872(CX)
+	Q6KX8
+	KNEXT(210)
+	JNZ dotQ6KIx8VNNIblock
+	KOUT8
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ6KIx8VNNIrow
+	VZEROUPPER
+	RET
