@@ -82,6 +82,9 @@ func dotQ50Ix4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 func dotQ4KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 //go:noescape
+func dotQ5KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
 func dotQ6KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
@@ -103,6 +106,7 @@ var intKernelsVNNI = map[Type][2]intKernel{
 // eight inputs; the same bits as four or one.
 var intKernels8VNNI = map[Type]intKernel{
 	Q4_K: dotQ4KIx8VNNI,
+	Q5_K: dotQ5KIx8VNNI,
 	Q6_K: dotQ6KIx8VNNI,
 }
 

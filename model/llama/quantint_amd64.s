@@ -1341,16 +1341,17 @@ dotQ6KIx4VNNIblock:
 // Y24-Y31 for the whole row. Per input the same operations in the same
 // order as the four-input kernels: the same bits.
 
-// KMULV8(o0, o1): KMULV for the eight inputs, quants at o0 and o1 of each.
-#define KMULV8(o0, o1) \
-	KMULV(o0(AX), o1(AX), Y3, Y4); \
-	KMULV(o0(AX)(DX*1), o1(AX)(DX*1), Y14, Y5); \
-	KMULV(o0(AX)(DX*2), o1(AX)(DX*2), Y3, Y6); \
-	KMULV(o0(AX)(R8*1), o1(AX)(R8*1), Y14, Y7); \
-	KMULV(o0(R11), o1(R11), Y3, Y8); \
-	KMULV(o0(R11)(DX*1), o1(R11)(DX*1), Y14, Y9); \
-	KMULV(o0(R11)(DX*2), o1(R11)(DX*2), Y3, Y10); \
-	KMULV(o0(R11)(R8*1), o1(R11)(R8*1), Y14, Y11)
+// KMULV8(o0, o1, Ta, Tb): KMULV for the eight inputs, quants at o0 and
+// o1 of each, the products in Ta and Tb by turns.
+#define KMULV8(o0, o1, Ta, Tb) \
+	KMULV(o0(AX), o1(AX), Ta, Y4); \
+	KMULV(o0(AX)(DX*1), o1(AX)(DX*1), Tb, Y5); \
+	KMULV(o0(AX)(DX*2), o1(AX)(DX*2), Ta, Y6); \
+	KMULV(o0(AX)(R8*1), o1(AX)(R8*1), Tb, Y7); \
+	KMULV(o0(R11), o1(R11), Ta, Y8); \
+	KMULV(o0(R11)(DX*1), o1(R11)(DX*1), Tb, Y9); \
+	KMULV(o0(R11)(DX*2), o1(R11)(DX*2), Ta, Y10); \
+	KMULV(o0(R11)(R8*1), o1(R11)(R8*1), Tb, Y11)
 
 // KFLOAT8(xd, acc, I): KFLOAT with acc in a register.
 #define KFLOAT8(xd, acc, I) \
@@ -1390,8 +1391,8 @@ dotQ6KIx4VNNIblock:
 	KFLOAT8((R14)(R13*1), Y23, Y11); \
 	KMINS8((R11)(DI*1), Y31, Y11)
 
-// Q4KX8: a Q4_K super-block at CX times eight inputs.
-#define Q4KX8 \
+// ZEROI8: the eight inputs' int32 sums (Y4-Y11) zeroed.
+#define ZEROI8 \
 	VPXOR Y4, Y4, Y4; \
 	VPXOR Y5, Y5, Y5; \
 	VPXOR Y6, Y6, Y6; \
@@ -1399,21 +1400,25 @@ dotQ6KIx4VNNIblock:
 	VPXOR Y8, Y8, Y8; \
 	VPXOR Y9, Y9, Y9; \
 	VPXOR Y10, Y10, Y10; \
-	VPXOR Y11, Y11, Y11; \
+	VPXOR Y11, Y11, Y11
+
+// Q4KX8: a Q4_K super-block at CX times eight inputs.
+#define Q4KX8 \
+	ZEROI8; \
 	KSCALESI; \
 	LEAQ (AX)(DX*4), R11; \
 	KNIB(16); \
 	KSCV(0); \
-	KMULV8(0, 32); \
+	KMULV8(0, 32, Y3, Y14); \
 	KNIB(48); \
 	KSCV(32); \
-	KMULV8(64, 96); \
+	KMULV8(64, 96, Y3, Y14); \
 	KNIB(80); \
 	KSCV(64); \
-	KMULV8(128, 160); \
+	KMULV8(128, 160, Y3, Y14); \
 	KNIB(112); \
 	KSCV(96); \
-	KMULV8(192, 224); \
+	KMULV8(192, 224, Y3, Y14); \
 	KFIN8
 
 // KZERO8: acc and mn of the eight inputs zeroed.
@@ -1493,14 +1498,7 @@ dotQ4KIx8VNNIblock:
 
 // Q6KX8: a Q6_K super-block at CX times eight inputs (mn stay 0).
 #define Q6KX8 \
-	VPXOR Y4, Y4, Y4; \
-	VPXOR Y5, Y5, Y5; \
-	VPXOR Y6, Y6, Y6; \
-	VPXOR Y7, Y7, Y7; \
-	VPXOR Y8, Y8, Y8; \
-	VPXOR Y9, Y9, Y9; \
-	VPXOR Y10, Y10, Y10; \
-	VPXOR Y11, Y11, Y11; \
+	ZEROI8; \
 	LEAQ (AX)(DX*4), R11; \
 	VMOVDQU 192(CX), X13; \
 	VPBROADCASTW 208(CX), X15; \
@@ -1563,5 +1561,54 @@ dotQ6KIx8VNNIblock:
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ6KIx8VNNIrow
+	VZEROUPPER
+	RET
+
+// Q5KX8: a Q5_K super-block at CX times eight inputs (qh in Y3 throughout,
+// so every product goes through Y14).
+#define Q5KX8 \
+	ZEROI8; \
+	KSCALESI; \
+	LEAQ (AX)(DX*4), R11; \
+	VMOVDQU 16(CX), Y3; \
+	KNIB(48); \
+	Q5BIT(VPSLLW, 4, Y0); \
+	Q5BIT(VPSLLW, 3, Y1); \
+	KSCV(0); \
+	KMULV8(0, 32, Y14, Y14); \
+	KNIB(80); \
+	Q5BIT(VPSLLW, 2, Y0); \
+	Q5BIT(VPSLLW, 1, Y1); \
+	KSCV(32); \
+	KMULV8(64, 96, Y14, Y14); \
+	KNIB(112); \
+	Q5BIT(VPSLLW, 0, Y0); \
+	Q5BIT(VPSRLW, 1, Y1); \
+	KSCV(64); \
+	KMULV8(128, 160, Y14, Y14); \
+	KNIB(144); \
+	Q5BIT(VPSRLW, 2, Y0); \
+	Q5BIT(VPSRLW, 3, Y1); \
+	KSCV(96); \
+	KMULV8(192, 224, Y14, Y14); \
+	KFIN8
+
+// func dotQ5KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ5KIx8VNNI(SB), 0, $336-64
+	KPROLOGUE
+dotQ5KIx8VNNIrow:
+	KROW
+	KZERO8
+dotQ5KIx8VNNIblock:
+	PREFETCHT0 1408(CX)
+	PREFETCHT0 1472(CX)
+	PREFETCHT0 1536(CX)
+	Q5KX8
+	KNEXT(176)
+	JNZ dotQ5KIx8VNNIblock
+	KOUT8
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ5KIx8VNNIrow
 	VZEROUPPER
 	RET
