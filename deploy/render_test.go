@@ -2,7 +2,10 @@
 // Helm chart in helm/kvlease is rendered with the Helm Go SDK, as `helm
 // template` renders it, and every object is decoded strictly into its
 // Kubernetes API type. It is its own Go module so that the Helm and
-// Kubernetes libraries stay out of kvlease's.
+// Kubernetes libraries stay out of kvlease's. Its Helm release is the one
+// built on the Kubernetes version interop/'s llm-d components use, and every
+// module both require is at interop/'s version, so the two modules compile
+// one set of Kubernetes packages between them.
 package deploy
 
 import (
