@@ -2,7 +2,6 @@ package llamafile
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/kvlease/kvlease/model/llama"
@@ -14,14 +13,52 @@ import (
 // never changes its result (llama.Task's contract). Run allocates nothing.
 // Workers must be closed. Run is not safe for concurrent use (one executor
 // owns it).
+//
+// A decode step runs a few hundred short Runs (one per matrix, each well
+// under a millisecond), so handing work over costs what a goroutine's wake
+// costs: the helpers and the caller wait by polling an atomic counter for
+// up to spinLimit polls before they sleep on a channel (the handshake in
+// helper and finish), as llama.cpp's thread pool polls between operations.
 type Workers struct {
 	n     int
-	start []chan struct{}
-	wg    sync.WaitGroup
 	task  llama.Task
 	units int
 	next  atomic.Int64
-	quit  chan struct{}
+	// gen is the count of Runs (and Close) times genActive, plus how many
+	// helpers the latest Run uses (one word, so that a helper reads both
+	// at once); pending is how many of them have not finished it.
+	gen     atomic.Uint64
+	pending atomic.Int64
+	closed  atomic.Bool
+	// helpers[i-1] is helper i's sleeping state and wake channel; waiting
+	// and done are the caller's, waiting for the last helper.
+	helpers []helperState
+	waiting atomic.Bool
+	done    chan struct{}
+}
+
+// helperState: asleep is set by a helper about to sleep on wake; whoever
+// clears it (the helper itself, or Run) decides who sends on wake.
+type helperState struct {
+	asleep atomic.Bool
+	wake   chan struct{}
+}
+
+// genActive is gen's unit: Runs above, the Run's helpers below.
+const genActive = 1 << 16
+
+// spinLimit is how many polls a waiting worker makes before it sleeps
+// (tens of microseconds: longer than the element-wise work between two
+// matrices of a step, shorter than the gap between steps).
+const spinLimit = 1 << 15
+
+// yield lets the other goroutines of a polling worker's P run every 256
+// polls: a pool larger than GOMAXPROCS (or several pools in one process)
+// must not hold the Ps its working members need until preemption.
+func yield(i int) {
+	if i%256 == 255 {
+		runtime.Gosched()
+	}
 }
 
 // NewWorkers starts a pool of n workers (n ≤ 0: GOMAXPROCS).
@@ -29,11 +66,11 @@ func NewWorkers(n int) *Workers {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	w := &Workers{n: n, quit: make(chan struct{})}
-	for i := 1; i < n; i++ {
-		c := make(chan struct{})
-		w.start = append(w.start, c)
-		go w.loop(i, c)
+	w := &Workers{n: n, done: make(chan struct{}, 1)}
+	w.helpers = make([]helperState, n-1)
+	for i := range w.helpers {
+		w.helpers[i].wake = make(chan struct{}, 1)
+		go w.helper(i + 1)
 	}
 	return w
 }
@@ -51,14 +88,33 @@ func (w *Workers) Run(n int, t llama.Task) {
 	}
 	w.task, w.units = t, n
 	w.next.Store(0)
-	helpers := min(len(w.start), n-1)
-	w.wg.Add(helpers)
-	for _, c := range w.start[:helpers] {
-		c <- struct{}{}
+	active := min(len(w.helpers), n-1)
+	w.pending.Store(int64(active))
+	w.gen.Store((w.gen.Load()/genActive+1)*genActive + uint64(active))
+	for i := range w.helpers[:active] {
+		if h := &w.helpers[i]; h.asleep.CompareAndSwap(true, false) {
+			h.wake <- struct{}{}
+		}
 	}
 	w.work(0)
-	w.wg.Wait()
+	w.finish()
 	w.task = nil
+}
+
+// finish waits for the Run's helpers: polling, then asleep on done (the
+// helper that ends the Run sends if it clears waiting).
+func (w *Workers) finish() {
+	for i := range spinLimit {
+		if w.pending.Load() == 0 {
+			return
+		}
+		yield(i)
+	}
+	w.waiting.Store(true)
+	if w.pending.Load() == 0 && w.waiting.CompareAndSwap(true, false) {
+		return
+	}
+	<-w.done
 }
 
 func (w *Workers) work(id int) {
@@ -71,17 +127,48 @@ func (w *Workers) work(id int) {
 	}
 }
 
-func (w *Workers) loop(id int, start chan struct{}) {
+// helper is worker id: it waits for the next Run (polling gen, then asleep
+// on its wake channel), works on it if the Run uses it, and counts itself
+// out of pending.
+func (w *Workers) helper(id int) {
+	h := &w.helpers[id-1]
+	seen := uint64(0)
 	for {
-		select {
-		case <-start:
-			w.work(id)
-			w.wg.Done()
-		case <-w.quit:
+		g := w.gen.Load()
+		for i := 0; g == seen && i < spinLimit; i++ {
+			yield(i)
+			g = w.gen.Load()
+		}
+		if g == seen {
+			h.asleep.Store(true)
+			if g = w.gen.Load(); g != seen && h.asleep.CompareAndSwap(true, false) {
+				// A Run began before Run could see asleep: no send comes.
+			} else {
+				<-h.wake
+				g = w.gen.Load()
+			}
+		}
+		seen = g
+		if w.closed.Load() {
 			return
+		}
+		if uint64(id) > g%genActive {
+			continue
+		}
+		w.work(id)
+		if w.pending.Add(-1) == 0 && w.waiting.CompareAndSwap(true, false) {
+			w.done <- struct{}{}
 		}
 	}
 }
 
 // Close stops the goroutines.
-func (w *Workers) Close() { close(w.quit) }
+func (w *Workers) Close() {
+	w.closed.Store(true)
+	w.gen.Add(genActive)
+	for i := range w.helpers {
+		if h := &w.helpers[i]; h.asleep.CompareAndSwap(true, false) {
+			h.wake <- struct{}{}
+		}
+	}
+}
