@@ -28,7 +28,7 @@ import (
 
 // asyncModel writes, once per test process, a stories15M-shaped GGUF
 // (Q8_0, random weights, a SentencePiece vocabulary) with a 2,048-token
-// context: on one thread an 800-token prefill is a step of about a second.
+// context: on one thread a 1,600-token prefill is a step of about a second.
 var asyncModel = sync.OnceValues(func() (string, error) {
 	c := llamatest.Shape15M
 	c.MaxSeqLen = 2048
@@ -75,8 +75,10 @@ func tokenBody(prompt []int, max int, extra string) string {
 }
 
 // hammerTokens is the length of the hammer's prompts: on one thread a
-// prefill step of about a second on a quiet machine.
-const hammerTokens = 800
+// prefill step of about a second on a quiet machine (800 tokens were
+// until the prompt path got faster: 0.3 s, under the 400 ms lease that
+// TestE2ES31AsyncPrefillKeepsLeases needs its steps to outlast).
+const hammerTokens = 1600
 
 // hammer keeps e computing long prefills back to back (hammerTokens
 // prompts, one token each, no lease) until stop is called, which returns
@@ -231,7 +233,7 @@ func TestE2ES31AsyncPrefillKeepsLeases(t *testing.T) {
 
 // BenchmarkReadDuringPrefill (issue 29, "done when" b): a raw transfer
 // client, as D, READs the blocks of an already finished prompt (200 tokens,
-// 13 blocks) from P while P computes 800-token prefills back to back on
+// 13 blocks) from P while P computes 1,600-token prefills back to back on
 // one thread, and measures READ-to-first-BLOCK: p50 and p99 over b.N
 // READs, one every 20-220 ms. With the loop serving reads during a step
 // they start within milliseconds; with the forward pass on the loop's
