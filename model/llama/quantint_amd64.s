@@ -635,45 +635,51 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	VPADDD Y9, Y8, Y8; \
 	KFLOAT1(Y8)
 
-// Q6KX4(MUL4): a Q6_K super-block at CX times four inputs, multiplied by MUL4.
-#define Q6KX4(MUL4) \
-	VPXOR Y8, Y8, Y8; \
-	VPXOR Y9, Y9, Y9; \
-	VPXOR Y10, Y10, Y10; \
-	VPXOR Y11, Y11, Y11; \
+// Q6WALK(M): the eight groups of 32 of a Q6_K super-block at CX (its
+// scales to X13, d to Y15) for the x4 and x8 kernels, each group times
+// the inputs by M(o), o the group's offset in an input's quants.
+#define Q6WALK(M) \
 	VMOVDQU 192(CX), X13; \
 	VPBROADCASTW 208(CX), X15; \
 	VCVTPH2PS X15, Y15; \
 	VMOVDQU 128(CX), Y3; \
 	VMOVDQU 0(CX), Y0; \
 	Q6G(VPSLLW, 4, 0); \
-	MUL4(0); \
+	M(0); \
 	VMOVDQU 32(CX), Y0; \
 	Q6G(VPSLLW, 2, 16); \
-	MUL4(32); \
+	M(32); \
 	VMOVDQU 0(CX), Y0; \
 	VPSRLW $4, Y0, Y0; \
 	Q6G(VPSLLW, 0, 32); \
-	MUL4(64); \
+	M(64); \
 	VMOVDQU 32(CX), Y0; \
 	VPSRLW $4, Y0, Y0; \
 	Q6G(VPSRLW, 2, 48); \
-	MUL4(96); \
+	M(96); \
 	VMOVDQU 160(CX), Y3; \
 	VMOVDQU 64(CX), Y0; \
 	Q6G(VPSLLW, 4, 64); \
-	MUL4(128); \
+	M(128); \
 	VMOVDQU 96(CX), Y0; \
 	Q6G(VPSLLW, 2, 80); \
-	MUL4(160); \
+	M(160); \
 	VMOVDQU 64(CX), Y0; \
 	VPSRLW $4, Y0, Y0; \
 	Q6G(VPSLLW, 0, 96); \
-	MUL4(192); \
+	M(192); \
 	VMOVDQU 96(CX), Y0; \
 	VPSRLW $4, Y0, Y0; \
 	Q6G(VPSRLW, 2, 112); \
-	MUL4(224); \
+	M(224)
+
+// Q6KX4(MUL4): a Q6_K super-block at CX times four inputs, multiplied by MUL4.
+#define Q6KX4(MUL4) \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	Q6WALK(MUL4); \
 	KFLOAT((R10), 0, Y8); \
 	KFLOAT((R10)(R9*1), 32, Y9); \
 	KFLOAT((R10)(R9*2), 64, Y10); \
@@ -1500,39 +1506,7 @@ dotQ4KIx8VNNIblock:
 #define Q6KX8 \
 	ZEROI8; \
 	LEAQ (AX)(DX*4), R11; \
-	VMOVDQU 192(CX), X13; \
-	VPBROADCASTW 208(CX), X15; \
-	VCVTPH2PS X15, Y15; \
-	VMOVDQU 128(CX), Y3; \
-	VMOVDQU 0(CX), Y0; \
-	Q6G(VPSLLW, 4, 0); \
-	Q6MULV8(0); \
-	VMOVDQU 32(CX), Y0; \
-	Q6G(VPSLLW, 2, 16); \
-	Q6MULV8(32); \
-	VMOVDQU 0(CX), Y0; \
-	VPSRLW $4, Y0, Y0; \
-	Q6G(VPSLLW, 0, 32); \
-	Q6MULV8(64); \
-	VMOVDQU 32(CX), Y0; \
-	VPSRLW $4, Y0, Y0; \
-	Q6G(VPSRLW, 2, 48); \
-	Q6MULV8(96); \
-	VMOVDQU 160(CX), Y3; \
-	VMOVDQU 64(CX), Y0; \
-	Q6G(VPSLLW, 4, 64); \
-	Q6MULV8(128); \
-	VMOVDQU 96(CX), Y0; \
-	Q6G(VPSLLW, 2, 80); \
-	Q6MULV8(160); \
-	VMOVDQU 64(CX), Y0; \
-	VPSRLW $4, Y0, Y0; \
-	Q6G(VPSLLW, 0, 96); \
-	Q6MULV8(192); \
-	VMOVDQU 96(CX), Y0; \
-	VPSRLW $4, Y0, Y0; \
-	Q6G(VPSRLW, 2, 112); \
-	Q6MULV8(224); \
+	Q6WALK(Q6MULV8); \
 	LEAQ (R10)(R9*4), R14; \
 	KFLOAT8((R10), Y16, Y4); \
 	KFLOAT8((R10)(R9*1), Y17, Y5); \
