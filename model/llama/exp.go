@@ -64,9 +64,14 @@ func expSumGeneric(sc []float32, mx float32) float32 {
 		sc[p] = v
 		lanes[p&7] = float32(lanes[p&7] + v)
 	}
-	sum := hsum8(&lanes)
-	for p := n8; p < len(sc); p++ {
-		v := exp32(float32(sc[p] - mx))
+	return expSumTail(sc[n8:], mx, hsum8(&lanes))
+}
+
+// expSumTail is expSumGeneric's rest: each v of sc (the positions after
+// the lanes) replaced by exp32(v − mx) and added to sum in order.
+func expSumTail(sc []float32, mx, sum float32) float32 {
+	for p, v := range sc {
+		v = exp32(float32(v - mx))
 		sc[p] = v
 		sum = float32(sum + v)
 	}

@@ -10,13 +10,7 @@ func expSum(sc []float32, mx float32) float32 {
 	if !hasAVX2FMA || n8 == 0 {
 		return expSumGeneric(sc, mx)
 	}
-	sum := expSumAVX2(&sc[0], n8, mx)
-	for p := n8; p < len(sc); p++ {
-		v := exp32(float32(sc[p] - mx))
-		sc[p] = v
-		sum = float32(sum + v)
-	}
-	return sum
+	return expSumTail(sc[n8:], mx, expSumAVX2(&sc[0], n8, mx))
 }
 
 //go:noescape
@@ -26,12 +20,11 @@ func siluMulAVX2(h1, h3 *float32, n int)
 // len(h1) mod 8: the same bits.
 func siluMul(h1, h3 []float32) {
 	h3 = h3[:len(h1)]
-	n8 := len(h1) &^ 7
-	if hasAVX2FMA && n8 > 0 {
-		siluMulAVX2(&h1[0], &h3[0], n8)
-	}
-	if !hasAVX2FMA {
-		n8 = 0
+	n8 := 0
+	if hasAVX2FMA {
+		if n8 = len(h1) &^ 7; n8 > 0 {
+			siluMulAVX2(&h1[0], &h3[0], n8)
+		}
 	}
 	siluMulGeneric(h1[n8:], h3[n8:])
 }
