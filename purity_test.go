@@ -76,8 +76,10 @@ var edge = map[string]bool{
 	// kveventstest: its test clients.
 	"kvevents":              true,
 	"kvevents/kveventstest": true,
-	// kvleasebin: builds cmd/kvlease for the tests that run it.
+	// kvleasebin: builds cmd/kvlease for the tests that run it; e2e:
+	// those tests' waits and HTTP posts.
 	"internal/kvleasebin": true,
+	"internal/e2e":        true,
 	// tlsfiles: TLS configurations from PEM files, reloaded on change.
 	"internal/tlsfiles": true,
 	// promtext: reads the Prometheus text of a scrape from an io.Reader

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvlease/kvlease/internal/chaos/netem"
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 // The S30 tests run the cluster across network namespaces and cut, slow or
@@ -46,22 +47,10 @@ func (l *load) finish(t *testing.T) {
 func (l *load) answered(t *testing.T, what string, n int) {
 	t.Helper()
 	_, from, _, _, _ := l.tally.Snapshot()
-	waitFor(t, what, 5*time.Minute, func() bool {
+	e2e.WaitWithin(t, what, 5*time.Minute, func() bool {
 		_, a, _, _, _ := l.tally.Snapshot()
 		return a >= from+n
 	})
-}
-
-// waitFor polls cond until it holds, failing t after timeout.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // metricOf returns one engine's sum of a metric, -1 when unreachable.
@@ -145,7 +134,7 @@ func TestS30PartitionLongerThanLease(t *testing.T) {
 	// Hold the partition until D fell back on every request and P freed
 	// every lease it granted during it: both need more than the lease.
 	wait(t)
-	waitFor(t, "P to free the partitioned leases", 3*h.Lease()+time.Minute, func() bool {
+	e2e.WaitWithin(t, "P to free the partitioned leases", 3*h.Lease()+time.Minute, func() bool {
 		r, err := h.Released(ctx)
 		return err == nil && r["expired"]+r["peer_lost"] >= n
 	})
@@ -201,7 +190,7 @@ func TestS30PartitionShorterThanGrace(t *testing.T) {
 		must(t, h.Net.Partition(ctx, P, D))
 		cut := time.Now()
 		tally, wait := async(h, 1, i%2 == 0)
-		waitFor(t, "P to grant the lease", time.Minute, func() bool {
+		e2e.WaitWithin(t, "P to grant the lease", time.Minute, func() bool {
 			return metricOf(h, "prefill0", "kvlease_leases_granted_total") > granted
 		})
 		must(t, h.Net.Heal(ctx, P))
@@ -296,7 +285,7 @@ func TestS30OneWayPartition(t *testing.T) {
 	const n = 4
 	tally, wait := async(h, n, false)
 	wait(t)
-	waitFor(t, "P to end the leases granted during the cut", 3*h.Lease()+time.Minute, func() bool {
+	e2e.WaitWithin(t, "P to end the leases granted during the cut", 3*h.Lease()+time.Minute, func() bool {
 		return metricOf(h, "prefill0", "kvlease_leases_active") == 0
 	})
 	must(t, h.Net.Heal(ctx, P))
@@ -328,7 +317,7 @@ func TestS30KillDecodeUnderLoad(t *testing.T) {
 	warm(t, h)
 	must(t, h.Net.Cut(ctx, P, D))
 	l := startLoad(t, h, 2, 4)
-	waitFor(t, "decode0 to admit a request it cannot pull", 2*time.Minute, func() bool {
+	e2e.WaitWithin(t, "decode0 to admit a request it cannot pull", 2*time.Minute, func() bool {
 		return metricOf(h, "prefill0", "kvlease_leases_active") > 0 &&
 			metricOf(h, "decode0", "vllm:num_requests_waiting")+metricOf(h, "decode0", "vllm:num_requests_running") > 0
 	})
@@ -339,7 +328,7 @@ func TestS30KillDecodeUnderLoad(t *testing.T) {
 	l.answered(t, "answers after decode0 died", 6)
 	must(t, h.Net.Heal(ctx, P))
 	must(t, h.Cluster.Restart(ctx, h.Index("decode0")))
-	waitFor(t, "the restarted decode0 to serve", 5*time.Minute, func() bool {
+	e2e.WaitWithin(t, "the restarted decode0 to serve", 5*time.Minute, func() bool {
 		return metricOf(h, "decode0", "vllm:request_success_total") > 0
 	})
 	l.finish(t)
@@ -371,7 +360,7 @@ func TestS30PausePrefillLongerThanLease(t *testing.T) {
 	must(t, h.Net.Partition(ctx, P, D))
 	const n = 3
 	tally, wait := async(h, n, true)
-	waitFor(t, "P to grant the leases", time.Minute, func() bool {
+	e2e.WaitWithin(t, "P to grant the leases", time.Minute, func() bool {
 		return metricOf(h, "prefill0", "kvlease_leases_granted_total") >= granted+n
 	})
 	must(t, h.Cluster.Pause(h.Index("prefill0")))
@@ -398,7 +387,7 @@ func TestS30ProxyKilledMidStream(t *testing.T) {
 	h := start(t, Options{Lease: 3 * time.Second})
 	warm(t, h)
 	l := startLoad(t, h, 3, 4)
-	waitFor(t, "decode0 to stream a request", time.Minute, func() bool {
+	e2e.WaitWithin(t, "decode0 to stream a request", time.Minute, func() bool {
 		return metricOf(h, "decode0", "vllm:num_requests_running") > 0
 	})
 	must(t, h.Cluster.Kill(h.Cluster.ProxyIndex()))

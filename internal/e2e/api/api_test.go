@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 func completion(prompt string, maxTokens int64) openai.CompletionNewParams {
@@ -187,7 +188,7 @@ func TestSDKStopStrings(t *testing.T) {
 	if got := r.Choices[0].JSON.ExtraFields["stop_reason"].Raw(); got != `"`+stop+`"` {
 		t.Errorf("stop_reason %s, want %q", got, stop)
 	}
-	waitFor(t, "no held blocks", func() bool { return e.held(t) == 0 })
+	e2e.WaitFor(t, "no held blocks", func() bool { return e.held(t) == 0 })
 }
 
 // Every error case comes back through the SDK with its status, OpenAI's
@@ -242,7 +243,7 @@ func TestSDKQueueFullAndShuttingDown(t *testing.T) {
 	// one-slot queue full).
 	for _, want := range [][2]int{{1, 0}, {1, 1}} {
 		go c.Completions.New(ctx, long, option.WithJSONSet("ignore_eos", true))
-		waitFor(t, "requests running and waiting", func() bool {
+		e2e.WaitFor(t, "requests running and waiting", func() bool {
 			s := e.node.Stats()
 			return s.Running == want[0] && s.Waiting == want[1]
 		})
@@ -254,7 +255,7 @@ func TestSDKQueueFullAndShuttingDown(t *testing.T) {
 		t.Errorf("queue full: %v (Retry-After %q)", err, resp.Header.Get("Retry-After"))
 	}
 	cancel() // the two clients leave: both requests are aborted
-	waitFor(t, "the queue to empty", func() bool { return e.held(t) == 0 && e.node.Stats().Requests == 0 })
+	e2e.WaitFor(t, "the queue to empty", func() bool { return e.held(t) == 0 && e.node.Stats().Requests == 0 })
 
 	e.node.Drain()
 	_, err = c.Completions.New(context.Background(), completion("late", 1))
@@ -278,7 +279,7 @@ func TestSDKStreamDisconnectFreesBlocks(t *testing.T) {
 	}
 	cancel()
 	stream.Close()
-	waitFor(t, `kvlease_kv_blocks{state="held"} to return to 0`, func() bool { return e.held(t) == 0 })
+	e2e.WaitFor(t, `kvlease_kv_blocks{state="held"} to return to 0`, func() bool { return e.held(t) == 0 })
 	if got := e.metric(t, `vllm:request_success_total{finished_reason="abort",model_name="`+modelName+`"}`); got != 1 {
 		t.Errorf("aborted requests %v, want 1", got)
 	}

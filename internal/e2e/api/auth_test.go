@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/httpserver/httpservertest"
+	"github.com/kvlease/kvlease/internal/e2e"
 	kvopenai "github.com/kvlease/kvlease/openai"
 	"github.com/kvlease/kvlease/proxy"
 )
@@ -81,10 +82,10 @@ func TestSDKAPIKey(t *testing.T) {
 	_, err = bad.Completions.New(ctx, completion("No key", 4))
 	wantUnauthorized(t, "completion without a key", err)
 
-	if status, m := postJSON(t, e.url+"/kvlease/v1/requests/x1/abort", ""); status != 401 {
+	if status, m := e2e.PostJSON(t, e.url+"/kvlease/v1/requests/x1/abort", ""); status != 401 {
 		t.Errorf("abort without the key: %d %v", status, m)
 	}
-	if status, m := postJSON(t, e.url+"/kvlease/v1/requests/x1/abort", "", "Authorization", "Bearer sk-e2e"); status != 404 {
+	if status, m := e2e.PostJSON(t, e.url+"/kvlease/v1/requests/x1/abort", "", "Authorization", "Bearer sk-e2e"); status != 404 {
 		t.Errorf("abort of an unknown id with the key: %d %v, want 404", status, m)
 	}
 	for _, path := range []string{"/health", "/metrics"} {
@@ -131,5 +132,5 @@ func TestSDKAPIKeyThroughProxy(t *testing.T) {
 	}
 	// D's RELEASE(read_done) may still be on its way when the answer is
 	// in: wait for P to free the blocks rather than read them at once.
-	waitFor(t, "P to hold no block", func() bool { return p.held(t) == 0 })
+	e2e.WaitFor(t, "P to hold no block", func() bool { return p.held(t) == 0 })
 }

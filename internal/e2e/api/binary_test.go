@@ -16,9 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvlease/kvlease/internal/kvleasebin"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/kvlease/kvlease/internal/e2e"
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 )
 
 // kvleaseBinary is the kvlease binary (built once per test process).
@@ -160,22 +162,22 @@ func TestBinaryPrefillDecode(t *testing.T) {
 		t.Fatalf("prefill announcement %q", pe.stdout)
 	}
 	const prompt = "Two processes, one request, and the KV cache in between."
-	status, m := postJSON(t, pe.url+"/v1/completions", `{"model":"m","prompt":"`+prompt+`","max_tokens":1,`+
+	status, m := e2e.PostJSON(t, pe.url+"/v1/completions", `{"model":"m","prompt":"`+prompt+`","max_tokens":1,`+
 		`"kv_transfer_params":{"do_remote_decode":true}}`, "X-Request-Id", "bin-1")
 	if status != 200 {
 		t.Fatalf("prefill %d %v", status, m)
 	}
 	kv, _ := json.Marshal(m["kv_transfer_params"])
 	body := `{"model":"m","prompt":"` + prompt + `","max_tokens":16,"seed":4,"temperature":0.7,"ignore_eos":true`
-	status, dm := postJSON(t, de.url+"/v1/completions", body+`,"kv_transfer_params":`+string(kv)+`}`, "X-Request-Id", "bin-1")
-	_, sm := postJSON(t, single.url+"/v1/completions", body+`}`)
+	status, dm := e2e.PostJSON(t, de.url+"/v1/completions", body+`,"kv_transfer_params":`+string(kv)+`}`, "X-Request-Id", "bin-1")
+	_, sm := e2e.PostJSON(t, single.url+"/v1/completions", body+`}`)
 	dText, _ := dm["choices"].([]any)[0].(map[string]any)["text"].(string)
 	sText, _ := sm["choices"].([]any)[0].(map[string]any)["text"].(string)
 	if status != 200 || dText != sText {
 		t.Errorf("decode %d %q, single engine %q", status, dText, sText)
 	}
 	pEngine := &testEngine{url: pe.url}
-	waitFor(t, "P to free the blocks D read", func() bool {
+	e2e.WaitFor(t, "P to free the blocks D read", func() bool {
 		return pEngine.metric(t, `kvlease_kv_blocks{model_name="m",state="held"}`) == 0
 	})
 	if got := pEngine.metric(t, `kvlease_leases_released_total{model_name="m",reason="read_done"}`); got != 1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/kvlease/kvlease/internal/e2e"
 	kvopenai "github.com/kvlease/kvlease/openai"
 )
 
@@ -299,5 +300,5 @@ func TestSDKTopKMinPThroughProxy(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "P to free every lease", func() bool { return c.pHeld(t) == 0 })
+	e2e.WaitFor(t, "P to free every lease", func() bool { return c.pHeld(t) == 0 })
 }

@@ -3,8 +3,6 @@ package api
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -173,38 +171,4 @@ func (e *testEngine) metric(t *testing.T, series string) float64 {
 // held is the engine's held blocks, as /metrics says.
 func (e *testEngine) held(t *testing.T) float64 {
 	return e.metric(t, `kvlease_kv_blocks{model_name="`+modelName+`",state="held"}`)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// postJSON posts body to e's path with headers (name, value, ...) and
-// decodes the answer.
-func postJSON(t *testing.T, url, body string, hdr ...string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	return resp.StatusCode, m
 }

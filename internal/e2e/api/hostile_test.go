@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/wire"
 )
 
@@ -145,7 +146,7 @@ func TestUnauthenticatedFlood(t *testing.T) {
 	if st.Dropped["frame_too_large"] == 0 || st.Dropped["too_many_unauthenticated"]+st.Dropped["too_many_from_source"] == 0 {
 		t.Errorf("dropped %v", st.Dropped)
 	}
-	waitFor(t, "the flood's connections to go", func() bool { return c.p.tr.Stats().Unauthenticated == 0 })
+	e2e.WaitFor(t, "the flood's connections to go", func() bool { return c.p.tr.Stats().Unauthenticated == 0 })
 
 	// A real decode engine still pulls (no fallback, the prefix comes
 	// from P), a fresh lease: the flood may last longer than one under the
@@ -277,7 +278,7 @@ func TestStoppedPrefillEngineFallsBack(t *testing.T) {
 	pe := serve(t, "--role", "prefill", "--transfer-port", "0", "--profile", "tiny", "--model", modelName,
 		"--cluster-secret-file", secretFile, "--log-level", "warn")
 	d := startEngine(t, engineOpts{role: engine.RoleDecode})
-	status, m := postJSON(t, pe.url+"/v1/completions", `{"model":"`+modelName+`","prompt":"`+pdPrompt+`","max_tokens":1,`+
+	status, m := e2e.PostJSON(t, pe.url+"/v1/completions", `{"model":"`+modelName+`","prompt":"`+pdPrompt+`","max_tokens":1,`+
 		`"kv_transfer_params":{"do_remote_decode":true}}`, "X-Request-Id", "stopped-1")
 	if status != 200 || m["kv_transfer_params"] == nil {
 		t.Fatalf("prefill %d %v", status, m)
@@ -293,7 +294,7 @@ func TestStoppedPrefillEngineFallsBack(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	// Every thread of P stops before the decode leg is sent: until then
 	// a thread that was on its way may still answer.
-	waitFor(t, "P to be stopped", func() bool {
+	e2e.WaitFor(t, "P to be stopped", func() bool {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		_, after, _ := strings.Cut(string(b), ") ")
 		return strings.HasPrefix(after, "T")

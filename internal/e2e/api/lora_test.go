@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/httpapi"
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 // adapterDir makes a PEFT-style LoRA adapter directory.
@@ -131,11 +132,11 @@ func TestSDKLoRAMaxLoRAs(t *testing.T) {
 		}()
 	}
 	long("sql")
-	waitFor(t, "sql running", func() bool {
+	e2e.WaitFor(t, "sql running", func() bool {
 		return e.metric(t, `vllm:lora_requests_info{max_lora="1",running_lora_adapters="sql",waiting_lora_adapters=""}`) > 0
 	})
 	long("chat")
-	waitFor(t, "chat waiting behind sql", func() bool {
+	e2e.WaitFor(t, "chat waiting behind sql", func() bool {
 		return e.metric(t, `vllm:lora_requests_info{max_lora="1",running_lora_adapters="sql",waiting_lora_adapters="chat"}`) > 0
 	})
 	// The base model runs beside sql (ignore_eos: an unseeded request
@@ -150,7 +151,7 @@ func TestSDKLoRAMaxLoRAs(t *testing.T) {
 		t.Errorf("%v waiting, want chat's request", v)
 	}
 	cancel()
-	waitFor(t, "the adapters' requests to end", func() bool {
+	e2e.WaitFor(t, "the adapters' requests to end", func() bool {
 		return e.metric(t, `vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""}`) > 0 && e.held(t) == 0
 	})
 }

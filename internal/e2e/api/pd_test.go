@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/kvlease/kvlease/engine"
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 // pdCluster is a prefill engine, a decode engine and a single engine of the
@@ -32,7 +33,7 @@ const pdPrompt = "Disaggregated serving moves the prompt's KV cache from a prefi
 // returns P's kv_transfer_params, raw.
 func (c pdCluster) prefill(t *testing.T, id string) json.RawMessage {
 	t.Helper()
-	status, m := postJSON(t, c.p.url+"/v1/completions", `{"model":"`+modelName+`","prompt":"`+pdPrompt+`","max_tokens":1,"stream":false,`+
+	status, m := e2e.PostJSON(t, c.p.url+"/v1/completions", `{"model":"`+modelName+`","prompt":"`+pdPrompt+`","max_tokens":1,"stream":false,`+
 		`"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}}`,
 		"X-Request-Id", id)
 	if status != 200 || m["kv_transfer_params"] == nil {
@@ -77,7 +78,7 @@ func TestPDMatchesSingleEngine(t *testing.T) {
 		if got.Usage.PromptTokensDetails.CachedTokens != int64(len(pdPrompt)) {
 			t.Errorf("decode cached_tokens %d, want the whole prompt %d", got.Usage.PromptTokensDetails.CachedTokens, len(pdPrompt))
 		}
-		waitFor(t, "P to free the read blocks", func() bool { return c.pHeld(t) == 0 })
+		e2e.WaitFor(t, "P to free the read blocks", func() bool { return c.pHeld(t) == 0 })
 		if got := c.released(t, "read_done"); got != float64(i+1) {
 			t.Errorf("released read_done %v, want %d", got, i+1)
 		}
@@ -99,11 +100,11 @@ func TestPDRejectionReleasesAtOnce(t *testing.T) {
 		{"invalid value", `{"model":"` + modelName + `","prompt":"` + pdPrompt + `","max_tokens":5,"top_p":7`, 400},
 	} {
 		kv := c.prefill(t, "rej-"+strings.ReplaceAll(tc.name, " ", "-"))
-		status, m := postJSON(t, c.d.url+"/v1/completions", tc.body+`,"kv_transfer_params":`+string(kv)+`}`)
+		status, m := e2e.PostJSON(t, c.d.url+"/v1/completions", tc.body+`,"kv_transfer_params":`+string(kv)+`}`)
 		if status != tc.status {
 			t.Errorf("%s: %d %v", tc.name, status, m)
 		}
-		waitFor(t, tc.name+": P to free the rejected lease", func() bool { return c.pHeld(t) == 0 })
+		e2e.WaitFor(t, tc.name+": P to free the rejected lease", func() bool { return c.pHeld(t) == 0 })
 		if got := c.released(t, "rejected"); got != float64(i+1) {
 			t.Errorf("%s: released rejected %v, want %d", tc.name, got, i+1)
 		}
@@ -115,7 +116,7 @@ func TestPDRejectionReleasesAtOnce(t *testing.T) {
 func TestPDAbortAfterFinishRevokes(t *testing.T) {
 	c := startPD(t)
 	c.prefill(t, "gone-1")
-	status, m := postJSON(t, c.p.url+"/kvlease/v1/requests/gone-1/abort", "")
+	status, m := e2e.PostJSON(t, c.p.url+"/kvlease/v1/requests/gone-1/abort", "")
 	if status != 200 || m["result"] != "already_finished" {
 		t.Errorf("abort: %d %v", status, m)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 // personSchema is a nested, strict schema: objects in objects, an array
@@ -428,7 +430,7 @@ func TestSDKConstrainedPDMatchesSingleEngine(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "P to free the read blocks", func() bool { return c.pHeld(t) == 0 })
+	e2e.WaitFor(t, "P to free the read blocks", func() bool { return c.pHeld(t) == 0 })
 }
 
 func sameCall(a, b openai.ChatCompletionMessageToolCallUnion) bool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 )
@@ -119,7 +120,7 @@ func TestLoRAThroughProxyMatchesSingleEngine(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, "`sql` does not exist") {
 		t.Fatalf("a decode engine without the adapter: %v", err)
 	}
-	waitFor(t, "P's release of the refused request's lease", func() bool { return released() == before+1 })
-	waitFor(t, "D's rejection notice", func() bool { return metric(t, d, toldP) == toldBefore+1 })
+	e2e.WaitFor(t, "P's release of the refused request's lease", func() bool { return released() == before+1 })
+	e2e.WaitFor(t, "D's rejection notice", func() bool { return metric(t, d, toldP) == toldBefore+1 })
 	waitQuiet(t, c)
 }

@@ -34,12 +34,6 @@ import (
 
 const model = "kvlease-tiny" // serve's default name for the tiny profile
 
-// waitTimeout bounds every wait for a condition. It is generous (the tests
-// run beside others on loaded machines), yet shorter than the engines'
-// default 30 s lease, so a lease that only expiry would free still fails
-// a wait for the engines to be quiet.
-const waitTimeout = 15 * time.Second
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if singleCmd != nil && singleCmd.Process != nil {
@@ -191,16 +185,4 @@ func metric(t testing.TB, url, series string) float64 {
 		}
 	}
 	return -1
-}
-
-// waitFor polls cond until it holds, or fails t after waitTimeout.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 )
@@ -460,12 +461,12 @@ func TestDecodeEngineKilled(t *testing.T) {
 		return metric(t, d0, `vllm:request_success_total{finished_reason="length",model_name="`+model+`"}`)
 	}
 	const maxRequests = 20
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(e2e.Timeout)
 	for i := 0; served() < 1; i++ {
 		if i == maxRequests || time.Now().After(deadline) {
 			t.Fatalf("the restarted decode0 served no request of %d sent after the proxy saw it up", i)
 		}
-		waitFor(t, "the proxy to see the restarted decode0 up", func() bool { return metric(t, c.URL(), up) == 1 })
+		e2e.WaitFor(t, "the proxy to see the restarted decode0 up", func() bool { return metric(t, c.URL(), up) == 1 })
 		if got, err := g.run(ctx, pd); err != nil || got != want {
 			t.Fatalf("after the restart: %q, %v", got, err)
 		}
@@ -530,7 +531,7 @@ func TestCancelledStreamsLeaveNoLease(t *testing.T) {
 	}
 	wg.Wait()
 	px := c.Proxy()
-	waitFor(t, "the proxy to end every request after its client left", func() bool { return px.InFlight() == 0 })
+	e2e.WaitFor(t, "the proxy to end every request after its client left", func() bool { return px.InFlight() == 0 })
 	t.Logf("%d events reached the clients before they left", events)
 	waitQuiet(t, c)
 	// Every request that reached the proxy ended as client_cancelled (how
@@ -558,12 +559,12 @@ func TestCancelledStreamsLeaveNoLease(t *testing.T) {
 	}
 }
 
-// waitQuiet waits up to waitTimeout for every engine to show no active
+// waitQuiet waits up to e2e.Timeout for every engine to show no active
 // lease, no held block and no request running or waiting, and fails naming
 // what is left.
 func waitQuiet(t testing.TB, c *localcluster.Cluster) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(e2e.Timeout)
 	for {
 		var left []string
 		for _, e := range c.Engines() {
@@ -582,7 +583,7 @@ func waitQuiet(t testing.TB, c *localcluster.Cluster) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%v after the last request ended:\n%s", waitTimeout, strings.Join(left, "\n"))
+			t.Fatalf("%v after the last request ended:\n%s", e2e.Timeout, strings.Join(left, "\n"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

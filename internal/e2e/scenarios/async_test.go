@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/internal/llamatest"
 	"github.com/kvlease/kvlease/model/llama"
 	"github.com/kvlease/kvlease/wire"
@@ -102,7 +103,7 @@ func hammer(t testing.TB, e *engine) *hammerRun {
 			default:
 			}
 			start := time.Now()
-			status, m := postJSONErr(e.url+"/v1/completions", tokenBody(tokenPrompt(1000+i, hammerTokens), 1, ""))
+			status, m := e2e.Post(e.url+"/v1/completions", tokenBody(tokenPrompt(1000+i, hammerTokens), 1, ""))
 			if status != 200 {
 				failed.Store(fmt.Sprintf("long prefill %d: %d %v", i, status, m))
 				return
@@ -122,18 +123,6 @@ func hammer(t testing.TB, e *engine) *hammerRun {
 	return h
 }
 
-// postJSONErr is postJSON for any goroutine: a transport error is status 0.
-func postJSONErr(url, body string) (int, map[string]any) {
-	resp, err := http.Post(url, "application/json", bytes.NewReader([]byte(body)))
-	if err != nil {
-		return 0, map[string]any{"error": err.Error()}
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m
-}
-
 // TestE2ES31AsyncPrefillKeepsLeases (issue 29, "done when" a): real
 // processes, a real model, a lease (--kv-lease 400ms: heartbeat 67 ms)
 // shorter than one of P's prefill steps. While P computes long prefills
@@ -151,7 +140,7 @@ func TestE2ES31AsyncPrefillKeepsLeases(t *testing.T) {
 	d := startD(t, "D", append(args, "--max-num-seqs", "1")...)
 
 	// A's prefill leg, before P gets busy.
-	status, m := postJSON(t, p.url+"/v1/completions", tokenBody(tokenPrompt(1, 200), 1, `,"stream":false,"kv_transfer_params":{"do_remote_decode":true}`))
+	status, m := e2e.PostJSON(t, p.url+"/v1/completions", tokenBody(tokenPrompt(1, 200), 1, `,"stream":false,"kv_transfer_params":{"do_remote_decode":true}`))
 	if status != 200 || m["kv_transfer_params"] == nil {
 		t.Fatalf("A's prefill: %d %v", status, m)
 	}
@@ -173,12 +162,12 @@ func TestE2ES31AsyncPrefillKeepsLeases(t *testing.T) {
 		}
 		hog <- err
 	}()
-	mustWait(t, "D to run its long generation", func() bool {
+	e2e.WaitFor(t, "D to run its long generation", func() bool {
 		return d.metrics(t).get("vllm:num_requests_running") == 1
 	})
 	// P computes long prefills back to back from now on.
 	h := hammer(t, p)
-	mustWait(t, "P to compute a long prefill", func() bool {
+	e2e.WaitFor(t, "P to compute a long prefill", func() bool {
 		return p.metrics(t).get("vllm:num_requests_running") == 1
 	})
 
@@ -192,12 +181,12 @@ func TestE2ES31AsyncPrefillKeepsLeases(t *testing.T) {
 	}
 	ans := make(chan answer, 1)
 	go func() {
-		status, m := postJSONErr(d.url+"/v1/completions", tokenBody(tokenPrompt(1, 200), 8, `,"kv_transfer_params":`+string(kv)))
+		status, m := e2e.Post(d.url+"/v1/completions", tokenBody(tokenPrompt(1, 200), 8, `,"kv_transfer_params":`+string(kv)))
 		ans <- answer{status, m}
 	}()
 	n0 := h.done.Load()
 	var waited time.Duration
-	if err := waitFor(func() bool {
+	if err := e2e.Poll(e2e.Timeout, func() bool {
 		waited = time.Since(start)
 		return h.done.Load() >= n0+2 && waited > 4*leaseFor
 	}); err != nil {
@@ -251,7 +240,7 @@ func BenchmarkReadDuringPrefill(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { p.cmd.Process.Kill(); <-p.done }()
-	status, m := postJSONErr(p.url+"/v1/completions", tokenBody(tokenPrompt(1, 200), 1, `,"stream":false,"kv_transfer_params":{"do_remote_decode":true}`))
+	status, m := e2e.Post(p.url+"/v1/completions", tokenBody(tokenPrompt(1, 200), 1, `,"stream":false,"kv_transfer_params":{"do_remote_decode":true}`))
 	if status != 200 || m["kv_transfer_params"] == nil {
 		b.Fatalf("prefill: %d %v", status, m)
 	}
@@ -264,7 +253,7 @@ func BenchmarkReadDuringPrefill(b *testing.B) {
 		indexes[i] = uint32(i)
 	}
 	h := hammer(b, p)
-	mustWait(b, "P to compute a long prefill", func() bool { return p.metrics(b).get("vllm:num_requests_running") == 1 })
+	e2e.WaitFor(b, "P to compute a long prefill", func() bool { return p.metrics(b).get("vllm:num_requests_running") == 1 })
 	first := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 // S25: P answers the prefill leg and the decode leg is never sent (a proxy
@@ -22,7 +24,7 @@ func TestE2ES25DecodeLegNeverSent(t *testing.T) {
 	// Sent at once: claimed, read, released read_done.
 	ok := job{id: "s25-ok", prompt: pdPrompt, maxTokens: 12, seed: 25}
 	decodeMatches(t, d, ok, p.prefill(t, ok))
-	mustWait(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
+	e2e.WaitFor(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
 
 	// Never sent: released unclaimed, with nothing read.
 	lost := job{id: "s25-lost", prompt: pdPrompt + " It is never decoded.", maxTokens: 12, seed: 26}
@@ -31,7 +33,7 @@ func TestE2ES25DecodeLegNeverSent(t *testing.T) {
 	if leased == 0 {
 		t.Fatal("P holds no block for the lost request's lease")
 	}
-	mustWait(t, "P to release the unclaimed lease", func() bool {
+	e2e.WaitFor(t, "P to release the unclaimed lease", func() bool {
 		return p.metrics(t).get("kvlease_leases_released_total", "reason", "unclaimed") == 1
 	})
 	m := p.metrics(t)

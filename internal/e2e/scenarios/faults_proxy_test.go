@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kvlease/kvlease/httpserver/httpservertest"
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/proxy"
 )
 
@@ -73,7 +74,7 @@ func TestE2EFaultsThroughProxy(t *testing.T) {
 		if l := send(url, clientBody(j), j.id); l.status != 503 {
 			t.Fatalf("client: %d %v %v", l.status, l.err, l.body)
 		}
-		mustWait(t, "P to release the lease", func() bool {
+		e2e.WaitFor(t, "P to release the lease", func() bool {
 			return c.released(t, p, "rejected")+c.released(t, p, "aborted")+c.released(t, p, "undelivered") == 1
 		})
 	})

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 // The fault-injection API through real engines: one P and one D, both
@@ -28,7 +30,7 @@ func faultArgs() []string {
 // addFault posts spec to e's fault API.
 func (e *engine) addFault(t *testing.T, spec string) {
 	t.Helper()
-	status, m := postJSON(t, e.url+"/kvlease/v1/faults", spec, "Authorization", "Bearer "+adminKey)
+	status, m := e2e.PostJSON(t, e.url+"/kvlease/v1/faults", spec, "Authorization", "Bearer "+adminKey)
 	if status != 200 {
 		t.Fatalf("%s: POST fault %s: %d %v", e.name, spec, status, m)
 	}
@@ -138,7 +140,7 @@ func (c counters) released(t *testing.T, p *engine, reason string) float64 {
 func (c counters) wantReleasedSince(t *testing.T, p *engine, want map[string]float64) {
 	t.Helper()
 	var got map[string]float64
-	err := waitFor(func() bool {
+	err := e2e.Poll(e2e.Timeout, func() bool {
 		got = map[string]float64{}
 		now := p.metrics(t)
 		for _, r := range releaseReasons {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/wire"
 )
 
@@ -48,7 +49,7 @@ func (r *rawPeer) send(m wire.Message) {
 // recv returns the next message, skipping the transport's keepalives (type
 // 0, no payload); io.EOF when P closed the connection.
 func (r *rawPeer) recv() (wire.Message, error) {
-	r.c.SetReadDeadline(time.Now().Add(waitTimeout))
+	r.c.SetReadDeadline(time.Now().Add(e2e.Timeout))
 	for {
 		var frame []byte
 		var err error
@@ -228,7 +229,7 @@ func TestE2ES17ForgedTokenRefused(t *testing.T) {
 	}
 
 	decodeMatches(t, d, j, kv)
-	mustWait(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
+	e2e.WaitFor(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
 	wantReleased(t, p, map[string]float64{"read_done": 1})
 	checkSettled(t, p, d)
 }

@@ -22,7 +22,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,9 +38,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvlease/kvlease/internal/kvleasebin"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/kvlease/kvlease/internal/e2e"
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 )
 
 const (
@@ -52,8 +53,6 @@ const (
 	// lease is the P/D engines' --kv-lease: heartbeat lease/6, extension
 	// 2·lease/3, peer grace lease/15 (xfer.Config.WithLease).
 	lease = 3 * time.Second
-	// waitTimeout bounds every wait for a condition.
-	waitTimeout = 15 * time.Second
 )
 
 var (
@@ -184,10 +183,10 @@ func startProcess(name string, args ...string) (*engine, error) {
 			e.transfer = m[1]
 		}
 		return e, nil
-	case <-time.After(waitTimeout):
+	case <-time.After(e2e.Timeout):
 		cmd.Process.Kill()
 		<-e.done
-		return nil, fmt.Errorf("%s: no announcement within %v; stderr:\n%s", name, waitTimeout, e.stderr.String())
+		return nil, fmt.Errorf("%s: no announcement within %v; stderr:\n%s", name, e2e.Timeout, e.stderr.String())
 	}
 }
 
@@ -239,7 +238,7 @@ func (e *engine) kill9(t *testing.T) {
 	}
 	select {
 	case <-e.done:
-	case <-time.After(waitTimeout):
+	case <-time.After(e2e.Timeout):
 		t.Fatalf("%s still runs after SIGKILL", e.name)
 	}
 }
@@ -327,7 +326,7 @@ func (e *engine) complete(ctx context.Context, j job, id string, kv json.RawMess
 // (max_tokens 1, do_remote_decode) and returns P's kv_transfer_params.
 func (e *engine) prefill(t *testing.T, j job) json.RawMessage {
 	t.Helper()
-	status, m := postJSON(t, e.url+"/v1/completions", prefillBody(j.prompt), "X-Request-Id", j.id)
+	status, m := e2e.PostJSON(t, e.url+"/v1/completions", prefillBody(j.prompt), "X-Request-Id", j.id)
 	if status != 200 || m["kv_transfer_params"] == nil {
 		t.Fatalf("prefill %s: %d %v", j.id, status, m)
 	}
@@ -365,33 +364,11 @@ func matchesReference(t *testing.T, j job, got *openai.Completion) {
 	}
 }
 
-// postJSON posts body to url with headers (name, value, ...) and decodes
-// the JSON answer.
-func postJSON(t *testing.T, url, body string, hdr ...string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("POST %s: %d %q: %v", url, resp.StatusCode, b, err)
-	}
-	return resp.StatusCode, m
-}
-
 // abort calls e's abort endpoint for request id, as a proxy does when its
 // client leaves.
 func (e *engine) abort(t *testing.T, id string) string {
 	t.Helper()
-	status, m := postJSON(t, e.url+"/kvlease/v1/requests/"+id+"/abort", "")
+	status, m := e2e.PostJSON(t, e.url+"/kvlease/v1/requests/"+id+"/abort", "")
 	if status != 200 {
 		t.Fatalf("abort %s on %s: %d %v", id, e.name, status, m)
 	}
@@ -500,7 +477,7 @@ func checkSettled(t *testing.T, engines ...*engine) {
 	t.Helper()
 	for _, e := range engines {
 		var m metrics
-		err := waitFor(func() bool {
+		err := e2e.Poll(e2e.Timeout, func() bool {
 			m = e.metrics(t)
 			return m.held() == 0 && m.get("kvlease_leases_active") <= 0
 		})
@@ -511,28 +488,6 @@ func checkSettled(t *testing.T, engines ...*engine) {
 		if total != numBlocks {
 			t.Errorf("%s: free + evictable + held = %v, capacity %d", e.name, total, numBlocks)
 		}
-	}
-}
-
-var errTimeout = errors.New("timed out")
-
-// waitFor polls cond until it holds (nil) or waitTimeout passes.
-func waitFor(cond func() bool) error {
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errTimeout
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return nil
-}
-
-// mustWait is waitFor failing t with what.
-func mustWait(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	if waitFor(cond) != nil {
-		t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
 	}
 }
 
@@ -554,6 +509,6 @@ func startBlocker(t *testing.T, e *engine, id string, maxTokens int64) *blocker 
 		_, err := e.complete(context.Background(), job{id: id, prompt: "Keep the decode engine busy.", maxTokens: maxTokens, seed: 1}, id, nil)
 		b.done <- err
 	}()
-	mustWait(t, e.name+" to run "+id, func() bool { return e.metrics(t).get("vllm:num_requests_running") == 1 })
+	e2e.WaitFor(t, e.name+" to run "+id, func() bool { return e.metrics(t).get("vllm:num_requests_running") == 1 })
 	return b
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 const pdPrompt = "Disaggregated serving moves the prompt's KV cache from a prefill engine to a decode engine."
@@ -31,7 +33,7 @@ func TestE2ES01HappyPath(t *testing.T) {
 	}
 	heldByLease := pm.held()
 	decodeMatches(t, d, j, kv)
-	mustWait(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
+	e2e.WaitFor(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
 	wantReleased(t, p, map[string]float64{"read_done": 1})
 	dm := d.metrics(t)
 	if got := dm.get("kvlease_transfer_blocks_total", "source", "pulled"); got != heldByLease {
@@ -111,7 +113,7 @@ func TestE2ES04AbortAfterFinishUndelivered(t *testing.T) {
 	if _, err := c.Write(append(req, pipelined...)); err != nil {
 		t.Fatal(err)
 	}
-	mustWait(t, "P to queue the prefill leg behind the blocker", func() bool {
+	e2e.WaitFor(t, "P to queue the prefill leg behind the blocker", func() bool {
 		return p.metrics(t).get("vllm:num_requests_waiting") == 1
 	})
 	c.(*net.TCPConn).SetLinger(0)
@@ -126,7 +128,7 @@ func TestE2ES04AbortAfterFinishUndelivered(t *testing.T) {
 	// The request ends (finished, or aborted while waiting if the server
 	// noticed the disconnect), then P holds nothing (at once if
 	// undelivered; at the lease's expiry if the write had succeeded).
-	mustWait(t, "P to end the request and free its blocks", func() bool {
+	e2e.WaitFor(t, "P to end the request and free its blocks", func() bool {
 		m := p.metrics(t)
 		return m.sum("vllm:request_success_total") == 2 && m.held() == 0
 	})
@@ -146,7 +148,7 @@ func TestE2ES04AbortAfterFinishUndelivered(t *testing.T) {
 	j := job{id: "s04-again", prompt: prompt, maxTokens: 16, seed: 4}
 	kv := p.prefill(t, j)
 	decodeMatches(t, d, j, kv)
-	mustWait(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
+	e2e.WaitFor(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
 	wantReleased(t, p, map[string]float64{"undelivered": 1, "read_done": 1})
 	checkSettled(t, p, d)
 }
@@ -182,7 +184,7 @@ func TestE2ES07RejectionReleasesAtOnce(t *testing.T) {
 				_, err := d.complete(context.Background(), job{id: "s07-filler", prompt: "Wait.", maxTokens: 4, seed: 1}, "s07-filler", nil)
 				filler <- err
 			}()
-			mustWait(t, "D's queue to fill", func() bool { return d.metrics(t).get("vllm:num_requests_waiting") == 1 })
+			e2e.WaitFor(t, "D's queue to fill", func() bool { return d.metrics(t).get("vllm:num_requests_waiting") == 1 })
 			return func() {
 				d.abort(t, "s07-filler")
 				d.abort(t, b.id)
@@ -204,18 +206,18 @@ func TestE2ES07RejectionReleasesAtOnce(t *testing.T) {
 		if p.metrics(t).held() == 0 {
 			t.Fatalf("%s: P holds nothing for the lease", tc.name)
 		}
-		status, m := postJSON(t, d.url+"/v1/completions", tc.body+`,"kv_transfer_params":`+string(kv)+`}`,
+		status, m := e2e.PostJSON(t, d.url+"/v1/completions", tc.body+`,"kv_transfer_params":`+string(kv)+`}`,
 			"X-Request-Id", fmt.Sprintf("s07-%d", i))
 		if status != tc.status || m["error"] == nil {
 			t.Errorf("%s: D answered %d %v, want %d and an error", tc.name, status, m, tc.status)
 		}
-		mustWait(t, tc.name+": P to free the rejected lease", func() bool { return p.metrics(t).held() == 0 })
+		e2e.WaitFor(t, tc.name+": P to free the rejected lease", func() bool { return p.metrics(t).held() == 0 })
 		wantReleased(t, p, map[string]float64{"rejected": float64(i + 1)})
 		undo()
 	}
 	j := job{id: "s07-ok", prompt: pdPrompt, maxTokens: 16, seed: 7}
 	decodeMatches(t, d, j, p.prefill(t, j))
-	mustWait(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
+	e2e.WaitFor(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
 	wantReleased(t, p, map[string]float64{"rejected": float64(len(cases)), "read_done": 1})
 	// A notice not acknowledged within D's retry interval is sent again
 	// (P counts it once): at least one per rejection.
@@ -257,7 +259,7 @@ func TestE2ES09CongestedDecodeKeepsLease(t *testing.T) {
 		c, err := d.complete(context.Background(), j, j.id, kv)
 		res <- result{c, err}
 	}()
-	mustWait(t, "D to queue the request", func() bool {
+	e2e.WaitFor(t, "D to queue the request", func() bool {
 		return d.metrics(t).get("kvlease_remote_prefill_requests", "state", "waiting") == 1
 	})
 	queued := time.Now()
@@ -300,7 +302,7 @@ func TestE2ES09CongestedDecodeKeepsLease(t *testing.T) {
 	}
 	t.Logf("the request waited %v in D's queue (lease %v)", waited.Round(time.Millisecond), lease)
 	matchesReference(t, j, r.c)
-	mustWait(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
+	e2e.WaitFor(t, "P to free the read blocks", func() bool { return p.metrics(t).held() == 0 })
 	wantReleased(t, p, map[string]float64{"read_done": 1})
 	dm := d.metrics(t)
 	// A heartbeat every lease/6 while waiting; ask for a third of them.
@@ -333,7 +335,7 @@ func TestE2ES10DecodeKilledPeerLost(t *testing.T) {
 	}()
 	// Two heartbeats sent: the first reached P a heartbeat interval ago and
 	// bound the lease to D's session.
-	mustWait(t, "D to queue the request and renew its lease", func() bool {
+	e2e.WaitFor(t, "D to queue the request and renew its lease", func() bool {
 		m := d.metrics(t)
 		return m.get("kvlease_remote_prefill_requests", "state", "waiting") == 1 && m.get("kvlease_lease_renewals_sent_total") >= 2
 	})
@@ -345,7 +347,7 @@ func TestE2ES10DecodeKilledPeerLost(t *testing.T) {
 	if err := <-gone; err == nil {
 		t.Errorf("the request to the killed D succeeded")
 	}
-	mustWait(t, "P to release the lease of the lost peer", func() bool {
+	e2e.WaitFor(t, "P to release the lease of the lost peer", func() bool {
 		m := p.metrics(t)
 		return m.held() == 0 && len(m.released()) > 0
 	})

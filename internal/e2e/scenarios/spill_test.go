@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+
+	"github.com/kvlease/kvlease/internal/e2e"
 )
 
 // S26: a leased, unread block spilled to P's offload tier, then read by D.
@@ -25,7 +27,7 @@ func TestE2ES26SpilledLeaseReadByD(t *testing.T) {
 
 	first := job{id: "s26-first", prompt: pdPrompt + " Its blocks leave the pool before they are read.", maxTokens: 12, seed: 26}
 	kv := p.prefill(t, first)
-	mustWait(t, "P to spill the first lease", func() bool { return p.metrics(t).get("kvlease_lease_spilled_blocks_total", "policy", "always") > 0 })
+	e2e.WaitFor(t, "P to spill the first lease", func() bool { return p.metrics(t).get("kvlease_lease_spilled_blocks_total", "policy", "always") > 0 })
 	// Other prefills (no prefix in common with it) take the pool over:
 	// its least recently released blocks, the first lease's spilled ones,
 	// are reused first.
@@ -56,7 +58,7 @@ func TestE2ES26SpilledLeaseReadByD(t *testing.T) {
 	t.Cleanup(func() {
 		// After the deferred decodes: every lease read and released, no
 		// block held, none pinned in the tier.
-		mustWait(t, "P to release every lease", func() bool {
+		e2e.WaitFor(t, "P to release every lease", func() bool {
 			m := p.metrics(t)
 			return m.held() == 0 && m.get("kvlease_leases_active") == 0 && m.get("kvlease_lease_spilled_blocks", "policy", "always") == 0
 		})
