@@ -500,6 +500,10 @@ func (t *matmulTask) Do(worker, i int) {
 	m, n := t.m, t.n
 	lo, hi := i*matmulChunk, min((i+1)*matmulChunk, m.Rows)
 	if k := actOf(m.Type); k != actNone {
+		if m.pack != nil && n <= packMaxInputs && packKernel(m.Type) != nil {
+			mulPacked(m, lo, hi, &t.acts[k], t.out[lo:], m.Rows)
+			return
+		}
 		rb := m.Type.RowBytes(m.Cols)
 		mulInt(m.Type, m.Raw[lo*rb:hi*rb], &t.acts[k], t.out[lo:], m.Rows)
 		return

@@ -19,6 +19,9 @@ type Matrix struct {
 	Type       Type
 	F          []float32
 	Raw        []byte
+	// pack is Raw's rows in the packed layout (Weights.Pack), nil if
+	// none.
+	pack []byte
 }
 
 func (m *Matrix) validate(name string) error {

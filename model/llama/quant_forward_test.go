@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
@@ -239,4 +240,39 @@ func TestQuantizersRoundTrip(t *testing.T) {
 			t.Errorf("%s: relative RMS error %.4f > %g", c.typ, e, c.tol)
 		}
 	}
+}
+
+// TestPackedWeightsKeepLogits: a Q4_K_M model with its packed copies
+// (Weights.Pack: one- to three-input steps read them where the CPU has
+// the kernel) gives the logits of the same model without, bit for bit,
+// over prompt chunks of one to seven tokens and decode steps; and the
+// batching invariants hold on it.
+func TestPackedWeightsKeepLogits(t *testing.T) {
+	w := llamatest.Random(kShape, 9, false)
+	llamatest.QuantizeKM(w, llama.Q4_K)
+	wp := *w
+	wp.Layers = slices.Clone(w.Layers)
+	wp.Pack()
+	prompt := []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250, 12, 7, 8, 9, 10, 11}
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := 0; trial < 4; trial++ {
+		hs := []*harness{newHarness(t, w, 64, 4, nil), newHarness(t, &wp, 64, 4, nil)}
+		ss := []*seq{hs[0].newSeq(1, prompt, model.Sampling{}), hs[1].newSeq(1, prompt, model.Sampling{})}
+		for step := 0; step < 12; step++ {
+			n := min(1+r.IntN(7), len(ss[0].tokens)-ss[0].computed)
+			for i := range hs {
+				hs[i].step([]*seq{ss[i]}, []int{n})
+			}
+			if ss[0].computed < len(ss[0].tokens) {
+				continue // no logits before the prompt's last position
+			}
+			a, b := hs[0].exec.Logits(0), hs[1].exec.Logits(0)
+			for j := range a {
+				if math.Float32bits(a[j]) != math.Float32bits(b[j]) {
+					t.Fatalf("trial %d step %d (%d tokens): logit %d is %v packed, %v not", trial, step, n, j, b[j], a[j])
+				}
+			}
+		}
+	}
+	batchingKeepsTokens(t, &wp)
 }

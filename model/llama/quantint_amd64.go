@@ -87,6 +87,25 @@ func dotQ5KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 //go:noescape
 func dotQ6KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
+//go:noescape
+func dotQ4KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+
+// packedKernel multiplies groups groups of packed rows (packRows rows of
+// nblocks super-blocks each, from p) by one rounded input, writing the
+// packRows·groups outputs to out[0…].
+type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+
+// usePacked: the CPU has the packed kernels' AVX-512 (F, BW, VL, VNNI).
+var usePacked = useVNNI && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+
+// packKernel is the packed kernel of type t on this CPU, nil if none.
+func packKernel(t Type) packedKernel {
+	if t == Q4_K && usePacked && useVNNI {
+		return dotQ4KPx1AVX512
+	}
+	return nil
+}
+
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 // intKernels are the integer kernels of each type: one input, four;

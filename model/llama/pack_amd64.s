@@ -1,0 +1,278 @@
+#include "textflag.h"
+
+// The packed Q4_K kernel (pack.go's layout): eight rows of a group times
+// one input per super-block, two rows per ZMM register. Per super-block:
+// the input's eight sub-blocks of 32 quants, each in both halves of Z0-Z7;
+// per pair of rows (2h, 2h+1: Z24-Z27) their 16 scale bytes, row 2h's in
+// the low half's lanes, 2h+1's in the high half's (VPERMQ); per pair p of
+// sub-blocks and pair of rows, one 64-byte load of quants (row 2h's 32
+// bytes, then 2h+1's), the low nibbles (sub-block 2p) and the high ones
+// (2p+1) times the input by VPMADDUBSW, times the sub-block's scale (one
+// VPSHUFB of the row pair's scales into every word of each half) by
+// VPDPWSSD into I (Z16-Z19: eight int32 lanes per row, dotKInt's I_j).
+// Then dotKInt's float steps for eight rows at once: acc = fma(float32(d·
+// dx), float32(I), acc) (Z8-Z11) and mn = fma(float32(dmin·dx),
+// float32(m_j·(bsums_2j + bsums_2j+1)), mn) (Z12-Z15), each row's d·dx
+// (dmin·dx) in its half by VPERMPS. At the end of a group, hsum8 of each
+// row's acc minus hsum8 of its mn, in hsum8's order in every half, and
+// VCOMPRESSPS of lanes 0 and 8 to the two rows' outputs.
+
+DATA pk0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA pk0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA pk0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA pk0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA pk0f<>+32(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA pk0f<>+40(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA pk0f<>+48(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA pk0f<>+56(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL pk0f<>(SB), RODATA|NOPTR, $64
+
+DATA pkone16<>+0(SB)/8, $0x0001000100010001
+DATA pkone16<>+8(SB)/8, $0x0001000100010001
+DATA pkone16<>+16(SB)/8, $0x0001000100010001
+DATA pkone16<>+24(SB)/8, $0x0001000100010001
+DATA pkone16<>+32(SB)/8, $0x0001000100010001
+DATA pkone16<>+40(SB)/8, $0x0001000100010001
+DATA pkone16<>+48(SB)/8, $0x0001000100010001
+DATA pkone16<>+56(SB)/8, $0x0001000100010001
+GLOBL pkone16<>(SB), RODATA|NOPTR, $64
+
+// pkperm: VPERMQ indices 0, 0, 0, 0, 1, 1, 1, 1 (a row pair's scales).
+DATA pkperm<>+0(SB)/8, $0
+DATA pkperm<>+8(SB)/8, $0
+DATA pkperm<>+16(SB)/8, $0
+DATA pkperm<>+24(SB)/8, $0
+DATA pkperm<>+32(SB)/8, $1
+DATA pkperm<>+40(SB)/8, $1
+DATA pkperm<>+48(SB)/8, $1
+DATA pkperm<>+56(SB)/8, $1
+GLOBL pkperm<>(SB), RODATA|NOPTR, $64
+
+// pkscale: at 64k, VPSHUFB indices of byte k then a zero, repeated: sub-block
+// k's scale in every word of each 128-bit lane.
+DATA pkscale<>+0(SB)/8, $0x8000800080008000
+DATA pkscale<>+8(SB)/8, $0x8000800080008000
+DATA pkscale<>+16(SB)/8, $0x8000800080008000
+DATA pkscale<>+24(SB)/8, $0x8000800080008000
+DATA pkscale<>+32(SB)/8, $0x8000800080008000
+DATA pkscale<>+40(SB)/8, $0x8000800080008000
+DATA pkscale<>+48(SB)/8, $0x8000800080008000
+DATA pkscale<>+56(SB)/8, $0x8000800080008000
+DATA pkscale<>+64(SB)/8, $0x8001800180018001
+DATA pkscale<>+72(SB)/8, $0x8001800180018001
+DATA pkscale<>+80(SB)/8, $0x8001800180018001
+DATA pkscale<>+88(SB)/8, $0x8001800180018001
+DATA pkscale<>+96(SB)/8, $0x8001800180018001
+DATA pkscale<>+104(SB)/8, $0x8001800180018001
+DATA pkscale<>+112(SB)/8, $0x8001800180018001
+DATA pkscale<>+120(SB)/8, $0x8001800180018001
+DATA pkscale<>+128(SB)/8, $0x8002800280028002
+DATA pkscale<>+136(SB)/8, $0x8002800280028002
+DATA pkscale<>+144(SB)/8, $0x8002800280028002
+DATA pkscale<>+152(SB)/8, $0x8002800280028002
+DATA pkscale<>+160(SB)/8, $0x8002800280028002
+DATA pkscale<>+168(SB)/8, $0x8002800280028002
+DATA pkscale<>+176(SB)/8, $0x8002800280028002
+DATA pkscale<>+184(SB)/8, $0x8002800280028002
+DATA pkscale<>+192(SB)/8, $0x8003800380038003
+DATA pkscale<>+200(SB)/8, $0x8003800380038003
+DATA pkscale<>+208(SB)/8, $0x8003800380038003
+DATA pkscale<>+216(SB)/8, $0x8003800380038003
+DATA pkscale<>+224(SB)/8, $0x8003800380038003
+DATA pkscale<>+232(SB)/8, $0x8003800380038003
+DATA pkscale<>+240(SB)/8, $0x8003800380038003
+DATA pkscale<>+248(SB)/8, $0x8003800380038003
+DATA pkscale<>+256(SB)/8, $0x8004800480048004
+DATA pkscale<>+264(SB)/8, $0x8004800480048004
+DATA pkscale<>+272(SB)/8, $0x8004800480048004
+DATA pkscale<>+280(SB)/8, $0x8004800480048004
+DATA pkscale<>+288(SB)/8, $0x8004800480048004
+DATA pkscale<>+296(SB)/8, $0x8004800480048004
+DATA pkscale<>+304(SB)/8, $0x8004800480048004
+DATA pkscale<>+312(SB)/8, $0x8004800480048004
+DATA pkscale<>+320(SB)/8, $0x8005800580058005
+DATA pkscale<>+328(SB)/8, $0x8005800580058005
+DATA pkscale<>+336(SB)/8, $0x8005800580058005
+DATA pkscale<>+344(SB)/8, $0x8005800580058005
+DATA pkscale<>+352(SB)/8, $0x8005800580058005
+DATA pkscale<>+360(SB)/8, $0x8005800580058005
+DATA pkscale<>+368(SB)/8, $0x8005800580058005
+DATA pkscale<>+376(SB)/8, $0x8005800580058005
+DATA pkscale<>+384(SB)/8, $0x8006800680068006
+DATA pkscale<>+392(SB)/8, $0x8006800680068006
+DATA pkscale<>+400(SB)/8, $0x8006800680068006
+DATA pkscale<>+408(SB)/8, $0x8006800680068006
+DATA pkscale<>+416(SB)/8, $0x8006800680068006
+DATA pkscale<>+424(SB)/8, $0x8006800680068006
+DATA pkscale<>+432(SB)/8, $0x8006800680068006
+DATA pkscale<>+440(SB)/8, $0x8006800680068006
+DATA pkscale<>+448(SB)/8, $0x8007800780078007
+DATA pkscale<>+456(SB)/8, $0x8007800780078007
+DATA pkscale<>+464(SB)/8, $0x8007800780078007
+DATA pkscale<>+472(SB)/8, $0x8007800780078007
+DATA pkscale<>+480(SB)/8, $0x8007800780078007
+DATA pkscale<>+488(SB)/8, $0x8007800780078007
+DATA pkscale<>+496(SB)/8, $0x8007800780078007
+DATA pkscale<>+504(SB)/8, $0x8007800780078007
+GLOBL pkscale<>(SB), RODATA|NOPTR, $512
+
+// pkrow: at 64h, VPERMPS indices 2h eight times, then 2h+1 eight times.
+DATA pkrow<>+0(SB)/8, $0x0000000000000000
+DATA pkrow<>+8(SB)/8, $0x0000000000000000
+DATA pkrow<>+16(SB)/8, $0x0000000000000000
+DATA pkrow<>+24(SB)/8, $0x0000000000000000
+DATA pkrow<>+32(SB)/8, $0x0000000100000001
+DATA pkrow<>+40(SB)/8, $0x0000000100000001
+DATA pkrow<>+48(SB)/8, $0x0000000100000001
+DATA pkrow<>+56(SB)/8, $0x0000000100000001
+DATA pkrow<>+64(SB)/8, $0x0000000200000002
+DATA pkrow<>+72(SB)/8, $0x0000000200000002
+DATA pkrow<>+80(SB)/8, $0x0000000200000002
+DATA pkrow<>+88(SB)/8, $0x0000000200000002
+DATA pkrow<>+96(SB)/8, $0x0000000300000003
+DATA pkrow<>+104(SB)/8, $0x0000000300000003
+DATA pkrow<>+112(SB)/8, $0x0000000300000003
+DATA pkrow<>+120(SB)/8, $0x0000000300000003
+DATA pkrow<>+128(SB)/8, $0x0000000400000004
+DATA pkrow<>+136(SB)/8, $0x0000000400000004
+DATA pkrow<>+144(SB)/8, $0x0000000400000004
+DATA pkrow<>+152(SB)/8, $0x0000000400000004
+DATA pkrow<>+160(SB)/8, $0x0000000500000005
+DATA pkrow<>+168(SB)/8, $0x0000000500000005
+DATA pkrow<>+176(SB)/8, $0x0000000500000005
+DATA pkrow<>+184(SB)/8, $0x0000000500000005
+DATA pkrow<>+192(SB)/8, $0x0000000600000006
+DATA pkrow<>+200(SB)/8, $0x0000000600000006
+DATA pkrow<>+208(SB)/8, $0x0000000600000006
+DATA pkrow<>+216(SB)/8, $0x0000000600000006
+DATA pkrow<>+224(SB)/8, $0x0000000700000007
+DATA pkrow<>+232(SB)/8, $0x0000000700000007
+DATA pkrow<>+240(SB)/8, $0x0000000700000007
+DATA pkrow<>+248(SB)/8, $0x0000000700000007
+GLOBL pkrow<>(SB), RODATA|NOPTR, $256
+
+// PKPAIR(off, XL, XH, sl, sh, Q, I): the 64 quant bytes at off(DI) (a
+// row pair's sub-blocks 2p, 2p+1), the low nibbles times input XL with
+// scale sl of Q, the high ones times XH with scale sh, into I.
+#define PKPAIR(off, XL, XH, sl, sh, Q, I) \
+	VPANDD off(DI), Z20, Z29; \
+	VPMADDUBSW XL, Z29, Z29; \
+	VPSHUFB pkscale<>+sl(SB), Q, Z31; \
+	VPDPWSSD Z31, Z29, I; \
+	VPSRLW $4, off(DI), Z30; \
+	VPANDD Z30, Z20, Z30; \
+	VPMADDUBSW XH, Z30, Z30; \
+	VPSHUFB pkscale<>+sh(SB), Q, Z28; \
+	VPDPWSSD Z28, Z30, I
+
+// PKFLOAT(h, I, acc, mn): the float steps of row pair h (d·dx in Y29,
+// dmin·dx in Y30, the sums of 16 pairwise in both halves of Z31).
+#define PKFLOAT(h, moff, I, acc, mn) \
+	VMOVDQU32 pkrow<>+h(SB), Z28; \
+	VPERMPS Z29, Z28, Z24; \
+	VCVTDQ2PS I, I; \
+	VFMADD231PS I, Z24, acc; \
+	VPERMPS Z30, Z28, Z25; \
+	VPMOVZXBD moff(DI), Z26; \
+	VPMULLD Z31, Z26, Z26; \
+	VCVTDQ2PS Z26, Z26; \
+	VFMADD231PS Z26, Z25, mn
+
+// PKHSUM(Z): hsum8 of each half's eight lanes into its lane 0
+// ((h0+h2)+(h1+h3), h_j = a_j + a_{j+4}).
+#define PKHSUM(Z) \
+	VSHUFF32X4 $0xB1, Z, Z, Z28; \
+	VADDPS Z28, Z, Z; \
+	VPERMILPS $0x4E, Z, Z28; \
+	VADDPS Z28, Z, Z; \
+	VPERMILPS $0xB1, Z, Z28; \
+	VADDPS Z28, Z, Z
+
+// PKOUT(acc, mn, off): a row pair's results to off(R12).
+#define PKOUT(acc, mn, off) \
+	PKHSUM(acc); \
+	PKHSUM(mn); \
+	VSUBPS mn, acc, acc; \
+	VCOMPRESSPS acc, K1, off(R12)
+
+// func dotQ4KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+TEXT ·dotQ4KPx1AVX512(SB), NOSPLIT, $0-56
+	MOVQ p+0(FP), DI
+	MOVQ groups+8(FP), SI
+	MOVQ out+48(FP), R12
+	VMOVDQU64 pk0f<>(SB), Z20
+	VMOVDQU64 pkperm<>(SB), Z21
+	MOVL $0x0101, AX
+	KMOVW AX, K1
+pkgroup:
+	MOVQ xq+24(FP), AX
+	MOVQ xd+32(FP), R10
+	MOVQ bs+40(FP), BX
+	MOVQ nblocks+16(FP), R13
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+pkblock:
+	VBROADCASTI64X4 0(AX), Z0
+	VBROADCASTI64X4 32(AX), Z1
+	VBROADCASTI64X4 64(AX), Z2
+	VBROADCASTI64X4 96(AX), Z3
+	VBROADCASTI64X4 128(AX), Z4
+	VBROADCASTI64X4 160(AX), Z5
+	VBROADCASTI64X4 192(AX), Z6
+	VBROADCASTI64X4 224(AX), Z7
+	VPERMQ 32(DI), Z21, Z24
+	VPERMQ 48(DI), Z21, Z25
+	VPERMQ 64(DI), Z21, Z26
+	VPERMQ 80(DI), Z21, Z27
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	PKPAIR(160, Z0, Z1, 0, 64, Z24, Z16)
+	PKPAIR(224, Z0, Z1, 0, 64, Z25, Z17)
+	PKPAIR(288, Z0, Z1, 0, 64, Z26, Z18)
+	PKPAIR(352, Z0, Z1, 0, 64, Z27, Z19)
+	PKPAIR(416, Z2, Z3, 128, 192, Z24, Z16)
+	PKPAIR(480, Z2, Z3, 128, 192, Z25, Z17)
+	PKPAIR(544, Z2, Z3, 128, 192, Z26, Z18)
+	PKPAIR(608, Z2, Z3, 128, 192, Z27, Z19)
+	PKPAIR(672, Z4, Z5, 256, 320, Z24, Z16)
+	PKPAIR(736, Z4, Z5, 256, 320, Z25, Z17)
+	PKPAIR(800, Z4, Z5, 256, 320, Z26, Z18)
+	PKPAIR(864, Z4, Z5, 256, 320, Z27, Z19)
+	PKPAIR(928, Z6, Z7, 384, 448, Z24, Z16)
+	PKPAIR(992, Z6, Z7, 384, 448, Z25, Z17)
+	PKPAIR(1056, Z6, Z7, 384, 448, Z26, Z18)
+	PKPAIR(1120, Z6, Z7, 384, 448, Z27, Z19)
+	VBROADCASTSS (R10), Y28
+	VCVTPH2PS (DI), Y29
+	VMULPS Y28, Y29, Y29
+	VCVTPH2PS 16(DI), Y30
+	VMULPS Y28, Y30, Y30
+	VBROADCASTI64X4 (BX), Z31
+	VPMADDWD pkone16<>(SB), Z31, Z31
+	PKFLOAT(0, 96, Z16, Z8, Z12)
+	PKFLOAT(64, 112, Z17, Z9, Z13)
+	PKFLOAT(128, 128, Z18, Z10, Z14)
+	PKFLOAT(192, 144, Z19, Z11, Z15)
+	ADDQ $1184, DI
+	ADDQ $256, AX
+	ADDQ $4, R10
+	ADDQ $32, BX
+	DECQ R13
+	JNZ pkblock
+	PKOUT(Z8, Z12, 0)
+	PKOUT(Z9, Z13, 8)
+	PKOUT(Z10, Z14, 16)
+	PKOUT(Z11, Z15, 24)
+	ADDQ $32, R12
+	DECQ SI
+	JNZ pkgroup
+	VZEROUPPER
+	RET
