@@ -108,7 +108,10 @@
 //   - amd64 with AVX2 and FMA (dot_amd64.s, quant_amd64.s, tile_amd64.s):
 //     the F32, BF16 and quantised kernels, integer ones for Q8_0, Q4_0,
 //     Q5_0 and the K-quants (quantint_amd64.s, with VPDPBUSD and VPDPWSSD
-//     where the CPU has AVX512-VNNI; F16 rows take the pure-Go twin);
+//     where the CPU has AVX512-VNNI, and there for Q8_0, Q4_0 and Q5_0
+//     times four or eight inputs the inputs' quants offset to unsigned
+//     and their scales transposed, acts.u and acts.dt: the same integers
+//     and products; F16 rows take the pure-Go twin);
 //     AVX-512 adds the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
 //     and scores4.
 //   - arm64 (dot_arm64.s, tile_arm64.s, quantint_arm64.s; NEON, which

@@ -4,6 +4,9 @@ package llama
 
 const hasAVX2FMA = false
 
+// offsetActs: no offset kernels here (see acts.u).
+const offsetActs = false
+
 func dotF32(w, x []float32) float32 { return dot32Generic(w, x) }
 
 func mulF32(w []float32, cols int, x []float32, n int, out []float32, stride int) {

@@ -61,6 +61,13 @@ type acts struct {
 	d       []float32
 	s       []float32 // actQ8: Q8_1's s per block
 	bs      []int16   // actQ8K: 16 sums per super-block
+	// u and dt are actQ8's quants offset to unsigned (q + 128) and its
+	// scales, both transposed in groups of eight inputs (input r's block
+	// b at (r/8)·8·nblocks + 8b + r%8, in blocks of 32 quants or in
+	// scales; the last group padded), for the offset kernels where the
+	// CPU has them (offsetActs).
+	u  []uint8
+	dt []float32
 }
 
 // block is the number of inputs per scale of kind k.
@@ -79,6 +86,10 @@ func (a *acts) size(k actKind, cols, n int) {
 	a.d = grow(a.d, nb)
 	if k == actQ8 {
 		a.s = grow(a.s, nb)
+		if offsetActs {
+			a.u = growU8(a.u, (n+7)/8*8*cols)
+			a.dt = grow(a.dt, (n+7)/8*8*(cols/32))
+		}
 	} else {
 		a.bs = growI16(a.bs, 16*nb)
 	}
@@ -93,7 +104,15 @@ func (a *acts) quantizeRows(x []float32, lo, hi int) {
 		for b := 0; b < c/bk; b++ {
 			xx, q := xr[b*bk:(b+1)*bk], a.q[r*c+b*bk:r*c+(b+1)*bk]
 			if a.kind == actQ8 {
-				a.d[b0+b], a.s[b0+b] = quantQ8(xx, q)
+				var u []uint8
+				t := r/8*8*(c/bk) + 8*b + r%8
+				if offsetActs {
+					u = a.u[bk*t : bk*(t+1)]
+				}
+				a.d[b0+b], a.s[b0+b] = quantQ8(xx, q, u)
+				if offsetActs {
+					a.dt[t] = a.d[b0+b]
+				}
 			} else {
 				a.d[b0+b] = quantQ8K(xx, q, a.bs[16*(b0+b):16*(b0+b+1)])
 			}
@@ -117,8 +136,9 @@ func roundQ(v float32) int32 {
 }
 
 // quantQ8 rounds 32 inputs to ggml's Q8_0/Q8_1 block (see actKind): the
-// quants into q, and the scale dx and Q8_1's s, as float32.
-func quantQ8(x []float32, q []int8) (dx, s float32) {
+// quants into q (and q+128 into u unless u is nil), and the scale dx and
+// Q8_1's s, as float32.
+func quantQ8(x []float32, q []int8, u []uint8) (dx, s float32) {
 	x, q = x[:32:32], q[:32:32]
 	amax := float32(0)
 	for _, v := range x {
@@ -134,6 +154,12 @@ func quantQ8(x []float32, q []int8) (dx, s float32) {
 		qt := roundQ(float32(v * id))
 		q[t] = int8(qt)
 		sum += qt
+	}
+	if u != nil {
+		u = u[:32:32]
+		for t, v := range q {
+			u[t] = uint8(v) ^ 0x80
+		}
 	}
 	return F16ToF32(F32ToF16(d)), F16ToF32(F32ToF16(float32(d * float32(sum))))
 }
@@ -338,6 +364,13 @@ func mulIntGeneric(t Type, raw []byte, a *acts, out []float32, stride int) {
 func growI8(s []int8, n int) []int8 {
 	if cap(s) < n {
 		return make([]int8, n)
+	}
+	return s[:n]
+}
+
+func growU8(s []uint8, n int) []uint8 {
+	if cap(s) < n {
+		return make([]uint8, n)
 	}
 	return s[:n]
 }

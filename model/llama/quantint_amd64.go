@@ -88,6 +88,24 @@ func dotQ5KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 func dotQ6KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 //go:noescape
+func dotQ8Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ8Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ40Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ40Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
 func dotQ4KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
 
 // packedKernel multiplies groups groups of packed rows (packRows rows of
@@ -129,6 +147,19 @@ var intKernels8VNNI = map[Type]intKernel{
 	Q6_K: dotQ6KIx8VNNI,
 }
 
+// intKernelsOffsetVNNI are the offset kernels (four inputs, eight) of
+// the 32-weight types: they take acts.u and acts.dt (quantint_amd64.s);
+// the same bits as the others.
+var intKernelsOffsetVNNI = map[Type][2]intKernel{
+	Q8_0: {dotQ8Ux4VNNI, dotQ8Ux8VNNI},
+	Q4_0: {dotQ40Ux4VNNI, dotQ40Ux8VNNI},
+	Q5_0: {dotQ50Ux4VNNI, dotQ50Ux8VNNI},
+}
+
+// offsetActs: acts keeps actQ8's inputs for the offset kernels too (u,
+// dt) where the CPU has VNNI (the tests may turn useVNNI off, not this).
+var offsetActs = useVNNI
+
 // useVNNI selects intKernelsVNNI (the tests turn it off to check the AVX2
 // kernels on a machine that has both).
 var useVNNI = hasAVX2FMA && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL
@@ -158,8 +189,12 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		return
 	}
 	var k8 intKernel
+	offset := false
 	if useVNNI {
 		k8 = intKernels8VNNI[t]
+		if ko, ok := intKernelsOffsetVNNI[t]; ok && offsetActs {
+			k[1], k8, offset = ko[0], ko[1], true
+		}
 	}
-	mulIntWith(k, k8, rows, raw, a, out, stride)
+	mulIntWith(k, k8, offset, rows, raw, a, out, stride)
 }

@@ -10,7 +10,9 @@
 // weights times 32 inputs: VPSIGNB moves the weights' signs to the inputs
 // (signed types), VPMADDUBSW multiplies |w| by them into 16 int16 pair
 // sums (at most 2·128·127: no saturation), VPMADDWD by 1 (or the
-// sub-block's scale) into the eight int32 lanes of dotIntGeneric.
+// sub-block's scale) into the eight int32 lanes of dotIntGeneric. (The
+// VNNI kernels of Q8_0, Q4_0 and Q5_0 for four and eight inputs take the
+// inputs offset to unsigned instead: the offset kernels below.)
 
 DATA one16<>+0(SB)/8, $0x0001000100010001
 DATA one16<>+8(SB)/8, $0x0001000100010001
@@ -1060,6 +1062,324 @@ dotQ50Ix4VNNIblock:
 	VZEROUPPER
 	RET
 
+// The offset kernels of the 32-weight types (VNNI): the multi-input
+// kernels' VPSIGNB per block and input and VMULPS of the scales per block
+// and input are the vector ALU's bottleneck (each input's VPSIGNB,
+// VPDPBUSD, VMULPS and VFMADD231PS all issue to the same two pipes on
+// AMD's Zen 4). These take the inputs' quants offset to unsigned, u =
+// x + 128 (acts.u), so VPDPBUSD multiplies them by the signed weights
+// directly, into a copy of −128 times the lane sums of the weights (one
+// VPDPBUSD of 128s per block, shared by the inputs): exactly the lanes
+// Σ w·x; the quants and scales transposed in groups of eight inputs
+// (each block's eight inputs one after the other), so one VMULPS gives
+// float32(dw·dx) of every input of a block. A first pass
+// over up to 64 blocks of the row stores those products to the frame,
+// from where the second broadcasts them into each input's VFMADD231PS
+// (broadcasting them from a store of the same pass stalls on the store's
+// forwarding: 2.1 instead of 1.3 cycles per block and input). The same
+// int32 lanes, the same float32 products and fused multiply-adds: the
+// same bits. Arguments as the others' but xq and xd are the first
+// input's in acts.u and acts.dt.
+
+DATA q80I<>+0(SB)/8, $0x8080808080808080
+DATA q80I<>+8(SB)/8, $0x8080808080808080
+DATA q80I<>+16(SB)/8, $0x8080808080808080
+DATA q80I<>+24(SB)/8, $0x8080808080808080
+GLOBL q80I<>(SB), RODATA|NOPTR, $32
+
+// Q8CORR(W): a block at SI: its signed quants (by W) into Y1, −128 times
+// their lane sums into Y0 (Y15: 128 in every byte, Y14: 0).
+#define Q8CORR(W) \
+	W; \
+	VPXOR    Y0, Y0, Y0; \
+	VPDPBUSD Y1, Y15, Y0; \
+	VPSUBD   Y0, Y14, Y0
+
+// Q8UIN(x, k, U, I, A): input k of the block: u at x into U, the lanes
+// into I, acc A += float32(I) times the scale product at k(SP)(BX*1).
+#define Q8UIN(x, k, U, I, A) \
+	VMOVDQU          x, U; \
+	VMOVDQA32        Y0, I; \
+	VPDPBUSD         Y1, U, I; \
+	VCVTDQ2PS        I, I; \
+	VFMADD231PS.BCST k(SP)(BX*1), I, A
+
+// Q8UX8(W): a block at SI times eight inputs (their u at AX, 32 bytes
+// apart) into Y16-Y23.
+#define Q8UX8(W) \
+	Q8CORR(W); \
+	Q8UIN(0(AX), 0, Y4, Y24, Y16); \
+	Q8UIN(32(AX), 4, Y5, Y25, Y17); \
+	Q8UIN(64(AX), 8, Y6, Y26, Y18); \
+	Q8UIN(96(AX), 12, Y7, Y27, Y19); \
+	Q8UIN(128(AX), 16, Y8, Y28, Y20); \
+	Q8UIN(160(AX), 20, Y9, Y29, Y21); \
+	Q8UIN(192(AX), 24, Y10, Y30, Y22); \
+	Q8UIN(224(AX), 28, Y11, Y31, Y23)
+
+// Q8UX4(W): Q8UX8 for four inputs.
+#define Q8UX4(W) \
+	Q8CORR(W); \
+	Q8UIN(0(AX), 0, Y4, Y24, Y16); \
+	Q8UIN(32(AX), 4, Y5, Y25, Y17); \
+	Q8UIN(64(AX), 8, Y6, Y26, Y18); \
+	Q8UIN(96(AX), 12, Y7, Y27, Y19)
+
+// Q8UDX8, Q8UDX4: the scale products of a block at DI (dw) and of the
+// inputs' scales at (R10)(BX*1) to (SP)(BX*1).
+#define Q8UDX8 \
+	VPBROADCASTW (DI), X2; \
+	VCVTPH2PS    X2, Y2; \
+	VMULPS       (R10)(BX*1), Y2, Y2; \
+	VMOVUPS      Y2, (SP)(BX*1)
+
+#define Q8UDX4 \
+	VPBROADCASTW (DI), X2; \
+	VCVTPH2PS    X2, X2; \
+	VMULPS       (R10)(BX*1), X2, X2; \
+	VMOVUPS      X2, (SP)(BX*1)
+
+// Q8UPRO: out R14 bytes apart, the constants.
+#define Q8UPRO \
+	MOVQ    raw+0(FP), SI; \
+	MOVQ    out+48(FP), R12; \
+	MOVQ    outStride+56(FP), R14; \
+	SHLQ    $2, R14; \
+	VMOVDQU q80I<>(SB), Y15; \
+	VPXOR   Y14, Y14, Y14
+
+// ZACC8: Y16-Y23 zeroed.
+#define ZACC8 \
+	VPXORD Y16, Y16, Y16; \
+	VPXORD Y17, Y17, Y17; \
+	VPXORD Y18, Y18, Y18; \
+	VPXORD Y19, Y19, Y19; \
+	VPXORD Y20, Y20, Y20; \
+	VPXORD Y21, Y21, Y21; \
+	VPXORD Y22, Y22, Y22; \
+	VPXORD Y23, Y23, Y23
+
+// Q8UROW: a row's inputs from their first block (R9 blocks to go),
+// Y16-Y23 zeroed.
+#define Q8UROW \
+	MOVQ xq+24(FP), AX; \
+	MOVQ xd+32(FP), R10; \
+	MOVQ nblocks+16(FP), R9; \
+	ZACC8
+
+// Q8USEG: the next segment of at most 64 blocks: CX of them, R13 and DI
+// for the first pass, BX the frame offset.
+#define Q8USEG \
+	MOVQ   $64, CX; \
+	CMPQ   R9, CX; \
+	CMOVQLT R9, CX; \
+	SUBQ   CX, R9; \
+	MOVQ   CX, R13; \
+	MOVQ   SI, DI; \
+	XORQ   BX, BX
+
+// Q8UNEXT(bb): the next block (bb bytes of weights).
+#define Q8UNEXT(bb) \
+	ADDQ $bb, SI; \
+	ADDQ $256, AX; \
+	ADDQ $32, BX; \
+	DECQ CX
+
+// Q8UOUT(acc): hsum8 of acc to (DI), DI to the next input's output.
+#define Q8UOUT(acc) \
+	VMOVAPS acc, Y0; \
+	HSUM(Y0, X0, X1); \
+	VMOVSS  X0, (DI); \
+	ADDQ    R14, DI
+
+#define Q8UOUT4 \
+	MOVQ R12, DI; \
+	Q8UOUT(Y16); \
+	Q8UOUT(Y17); \
+	Q8UOUT(Y18); \
+	Q8UOUT(Y19)
+
+#define Q8UOUT8 \
+	Q8UOUT4; \
+	Q8UOUT(Y20); \
+	Q8UOUT(Y21); \
+	Q8UOUT(Y22); \
+	Q8UOUT(Y23)
+
+// func dotQ8Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ8Ux8VNNI(SB), 0, $2048-64
+	Q8UPRO
+dotQ8Ux8VNNIrow:
+	Q8UROW
+dotQ8Ux8VNNIseg:
+	Q8USEG
+dotQ8Ux8VNNIdx:
+	Q8UDX8
+	ADDQ $34, DI
+	ADDQ $32, BX
+	DECQ R13
+	JNZ  dotQ8Ux8VNNIdx
+	XORQ BX, BX
+dotQ8Ux8VNNIblock:
+	PREFETCHT0 544(SI)
+	Q8UX8(W80)
+	Q8UNEXT(34)
+	JNZ dotQ8Ux8VNNIblock
+	ADDQ BX, R10
+	TESTQ R9, R9
+	JNZ dotQ8Ux8VNNIseg
+	Q8UOUT8
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ8Ux8VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ8Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ8Ux4VNNI(SB), 0, $2048-64
+	Q8UPRO
+dotQ8Ux4VNNIrow:
+	Q8UROW
+dotQ8Ux4VNNIseg:
+	Q8USEG
+dotQ8Ux4VNNIdx:
+	Q8UDX4
+	ADDQ $34, DI
+	ADDQ $32, BX
+	DECQ R13
+	JNZ  dotQ8Ux4VNNIdx
+	XORQ BX, BX
+dotQ8Ux4VNNIblock:
+	PREFETCHT0 544(SI)
+	Q8UX4(W80)
+	Q8UNEXT(34)
+	JNZ dotQ8Ux4VNNIblock
+	ADDQ BX, R10
+	TESTQ R9, R9
+	JNZ dotQ8Ux4VNNIseg
+	Q8UOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ8Ux4VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ40Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ux8VNNI(SB), 0, $2048-64
+	Q8UPRO
+dotQ40Ux8VNNIrow:
+	Q8UROW
+dotQ40Ux8VNNIseg:
+	Q8USEG
+dotQ40Ux8VNNIdx:
+	Q8UDX8
+	ADDQ $18, DI
+	ADDQ $32, BX
+	DECQ R13
+	JNZ  dotQ40Ux8VNNIdx
+	XORQ BX, BX
+dotQ40Ux8VNNIblock:
+	PREFETCHT0 288(SI)
+	Q8UX8(W40)
+	Q8UNEXT(18)
+	JNZ dotQ40Ux8VNNIblock
+	ADDQ BX, R10
+	TESTQ R9, R9
+	JNZ dotQ40Ux8VNNIseg
+	Q8UOUT8
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ40Ux8VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ40Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40Ux4VNNI(SB), 0, $2048-64
+	Q8UPRO
+dotQ40Ux4VNNIrow:
+	Q8UROW
+dotQ40Ux4VNNIseg:
+	Q8USEG
+dotQ40Ux4VNNIdx:
+	Q8UDX4
+	ADDQ $18, DI
+	ADDQ $32, BX
+	DECQ R13
+	JNZ  dotQ40Ux4VNNIdx
+	XORQ BX, BX
+dotQ40Ux4VNNIblock:
+	PREFETCHT0 288(SI)
+	Q8UX4(W40)
+	Q8UNEXT(18)
+	JNZ dotQ40Ux4VNNIblock
+	ADDQ BX, R10
+	TESTQ R9, R9
+	JNZ dotQ40Ux4VNNIseg
+	Q8UOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ40Ux4VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ50Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ux8VNNI(SB), 0, $2048-64
+	Q8UPRO
+dotQ50Ux8VNNIrow:
+	Q8UROW
+dotQ50Ux8VNNIseg:
+	Q8USEG
+dotQ50Ux8VNNIdx:
+	Q8UDX8
+	ADDQ $22, DI
+	ADDQ $32, BX
+	DECQ R13
+	JNZ  dotQ50Ux8VNNIdx
+	XORQ BX, BX
+dotQ50Ux8VNNIblock:
+	PREFETCHT0 352(SI)
+	Q8UX8(W50)
+	Q8UNEXT(22)
+	JNZ dotQ50Ux8VNNIblock
+	ADDQ BX, R10
+	TESTQ R9, R9
+	JNZ dotQ50Ux8VNNIseg
+	Q8UOUT8
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ50Ux8VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ50Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50Ux4VNNI(SB), 0, $2048-64
+	Q8UPRO
+dotQ50Ux4VNNIrow:
+	Q8UROW
+dotQ50Ux4VNNIseg:
+	Q8USEG
+dotQ50Ux4VNNIdx:
+	Q8UDX4
+	ADDQ $22, DI
+	ADDQ $32, BX
+	DECQ R13
+	JNZ  dotQ50Ux4VNNIdx
+	XORQ BX, BX
+dotQ50Ux4VNNIblock:
+	PREFETCHT0 352(SI)
+	Q8UX4(W50)
+	Q8UNEXT(22)
+	JNZ dotQ50Ux4VNNIblock
+	ADDQ BX, R10
+	TESTQ R9, R9
+	JNZ dotQ50Ux4VNNIseg
+	Q8UOUT4
+	ADDQ $4, R12
+	DECQ rows+8(FP)
+	JNZ dotQ50Ux4VNNIrow
+	VZEROUPPER
+	RET
+
 // func dotQ4KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ4KIx1AVX2(SB), 0, $336-64
 	KPROLOGUE
@@ -1429,14 +1749,7 @@ dotQ6KIx4VNNIblock:
 
 // KZERO8: acc and mn of the eight inputs zeroed.
 #define KZERO8 \
-	VPXORD Y16, Y16, Y16; \
-	VPXORD Y17, Y17, Y17; \
-	VPXORD Y18, Y18, Y18; \
-	VPXORD Y19, Y19, Y19; \
-	VPXORD Y20, Y20, Y20; \
-	VPXORD Y21, Y21, Y21; \
-	VPXORD Y22, Y22, Y22; \
-	VPXORD Y23, Y23, Y23; \
+	ZACC8; \
 	VPXORD Y24, Y24, Y24; \
 	VPXORD Y25, Y25, Y25; \
 	VPXORD Y26, Y26, Y26; \

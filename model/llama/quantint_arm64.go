@@ -67,6 +67,9 @@ type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int
 // others too on a CPU that has it).
 var hasDotProd = cpu.ARM64.HasASIMDDP
 
+// offsetActs: no offset kernels here (see acts.u).
+const offsetActs = false
+
 // intKernels are the integer kernels of each type: one input, four; with
 // SDOT and without.
 var intKernels = map[Type][2][2]intKernel{
@@ -91,10 +94,10 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		return
 	}
 	if hasDotProd {
-		mulIntWith(ks[1], nil, rows, raw, a, out, stride)
+		mulIntWith(ks[1], nil, false, rows, raw, a, out, stride)
 		return
 	}
-	mulIntWith(ks[0], nil, rows, raw, a, out, stride)
+	mulIntWith(ks[0], nil, false, rows, raw, a, out, stride)
 }
 
 // packedKernel is the amd64 kernels' signature; no packed layout has a
