@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestParseProcStat(t *testing.T) {
 			t.Errorf("parseProcStat(%q) succeeded", bad)
 		}
 	}
-	if _, err := procCPU(os.Getpid()); err != nil {
+	if _, err := procCPU(os.Getpid()); err != nil && runtime.GOOS == "linux" {
 		t.Errorf("this process's CPU time: %v", err)
 	}
 }
@@ -49,6 +50,9 @@ func TestRunReportsCPU(t *testing.T) {
 		t.Fatalf("cpu %+v", cpu)
 	}
 	for _, p := range cpu[:2] {
+		if runtime.GOOS != "linux" {
+			break // CPU times come from /proc: elsewhere each says it is unknown
+		}
 		if p.Err != "" || p.Seconds < 0 || p.PerRequestMs != p.Seconds*1e3/float64(res.Summary.Completed) {
 			t.Errorf("%+v", p)
 		}

@@ -251,7 +251,7 @@ func (p *Pool) NewHold(k HoldKind, owner uint64) HoldID {
 		idx = p.freeHolds[n-1]
 		p.freeHolds = p.freeHolds[:n-1]
 	} else {
-		if len(p.holds) >= math.MaxUint32-1 {
+		if uint64(len(p.holds)) >= math.MaxUint32-1 {
 			panic("kvblock: hold table full") // 2³² live holds: unreachable in memory
 		}
 		p.holds = append(p.holds, hold{})

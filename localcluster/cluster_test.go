@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -215,6 +216,9 @@ func TestDefaultServeArgs(t *testing.T) {
 // does), so the cluster's pid is the engine's and Pause, Resume and Stop
 // reach it.
 func TestPlaceAndPause(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the engine's environment and state from /proc (Linux)")
+	}
 	opt := fakeOptions(t, "")
 	ports, err := freePorts("127.0.0.1", 1)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"reflect"
 	"testing"
 	"testing/iotest"
@@ -123,7 +124,7 @@ func TestReadFrameLimit(t *testing.T) {
 		t.Fatalf("over the limit: %v, want ErrFrameTooLarge", err)
 	}
 	// A max of zero, or above MaxFrameBytes, means MaxFrameBytes.
-	for _, maxPayload := range []int{0, -1, MaxFrameBytes + 1, 1 << 40} {
+	for _, maxPayload := range []int{0, -1, MaxFrameBytes + 1, math.MaxInt} {
 		var hdr [4]byte
 		binary.BigEndian.PutUint32(hdr[:], MaxFrameBytes+1)
 		if _, err := ReadFrame(bytes.NewReader(hdr[:]), nil, maxPayload); !errors.Is(err, ErrFrameTooLarge) {

@@ -141,7 +141,7 @@ func (h *Harness) startReference(ctx context.Context) error {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	h.ref = exec.Command(h.opt.Binary, "serve", "--role", "both", "--port", strconv.Itoa(port), "--profile", "tiny")
-	h.ref.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	h.ref.SysProcAttr = sysProcAttr()
 	if h.opt.LogDir != "" {
 		if f, err := os.Create(filepath.Join(h.opt.LogDir, "reference.log")); err == nil {
 			h.ref.Stdout, h.ref.Stderr = f, f

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,9 @@ const (
 // Available reports why the harness cannot run here, or nil: it needs
 // root, ip and tc.
 func Available() error {
+	if runtime.GOOS != "linux" {
+		return errors.New("chaos: needs Linux (network namespaces, tc)")
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("chaos: needs root (network namespaces, tc)")
 	}
