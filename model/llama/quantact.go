@@ -98,24 +98,49 @@ func (a *acts) size(k actKind, cols, n int) {
 // quantizeRows rounds rows lo..hi-1 of x (a.cols floats each) into a.
 func (a *acts) quantizeRows(x []float32, lo, hi int) {
 	c, bk := a.cols, a.kind.block()
+	nb := c / bk
 	for r := lo; r < hi; r++ {
 		xr := x[r*c : (r+1)*c]
-		b0 := r * c / bk
-		for b := 0; b < c/bk; b++ {
-			xx, q := xr[b*bk:(b+1)*bk], a.q[r*c+b*bk:r*c+(b+1)*bk]
-			if a.kind == actQ8 {
-				var u []uint8
-				t := r/8*8*(c/bk) + 8*b + r%8
-				if offsetActs {
-					u = a.u[bk*t : bk*(t+1)]
-				}
-				a.d[b0+b], a.s[b0+b] = quantQ8(xx, q, u)
-				if offsetActs {
-					a.dt[t] = a.d[b0+b]
-				}
-			} else {
-				a.d[b0+b] = quantQ8K(xx, q, a.bs[16*(b0+b):16*(b0+b+1)])
-			}
+		b0 := r * nb
+		if a.kind == actQ8 {
+			a.quantizeQ8Row(xr, r)
+			continue
+		}
+		for b := 0; b < nb; b++ {
+			a.d[b0+b] = quantQ8K(xr[b*bk:(b+1)*bk], a.q[r*c+b*bk:r*c+(b+1)*bk], a.bs[16*(b0+b):16*(b0+b+1)])
+		}
+	}
+}
+
+// quantizeQ8Row rounds input row r (xr) for actQ8: by quantQ8Vec, and by
+// quantQ8 the blocks it leaves (the same values); the transposed scales
+// last.
+func (a *acts) quantizeQ8Row(xr []float32, r int) {
+	c := a.cols
+	nb := c / 32
+	b0 := r * nb
+	t0 := r/8*8*nb + r%8 // acts.u's and dt's index of the row's block 0
+	for b := 0; b < nb; b++ {
+		var u []uint8
+		if offsetActs {
+			u = a.u[32*(t0+8*b):]
+		}
+		var up *uint8
+		if u != nil {
+			up = &u[0]
+		}
+		b += quantQ8Vec(&xr[32*b], nb-b, &a.q[r*c+32*b], &a.d[b0+b], &a.s[b0+b], up)
+		if b == nb {
+			break
+		}
+		if u != nil {
+			u = a.u[32*(t0+8*b) : 32*(t0+8*b+1)]
+		}
+		a.d[b0+b], a.s[b0+b] = quantQ8(xr[32*b:32*(b+1)], a.q[r*c+32*b:r*c+32*(b+1)], u)
+	}
+	if offsetActs {
+		for b := 0; b < nb; b++ {
+			a.dt[t0+8*b] = a.d[b0+b]
 		}
 	}
 }
