@@ -27,6 +27,9 @@ DATA pk0f<>+48(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA pk0f<>+56(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL pk0f<>(SB), RODATA|NOPTR, $64
 
+DATA pk30<>+0(SB)/1, $0x30
+GLOBL pk30<>(SB), RODATA|NOPTR, $1
+
 DATA pkone16<>+0(SB)/8, $0x0001000100010001
 DATA pkone16<>+8(SB)/8, $0x0001000100010001
 DATA pkone16<>+16(SB)/8, $0x0001000100010001
@@ -274,5 +277,259 @@ pkblock:
 	ADDQ $32, R12
 	DECQ SI
 	JNZ pkgroup
+	VZEROUPPER
+	RET
+
+// The packed Q6_K kernel (pack.go's layout): as Q4_K's, two rows per ZMM
+// register. Per super-block: the input's eight groups of 32 quants in both
+// halves of Z0-Z7, and per group c the words −32·(x_2w + x_2w+1) (VPMADDUBSW
+// of 32 by the input, negated) in the frame at 64c. Per pair of rows h
+// (2h, 2h+1): their 32 int8 scales as int16 (VPMOVSXBW), the words of
+// scales 0-7 in every 128-bit lane of each row's half in Z20, 8-15 in Z21
+// (VPERMQ); the high bits of groups 0-3 in Z24, 4-7 in Z25; per pair a of
+// groups, the 64 bytes of low bits (group 2a in the low nibbles, 2a+1 in
+// the high ones) in Z26. A group's quants q (0-63, before the −32) are its
+// nibbles with their two high bits moved to bits 4-5 (VPTERNLOGD); then
+// VPMADDUBSW by the input (pair sums ≤ 2·63·127) plus the frame's words
+// (the −32, ≥ −2·32·127: the sum fits int16) is Σ (q−32)·x per pair of
+// weights, and VPDPWSSD by the scales of the group's two sub-blocks of 16
+// (one VPSHUFB: sub-block 2c's in the low 128-bit lane of each half,
+// 2c+1's in the high one) adds dotKInt's lane sums into I (Z16-Z19).
+// Then acc = fma(float32(d·dx), float32(I), acc) (Z8-Z11) and, per group
+// of rows, hsum8 of each row's acc (Q6_K has no minimums).
+
+DATA pk20<>+0(SB)/8, $0x2020202020202020
+DATA pk20<>+8(SB)/8, $0x2020202020202020
+DATA pk20<>+16(SB)/8, $0x2020202020202020
+DATA pk20<>+24(SB)/8, $0x2020202020202020
+DATA pk20<>+32(SB)/8, $0x2020202020202020
+DATA pk20<>+40(SB)/8, $0x2020202020202020
+DATA pk20<>+48(SB)/8, $0x2020202020202020
+DATA pk20<>+56(SB)/8, $0x2020202020202020
+GLOBL pk20<>(SB), RODATA|NOPTR, $64
+
+// pkq6perm: VPERMQ indices of a row pair's scales 0-7 (at 0) and 8-15 (at 64)
+// in both 128-bit lanes of each half.
+DATA pkq6perm<>+0(SB)/8, $0
+DATA pkq6perm<>+8(SB)/8, $1
+DATA pkq6perm<>+16(SB)/8, $0
+DATA pkq6perm<>+24(SB)/8, $1
+DATA pkq6perm<>+32(SB)/8, $4
+DATA pkq6perm<>+40(SB)/8, $5
+DATA pkq6perm<>+48(SB)/8, $4
+DATA pkq6perm<>+56(SB)/8, $5
+DATA pkq6perm<>+64(SB)/8, $2
+DATA pkq6perm<>+72(SB)/8, $3
+DATA pkq6perm<>+80(SB)/8, $2
+DATA pkq6perm<>+88(SB)/8, $3
+DATA pkq6perm<>+96(SB)/8, $6
+DATA pkq6perm<>+104(SB)/8, $7
+DATA pkq6perm<>+112(SB)/8, $6
+DATA pkq6perm<>+120(SB)/8, $7
+GLOBL pkq6perm<>(SB), RODATA|NOPTR, $128
+
+// pkq6scale: at 64c, VPSHUFB indices of word 2c mod 8 in the even 128-bit
+// lanes and 2c+1 mod 8 in the odd ones: group c's two sub-block scales.
+DATA pkq6scale<>+0(SB)/8, $0x0100010001000100
+DATA pkq6scale<>+8(SB)/8, $0x0100010001000100
+DATA pkq6scale<>+16(SB)/8, $0x0302030203020302
+DATA pkq6scale<>+24(SB)/8, $0x0302030203020302
+DATA pkq6scale<>+32(SB)/8, $0x0100010001000100
+DATA pkq6scale<>+40(SB)/8, $0x0100010001000100
+DATA pkq6scale<>+48(SB)/8, $0x0302030203020302
+DATA pkq6scale<>+56(SB)/8, $0x0302030203020302
+DATA pkq6scale<>+64(SB)/8, $0x0504050405040504
+DATA pkq6scale<>+72(SB)/8, $0x0504050405040504
+DATA pkq6scale<>+80(SB)/8, $0x0706070607060706
+DATA pkq6scale<>+88(SB)/8, $0x0706070607060706
+DATA pkq6scale<>+96(SB)/8, $0x0504050405040504
+DATA pkq6scale<>+104(SB)/8, $0x0504050405040504
+DATA pkq6scale<>+112(SB)/8, $0x0706070607060706
+DATA pkq6scale<>+120(SB)/8, $0x0706070607060706
+DATA pkq6scale<>+128(SB)/8, $0x0908090809080908
+DATA pkq6scale<>+136(SB)/8, $0x0908090809080908
+DATA pkq6scale<>+144(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA pkq6scale<>+152(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA pkq6scale<>+160(SB)/8, $0x0908090809080908
+DATA pkq6scale<>+168(SB)/8, $0x0908090809080908
+DATA pkq6scale<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA pkq6scale<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA pkq6scale<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA pkq6scale<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA pkq6scale<>+208(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA pkq6scale<>+216(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA pkq6scale<>+224(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA pkq6scale<>+232(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA pkq6scale<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA pkq6scale<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA pkq6scale<>+256(SB)/8, $0x0100010001000100
+DATA pkq6scale<>+264(SB)/8, $0x0100010001000100
+DATA pkq6scale<>+272(SB)/8, $0x0302030203020302
+DATA pkq6scale<>+280(SB)/8, $0x0302030203020302
+DATA pkq6scale<>+288(SB)/8, $0x0100010001000100
+DATA pkq6scale<>+296(SB)/8, $0x0100010001000100
+DATA pkq6scale<>+304(SB)/8, $0x0302030203020302
+DATA pkq6scale<>+312(SB)/8, $0x0302030203020302
+DATA pkq6scale<>+320(SB)/8, $0x0504050405040504
+DATA pkq6scale<>+328(SB)/8, $0x0504050405040504
+DATA pkq6scale<>+336(SB)/8, $0x0706070607060706
+DATA pkq6scale<>+344(SB)/8, $0x0706070607060706
+DATA pkq6scale<>+352(SB)/8, $0x0504050405040504
+DATA pkq6scale<>+360(SB)/8, $0x0504050405040504
+DATA pkq6scale<>+368(SB)/8, $0x0706070607060706
+DATA pkq6scale<>+376(SB)/8, $0x0706070607060706
+DATA pkq6scale<>+384(SB)/8, $0x0908090809080908
+DATA pkq6scale<>+392(SB)/8, $0x0908090809080908
+DATA pkq6scale<>+400(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA pkq6scale<>+408(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA pkq6scale<>+416(SB)/8, $0x0908090809080908
+DATA pkq6scale<>+424(SB)/8, $0x0908090809080908
+DATA pkq6scale<>+432(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA pkq6scale<>+440(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA pkq6scale<>+448(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA pkq6scale<>+456(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA pkq6scale<>+464(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA pkq6scale<>+472(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA pkq6scale<>+480(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA pkq6scale<>+488(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA pkq6scale<>+496(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA pkq6scale<>+504(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL pkq6scale<>(SB), RODATA|NOPTR, $512
+
+// PK6MUL(X, c, Q, I): group c's quants (Z27) times input X, plus the
+// frame's −32 words, times its scales (from Q) into I.
+#define PK6MUL(X, c, Q, I) \
+	VPMADDUBSW X, Z27, Z27; \
+	VPADDW c(SP), Z27, Z27; \
+	VPSHUFB pkq6scale<>+c(SB), Q, Z29; \
+	VPDPWSSD Z29, Z27, I
+
+// PK6LO(X, c, Q, I, B): group c (even) from the low nibbles of Z26 and the
+// high bits at bits 4-5 of B, times X into I (PK6MUL).
+#define PK6LO(X, c, Q, I, B) \
+	VPANDD Z26, Z12, Z27; \
+	VPTERNLOGD $0xF8, Z13, B, Z27; \
+	PK6MUL(X, c, Q, I)
+
+// PK6HI(X, c, Q, I, SH, n, QH): group c (odd) from the high nibbles of
+// Z26 and the high bits of QH moved to bits 4-5 by SH $n, times X into I.
+#define PK6HI(X, c, Q, I, SH, n, QH) \
+	VPSRLW $4, Z26, Z27; \
+	SH $n, QH, Z28; \
+	VPANDD Z28, Z13, Z28; \
+	VPTERNLOGD $0xEC, Z12, Z28, Z27; \
+	PK6MUL(X, c, Q, I)
+
+// PK6H(sc, I, acc, row): a super-block of the row pair whose scales are at
+// sc(DI) and quants at CX (their 384 bytes) into I, then acc = fma(
+// float32(d·dx) (Y23, each row's by VPERMPS with pkrow at row),
+// float32(I), acc).
+#define PK6H(sc, I, acc, row) \
+	VPMOVSXBW sc(DI), Z22; \
+	VPERMQ Z22, Z14, Z20; \
+	VPERMQ Z22, Z15, Z21; \
+	VPXORD I, I, I; \
+	VMOVDQU64 (CX), Z24; \
+	VMOVDQU64 64(CX), Z25; \
+	VMOVDQU64 128(CX), Z26; \
+	VPSLLW $4, Z24, Z28; \
+	PK6LO(Z0, 0, Z20, I, Z28); \
+	PK6HI(Z1, 64, Z20, I, VPSLLW, 2, Z24); \
+	VMOVDQU64 192(CX), Z26; \
+	PK6LO(Z2, 128, Z20, I, Z24); \
+	PK6HI(Z3, 192, Z20, I, VPSRLW, 2, Z24); \
+	VMOVDQU64 256(CX), Z26; \
+	VPSLLW $4, Z25, Z28; \
+	PK6LO(Z4, 256, Z21, I, Z28); \
+	PK6HI(Z5, 320, Z21, I, VPSLLW, 2, Z25); \
+	VMOVDQU64 320(CX), Z26; \
+	PK6LO(Z6, 384, Z21, I, Z25); \
+	PK6HI(Z7, 448, Z21, I, VPSRLW, 2, Z25); \
+	VMOVDQU32 pkrow<>+row(SB), Z30; \
+	VPERMPS Z23, Z30, Z31; \
+	VCVTDQ2PS I, I; \
+	VFMADD231PS I, Z31, acc
+
+// func dotQ6KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+TEXT ·dotQ6KPx1AVX512(SB), NOSPLIT, $512-56
+	MOVQ p+0(FP), DI
+	MOVQ groups+8(FP), SI
+	MOVQ out+48(FP), R12
+	VMOVDQU64 pk0f<>(SB), Z12
+	VPBROADCASTB pk30<>(SB), Z13
+	VMOVDQU64 pkq6perm<>(SB), Z14
+	VMOVDQU64 pkq6perm<>+64(SB), Z15
+	MOVL $0x0101, AX
+	KMOVW AX, K1
+pk6group:
+	MOVQ xq+24(FP), AX
+	MOVQ xd+32(FP), R10
+	MOVQ nblocks+16(FP), R13
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+pk6block:
+	VMOVDQU64 pk20<>(SB), Z30
+	VPXORD Z31, Z31, Z31
+	VBROADCASTI64X4 0(AX), Z0
+	VPMADDUBSW Z0, Z30, Z28
+	VPSUBW Z28, Z31, Z28
+	VMOVDQU64 Z28, 0(SP)
+	VBROADCASTI64X4 32(AX), Z1
+	VPMADDUBSW Z1, Z30, Z28
+	VPSUBW Z28, Z31, Z28
+	VMOVDQU64 Z28, 64(SP)
+	VBROADCASTI64X4 64(AX), Z2
+	VPMADDUBSW Z2, Z30, Z28
+	VPSUBW Z28, Z31, Z28
+	VMOVDQU64 Z28, 128(SP)
+	VBROADCASTI64X4 96(AX), Z3
+	VPMADDUBSW Z3, Z30, Z28
+	VPSUBW Z28, Z31, Z28
+	VMOVDQU64 Z28, 192(SP)
+	VBROADCASTI64X4 128(AX), Z4
+	VPMADDUBSW Z4, Z30, Z28
+	VPSUBW Z28, Z31, Z28
+	VMOVDQU64 Z28, 256(SP)
+	VBROADCASTI64X4 160(AX), Z5
+	VPMADDUBSW Z5, Z30, Z28
+	VPSUBW Z28, Z31, Z28
+	VMOVDQU64 Z28, 320(SP)
+	VBROADCASTI64X4 192(AX), Z6
+	VPMADDUBSW Z6, Z30, Z28
+	VPSUBW Z28, Z31, Z28
+	VMOVDQU64 Z28, 384(SP)
+	VBROADCASTI64X4 224(AX), Z7
+	VPMADDUBSW Z7, Z30, Z28
+	VPSUBW Z28, Z31, Z28
+	VMOVDQU64 Z28, 448(SP)
+	VBROADCASTSS (R10), Y30
+	VCVTPH2PS (DI), Y23
+	VMULPS Y30, Y23, Y23
+	LEAQ 192(DI), CX
+	PK6H(16, Z16, Z8, 0)
+	ADDQ $384, CX
+	PK6H(48, Z17, Z9, 64)
+	ADDQ $384, CX
+	PK6H(80, Z18, Z10, 128)
+	ADDQ $384, CX
+	PK6H(112, Z19, Z11, 192)
+	ADDQ $1728, DI
+	ADDQ $256, AX
+	ADDQ $4, R10
+	DECQ R13
+	JNZ pk6block
+	PKHSUM(Z8)
+	VCOMPRESSPS Z8, K1, 0(R12)
+	PKHSUM(Z9)
+	VCOMPRESSPS Z9, K1, 8(R12)
+	PKHSUM(Z10)
+	VCOMPRESSPS Z10, K1, 16(R12)
+	PKHSUM(Z11)
+	VCOMPRESSPS Z11, K1, 24(R12)
+	ADDQ $32, R12
+	DECQ SI
+	JNZ pk6group
 	VZEROUPPER
 	RET

@@ -108,6 +108,9 @@ func dotQ50Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 //go:noescape
 func dotQ4KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
 
+//go:noescape
+func dotQ6KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+
 // packedKernel multiplies groups groups of packed rows (packRows rows of
 // nblocks super-blocks each, from p) by one rounded input, writing the
 // packRows·groups outputs to out[0…].
@@ -118,8 +121,14 @@ var usePacked = useVNNI && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
 // packKernel is the packed kernel of type t on this CPU, nil if none.
 func packKernel(t Type) packedKernel {
-	if t == Q4_K && usePacked && useVNNI {
+	if !usePacked || !useVNNI {
+		return nil
+	}
+	switch t {
+	case Q4_K:
 		return dotQ4KPx1AVX512
+	case Q6_K:
+		return dotQ6KPx1AVX512
 	}
 	return nil
 }
