@@ -5,11 +5,14 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -97,4 +100,37 @@ func Post(url, body string) (int, map[string]any) {
 	m := map[string]any{}
 	json.NewDecoder(resp.Body).Decode(&m)
 	return resp.StatusCode, m
+}
+
+// Metric returns the value of the series whose line in url's /metrics
+// starts with series (its name and labels, in the exporter's label order),
+// or -1 when there is none.
+func Metric(t testing.TB, url, series string) float64 {
+	t.Helper()
+	return MetricOver(t, http.DefaultClient, url, series)
+}
+
+// MetricOver is Metric through hc (an https URL's client, say).
+func MetricOver(t testing.TB, hc *http.Client, url, series string) float64 {
+	t.Helper()
+	resp, err := hc.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatalf("%s/metrics: %s: %v", url, sc.Text(), err)
+			}
+			return v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s/metrics: %v", url, err)
+	}
+	return -1
 }

@@ -1,12 +1,9 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"math/rand/v2"
-	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +13,7 @@ import (
 	"github.com/kvlease/kvlease/engine"
 	"github.com/kvlease/kvlease/httpapi"
 	"github.com/kvlease/kvlease/httpserver/httpservertest"
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/kvblock"
 	synth "github.com/kvlease/kvlease/model/synth"
 	"github.com/kvlease/kvlease/node"
@@ -145,27 +143,10 @@ func (e *testEngine) client(opts ...option.RequestOption) openai.Client {
 		option.WithAPIKey("unused"), option.WithMaxRetries(0)}, opts...)...)
 }
 
-// metric returns the value of the series whose exposition line starts with
-// series (name and labels, in Prometheus' label order), or -1.
+// metric is e2e.Metric of the engine.
 func (e *testEngine) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(e.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", sc.Text(), err)
-			}
-			return v
-		}
-	}
-	return -1
+	return e2e.Metric(t, e.url, series)
 }
 
 // held is the engine's held blocks, as /metrics says.

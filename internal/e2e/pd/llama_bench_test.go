@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/internal/llamatest"
 	"github.com/kvlease/kvlease/internal/plainsock"
 	"github.com/kvlease/kvlease/localcluster"
@@ -69,9 +70,9 @@ func BenchmarkRealKVTransfer42M(b *testing.B) {
 	ctx := context.Background()
 	cli := client(cl.URL())
 	var ttft time.Duration
-	in0 := metric(b, dURL, `kvlease_transfer_bytes_total{direction="in",model_name="`+model+`"}`)
-	out0 := metric(b, pURL, `kvlease_transfer_bytes_total{direction="out",model_name="`+model+`"}`)
-	sec0 := metric(b, dURL, `kvlease_transfer_seconds_sum{model_name="`+model+`"}`)
+	in0 := e2e.Metric(b, dURL, `kvlease_transfer_bytes_total{direction="in",model_name="`+model+`"}`)
+	out0 := e2e.Metric(b, pURL, `kvlease_transfer_bytes_total{direction="out",model_name="`+model+`"}`)
+	sec0 := e2e.Metric(b, dURL, `kvlease_transfer_seconds_sum{model_name="`+model+`"}`)
 	pw, pr := plainsock.Pair(b)
 	const blockTokens = 16
 	plainBlock := make([]byte, blockTokens*(w.Config.BytesPerToken()+8))
@@ -107,9 +108,9 @@ func BenchmarkRealKVTransfer42M(b *testing.B) {
 		plain += time.Since(start)
 	}
 	b.StopTimer()
-	in := metric(b, dURL, `kvlease_transfer_bytes_total{direction="in",model_name="`+model+`"}`) - in0
-	out := metric(b, pURL, `kvlease_transfer_bytes_total{direction="out",model_name="`+model+`"}`) - out0
-	sec := metric(b, dURL, `kvlease_transfer_seconds_sum{model_name="`+model+`"}`) - sec0
+	in := e2e.Metric(b, dURL, `kvlease_transfer_bytes_total{direction="in",model_name="`+model+`"}`) - in0
+	out := e2e.Metric(b, pURL, `kvlease_transfer_bytes_total{direction="out",model_name="`+model+`"}`) - out0
+	sec := e2e.Metric(b, dURL, `kvlease_transfer_seconds_sum{model_name="`+model+`"}`) - sec0
 	if in != wirePerRequest*float64(b.N) || out != in {
 		b.Fatalf("D pulled %v bytes, P served %v, P wrote %v bytes of KV and %v of slot digests",
 			in, out, kvPerRequest*float64(b.N), 8*promptLen*b.N)

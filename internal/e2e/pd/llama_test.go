@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/internal/llamatest"
 	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/model/llama"
@@ -114,7 +115,7 @@ func TestRealModelPDMatchesSingleEngine(t *testing.T) {
 	var pulled float64
 	for _, e := range c.Engines() {
 		if e.Role == "decode" {
-			pulled += metric(t, e.URL, `kvlease_transfer_bytes_total{direction="in",model_name="`+model+`"}`)
+			pulled += e2e.Metric(t, e.URL, `kvlease_transfer_bytes_total{direction="in",model_name="`+model+`"}`)
 		}
 	}
 	if pulled <= 0 {

@@ -109,18 +109,18 @@ func TestLoRAThroughProxyMatchesSingleEngine(t *testing.T) {
 	released := func() float64 {
 		n := 0.0
 		for _, r := range []string{"rejected", "aborted", "undelivered"} {
-			n += max(0, metric(t, p, `kvlease_leases_released_total{model_name="`+model+`",reason="`+r+`"}`))
+			n += max(0, e2e.Metric(t, p, `kvlease_leases_released_total{model_name="`+model+`",reason="`+r+`"}`))
 		}
 		return n
 	}
 	toldP := `kvlease_releases_sent_total{model_name="` + model + `",reason="rejected"}`
-	before, toldBefore := released(), max(0, metric(t, d, toldP))
+	before, toldBefore := released(), max(0, e2e.Metric(t, d, toldP))
 	_, err = complete(pd, "sql", 0)
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, "`sql` does not exist") {
 		t.Fatalf("a decode engine without the adapter: %v", err)
 	}
 	e2e.WaitFor(t, "P's release of the refused request's lease", func() bool { return released() == before+1 })
-	e2e.WaitFor(t, "D's rejection notice", func() bool { return metric(t, d, toldP) == toldBefore+1 })
+	e2e.WaitFor(t, "D's rejection notice", func() bool { return e2e.Metric(t, d, toldP) == toldBefore+1 })
 	waitQuiet(t, c)
 }

@@ -10,7 +10,6 @@
 package pd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,27 +160,4 @@ func waitHealthy(url string) error {
 // client is an SDK client of base without retries, so each error is seen.
 func client(base string) openai.Client {
 	return openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
-}
-
-// metric returns the value of the series whose exposition line starts with
-// series, or -1 when the engine does not export it.
-func metric(t testing.TB, url, series string) float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", sc.Text(), err)
-			}
-			return v
-		}
-	}
-	return -1
 }

@@ -415,7 +415,7 @@ func TestSDKThroughProxyMatchesSingleEngine(t *testing.T) {
 			leases += max(g.leases, 1)
 		}
 	}
-	if granted := metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted != float64(leases) {
+	if granted := e2e.Metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted != float64(leases) {
 		t.Errorf("P granted %v leases for %d requests with %d prompts", granted, len(generators), leases)
 	}
 	waitQuiet(t, c)
@@ -443,7 +443,7 @@ func TestDecodeEngineKilled(t *testing.T) {
 		}
 	}
 	d1 := c.URLs(proxy.RoleDecode)[1]
-	if n := metric(t, d1, `vllm:request_success_total{finished_reason="length",model_name="`+model+`"}`); n != 6 {
+	if n := e2e.Metric(t, d1, `vllm:request_success_total{finished_reason="length",model_name="`+model+`"}`); n != 6 {
 		t.Errorf("decode1 finished %v requests, want all 6", n)
 	}
 	// The engine comes back on its port and gets legs again. The proxy
@@ -458,7 +458,7 @@ func TestDecodeEngineKilled(t *testing.T) {
 	d0 := c.URLs(proxy.RoleDecode)[0]
 	up := `kvlease_proxy_engine_up{engine="` + strings.TrimPrefix(d0, "http://") + `",role="decode"}`
 	served := func() float64 {
-		return metric(t, d0, `vllm:request_success_total{finished_reason="length",model_name="`+model+`"}`)
+		return e2e.Metric(t, d0, `vllm:request_success_total{finished_reason="length",model_name="`+model+`"}`)
 	}
 	const maxRequests = 20
 	deadline := time.Now().Add(e2e.Timeout)
@@ -466,7 +466,7 @@ func TestDecodeEngineKilled(t *testing.T) {
 		if i == maxRequests || time.Now().After(deadline) {
 			t.Fatalf("the restarted decode0 served no request of %d sent after the proxy saw it up", i)
 		}
-		e2e.WaitFor(t, "the proxy to see the restarted decode0 up", func() bool { return metric(t, c.URL(), up) == 1 })
+		e2e.WaitFor(t, "the proxy to see the restarted decode0 up", func() bool { return e2e.Metric(t, c.URL(), up) == 1 })
 		if got, err := g.run(ctx, pd); err != nil || got != want {
 			t.Fatalf("after the restart: %q, %v", got, err)
 		}
@@ -540,7 +540,7 @@ func TestCancelledStreamsLeaveNoLease(t *testing.T) {
 	for _, o := range []string{proxy.OutcomeOK, proxy.OutcomeClientCancelled, proxy.OutcomeBadRequest,
 		proxy.OutcomeOverloaded, proxy.OutcomePrefillError, proxy.OutcomePrefillUnreachable, proxy.OutcomePrefillTimeout,
 		proxy.OutcomeDecodeError, proxy.OutcomeDecodeUnavailable, proxy.OutcomeDecodeFailed, proxy.OutcomeDecodeTimeout} {
-		v := metric(t, c.URL(), `kvlease_proxy_requests_total{outcome="`+o+`"}`)
+		v := e2e.Metric(t, c.URL(), `kvlease_proxy_requests_total{outcome="`+o+`"}`)
 		total += v
 		if o == proxy.OutcomeClientCancelled {
 			cancelled = v
@@ -550,9 +550,9 @@ func TestCancelledStreamsLeaveNoLease(t *testing.T) {
 	var reasons []string
 	for _, r := range []string{"read_done", "aborted", "undelivered", "rejected", "expired"} {
 		reasons = append(reasons, fmt.Sprintf("%s %v", r,
-			metric(t, p, `kvlease_leases_released_total{model_name="`+model+`",reason="`+r+`"}`)))
+			e2e.Metric(t, p, `kvlease_leases_released_total{model_name="`+model+`",reason="`+r+`"}`)))
 	}
-	t.Logf("P's leases: granted %v; released: %s", metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`),
+	t.Logf("P's leases: granted %v; released: %s", e2e.Metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`),
 		strings.Join(reasons, ", "))
 	if cancelled == 0 || cancelled != total {
 		t.Errorf("proxy outcomes: %v client_cancelled of %v; want every request that reached it cancelled", cancelled, total)
@@ -574,7 +574,7 @@ func waitQuiet(t testing.TB, c *localcluster.Cluster) {
 				`vllm:num_requests_running{model_name="` + model + `"}`,
 				`vllm:num_requests_waiting{model_name="` + model + `"}`,
 			} {
-				if v := metric(t, e.URL, s); v > 0 {
+				if v := e2e.Metric(t, e.URL, s); v > 0 {
 					left = append(left, fmt.Sprintf("%s %s = %v", e.Name(), s, v))
 				}
 			}
@@ -597,7 +597,7 @@ func TestPDNChoicesSharePulledPrefix(t *testing.T) {
 	pd := client(c.URL())
 	d := c.URLs(proxy.RoleDecode)[0]
 	p := c.URLs(proxy.RolePrefill)[0]
-	hits := func() float64 { return metric(t, d, `vllm:prefix_cache_hits_total{model_name="`+model+`"}`) }
+	hits := func() float64 { return e2e.Metric(t, d, `vllm:prefix_cache_hits_total{model_name="`+model+`"}`) }
 	run := func(prompt string, n int64) {
 		t.Helper()
 		params := completionParams(prompt)
@@ -616,7 +616,7 @@ func TestPDNChoicesSharePulledPrefix(t *testing.T) {
 	if extra := (h2 - h1) - (h1 - h0); extra < 2*5*16 {
 		t.Errorf("n=3 hit %v more prefix tokens on D than n=1, want at least %d (two choices on 5 pulled blocks)", extra, 2*5*16)
 	}
-	if granted := metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted != 2 {
+	if granted := e2e.Metric(t, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted != 2 {
 		t.Errorf("P granted %v leases for two requests", granted)
 	}
 	waitQuiet(t, c)

@@ -1,17 +1,16 @@
 package pd
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/kvlease/kvlease/internal/e2e"
 	"github.com/kvlease/kvlease/internal/tlsfiles"
 	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
@@ -37,25 +36,6 @@ func tlsClient(t *testing.T, files tlsfiles.ClientFiles) *http.Client {
 func sdk(base string, hc *http.Client) openai.Client {
 	return openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
 		option.WithHTTPClient(hc))
-}
-
-// metricOver is metric through hc.
-func metricOver(t *testing.T, hc *http.Client, url, series string) float64 {
-	t.Helper()
-	resp, err := hc.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return v
-		}
-	}
-	return -1
 }
 
 // TestTLSCluster: a cluster with HTTPS on every HTTP port and engines
@@ -95,11 +75,11 @@ func TestTLSCluster(t *testing.T) {
 		})
 	}
 	p, d := c.URLs(proxy.RolePrefill)[0], c.URLs(proxy.RoleDecode)[0]
-	if granted := metricOver(t, withCert, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted < 1 {
+	if granted := e2e.MetricOver(t, withCert, p, `kvlease_leases_granted_total{model_name="`+model+`"}`); granted < 1 {
 		t.Errorf("P granted %v leases: the requests did not go through P/D", granted)
 	}
 	for _, e := range c.Engines() { // the proxy's scrapes reach them
-		if up := metricOver(t, withCA, c.URL(), `kvlease_proxy_engine_up{engine="`+strings.TrimPrefix(e.URL, "https://")+`",role="`+e.Role+`"}`); up != 1 {
+		if up := e2e.MetricOver(t, withCA, c.URL(), `kvlease_proxy_engine_up{engine="`+strings.TrimPrefix(e.URL, "https://")+`",role="`+e.Role+`"}`); up != 1 {
 			t.Errorf("the proxy sees %s as up=%v", e.Name(), up)
 		}
 	}
