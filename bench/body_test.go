@@ -3,12 +3,11 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 )
 
-// mapRequestBody is requestBody as it was, encoding a map: the reference
-// for the bytes of every body.
+// mapRequestBody is requestBody's fields in a map, as it encoded them
+// before requestJSON: the reference for the bytes of every body.
 func mapRequestBody(cfg Config, model string, j *job, history []string, t *turn) []byte {
 	body := map[string]any{
 		"model":       model,
@@ -24,42 +23,9 @@ func mapRequestBody(cfg Config, model string, j *job, history []string, t *turn)
 		body["min_tokens"] = t.outputTokens + 1
 	}
 	if cfg.API == APIChat {
-		msgs := make([]message, 0, len(history)+2)
-		if j.system != "" {
-			msgs = append(msgs, message{"system", j.system})
-		}
-		for i, h := range history {
-			role := "user"
-			if i%2 == 1 {
-				role = "assistant"
-			}
-			msgs = append(msgs, message{role, h})
-		}
-		body["messages"] = append(msgs, message{"user", t.user})
+		body["messages"] = chatMessages(j, history, t)
 	} else {
-		var b strings.Builder
-		if j.system != "" {
-			b.WriteString(j.system)
-			b.WriteString("\n\n")
-		}
-		for i, h := range history {
-			if i%2 == 0 {
-				b.WriteString("User: ")
-				b.WriteString(h)
-				b.WriteString("\nAssistant:")
-			} else {
-				b.WriteString(h)
-				b.WriteString("\n")
-			}
-		}
-		if len(history) > 0 {
-			b.WriteString("User: ")
-			b.WriteString(t.user)
-			b.WriteString("\nAssistant:")
-		} else {
-			b.WriteString(t.user)
-		}
-		body["prompt"] = b.String()
+		body["prompt"] = completionPrompt(j, history, t)
 	}
 	out, err := json.Marshal(body)
 	if err != nil {

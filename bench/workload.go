@@ -183,46 +183,59 @@ func requestBody(cfg Config, model string, j *job, history []string, t *turn) []
 		body.MinTokens = new(t.outputTokens + 1)
 	}
 	if cfg.API == APIChat {
-		msgs := make([]message, 0, len(history)+2)
-		if j.system != "" {
-			msgs = append(msgs, message{"system", j.system})
-		}
-		for i, h := range history {
-			role := "user"
-			if i%2 == 1 {
-				role = "assistant"
-			}
-			msgs = append(msgs, message{role, h})
-		}
-		body.Messages = append(msgs, message{"user", t.user})
+		body.Messages = chatMessages(j, history, t)
 	} else {
-		var b strings.Builder
-		if j.system != "" {
-			b.WriteString(j.system)
-			b.WriteString("\n\n")
-		}
-		for i, h := range history {
-			if i%2 == 0 {
-				b.WriteString("User: ")
-				b.WriteString(h)
-				b.WriteString("\nAssistant:")
-			} else {
-				b.WriteString(h)
-				b.WriteString("\n")
-			}
-		}
-		if len(history) > 0 {
-			b.WriteString("User: ")
-			b.WriteString(t.user)
-			b.WriteString("\nAssistant:")
-		} else {
-			b.WriteString(t.user)
-		}
-		body.Prompt = new(b.String())
+		body.Prompt = new(completionPrompt(j, history, t))
 	}
 	out, err := json.Marshal(body)
 	if err != nil {
 		panic("bench: request body does not encode: " + err.Error())
 	}
 	return out
+}
+
+// chatMessages are a chat request's messages: the job's system prompt,
+// the previous turns (history, alternating user and assistant texts) and
+// turn t's user text.
+func chatMessages(j *job, history []string, t *turn) []message {
+	msgs := make([]message, 0, len(history)+2)
+	if j.system != "" {
+		msgs = append(msgs, message{"system", j.system})
+	}
+	for i, h := range history {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		msgs = append(msgs, message{role, h})
+	}
+	return append(msgs, message{"user", t.user})
+}
+
+// completionPrompt is a completion request's prompt: the same turns as
+// chatMessages, as "User: …\nAssistant:" text.
+func completionPrompt(j *job, history []string, t *turn) string {
+	var b strings.Builder
+	if j.system != "" {
+		b.WriteString(j.system)
+		b.WriteString("\n\n")
+	}
+	for i, h := range history {
+		if i%2 == 0 {
+			b.WriteString("User: ")
+			b.WriteString(h)
+			b.WriteString("\nAssistant:")
+		} else {
+			b.WriteString(h)
+			b.WriteString("\n")
+		}
+	}
+	if len(history) > 0 {
+		b.WriteString("User: ")
+		b.WriteString(t.user)
+		b.WriteString("\nAssistant:")
+	} else {
+		b.WriteString(t.user)
+	}
+	return b.String()
 }

@@ -106,6 +106,12 @@ func TestRequestBody(t *testing.T) {
 		body["stream_options"].(map[string]any)["include_usage"] != true || !strings.HasPrefix(body["prompt"].(string), j.system+"\n\n") {
 		t.Fatalf("body %v", body)
 	}
+	// A later turn of a completions workload: the earlier turns and their
+	// answers as text (answers follow "Assistant:" as generated).
+	want := j.system + "\n\nUser: u0\nAssistant: a0\nUser: " + j.turns[0].user + "\nAssistant:"
+	if got := completionPrompt(&j, []string{"u0", " a0"}, &j.turns[0]); got != want {
+		t.Fatalf("prompt %q, want %q", got, want)
+	}
 	cfg.Stream, cfg.API = false, APIChat
 	body = nil
 	if err := json.Unmarshal(requestBody(cfg, "m", &j, []string{"u0", "a0"}, &j.turns[0]), &body); err != nil {
