@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,6 +91,12 @@ type Config struct {
 	// certificate for engines that ask for one. Nil: the defaults. Not
 	// used with Transport set.
 	EngineTLS *tls.Config
+	// EngineRootCAs, when set, gives the CAs that each new connection to an
+	// https engine is verified against, in place of EngineTLS's RootCAs: a
+	// bundle reloaded from its file when it changes (tlsfiles.Roots), so
+	// engines whose CA was rotated are trusted without a restart. Not used
+	// with Transport set.
+	EngineRootCAs func() *x509.CertPool
 
 	// Logger receives the proxy's logs; nil discards them.
 	Logger *slog.Logger

@@ -73,8 +73,19 @@ const (
 )
 
 func newFake(t *testing.T, role string) *fakeEngine {
+	return newFakeOver(t, role, false)
+}
+
+// newFakeOver is newFake, serving HTTPS with httptest's certificate
+// (for 127.0.0.1) when tls is set.
+func newFakeOver(t *testing.T, role string, tls bool) *fakeEngine {
 	f := &fakeEngine{t: t, role: role, aborts: map[string]int{}, abortAuth: map[string]string{}, cancel: map[string]context.CancelFunc{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	if tls {
+		f.srv.StartTLS()
+	} else {
+		f.srv.Start()
+	}
 	t.Cleanup(f.srv.Close)
 	return f
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +33,9 @@ type legClient struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle     int           // idle connections kept per engine
 	idleTimeout time.Duration // an idle connection older than this is closed, not used
+	// roots, when set, gives the CAs each new TLS connection verifies
+	// its engine against (Config.EngineRootCAs).
+	roots func() *x509.CertPool
 }
 
 // connPool holds one engine's idle connections, the most recent last.
@@ -155,7 +159,12 @@ func (lcl *legClient) dialBy(ctx context.Context, deadline time.Time, e *engine)
 	if err != nil || e.tls == nil {
 		return nc, err
 	}
-	tc := tls.Client(nc, e.tls)
+	conf := e.tls
+	if lcl.roots != nil {
+		conf = conf.Clone()
+		conf.RootCAs = lcl.roots()
+	}
+	tc := tls.Client(nc, conf)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		nc.Close()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: nc.RemoteAddr(), Err: fmt.Errorf("TLS handshake: %w", err)}

@@ -130,6 +130,26 @@ func New(cfg Config) (*Proxy, error) {
 			dial:        p.ownsTr.DialContext,
 			maxIdle:     p.ownsTr.MaxIdleConnsPerHost,
 			idleTimeout: p.ownsTr.IdleConnTimeout,
+			roots:       cfg.EngineRootCAs,
+		}
+		if cfg.EngineRootCAs != nil {
+			// Scrapes, aborts and /v1/models: each new connection's
+			// handshake verifies the engine against the CAs of the moment.
+			p.ownsTr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				host, _, _ := net.SplitHostPort(addr)
+				nc, err := p.ownsTr.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				conf := engineTLS(cfg.EngineTLS, host)
+				conf.RootCAs = cfg.EngineRootCAs()
+				tc := tls.Client(nc, conf)
+				if err := tc.HandshakeContext(ctx); err != nil {
+					nc.Close()
+					return nil, err
+				}
+				return tc, nil
+			}
 		}
 	}
 	p.client = &http.Client{
@@ -144,13 +164,8 @@ func New(cfg Config) (*Proxy, error) {
 			base, _ := ParseEngineURL(u) // validated above
 			e := &engine{role: name, index: i, base: base, hostPort: base[strings.Index(base, "//")+2:]}
 			if strings.HasPrefix(base, "https:") {
-				e.tls = cfg.EngineTLS.Clone()
-				if e.tls == nil {
-					e.tls = &tls.Config{MinVersion: tls.VersionTLS12}
-				}
-				if e.tls.ServerName == "" {
-					e.tls.ServerName, _, _ = net.SplitHostPort(e.hostPort)
-				}
+				host, _, _ := net.SplitHostPort(e.hostPort)
+				e.tls = engineTLS(cfg.EngineTLS, host)
 			}
 			r.engines = append(r.engines, e)
 			r.hostPorts = append(r.hostPorts, e.hostPort)
@@ -163,6 +178,21 @@ func New(cfg Config) (*Proxy, error) {
 	p.m = newProxyMetrics(p.engines, p.now)
 	p.metricsH = promhttp.HandlerFor(p.m.reg, promhttp.HandlerOpts{})
 	return p, nil
+}
+
+// engineTLS is the client configuration of a connection to an https
+// engine at host: a copy of base (nil: TLS 1.2 or later, the system's
+// CAs), verifying the engine's certificate for host unless base names
+// another server.
+func engineTLS(base *tls.Config, host string) *tls.Config {
+	c := base.Clone()
+	if c == nil {
+		c = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if c.ServerName == "" {
+		c.ServerName = host
+	}
+	return c
 }
 
 // now is the proxy's monotonic clock as an Instant for the router.

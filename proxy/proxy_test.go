@@ -3,6 +3,8 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,17 +31,22 @@ type rig struct {
 }
 
 func newRig(t *testing.T, nP, nD int, tweak func(*Config)) *rig {
+	return newRigOver(t, nP, nD, false, tweak)
+}
+
+// newRigOver is newRig, its engines serving HTTPS when tls is set.
+func newRigOver(t *testing.T, nP, nD int, tls bool, tweak func(*Config)) *rig {
 	t.Helper()
 	r := &rig{t: t}
 	cfg := DefaultConfig()
 	cfg.ScrapeInterval = 0
 	for range nP {
-		f := newFake(t, RolePrefill)
+		f := newFakeOver(t, RolePrefill, tls)
 		r.pre = append(r.pre, f)
 		cfg.Prefill = append(cfg.Prefill, f.url())
 	}
 	for range nD {
-		f := newFake(t, RoleDecode)
+		f := newFakeOver(t, RoleDecode, tls)
 		r.dec = append(r.dec, f)
 		cfg.Decode = append(cfg.Decode, f.url())
 	}
@@ -538,5 +546,54 @@ func TestServeReturnsListenerError(t *testing.T) {
 	ln.Close()
 	if err := px.Serve(context.Background(), ln, time.Millisecond); err == nil || errors.Is(err, context.Canceled) {
 		t.Errorf("Serve on a closed listener = %v", err)
+	}
+}
+
+// TestEngineCAsReloaded: with EngineRootCAs each new connection to an
+// https engine is verified against the CAs of that moment: refused while
+// they do not hold the engine's, served once they do (a rotated bundle,
+// no new proxy), legs and the transport's requests (/v1/models) alike;
+// and the engine's name is still checked.
+func TestEngineCAsReloaded(t *testing.T) {
+	var roots atomic.Pointer[x509.CertPool]
+	roots.Store(x509.NewCertPool()) // trusts no one
+	r := newRigOver(t, 1, 1, true, func(c *Config) {
+		c.EngineRootCAs = roots.Load
+		c.DownFor = time.Nanosecond // a refused engine is tried again at once
+	})
+	body := `{"model":"m","prompt":"hello","max_tokens":3}`
+	get := func(path string) (int, string) {
+		resp, err := http.Get(r.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, readAll(t, resp)
+	}
+	resp := r.post("/v1/completions", body)
+	if text := readAll(t, resp); resp.StatusCode == http.StatusOK || !strings.Contains(text, "certificate") {
+		t.Fatalf("engines of an untrusted CA: %d %s, want a certificate error", resp.StatusCode, text)
+	}
+	if code, text := get("/v1/models"); code == http.StatusOK || !strings.Contains(text, "certificate") {
+		t.Fatalf("/v1/models from an untrusted engine: %d %s, want a certificate error", code, text)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(r.dec[0].srv.Certificate()) // every httptest server's
+	roots.Store(pool)
+	resp = r.post("/v1/completions", body)
+	if text := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(text, fakeText(3)) {
+		t.Fatalf("once the CA is trusted: %d %s", resp.StatusCode, text)
+	}
+	if code, text := get("/v1/models"); strings.Contains(text, "certificate") {
+		t.Fatalf("/v1/models once the CA is trusted: %d %s", code, text)
+	}
+	// The right CAs for another name: refused.
+	other := newRigOver(t, 1, 1, true, func(c *Config) {
+		c.EngineRootCAs = roots.Load
+		c.EngineTLS = &tls.Config{ServerName: "kvlease.invalid"}
+	})
+	resp = other.post("/v1/completions", body)
+	if text := readAll(t, resp); resp.StatusCode == http.StatusOK || !strings.Contains(text, "kvlease.invalid") {
+		t.Fatalf("an engine whose certificate is not for the name: %d %s, want a name error", resp.StatusCode, text)
 	}
 }

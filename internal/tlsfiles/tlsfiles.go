@@ -208,6 +208,19 @@ func Client(f ClientFiles, log *slog.Logger) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// Roots returns the CA bundle in file as it is at each call, read again
+// when the file changes (checked at most every second; a bundle that does
+// not load is logged and the last one kept): for a client that verifies
+// each new connection against the CAs of the moment, so a rotated CA is
+// trusted without a restart. log gets the reloads (nil: none).
+func Roots(file string, log *slog.Logger) (func() *x509.CertPool, error) {
+	r, err := newReloader("CA certificates", []string{file}, log, func() (*x509.CertPool, error) { return loadPool(file) })
+	if err != nil {
+		return nil, err
+	}
+	return r.get, nil
+}
+
 // loadPool reads a PEM bundle of CA certificates.
 func loadPool(file string) (*x509.CertPool, error) {
 	b, err := os.ReadFile(file)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -186,4 +187,38 @@ func copyFile(t *testing.T, from, to string) {
 	// granularity.
 	later := time.Now().Add(time.Duration(len(b)) * time.Millisecond)
 	os.Chtimes(to, later, later)
+}
+
+// TestRootsReload checks that Roots gives the bundle in the file as it is
+// now, and keeps the last one while the file does not load.
+func TestRootsReload(t *testing.T) {
+	defer func(d time.Duration) { checkEvery = d }(checkEvery)
+	checkEvery = 0
+	a, b := local(t), local(t)
+	file := filepath.Join(t.TempDir(), "ca.pem")
+	copyFile(t, a.CAFile, file)
+	roots, err := Roots(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifies := func(certFile string) bool {
+		_, err := leafOf(t, certFile).Verify(x509.VerifyOptions{Roots: roots(), DNSName: "127.0.0.1"})
+		return err == nil
+	}
+	if !verifies(a.CertFile) || verifies(b.CertFile) {
+		t.Fatal("a's bundle: want a's certificate verified and b's refused")
+	}
+	if err := os.WriteFile(file, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !verifies(a.CertFile) {
+		t.Fatal("a bundle that does not load replaced the one in use")
+	}
+	copyFile(t, b.CAFile, file)
+	if verifies(a.CertFile) || !verifies(b.CertFile) {
+		t.Fatal("b's bundle: want b's certificate verified and a's refused")
+	}
+	if _, err := Roots(filepath.Join(t.TempDir(), "none.pem"), nil); err == nil {
+		t.Error("a missing bundle accepted")
+	}
 }

@@ -55,7 +55,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the proxy to this file, from start to shutdown")
 	tlsf := addTLSFlags(fs)
 	var engineTLS tlsfiles.ClientFiles
-	fs.StringVar(&engineTLS.CAFile, "engine-ssl-ca-certs", "", "PEM CA certificates that https engines are verified against (default: the system's)")
+	fs.StringVar(&engineTLS.CAFile, "engine-ssl-ca-certs", "", "PEM CA certificates that https engines are verified against (default: the system's); reloaded when the file changes")
 	fs.StringVar(&engineTLS.CertFile, "engine-ssl-certfile", "", "a PEM client certificate presented to https engines that ask for one (their --ssl-cert-reqs)")
 	fs.StringVar(&engineTLS.KeyFile, "engine-ssl-keyfile", "", "the PEM private key of --engine-ssl-certfile")
 	if err := ParseFlags(fs, args); err != nil {
@@ -68,6 +68,11 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyFlags, error) {
 	}
 	if cfg.EngineTLS, err = tlsfiles.Client(engineTLS, tlsLog); err != nil {
 		return proxyFlags{}, fmt.Errorf("--engine-ssl-*: %v", err)
+	}
+	if engineTLS.CAFile != "" {
+		if cfg.EngineRootCAs, err = tlsfiles.Roots(engineTLS.CAFile, tlsLog); err != nil {
+			return proxyFlags{}, fmt.Errorf("--engine-ssl-ca-certs: %v", err)
+		}
 	}
 	if cfg.Prefill, err = engineURLs("--prefill", *prefill); err != nil {
 		return proxyFlags{}, err
