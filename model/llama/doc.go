@@ -74,6 +74,8 @@
 //     multiply-add of float32(d_w·d_x) and float32(lane) into each of
 //     eight accumulators, Q4_K's and Q5_K's minimums likewise into eight
 //     more (lane j: sub-block j's), then hsum8 (minus the minimums').
+//     Packed rows (Weights.Pack) are the same bytes rearranged: the same
+//     integers, the same float steps.
 //   - Q4_1 and Q5_1 rows (dotQuantGeneric; the vector kernels in
 //     quant_amd64.s): eight lanes. A quant (q ≥ 0) is converted exactly to
 //     float32. Per 32-weight block, lane j starts a chain with the rounded
@@ -113,7 +115,14 @@
 //     and their scales transposed, acts.u and acts.dt: the same integers
 //     and products; F16 rows take the pure-Go twin);
 //     AVX-512 adds the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
-//     and scores4.
+//     and scores4. With AVX-512 F, BW, VL and VNNI, Q4_K and Q6_K
+//     matrices whose rows are a multiple of eight also get a packed copy
+//     (Weights.Pack, called by model/gguf; pack.go describes the layout:
+//     eight rows' scales of a super-block together, byte-wide, and two
+//     rows' quants per 64-byte line), which steps of one to three inputs
+//     read with one-input kernels (pack_amd64.s; the twin unpacks a row
+//     to the file's bytes). AVX2-only CPUs and arm64 keep the file's
+//     layout.
 //   - arm64 (dot_arm64.s, tile_arm64.s, quantint_arm64.s; NEON, which
 //     every arm64 CPU has): the F32 kernels (one row or a block of rows
 //     times one vector, dotF32 and RMSNorm's sum of squares included, and
