@@ -107,6 +107,14 @@ func (a *acts) quantizeRows(x []float32, lo, hi int) {
 			continue
 		}
 		for b := 0; b < nb; b++ {
+			done := quantQ8KVec(&xr[b*bk], nb-b, &a.q[r*c+b*bk], &a.d[b0+b])
+			for ; done > 0; done-- {
+				sums16(a.q[r*c+b*bk:r*c+(b+1)*bk], a.bs[16*(b0+b):16*(b0+b+1)])
+				b++
+			}
+			if b == nb {
+				break
+			}
 			a.d[b0+b] = quantQ8K(xr[b*bk:(b+1)*bk], a.q[r*c+b*bk:r*c+(b+1)*bk], a.bs[16*(b0+b):16*(b0+b+1)])
 		}
 	}
@@ -215,6 +223,14 @@ func quantQ8K(x []float32, q []int8, bs []int16) float32 {
 	for t, v := range x {
 		q[t] = int8(min(roundQ(float32(iscale*v)), 127))
 	}
+	sums16(q, bs)
+	return float32(1 / iscale)
+}
+
+// sums16 sets bs to the sums of each 16 consecutive quants of a
+// super-block (Q8_K's bsums).
+func sums16(q []int8, bs []int16) {
+	q, bs = q[:qkK:qkK], bs[:16:16]
 	for j := range bs {
 		s := int16(0)
 		for _, v := range q[16*j : 16*j+16] {
@@ -222,7 +238,6 @@ func quantQ8K(x []float32, q []int8, bs []int16) float32 {
 		}
 		bs[j] = s
 	}
-	return float32(1 / iscale)
 }
 
 // The integer dot products (dotIntGeneric; the vector kernels in

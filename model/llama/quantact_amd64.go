@@ -1,5 +1,7 @@
 package llama
 
+import "golang.org/x/sys/cpu"
+
 // quantQ8AVX2 is quantQ8 over nb blocks from x (quantact_amd64.s),
 // stopping at the first block it leaves to quantQ8; it returns the
 // number of blocks done.
@@ -16,4 +18,22 @@ func quantQ8Vec(x *float32, nb int, q *int8, d, s *float32, u *uint8) int {
 		return 0
 	}
 	return quantQ8AVX2(x, nb, q, d, s, u)
+}
+
+// quantQ8KAVX512 is quantQ8K without the sums of 16 over nb super-blocks
+// from x (quantact_amd64.s), stopping at the first it leaves to quantQ8K;
+// it returns the number of super-blocks done.
+//
+//go:noescape
+func quantQ8KAVX512(x *float32, nb int, q *int8, d *float32) int
+
+// useQuantAVX512 selects quantQ8KAVX512 (the tests turn it off to compare).
+var useQuantAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+
+// quantQ8KVec is quantQ8KAVX512 where the CPU has it, else 0 done.
+func quantQ8KVec(x *float32, nb int, q *int8, d *float32) int {
+	if !useQuantAVX512 {
+		return 0
+	}
+	return quantQ8KAVX512(x, nb, q, d)
 }

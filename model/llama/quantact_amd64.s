@@ -127,3 +127,167 @@ done:
 	MOVQ AX, ret+48(FP)
 	VZEROUPPER
 	RET
+
+// quantQ8KAVX512 is quantQ8K (see actKind) over super-blocks of 256 inputs,
+// without the sums of 16: the same operations, each rounded the same way
+// (VDIVSS for −127/max and 1/iscale, VMULPS, VCVTPS2DQ to nearest even,
+// VPMINSD with 127). It stops at the first super-block whose largest |x|
+// is below 2^-120 (zero included) or not finite, which quantQ8K handles,
+// and returns the number done. The largest |x| is the integer maximum of
+// the bits of |x| (as quantQ8AVX2's); max is the first x with those bits.
+
+DATA cm127K<>+0(SB)/4, $-127.0
+GLOBL cm127K<>(SB), RODATA|NOPTR, $4
+
+DATA c1K<>+0(SB)/4, $1.0
+GLOBL c1K<>(SB), RODATA|NOPTR, $4
+
+DATA i127K<>+0(SB)/4, $127
+GLOBL i127K<>(SB), RODATA|NOPTR, $4
+
+// func quantQ8KAVX512(x *float32, nb int, q *int8, d *float32) int
+TEXT ·quantQ8KAVX512(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), SI
+	MOVQ         nb+8(FP), CX
+	MOVQ         q+16(FP), DI
+	MOVQ         d+24(FP), R8
+	XORQ         AX, AX
+	VPBROADCASTD absQ8<>(SB), Z31
+	VPBROADCASTD i127K<>(SB), Z30
+q8kblock:
+	CMPQ         AX, CX
+	JGE          q8kdone
+	VPANDD       0(SI), Z31, Z0
+	VPANDD       64(SI), Z31, Z1
+	VPANDD       128(SI), Z31, Z2
+	VPANDD       192(SI), Z31, Z3
+	VPANDD       256(SI), Z31, Z4
+	VPANDD       320(SI), Z31, Z5
+	VPANDD       384(SI), Z31, Z6
+	VPANDD       448(SI), Z31, Z7
+	VPANDD       512(SI), Z31, Z8
+	VPANDD       576(SI), Z31, Z9
+	VPANDD       640(SI), Z31, Z10
+	VPANDD       704(SI), Z31, Z11
+	VPANDD       768(SI), Z31, Z12
+	VPANDD       832(SI), Z31, Z13
+	VPANDD       896(SI), Z31, Z14
+	VPANDD       960(SI), Z31, Z15
+	VPMAXUD      Z8, Z0, Z0
+	VPMAXUD      Z9, Z1, Z1
+	VPMAXUD      Z10, Z2, Z2
+	VPMAXUD      Z11, Z3, Z3
+	VPMAXUD      Z12, Z4, Z4
+	VPMAXUD      Z13, Z5, Z5
+	VPMAXUD      Z14, Z6, Z6
+	VPMAXUD      Z15, Z7, Z7
+	VPMAXUD      Z4, Z0, Z0
+	VPMAXUD      Z5, Z1, Z1
+	VPMAXUD      Z6, Z2, Z2
+	VPMAXUD      Z7, Z3, Z3
+	VPMAXUD      Z2, Z0, Z0
+	VPMAXUD      Z3, Z1, Z1
+	VPMAXUD      Z1, Z0, Z0
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPMAXUD      Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD      X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPMAXUD      X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPMAXUD      X1, X0, X0
+	VMOVD        X0, R9
+	CMPL         R9, $0x7f800000
+	JAE          q8kdone
+	CMPL         R9, $0x03800000
+	JB           q8kdone
+	VPBROADCASTD X0, Z2
+	XORQ         R10, R10
+q8kfind:
+	VPANDD       (SI)(R10*1), Z31, Z3
+	VPCMPEQD     Z2, Z3, K1
+	KMOVW        K1, R11
+	ADDQ         $64, R10
+	TESTL        R11, R11
+	JZ           q8kfind
+	TZCNTL       R11, R11
+	LEAQ         -64(SI)(R10*1), R12
+	VMOVSS       (R12)(R11*4), X4
+	VMOVSS       cm127K<>(SB), X5
+	VDIVSS       X4, X5, X5
+	VMOVSS       c1K<>(SB), X6
+	VDIVSS       X5, X6, X6
+	VMOVSS       X6, (R8)(AX*4)
+	VBROADCASTSS X5, Z5
+	VMULPS       0(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 0(DI)
+	VMULPS       64(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 16(DI)
+	VMULPS       128(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 32(DI)
+	VMULPS       192(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 48(DI)
+	VMULPS       256(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 64(DI)
+	VMULPS       320(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 80(DI)
+	VMULPS       384(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 96(DI)
+	VMULPS       448(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 112(DI)
+	VMULPS       512(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 128(DI)
+	VMULPS       576(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 144(DI)
+	VMULPS       640(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 160(DI)
+	VMULPS       704(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 176(DI)
+	VMULPS       768(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 192(DI)
+	VMULPS       832(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 208(DI)
+	VMULPS       896(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 224(DI)
+	VMULPS       960(SI), Z5, Z6
+	VCVTPS2DQ    Z6, Z6
+	VPMINSD      Z30, Z6, Z6
+	VPMOVDB      Z6, 240(DI)
+	ADDQ         $1024, SI
+	ADDQ         $256, DI
+	INCQ         AX
+	JMP          q8kblock
+q8kdone:
+	MOVQ         AX, ret+32(FP)
+	VZEROUPPER
+	RET
