@@ -1,6 +1,10 @@
 package llama
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // The integer kernels (quantint_amd64.s): rows consecutive rows of
 // nblocks blocks times input 0 (x1) or inputs 0-3 (x4) of the rounded
@@ -91,6 +95,15 @@ func dotQ6KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 func dotQ8Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 //go:noescape
+func dotQ8U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ40U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ50U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+
+//go:noescape
 func dotQ8Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 //go:noescape
@@ -160,9 +173,9 @@ var intKernels8VNNI = map[Type]intKernel{
 // the 32-weight types: they take acts.u and acts.dt (quantint_amd64.s);
 // the same bits as the others.
 var intKernelsOffsetVNNI = map[Type][2]intKernel{
-	Q8_0: {dotQ8Ux4VNNI, dotQ8Ux8VNNI},
-	Q4_0: {dotQ40Ux4VNNI, dotQ40Ux8VNNI},
-	Q5_0: {dotQ50Ux4VNNI, dotQ50Ux8VNNI},
+	Q8_0: {dotQ8Ux4VNNI, twoRows(dotQ8U2x8VNNI, dotQ8Ux8VNNI, 34)},
+	Q4_0: {dotQ40Ux4VNNI, twoRows(dotQ40U2x8VNNI, dotQ40Ux8VNNI, 18)},
+	Q5_0: {dotQ50Ux4VNNI, twoRows(dotQ50U2x8VNNI, dotQ50Ux8VNNI, 22)},
 }
 
 // offsetActs: acts keeps actQ8's inputs for the offset kernels too (u,
@@ -206,4 +219,19 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		}
 	}
 	mulIntWith(k, k8, offset, rows, raw, a, out, stride)
+}
+
+// twoRows is the eight-input offset kernel one of a type (blocks of bb
+// bytes) by its two-row kernel two, two rows at a time, and the last row
+// of an odd count by one.
+func twoRows(two, one intKernel, bb int) intKernel {
+	return func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int) {
+		if rows >= 2 {
+			two(raw, rows&^1, nblocks, xq, xd, bs, out, outStride)
+		}
+		if rows&1 != 0 {
+			last := unsafe.Add(unsafe.Pointer(raw), (rows-1)*nblocks*bb)
+			one((*byte)(last), 1, nblocks, xq, xd, bs, (*float32)(unsafe.Add(unsafe.Pointer(out), 4*(rows-1))), outStride)
+		}
+	}
 }

@@ -1206,6 +1206,200 @@ GLOBL q80I<>(SB), RODATA|NOPTR, $32
 	Q8UOUT(Y22); \
 	Q8UOUT(Y23)
 
+// The two-row offset kernels (even rows; twoRows gives an odd count's
+// last row to the one-row kernel): two consecutive rows (DX bytes apart)
+// times eight inputs, each input's u loaded once for both rows and the
+// loop's pointers advanced once per sixteen products; row A's weights in
+// Y3 and correction in Y0, row B's in Y1 and Y2; A's sums in Y16-Y23,
+// B's in Y24-Y31; the frame holds per block A's eight scale products
+// then B's (segments of at most 32 blocks). The same operations per row
+// and input as the one-row kernels.
+
+// Q8U2IN(k, IA, IB): input k of the block for both rows.
+#define Q8U2IN(k, IA, IB, AA, AB) \
+	VMOVDQU          (32*k)(AX), Y4; \
+	VMOVDQA32        Y0, IA; \
+	VPDPBUSD         Y3, Y4, IA; \
+	VMOVDQA32        Y2, IB; \
+	VPDPBUSD         Y1, Y4, IB; \
+	VCVTDQ2PS        IA, IA; \
+	VCVTDQ2PS        IB, IB; \
+	VFMADD231PS.BCST (4*k)(SP)(BX*2), IA, AA; \
+	VFMADD231PS.BCST (32+4*k)(SP)(BX*2), IB, AB
+
+// Q8U2X8(W): a block of each row (SI, SI+DX) times eight inputs.
+#define Q8U2X8(W) \
+	W; \
+	VMOVDQA  Y1, Y3; \
+	ADDQ     DX, SI; \
+	W; \
+	SUBQ     DX, SI; \
+	VPXOR    Y0, Y0, Y0; \
+	VPDPBUSD Y3, Y15, Y0; \
+	VPSUBD   Y0, Y14, Y0; \
+	VPXOR    Y2, Y2, Y2; \
+	VPDPBUSD Y1, Y15, Y2; \
+	VPSUBD   Y2, Y14, Y2; \
+	Q8U2IN(0, Y5, Y6, Y16, Y24); \
+	Q8U2IN(1, Y7, Y8, Y17, Y25); \
+	Q8U2IN(2, Y9, Y10, Y18, Y26); \
+	Q8U2IN(3, Y11, Y12, Y19, Y27); \
+	Q8U2IN(4, Y5, Y6, Y20, Y28); \
+	Q8U2IN(5, Y7, Y8, Y21, Y29); \
+	Q8U2IN(6, Y9, Y10, Y22, Y30); \
+	Q8U2IN(7, Y11, Y12, Y23, Y31)
+
+// Q8U2DX(b): the scale products of both rows' blocks at DI and DI+DX
+// (B's b bytes after A's).
+#define Q8U2DX(b) \
+	VPBROADCASTW (DI), X5; \
+	VCVTPH2PS    X5, Y5; \
+	VMULPS       (R10)(BX*1), Y5, Y5; \
+	VMOVUPS      Y5, (SP)(BX*2); \
+	VPBROADCASTW (DI)(DX*1), X6; \
+	VCVTPH2PS    X6, Y6; \
+	VMULPS       (R10)(BX*1), Y6, Y6; \
+	VMOVUPS      Y6, b(SP)(BX*2)
+
+// Q8U2OUT(a, b): hsum8 of a to (DI), of b to 4(DI), DI to the next input.
+#define Q8U2OUT(a, b) \
+	VMOVAPS a, Y0; \
+	HSUM(Y0, X0, X1); \
+	VMOVSS  X0, (DI); \
+	VMOVAPS b, Y2; \
+	HSUM(Y2, X2, X1); \
+	VMOVSS  X2, 4(DI); \
+	ADDQ    R14, DI
+
+// Q8U2PRO(bb): Q8UPRO, and DX the bytes of a row (blocks of bb bytes).
+#define Q8U2PRO(bb) \
+	Q8UPRO; \
+	MOVQ  nblocks+16(FP), DX; \
+	IMULQ $bb, DX
+
+// Q8U2ROW: Q8UROW for both rows.
+#define Q8U2ROW \
+	Q8UROW; \
+	VPXORD Y24, Y24, Y24; \
+	VPXORD Y25, Y25, Y25; \
+	VPXORD Y26, Y26, Y26; \
+	VPXORD Y27, Y27, Y27; \
+	VPXORD Y28, Y28, Y28; \
+	VPXORD Y29, Y29, Y29; \
+	VPXORD Y30, Y30, Y30; \
+	VPXORD Y31, Y31, Y31
+
+// Q8U2SEG: Q8USEG with segments of at most 32 blocks.
+#define Q8U2SEG \
+	MOVQ    $32, CX; \
+	CMPQ    R9, CX; \
+	CMOVQLT R9, CX; \
+	SUBQ    CX, R9; \
+	MOVQ    CX, R13; \
+	MOVQ    SI, DI; \
+	XORQ    BX, BX
+
+// Q8U2NEXTDX(bb): the first pass's step (blocks of bb bytes).
+#define Q8U2NEXTDX(bb) \
+	Q8U2DX(32); \
+	ADDQ $bb, DI; \
+	ADDQ $32, BX; \
+	DECQ R13
+
+// Q8U2BLOCK(W, bb, ahead): a block of both rows times eight inputs, then
+// the next (CX blocks to go).
+#define Q8U2BLOCK(W, bb, ahead) \
+	PREFETCHT0 ahead(SI); \
+	PREFETCHT0 ahead(SI)(DX*1); \
+	Q8U2X8(W); \
+	ADDQ       $bb, SI; \
+	ADDQ       $256, AX; \
+	ADDQ       $32, BX; \
+	DECQ       CX
+
+// Q8U2OUT8: both rows' results to out (R12, then the next two rows).
+#define Q8U2OUT8 \
+	MOVQ R12, DI; \
+	Q8U2OUT(Y16, Y24); \
+	Q8U2OUT(Y17, Y25); \
+	Q8U2OUT(Y18, Y26); \
+	Q8U2OUT(Y19, Y27); \
+	Q8U2OUT(Y20, Y28); \
+	Q8U2OUT(Y21, Y29); \
+	Q8U2OUT(Y22, Y30); \
+	Q8U2OUT(Y23, Y31); \
+	ADDQ DX, SI; \
+	ADDQ $8, R12
+
+// func dotQ8U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ8U2x8VNNI(SB), 0, $2048-64
+	Q8U2PRO(34)
+dotQ8U2x8VNNIrow:
+	Q8U2ROW
+dotQ8U2x8VNNIseg:
+	Q8U2SEG
+dotQ8U2x8VNNIdx:
+	Q8U2NEXTDX(34)
+	JNZ  dotQ8U2x8VNNIdx
+	XORQ BX, BX
+dotQ8U2x8VNNIblock:
+	Q8U2BLOCK(W80, 34, 544)
+	JNZ   dotQ8U2x8VNNIblock
+	ADDQ  BX, R10
+	TESTQ R9, R9
+	JNZ   dotQ8U2x8VNNIseg
+	Q8U2OUT8
+	SUBQ  $2, rows+8(FP)
+	JNZ   dotQ8U2x8VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ40U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ40U2x8VNNI(SB), 0, $2048-64
+	Q8U2PRO(18)
+dotQ40U2x8VNNIrow:
+	Q8U2ROW
+dotQ40U2x8VNNIseg:
+	Q8U2SEG
+dotQ40U2x8VNNIdx:
+	Q8U2NEXTDX(18)
+	JNZ  dotQ40U2x8VNNIdx
+	XORQ BX, BX
+dotQ40U2x8VNNIblock:
+	Q8U2BLOCK(W40, 18, 288)
+	JNZ   dotQ40U2x8VNNIblock
+	ADDQ  BX, R10
+	TESTQ R9, R9
+	JNZ   dotQ40U2x8VNNIseg
+	Q8U2OUT8
+	SUBQ  $2, rows+8(FP)
+	JNZ   dotQ40U2x8VNNIrow
+	VZEROUPPER
+	RET
+
+// func dotQ50U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
+TEXT ·dotQ50U2x8VNNI(SB), 0, $2048-64
+	Q8U2PRO(22)
+dotQ50U2x8VNNIrow:
+	Q8U2ROW
+dotQ50U2x8VNNIseg:
+	Q8U2SEG
+dotQ50U2x8VNNIdx:
+	Q8U2NEXTDX(22)
+	JNZ  dotQ50U2x8VNNIdx
+	XORQ BX, BX
+dotQ50U2x8VNNIblock:
+	Q8U2BLOCK(W50, 22, 352)
+	JNZ   dotQ50U2x8VNNIblock
+	ADDQ  BX, R10
+	TESTQ R9, R9
+	JNZ   dotQ50U2x8VNNIseg
+	Q8U2OUT8
+	SUBQ  $2, rows+8(FP)
+	JNZ   dotQ50U2x8VNNIrow
+	VZEROUPPER
+	RET
+
 // func dotQ8Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ux8VNNI(SB), 0, $2048-64
 	Q8UPRO
