@@ -34,9 +34,7 @@ import (
 // writes for Q4_K_M and Q5_K_M, with its fallbacks for rows that are not
 // whole 256-weight blocks); any other type is refused by its ggml name.
 // Norms and biases are F32, as llama.cpp's converter and llama-quantize
-// write them. The weights alias the file's buffer; the matrices with a
-// faster kernel over packed rows on this CPU get a packed copy too
-// (llama.Weights.Pack).
+// write them. The weights alias the file's buffer.
 //
 // RoPE as llama.cpp computes it: rope_freqs.weight (Llama 3.1/3.2's
 // per-pair frequency factors) divides pair i's frequency by factor i, and
@@ -211,11 +209,7 @@ func Llama(f *File) (*llama.Weights, error) {
 			return nil, fmt.Errorf("%w: tensor %s (%s) is not part of the %s model as implemented, and ignoring it could change the answers", ErrUnsupported, name, tensorRole(name), arch)
 		}
 	}
-	if err := w.Validate(); err != nil {
-		return nil, err
-	}
-	w.Pack()
-	return w, nil
+	return w, w.Validate()
 }
 
 // inertKeys are <arch>.* metadata keys that Llama does not read and that do

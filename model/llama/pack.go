@@ -63,33 +63,70 @@ func (m *Matrix) packable() bool {
 	return (m.Type == Q4_K || m.Type == Q6_K) && m.Rows%groupRows == 0 && m.Rows > 0 && packKernel(m.Type) != nil
 }
 
-// Pack gives every matrix of w that has a faster kernel over packed rows
-// on this CPU (Q4_K and Q6_K with AVX512-VNNI, rows a multiple of eight) a packed
-// copy of its rows, which one- and few-input products then read; the
-// other matrices and other CPUs are left as they are. The copy is heap
-// memory beside Raw (2.9% more bytes for Q6_K, 2.8% for Q4_K). The
-// results do not change: the packed kernel gives the bits of the file's
-// layout. Call it once, before the weights are shared.
-func (w *Weights) Pack() {
+// packed lists the matrices of w that Pack packs, each once (Output may
+// be a layer's matrix only by aliasing Embedding, which is not packed).
+func (w *Weights) packed() []*Matrix {
 	ms := []*Matrix{&w.Output}
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		ms = append(ms, &l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.W1, &l.W2, &l.W3)
 	}
+	var out []*Matrix
 	for _, m := range ms {
 		if m.packable() && m.pack == nil {
-			m.pack = packMatrix(m.Type, m.Raw, m.Rows, m.Cols)
+			out = append(out, m)
 		}
+	}
+	return out
+}
+
+// packSize is m's packed bytes rounded up to whole cache lines.
+func (m *Matrix) packSize() int {
+	return (m.Rows/groupRows*m.Cols/qkK*packBytes(m.Type) + 63) &^ 63
+}
+
+// PackSize is the bytes Pack needs: 0 when no matrix of w has a faster
+// kernel over packed rows on this CPU.
+func (w *Weights) PackSize() int {
+	n := 0
+	for _, m := range w.packed() {
+		n += m.packSize()
+	}
+	return n
+}
+
+// Pack gives every matrix of w that has a faster kernel over packed rows
+// on this CPU (Q4_K and Q6_K with AVX512-VNNI, rows a multiple of eight)
+// a packed copy of its rows in buf (PackSize zeroed bytes, 64-byte
+// aligned; nil: Pack allocates them), which steps of one to three inputs
+// then read; the other matrices and other CPUs are left as they are. The
+// copy is beside Raw (2.9% more bytes than the rows for Q6_K, 2.8% for
+// Q4_K). The results do not change: the packed kernels give the bits of
+// the file's layout. Call it once, before the weights are shared; buf
+// must outlive them. The edge that maps the file passes memory backed by
+// huge pages where it can (model/llamafile): a decode step streams every
+// weight, and with 4 KiB pages the TLB misses cost TinyLlama's decode
+// 12–19% (docs/benchmarks.md).
+func (w *Weights) Pack(buf []byte) {
+	ms := w.packed()
+	if buf == nil {
+		buf = make([]byte, w.PackSize())
+	}
+	for _, m := range ms {
+		n := m.packSize()
+		m.pack = packMatrix(m.Type, m.Raw, m.Rows, m.Cols, buf[:n:n])
+		buf = buf[n:]
 	}
 }
 
-// packMatrix is rows rows (a multiple of groupRows) of cols of type t (Q4_K
-// or Q6_K) in the packed layout.
-func packMatrix(t Type, raw []byte, rows, cols int) []byte {
+// packMatrix writes rows rows (a multiple of groupRows) of cols of type t
+// (Q4_K or Q6_K) in the packed layout to out (zeroed, at least as long),
+// and returns the bytes written.
+func packMatrix(t Type, raw []byte, rows, cols int, out []byte) []byte {
 	nb := cols / qkK
 	bb, pb := t.BlockBytes(), packBytes(t)
 	rb := nb * bb
-	out := make([]byte, rows/groupRows*nb*pb)
+	out = out[:rows/groupRows*nb*pb]
 	for g := 0; g < rows/groupRows; g++ {
 		for b := 0; b < nb; b++ {
 			p := out[(g*nb+b)*pb : (g*nb+b+1)*pb]

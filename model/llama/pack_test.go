@@ -26,7 +26,7 @@ func TestPackRoundTrip(t *testing.T) {
 					raw[i] = byte(r.Uint32()) // scales' bytes included
 				}
 			}
-			p := packMatrix(typ, raw, rows, nb*qkK)
+			p := packNew(typ, raw, rows, nb*qkK)
 			if len(p) != rows/groupRows*gb {
 				t.Fatalf("%s: %d packed bytes for %d rows of %d super-blocks", typ, len(p), rows, nb)
 			}
@@ -54,7 +54,7 @@ func TestPackedKernelsAgree(t *testing.T) {
 		n := 1 + r.IntN(5)
 		stride := rows + r.IntN(3)
 		m := Matrix{Rows: rows, Cols: cols, Type: typ, Raw: randomRows(r, typ, rows, cols, trial%8 > 1)}
-		m.pack = packMatrix(typ, m.Raw, rows, cols)
+		m.pack = packNew(typ, m.Raw, rows, cols)
 		var a acts
 		a.quantize(actQ8K, randomInputs(r, n, cols), cols, n)
 		want := make([]float32, n*stride)
@@ -99,7 +99,7 @@ func BenchmarkPacked(b *testing.B) {
 			ms := make([]Matrix, sh.mats)
 			for i := range ms {
 				ms[i] = Matrix{Rows: sh.rows, Cols: cols, Type: typ, Raw: randomRows(r, typ, sh.rows, cols, true)}
-				ms[i].pack = packMatrix(typ, ms[i].Raw, sh.rows, cols)
+				ms[i].pack = packNew(typ, ms[i].Raw, sh.rows, cols)
 			}
 			for _, n := range []int{1, 2, 4, 16} {
 				var a acts
@@ -135,4 +135,9 @@ func cpuTime() float64 {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// packNew is packMatrix into new memory.
+func packNew(t Type, raw []byte, rows, cols int) []byte {
+	return packMatrix(t, raw, rows, cols, make([]byte, rows/groupRows*cols/qkK*packBytes(t)))
 }

@@ -252,7 +252,7 @@ func TestPackedWeightsKeepLogits(t *testing.T) {
 	llamatest.QuantizeKM(w, llama.Q4_K)
 	wp := *w
 	wp.Layers = slices.Clone(w.Layers)
-	wp.Pack()
+	wp.Pack(nil)
 	prompt := []int32{1, 17, 300, 5, 5, 42, 99, 511, 3, 250, 12, 7, 8, 9, 10, 11}
 	r := rand.New(rand.NewPCG(5, 6))
 	for trial := 0; trial < 4; trial++ {

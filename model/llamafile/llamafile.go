@@ -55,6 +55,9 @@ type Model struct {
 
 	data  []byte
 	unmap func() error
+	// unpack unmaps the weights' packed copy (llama.Weights.Pack), nil if
+	// none.
+	unpack func() error
 }
 
 // ErrNoTokenizer is returned for a llama2.c checkpoint without a tokenizer.
@@ -70,7 +73,7 @@ func Open(path, tokenizerPath string) (*Model, error) {
 	}
 	m := &Model{Path: path, data: data, unmap: unmap}
 	if err := m.load(tokenizerPath); err != nil {
-		unmap()
+		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
@@ -130,6 +133,14 @@ func (m *Model) load(tokenizerPath string) error {
 	if id := m.Tok.EOS(); id >= 0 {
 		tok.EOS = m.Tok.Piece(id)
 	}
+	if n := m.Weights.PackSize(); n > 0 {
+		buf, unmap, err := mapAnon(n)
+		if err != nil {
+			return fmt.Errorf("packing the weights: %w", err)
+		}
+		m.unpack = unmap
+		m.Weights.Pack(buf)
+	}
 	m.Chat = chat.NewRenderer(template, tok)
 	if m.Tok.VocabSize() != m.Weights.Config.VocabSize {
 		return fmt.Errorf("the tokenizer has %d tokens, the model %d", m.Tok.VocabSize(), m.Weights.Config.VocabSize)
@@ -146,13 +157,16 @@ func (m *Model) Name() string {
 	return strings.TrimSuffix(filepath.Base(m.Path), filepath.Ext(m.Path))
 }
 
-// Close unmaps the file.
+// Close unmaps the file and the weights' packed copy.
 func (m *Model) Close() error {
-	if m.unmap == nil {
-		return nil
+	var err error
+	if m.unpack != nil {
+		err = m.unpack()
 	}
-	err := m.unmap()
-	m.unmap, m.data, m.Weights = nil, nil, nil
+	if m.unmap != nil {
+		err = errors.Join(err, m.unmap())
+	}
+	m.unmap, m.unpack, m.data, m.Weights = nil, nil, nil, nil
 	return err
 }
 

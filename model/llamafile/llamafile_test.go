@@ -125,3 +125,33 @@ func TestOpenBothFormats(t *testing.T) {
 		t.Error("a missing file opened")
 	}
 }
+
+// TestOpenPacksKQuants: a Q4_K_M file's weights, packed at Open where the
+// CPU has the packed kernels (llama.Weights.Pack, in memory of mapAnon),
+// compute the tokens of the weights it was written from, with the worker
+// pool as without it; Close unmaps the packed copy too.
+func TestOpenPacksKQuants(t *testing.T) {
+	dir := t.TempDir()
+	w := llamatest.Random(llama.Config{Dim: 256, HiddenDim: 512, Layers: 2, Heads: 4, KVHeads: 2, VocabSize: 512, MaxSeqLen: 512}, 22, false)
+	llamatest.QuantizeKM(w, llama.Q4_K)
+	v := llamatest.SPMVocab(w.Config.VocabSize)
+	gg := filepath.Join(dir, "km.gguf")
+	writeFile(t, gg, func(b *bytes.Buffer) error { return llamatest.WriteGGUF(b, w, llamatest.GGUFOptions{Vocab: &v}) })
+	prompt := []int32{1, 300, 301, 302, 40, 41}
+	want := greedy(t, w, nil, prompt, 10)
+	workers := llamafile.NewWorkers(2)
+	defer workers.Close()
+	m, err := llamafile.Open(gg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("packed bytes: %d", w.PackSize())
+	for _, run := range []llama.Runner{nil, workers} {
+		if got := greedy(t, m.Weights, run, prompt, 10); !slices.Equal(got, want) {
+			t.Errorf("tokens %v, from the written weights %v", got, want)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

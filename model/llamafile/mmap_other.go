@@ -12,3 +12,8 @@ func mapFile(path string) ([]byte, func() error, error) {
 	}
 	return b, func() error { return nil }, nil
 }
+
+// mapAnon allocates n zeroed bytes where memory-mapping is not available.
+func mapAnon(n int) ([]byte, func() error, error) {
+	return make([]byte, n), func() error { return nil }, nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // mapFile maps path read-only: the weights stay in the page cache, shared
@@ -32,4 +33,22 @@ func mapFile(path string) ([]byte, func() error, error) {
 		return nil, nil, fmt.Errorf("%s: mmap: %w", path, err)
 	}
 	return b, func() error { return syscall.Munmap(b) }, nil
+}
+
+// hugePage is the size of a transparent huge page on the systems that
+// have them (2 MiB on x86-64).
+const hugePage = 2 << 20
+
+// mapAnon maps n zeroed bytes of anonymous memory, aligned to hugePage and
+// marked for transparent huge pages where the system has them
+// (hugePages): the packed weights, which a decode step streams whole, so
+// that it pays one TLB entry per 2 MiB instead of per 4 KiB.
+func mapAnon(n int) ([]byte, func() error, error) {
+	b, err := syscall.Mmap(-1, 0, n+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mmap of %d bytes: %w", n, err)
+	}
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & (hugePage - 1))
+	hugePages(b[off : off+n])
+	return b[off : off+n : off+n], func() error { return syscall.Munmap(b) }, nil
 }
