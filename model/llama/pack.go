@@ -159,11 +159,19 @@ func packQ4K(blk, p []byte, i int) {
 func packQ6K(blk, p []byte, i int) {
 	copy(p[2*i:2*i+2], blk[208:210])
 	copy(p[16+16*i:32+16*i], blk[192:208])
-	for t := 0; t < qkK; t++ {
-		q := q6(blk, t)
-		c, l := t>>5, t&31
-		p[q6Bits(2+c>>1, i)+l] |= q & 15 << (4 * (c & 1))
-		p[q6Bits(c>>2, i)+l] |= q >> 4 << (2 * (c & 3))
+	for c := 0; c < 8; c++ {
+		// group c's weight l: its low bits in the file at byte
+		// 64(c/4) + 32(c%2) + l, bits 4((c/2)%2)…; its high two at byte
+		// 128 + 32(c/4) + l, bits 2(c%4)… (q6).
+		ql := blk[64*(c>>2)+32*(c&1):][:32]
+		qh := blk[128+32*(c>>2):][:32]
+		lo := p[q6Bits(2+c>>1, i):][:32]
+		hi := p[q6Bits(c>>2, i):][:32]
+		ls, hs := 4*(c>>1&1), 2*(c&3)
+		for l := range lo {
+			lo[l] |= ql[l] >> ls & 15 << (4 * (c & 1))
+			hi[l] |= qh[l] >> hs & 3 << hs
+		}
 	}
 }
 
