@@ -258,12 +258,21 @@ func (t *attnTask) Do(worker, i int) {
 // scaled and rounded, exp32 of its difference from the largest, summed as
 // expSumGeneric states, then each times the sum's inverse, rounded.
 func softmaxScaled(sc []float32, scale float32) {
-	mx := float32(math.Inf(-1))
-	for p, v := range sc {
-		v = float32(v * scale)
-		sc[p] = v
-		mx = max(mx, v)
+	// The largest in four running maxima (max's result does not depend on
+	// the order: NaN if any is, +0 over −0): a chain a quarter as long.
+	m0 := float32(math.Inf(-1))
+	m1, m2, m3 := m0, m0, m0
+	n4 := len(sc) &^ 3
+	for p := 0; p < n4; p += 4 {
+		s := sc[p : p+4 : p+4]
+		s[0], s[1], s[2], s[3] = float32(s[0]*scale), float32(s[1]*scale), float32(s[2]*scale), float32(s[3]*scale)
+		m0, m1, m2, m3 = max(m0, s[0]), max(m1, s[1]), max(m2, s[2]), max(m3, s[3])
 	}
+	for p := n4; p < len(sc); p++ {
+		sc[p] = float32(sc[p] * scale)
+		m0 = max(m0, sc[p])
+	}
+	mx := max(max(m0, m1), max(m2, m3))
 	inv := 1 / expSum(sc, mx)
 	for p, a := range sc {
 		sc[p] = float32(a * inv)
