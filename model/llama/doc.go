@@ -115,7 +115,7 @@
 //     and their scales transposed, acts.u and acts.dt: the same integers
 //     and products; F16 rows take the pure-Go twin);
 //     AVX-512 adds the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
-//     and scores4. With AVX-512 F, BW, VL and VNNI, Q4_K and Q6_K
+//     and scores4. With AVX-512 F, BW, VL and VNNI, Q4_K, Q5_K and Q6_K
 //     matrices whose rows are a multiple of eight also get a packed copy
 //     (Weights.Pack, called by model/gguf; pack.go describes the layout:
 //     eight rows' scales of a super-block together, byte-wide, and two

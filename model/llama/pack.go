@@ -25,6 +25,11 @@ package llama
 // dotKInt, and its twin (dotQ4KPacked) unpacks a row back to the file's
 // bytes and calls dotIntGeneric.
 //
+// Q5_K as Q4_K with its fifth bits (q5kPackBytes: 1,440 per 1,408): the
+// header [0:160) as Q4_K's, row i's 32 bytes of high bits (byte l holds
+// bit 4 of sub-block k's weight l at bit k, as in the file) at 160+32i,
+// the quants at 416+256p+32i.
+//
 // Q6_K likewise, q6kPackBytes per group and super-block (eight rows'
 // 1,680 bytes and 48 of padding, so that every 64-byte load of quants is
 // one cache line; the loads in address order), with q_t the 6-bit quant
@@ -46,13 +51,17 @@ package llama
 const (
 	groupRows    = 8
 	q4kPackBytes = 1184
+	q5kPackBytes = 1440
 	q6kPackBytes = 1728
 )
 
 // packBytes is the bytes of a group's super-block packed (type t).
 func packBytes(t Type) int {
-	if t == Q6_K {
+	switch t {
+	case Q6_K:
 		return q6kPackBytes
+	case Q5_K:
+		return q5kPackBytes
 	}
 	return q4kPackBytes
 }
@@ -60,7 +69,7 @@ func packBytes(t Type) int {
 // packable reports whether m has a packed layout with a kernel on this
 // CPU.
 func (m *Matrix) packable() bool {
-	return (m.Type == Q4_K || m.Type == Q6_K) && m.Rows%groupRows == 0 && m.Rows > 0 && packKernel(m.Type) != nil
+	return (m.Type == Q4_K || m.Type == Q5_K || m.Type == Q6_K) && m.Rows%groupRows == 0 && m.Rows > 0 && packKernel(m.Type) != nil
 }
 
 // packed lists the matrices of w that Pack packs, each once (Output may
@@ -96,12 +105,12 @@ func (w *Weights) PackSize() int {
 }
 
 // Pack gives every matrix of w that has a faster kernel over packed rows
-// on this CPU (Q4_K and Q6_K with AVX512-VNNI, rows a multiple of eight)
+// on this CPU (Q4_K, Q5_K and Q6_K with AVX512-VNNI, rows a multiple of eight)
 // a packed copy of its rows in buf (PackSize zeroed bytes, 64-byte
 // aligned; nil: Pack allocates them), which steps of one to three inputs
 // then read; the other matrices and other CPUs are left as they are. The
 // copy is beside Raw (2.9% more bytes than the rows for Q6_K, 2.8% for
-// Q4_K). The results do not change: the packed kernels give the bits of
+// Q4_K, 2.3% for Q5_K). The results do not change: the packed kernels give the bits of
 // the file's layout. Call it once, before the weights are shared; buf
 // must outlive them. The edge that maps the file passes memory backed by
 // huge pages where it can (model/llamafile): a decode step streams every
@@ -120,7 +129,7 @@ func (w *Weights) Pack(buf []byte) {
 }
 
 // packMatrix writes rows rows (a multiple of groupRows) of cols of type t
-// (Q4_K or Q6_K) in the packed layout to out (zeroed, at least as long),
+// (Q4_K, Q5_K or Q6_K) in the packed layout to out (zeroed, at least as long),
 // and returns the bytes written.
 func packMatrix(t Type, raw []byte, rows, cols int, out []byte) []byte {
 	nb := cols / qkK
@@ -135,7 +144,7 @@ func packMatrix(t Type, raw []byte, rows, cols int, out []byte) []byte {
 				if t == Q6_K {
 					packQ6K(blk, p, i)
 				} else {
-					packQ4K(blk, p, i)
+					packK(t, blk, p, i)
 				}
 			}
 		}
@@ -143,15 +152,21 @@ func packMatrix(t Type, raw []byte, rows, cols int, out []byte) []byte {
 	return out
 }
 
-// packQ4K puts the Q4_K super-block blk as row i of the packed block p.
-func packQ4K(blk, p []byte, i int) {
+// packK puts the Q4_K or Q5_K super-block blk as row i of the packed
+// block p.
+func packK(t Type, blk, p []byte, i int) {
 	copy(p[2*i:2*i+2], blk[0:2])
 	copy(p[16+2*i:16+2*i+2], blk[2:4])
 	sc, mn := kScales(blk[4:16])
 	copy(p[32+8*i:40+8*i], sc[:])
 	copy(p[96+8*i:104+8*i], mn[:])
+	qs, q0 := blk[16:], 160
+	if t == Q5_K {
+		copy(p[160+32*i:192+32*i], blk[16:48])
+		qs, q0 = blk[48:], 416
+	}
 	for q := 0; q < 4; q++ {
-		copy(p[160+256*q+32*i:160+256*q+32*i+32], blk[16+32*q:48+32*q])
+		copy(p[q0+256*q+32*i:q0+256*q+32*i+32], qs[32*q:32*q+32])
 	}
 }
 
@@ -214,8 +229,13 @@ func unpackRow(t Type, p []byte, i, nb int, row []byte) {
 			blk[8+k] = mn[k] | mn[4+k]>>4<<6
 			blk[12+k] = sc[4+k]&15 | mn[4+k]<<4
 		}
+		qs, q0 := blk[16:], 160
+		if t == Q5_K {
+			copy(blk[16:48], s[160+32*i:192+32*i])
+			qs, q0 = blk[48:], 416
+		}
 		for q := 0; q < 4; q++ {
-			copy(blk[16+32*q:48+32*q], s[160+256*q+32*i:160+256*q+32*i+32])
+			copy(qs[32*q:32*q+32], s[q0+256*q+32*i:q0+256*q+32*i+32])
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // packTypes are the types with a packed layout.
-var packTypes = []Type{Q4_K, Q6_K}
+var packTypes = []Type{Q4_K, Q5_K, Q6_K}
 
 // TestPackRoundTrip: every row of a packed matrix unpacks to the file's
 // bytes (any bytes: the twin multiplies the unpacked rows).
@@ -83,7 +83,7 @@ func TestPackedKernelsAgree(t *testing.T) {
 	}
 }
 
-// BenchmarkPacked: one to 16 inputs times Q4_K and Q6_K rows, the file's
+// BenchmarkPacked: one to 16 inputs times Q4_K, Q5_K and Q6_K rows, the file's
 // layout (mulInt's kernels) and the packed one (mulPacked), on matrices
 // that stay in L2 (256×2048), in L3 (2048×2048) and that stream from
 // memory (16 of 2048×2048, 37.7 MB of Q4_K, taken in turn), one thread:

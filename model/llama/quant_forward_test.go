@@ -242,14 +242,21 @@ func TestQuantizersRoundTrip(t *testing.T) {
 	}
 }
 
-// TestPackedWeightsKeepLogits: a Q4_K_M model with its packed copies
-// (Weights.Pack: one- to three-input steps read them where the CPU has
-// the kernel) gives the logits of the same model without, bit for bit,
+// TestPackedWeightsKeepLogits: a Q4_K_M and a Q5_K_M model with their
+// packed copies (Weights.Pack: one- to three-input steps read them where
+// the CPU has the kernels) give the logits of the same model without, bit
+// for bit,
 // over prompt chunks of one to seven tokens and decode steps; and the
 // batching invariants hold on it.
 func TestPackedWeightsKeepLogits(t *testing.T) {
+	for _, typ := range []llama.Type{llama.Q4_K, llama.Q5_K} {
+		t.Run(typ.String(), func(t *testing.T) { packedKeepsLogits(t, typ) })
+	}
+}
+
+func packedKeepsLogits(t *testing.T, typ llama.Type) {
 	w := llamatest.Random(kShape, 9, false)
-	llamatest.QuantizeKM(w, llama.Q4_K)
+	llamatest.QuantizeKM(w, typ)
 	wp := *w
 	wp.Layers = slices.Clone(w.Layers)
 	wp.Pack(nil)

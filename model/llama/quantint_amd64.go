@@ -122,6 +122,9 @@ func dotQ50Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 func dotQ4KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
 
 //go:noescape
+func dotQ5KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+
+//go:noescape
 func dotQ6KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
 
 // packedKernel multiplies groups groups of packed rows (packRows rows of
@@ -140,6 +143,8 @@ func packKernel(t Type) packedKernel {
 	switch t {
 	case Q4_K:
 		return dotQ4KPx1AVX512
+	case Q5_K:
+		return dotQ5KPx1AVX512
 	case Q6_K:
 		return dotQ6KPx1AVX512
 	}
