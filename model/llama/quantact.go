@@ -160,13 +160,26 @@ func (a *acts) quantize(k actKind, x []float32, cols, n int) {
 	a.src = &x[0]
 }
 
-// roundQ is v rounded to the nearest integer, ties to even (0 for NaN).
+// roundQ is v rounded to the nearest integer, ties to even: 0 for NaN,
+// and ±Inf and whatever is beyond int32 saturated to its bounds (Go leaves
+// that conversion to the CPU: amd64 and arm64 differ).
 func roundQ(v float32) int32 {
-	if v != v {
+	switch {
+	case v != v:
 		return 0
+	case v >= 1<<31:
+		return math.MaxInt32
+	case v <= -(1 << 31):
+		return math.MinInt32
 	}
 	return int32(math.RoundToEven(float64(v)))
 }
+
+// clampQ is q within ±127, the range of a rounded input's quant. Only a
+// block whose largest |x| is so small that its inverse scale is infinite
+// (below about 3.7e-37) has quants beyond it: they become ±127, as x/d
+// would round for the largest, and the block's scale is 0 as a float16.
+func clampQ(q int32) int8 { return int8(max(min(q, 127), -127)) }
 
 // quantQ8 rounds 32 inputs to ggml's Q8_0/Q8_1 block (see actKind): the
 // quants into q (and q+128 into u unless u is nil), and the scale dx and
@@ -184,7 +197,7 @@ func quantQ8(x []float32, q []int8, u []uint8) (dx, s float32) {
 	}
 	sum := int32(0)
 	for t, v := range x {
-		qt := roundQ(float32(v * id))
+		qt := int32(clampQ(roundQ(float32(v * id))))
 		q[t] = int8(qt)
 		sum += qt
 	}
@@ -221,7 +234,7 @@ func quantQ8K(x []float32, q []int8, bs []int16) float32 {
 	}
 	iscale := float32(-127 / mx)
 	for t, v := range x {
-		q[t] = int8(min(roundQ(float32(iscale*v)), 127))
+		q[t] = clampQ(roundQ(float32(iscale * v)))
 	}
 	sums16(q, bs)
 	return float32(1 / iscale)

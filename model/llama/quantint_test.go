@@ -229,3 +229,35 @@ func TestQuantizeActs(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeTinyBlocksAgree: a block so small that its inverse scale is
+// infinite (largest |x| below about 3.7e-37) gets the same quants on
+// every CPU (Go leaves converting ±Inf to an integer to the CPU): ±127 as
+// x/d would round for its largest, 0 for its zeros, and a scale of 0.
+func TestQuantizeTinyBlocksAgree(t *testing.T) {
+	for _, k := range []actKind{actQ8, actQ8K} {
+		bk := k.block()
+		x := make([]float32, bk)
+		for i := range x {
+			x[i] = []float32{1e-38, -2e-38, 0, 3e-39}[i%4]
+		}
+		var a acts
+		a.quantize(k, x, bk, 1)
+		sign := int8(1) // Q8_K's inverse scale is -127 over its largest |x|, here -2e-38
+		for i, v := range x {
+			want := int8(0)
+			if v > 0 {
+				want = 127 * sign
+			} else if v < 0 {
+				want = -127 * sign
+			}
+			if a.q[i] != want {
+				t.Fatalf("%v: x %v quantized to %d, want %d", k, v, a.q[i], want)
+			}
+		}
+		if a.d[0] != 0 {
+			t.Errorf("%v: scale %v, want 0", k, a.d[0])
+		}
+	}
+}
+
