@@ -260,4 +260,3 @@ func TestQuantizeTinyBlocksAgree(t *testing.T) {
 		}
 	}
 }
-
