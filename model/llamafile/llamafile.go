@@ -52,6 +52,10 @@ type Model struct {
 	// TokenizerNote, when set, is a warning about the tokenizer for the
 	// log (a file that names no pre-tokenizer).
 	TokenizerNote string
+	// Packed is the size in bytes of the weights' packed copy
+	// (llama.Weights.Pack: K-quant rows interleaved for the decode
+	// kernels of this CPU), 0 when there is none.
+	Packed int
 
 	data  []byte
 	unmap func() error
@@ -67,19 +71,34 @@ var ErrNoTokenizer = errors.New("llamafile: a llama2.c checkpoint needs its toke
 // llama2.c tokenizer.bin; empty means tokenizer.bin beside the checkpoint
 // (GGUF files carry their tokenizer and take none).
 func Open(path, tokenizerPath string) (*Model, error) {
+	return OpenWith(path, tokenizerPath, Options{})
+}
+
+// Options are choices of OpenWith.
+type Options struct {
+	// NoRepack keeps the weights in the file's layout only: no packed
+	// copy for the decode kernels (llama.cpp's --no-repack). The copy is
+	// about the size of the K-quant rows it packs, held beside the mapped
+	// file (whose rows prompts read); without it decode steps read the
+	// file's rows, slower where this CPU has packed kernels.
+	NoRepack bool
+}
+
+// OpenWith is Open with o.
+func OpenWith(path, tokenizerPath string, o Options) (*Model, error) {
 	data, unmap, err := mapFile(path)
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Path: path, data: data, unmap: unmap}
-	if err := m.load(tokenizerPath); err != nil {
+	if err := m.load(tokenizerPath, o); err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
 }
 
-func (m *Model) load(tokenizerPath string) error {
+func (m *Model) load(tokenizerPath string, o Options) error {
 	template := ""
 	if bytes.HasPrefix(m.data, []byte(gguf.Magic)) {
 		m.Format = GGUF
@@ -133,13 +152,14 @@ func (m *Model) load(tokenizerPath string) error {
 	if id := m.Tok.EOS(); id >= 0 {
 		tok.EOS = m.Tok.Piece(id)
 	}
-	if n := m.Weights.PackSize(); n > 0 {
+	if n := m.Weights.PackSize(); n > 0 && !o.NoRepack {
 		buf, unmap, err := mapAnon(n)
 		if err != nil {
 			return fmt.Errorf("packing the weights: %w", err)
 		}
 		m.unpack = unmap
 		m.Weights.Pack(buf)
+		m.Packed = n
 	}
 	m.Chat = chat.NewRenderer(template, tok)
 	if m.Tok.VocabSize() != m.Weights.Config.VocabSize {

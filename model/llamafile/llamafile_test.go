@@ -145,13 +145,24 @@ func TestOpenPacksKQuants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("packed bytes: %d", w.PackSize())
-	for _, run := range []llama.Runner{nil, workers} {
-		if got := greedy(t, m.Weights, run, prompt, 10); !slices.Equal(got, want) {
-			t.Errorf("tokens %v, from the written weights %v", got, want)
-		}
+	if m.Packed != w.PackSize() {
+		t.Errorf("Packed %d bytes, want PackSize's %d", m.Packed, w.PackSize())
 	}
-	if err := m.Close(); err != nil {
+	unpacked, err := llamafile.OpenWith(gg, "", llamafile.Options{NoRepack: true})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if unpacked.Packed != 0 || unpacked.Weights.PackSize() != m.Packed {
+		t.Errorf("NoRepack: Packed %d, PackSize %d; want 0 and %d", unpacked.Packed, unpacked.Weights.PackSize(), m.Packed)
+	}
+	for _, mm := range []*llamafile.Model{m, unpacked} {
+		for _, run := range []llama.Runner{nil, workers} {
+			if got := greedy(t, mm.Weights, run, prompt, 10); !slices.Equal(got, want) {
+				t.Errorf("packed %d bytes: tokens %v, from the written weights %v", mm.Packed, got, want)
+			}
+		}
+		if err := mm.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -59,6 +59,7 @@ func TestServeFlagsAreValidated(t *testing.T) {
 		{[]string{"--max-body-bytes", "0"}, "--max-body-bytes"},
 		{[]string{"--model", "two words"}, "--model"},
 		{[]string{"--tokenizer-file", "t.bin"}, "--tokenizer-file: goes with --model-file"},
+		{[]string{"--no-repack"}, "--no-repack: goes with --model-file"},
 		{[]string{"--model-file", filepath.Join(dir, "missing.gguf")}, "--model-file: open"},
 		{[]string{"--model-file", short}, "--model-file: "},
 		{[]string{"--model-file", secret, "--digest-only"}, "--digest-only: a --model-file"},
