@@ -26,16 +26,20 @@ type Workers struct {
 	next  atomic.Int64
 	// gen is the count of Runs (and Close) times genActive, plus how many
 	// helpers the latest Run uses (one word, so that a helper reads both
-	// at once); pending is how many of them have not finished it.
+	// at once). pending is how many of them have not finished it, plus
+	// waitBit once the caller sleeps on done waiting for them (one word,
+	// so that the helper whose decrement ends the Run knows at that
+	// instant whether the caller waits: see finish).
 	gen     atomic.Uint64
 	pending atomic.Int64
 	closed  atomic.Bool
-	// helpers[i-1] is helper i's sleeping state and wake channel; waiting
-	// and done are the caller's, waiting for the last helper.
+	// helpers[i-1] is helper i's sleeping state and wake channel.
 	helpers []helperState
-	waiting atomic.Bool
 	done    chan struct{}
 }
+
+// waitBit is pending's flag for a caller asleep on done.
+const waitBit = 1 << 32
 
 // helperState: asleep is set by a helper about to sleep on wake; whoever
 // clears it (the helper itself, or Run) decides who sends on wake.
@@ -101,8 +105,16 @@ func (w *Workers) Run(n int, t llama.Task) {
 	w.task = nil
 }
 
-// finish waits for the Run's helpers: polling, then asleep on done (the
-// helper that ends the Run sends if it clears waiting).
+// finish waits for the Run's helpers: polling, then asleep on done. The
+// caller's flag and the helpers' count share one word, so exactly one of
+// two things happens: the caller sets waitBit after the last helper's
+// decrement (it sees the count at 0 and does not sleep), or the last
+// helper's decrement finds waitBit set (it sends on done). Either way no
+// helper of this Run acts on the flag after the Run returns. (With a
+// separate flag, a helper that had counted itself out but not yet looked
+// at the flag could find the next Run's caller waiting, wake it before
+// that Run's helpers were done, and leave the count of the Run after it
+// wrong: a Run that never returned, seen under -race.)
 func (w *Workers) finish() {
 	for i := range spinLimit {
 		if w.pending.Load() == 0 {
@@ -110,9 +122,8 @@ func (w *Workers) finish() {
 		}
 		yield(i)
 	}
-	w.waiting.Store(true)
-	if w.pending.Load() == 0 && w.waiting.CompareAndSwap(true, false) {
-		return
+	if w.pending.Add(waitBit) == waitBit {
+		return // every helper had finished: none sends
 	}
 	<-w.done
 }
@@ -156,8 +167,8 @@ func (w *Workers) helper(id int) {
 			continue
 		}
 		w.work(id)
-		if w.pending.Add(-1) == 0 && w.waiting.CompareAndSwap(true, false) {
-			w.done <- struct{}{}
+		if w.pending.Add(-1) == waitBit {
+			w.done <- struct{}{} // the last helper, and the caller sleeps
 		}
 	}
 }

@@ -50,3 +50,39 @@ func TestWorkersRunEachUnitOnce(t *testing.T) {
 		w.Close()
 	}
 }
+
+// slowTask's units spin for a while before they count themselves done,
+// some long enough for the caller to stop polling and sleep.
+type slowTask struct {
+	units []atomic.Int32
+	spin  int
+}
+
+func (s *slowTask) Do(id, i int) {
+	x := 0
+	for k := range s.spin * (1 + i%3) {
+		x += k
+	}
+	if x >= 0 { // always: keeps the loop
+		s.units[i].Add(1)
+	}
+}
+
+// TestWorkersWaitForSlowHelpers: Run returns only after every unit is
+// done, over many Runs whose helpers outlast the caller's polling (so the
+// caller sleeps on done) mixed with quick ones, in a pool larger than the
+// machine's cores, so helpers are preempted anywhere.
+func TestWorkersWaitForSlowHelpers(t *testing.T) {
+	w := llamafile.NewWorkers(5)
+	defer w.Close()
+	for round := range 2000 {
+		n := 2 + round%7
+		s := &slowTask{units: make([]atomic.Int32, n), spin: []int{0, 1 << 10, 1 << 16}[round%3]}
+		w.Run(n, s)
+		for i := range s.units {
+			if got := s.units[i].Load(); got != 1 {
+				t.Fatalf("Run %d of %d units: unit %d done %d times when Run returned", round, n, i, got)
+			}
+		}
+	}
+}
