@@ -26,9 +26,3 @@ func mulQuant(t Type, raw []byte, cols int, x []float32, n int, out []float32, s
 func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 	mulIntGeneric(t, raw, a, out, stride)
 }
-
-// packedKernel is the amd64 kernels' signature; no packed layout has a
-// kernel here (Weights.Pack leaves the matrices as they are).
-type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
-
-func packKernel(Type) packedKernel { return nil }

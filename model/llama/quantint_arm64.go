@@ -99,9 +99,3 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 	}
 	mulIntWith(ks[0], nil, false, rows, raw, a, out, stride)
 }
-
-// packedKernel is the amd64 kernels' signature; no packed layout has a
-// kernel here (Weights.Pack leaves the matrices as they are).
-type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
-
-func packKernel(Type) packedKernel { return nil }
