@@ -207,9 +207,9 @@ func (e *Executor) check(s *model.Seq) {
 	}
 }
 
-func grow(s []float32, n int) []float32 {
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }

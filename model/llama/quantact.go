@@ -82,16 +82,16 @@ func (k actKind) block() int {
 func (a *acts) size(k actKind, cols, n int) {
 	a.kind, a.cols, a.n = k, cols, n
 	nb := n * cols / k.block()
-	a.q = growI8(a.q, n*cols)
+	a.q = grow(a.q, n*cols)
 	a.d = grow(a.d, nb)
 	if k == actQ8 {
 		a.s = grow(a.s, nb)
 		if offsetActs {
-			a.u = growU8(a.u, (n+7)/8*8*cols)
+			a.u = grow(a.u, (n+7)/8*8*cols)
 			a.dt = grow(a.dt, (n+7)/8*8*(cols/32))
 		}
 	} else {
-		a.bs = growI16(a.bs, 16*nb)
+		a.bs = grow(a.bs, 16*nb)
 	}
 }
 
@@ -129,19 +129,16 @@ func (a *acts) quantizeQ8Row(xr []float32, r int) {
 	b0 := r * nb
 	t0 := r/8*8*nb + r%8 // acts.u's and dt's index of the row's block 0
 	for b := 0; b < nb; b++ {
-		var u []uint8
-		if offsetActs {
-			u = a.u[32*(t0+8*b):]
-		}
 		var up *uint8
-		if u != nil {
-			up = &u[0]
+		if offsetActs {
+			up = &a.u[32*(t0+8*b)]
 		}
 		b += quantQ8Vec(&xr[32*b], nb-b, &a.q[r*c+32*b], &a.d[b0+b], &a.s[b0+b], up)
 		if b == nb {
 			break
 		}
-		if u != nil {
+		var u []uint8
+		if offsetActs {
 			u = a.u[32*(t0+8*b) : 32*(t0+8*b+1)]
 		}
 		a.d[b0+b], a.s[b0+b] = quantQ8(xr[32*b:32*(b+1)], a.q[r*c+32*b:r*c+32*(b+1)], u)
@@ -412,25 +409,4 @@ func mulIntGeneric(t Type, raw []byte, a *acts, out []float32, stride int) {
 			out[r*stride+i] = dotIntGeneric(t, raw[i*rb:(i+1)*rb], a, r)
 		}
 	}
-}
-
-func growI8(s []int8, n int) []int8 {
-	if cap(s) < n {
-		return make([]int8, n)
-	}
-	return s[:n]
-}
-
-func growU8(s []uint8, n int) []uint8 {
-	if cap(s) < n {
-		return make([]uint8, n)
-	}
-	return s[:n]
-}
-
-func growI16(s []int16, n int) []int16 {
-	if cap(s) < n {
-		return make([]int16, n)
-	}
-	return s[:n]
 }
