@@ -224,19 +224,31 @@ func BenchmarkPromptFile(b *testing.B) {
 // weights applied per CPU-second (Mw/cpu-s, millions; n=8 counts each
 // weight n times) and weight bytes read per CPU-second.
 func BenchmarkMatVec(b *testing.B) {
-	const rows, cols = 2048, 2048
+	benchMatVec(b, 2048, 2048, []llama.Type{llama.F32, llama.F16, llama.BF16, llama.Q8_0, llama.Q6_K, llama.Q5_K, llama.Q5_1, llama.Q5_0, llama.Q4_K, llama.Q4_1, llama.Q4_0}, []int{1, 8, 64})
+}
+
+// BenchmarkMatVecDRAM is BenchmarkMatVec on a matrix larger than this
+// machine's caches (32768×2048: 71 MB as Q8_0), as a decode step's weights
+// are: sixteen inputs are a decode step of sixteen sequences, where a
+// kernel that waits on memory shows (BenchmarkMatVec's 4 MB matrix stays
+// in L3).
+func BenchmarkMatVecDRAM(b *testing.B) {
+	benchMatVec(b, 32768, 2048, []llama.Type{llama.Q8_0, llama.Q6_K, llama.Q5_0, llama.Q4_K, llama.Q4_0}, []int{1, 16})
+}
+
+func benchMatVec(b *testing.B, rows, cols int, types []llama.Type, ns []int) {
 	r := rand.New(rand.NewPCG(1, 2))
 	f := llama.Matrix{Rows: rows, Cols: cols, Type: llama.F32, F: make([]float32, rows*cols)}
 	for i := range f.F {
 		f.F[i] = float32(r.NormFloat64()) / 45
 	}
-	for _, typ := range []llama.Type{llama.F32, llama.F16, llama.BF16, llama.Q8_0, llama.Q6_K, llama.Q5_K, llama.Q5_1, llama.Q5_0, llama.Q4_K, llama.Q4_1, llama.Q4_0} {
+	for _, typ := range types {
 		m := llamatest.QuantizeMatrix(f, typ)
 		size := 4 * rows * cols
 		if typ != llama.F32 {
 			size = len(m.Raw)
 		}
-		for _, n := range []int{1, 8, 64} {
+		for _, n := range ns {
 			b.Run(fmt.Sprintf("%s/n=%d", typ, n), func(b *testing.B) {
 				x := make([]float32, n*cols)
 				for i := range x {

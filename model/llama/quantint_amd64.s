@@ -1272,11 +1272,13 @@ GLOBL q80I<>(SB), RODATA|NOPTR, $32
 	VMOVSS  X2, 4(DI); \
 	ADDQ    R14, DI
 
-// Q8U2PRO(bb): Q8UPRO, and DX the bytes of a row (blocks of bb bytes).
+// Q8U2PRO(bb): Q8UPRO, DX the bytes of a row (blocks of bb bytes) and
+// R11 three rows' bytes.
 #define Q8U2PRO(bb) \
 	Q8UPRO; \
 	MOVQ  nblocks+16(FP), DX; \
-	IMULQ $bb, DX
+	IMULQ $bb, DX; \
+	LEAQ  (DX)(DX*2), R11
 
 // Q8U2ROW: Q8UROW for both rows.
 #define Q8U2ROW \
@@ -1307,11 +1309,16 @@ GLOBL q80I<>(SB), RODATA|NOPTR, $32
 	ADDQ $32, BX; \
 	DECQ R13
 
-// Q8U2BLOCK(W, bb, ahead): a block of both rows times eight inputs, then
-// the next (CX blocks to go).
-#define Q8U2BLOCK(W, bb, ahead) \
-	PREFETCHT0 ahead(SI); \
-	PREFETCHT0 ahead(SI)(DX*1); \
+// Q8U2BLOCK(W, bb): a block of both rows times eight inputs, then the
+// next (CX blocks to go). It prefetches the same block of the next two
+// rows (2DX and R11 = 3DX ahead): a whole row pair of lead, where 16
+// blocks ahead left the start of each row pair and the second segment of
+// each row to wait on memory (a decode step of sixteen sequences, whose
+// weights come from DRAM: 0.72 ns per block and input against 0.39 from
+// cache).
+#define Q8U2BLOCK(W, bb) \
+	PREFETCHT0 (SI)(DX*2); \
+	PREFETCHT0 (SI)(R11*1); \
 	Q8U2X8(W); \
 	ADDQ       $bb, SI; \
 	ADDQ       $256, AX; \
@@ -1344,7 +1351,7 @@ dotQ8U2x8VNNIdx:
 	JNZ  dotQ8U2x8VNNIdx
 	XORQ BX, BX
 dotQ8U2x8VNNIblock:
-	Q8U2BLOCK(W80, 34, 544)
+	Q8U2BLOCK(W80, 34)
 	JNZ   dotQ8U2x8VNNIblock
 	ADDQ  BX, R10
 	TESTQ R9, R9
@@ -1367,7 +1374,7 @@ dotQ40U2x8VNNIdx:
 	JNZ  dotQ40U2x8VNNIdx
 	XORQ BX, BX
 dotQ40U2x8VNNIblock:
-	Q8U2BLOCK(W40, 18, 288)
+	Q8U2BLOCK(W40, 18)
 	JNZ   dotQ40U2x8VNNIblock
 	ADDQ  BX, R10
 	TESTQ R9, R9
@@ -1390,7 +1397,7 @@ dotQ50U2x8VNNIdx:
 	JNZ  dotQ50U2x8VNNIdx
 	XORQ BX, BX
 dotQ50U2x8VNNIblock:
-	Q8U2BLOCK(W50, 22, 352)
+	Q8U2BLOCK(W50, 22)
 	JNZ   dotQ50U2x8VNNIblock
 	ADDQ  BX, R10
 	TESTQ R9, R9
