@@ -77,6 +77,18 @@ DATA kshuf<>+112(SB)/8, $0x0707070707070707
 DATA kshuf<>+120(SB)/8, $0x0707070707070707
 GLOBL kshuf<>(SB), RODATA|NOPTR, $128
 
+// kshufp: VPSHUFB indices repeating bytes 2c, 2c+1 (eight times, c < 4):
+// the scales of sub-blocks 2c and 2c+1 in turn, for VPMOVZXBW (KSCVP).
+DATA kshufp<>+0(SB)/8, $0x0100010001000100
+DATA kshufp<>+8(SB)/8, $0x0100010001000100
+DATA kshufp<>+16(SB)/8, $0x0302030203020302
+DATA kshufp<>+24(SB)/8, $0x0302030203020302
+DATA kshufp<>+32(SB)/8, $0x0504050405040504
+DATA kshufp<>+40(SB)/8, $0x0504050405040504
+DATA kshufp<>+48(SB)/8, $0x0706070607060706
+DATA kshufp<>+56(SB)/8, $0x0706070607060706
+GLOBL kshufp<>(SB), RODATA|NOPTR, $64
+
 // kshufw: VPSHUFB indices repeating word k (bytes 2k, 2k+1; eight times
 // per lane, k < 8): sub-block k's scale from the words of both lanes.
 DATA kshufw<>+0(SB)/8, $0x0100010001000100
@@ -1869,17 +1881,39 @@ dotQ6KIx4VNNIblock:
 // Y24-Y31 for the whole row. Per input the same operations in the same
 // order as the four-input kernels: the same bits.
 
-// KMULV8(o0, o1, Ta, Tb): KMULV for the eight inputs, quants at o0 and
-// o1 of each, the products in Ta and Tb by turns.
-#define KMULV8(o0, o1, Ta, Tb) \
-	KMULV(o0(AX), o1(AX), Ta, Y4); \
-	KMULV(o0(AX)(DX*1), o1(AX)(DX*1), Tb, Y5); \
-	KMULV(o0(AX)(DX*2), o1(AX)(DX*2), Ta, Y6); \
-	KMULV(o0(AX)(R8*1), o1(AX)(R8*1), Tb, Y7); \
-	KMULV(o0(R11), o1(R11), Ta, Y8); \
-	KMULV(o0(R11)(DX*1), o1(R11)(DX*1), Tb, Y9); \
-	KMULV(o0(R11)(DX*2), o1(R11)(DX*2), Ta, Y10); \
-	KMULV(o0(R11)(R8*1), o1(R11)(R8*1), Tb, Y11)
+// KSCVP(off): the scales of sub-blocks 2c, 2c+1 (kshufp at off) as int16
+// in the even and odd words of Y2 (KMULVP's pairs).
+#define KSCVP(off) \
+	VPSHUFB   kshufp<>+off(SB), X13, X2; \
+	VPMOVZXBW X2, Y2
+
+// KMULVP(x0, x1, T, U, I): KMULV by VPDPBUSD. Lane l of KMULV's sum is
+// s(2c)·(bytes 4l..4l+3 of Y0 times x0) + s(2c+1)·(the same of Y1 and
+// x1). VPDPBUSD forms each 4-byte sum in one step (T from Y0, U from Y1;
+// |sum| <= 4·31·128, an int16); U moves to the odd words of T and one
+// VPDPWSSD with KSCVP's pairs adds both scaled sums to lane l: the same
+// int32s, three multiplying instructions per 64 weights where KMULV has
+// four (they share two pipes on Zen 4; the shift and blend do not).
+#define KMULVP(x0, x1, T, U, I) \
+	VPXOR      T, T, T; \
+	VPDPBUSD   x0, Y0, T; \
+	VPXOR      U, U, U; \
+	VPDPBUSD   x1, Y1, U; \
+	VPSLLD     $16, U, U; \
+	VPBLENDW   $0xaa, U, T, T; \
+	VPDPWSSD   Y2, T, I
+
+// KMULV8(o0, o1, T, U): KMULVP for the eight inputs, quants at o0 and
+// o1 of each, T and U its scratch.
+#define KMULV8(o0, o1, T, U) \
+	KMULVP(o0(AX), o1(AX), T, U, Y4); \
+	KMULVP(o0(AX)(DX*1), o1(AX)(DX*1), T, U, Y5); \
+	KMULVP(o0(AX)(DX*2), o1(AX)(DX*2), T, U, Y6); \
+	KMULVP(o0(AX)(R8*1), o1(AX)(R8*1), T, U, Y7); \
+	KMULVP(o0(R11), o1(R11), T, U, Y8); \
+	KMULVP(o0(R11)(DX*1), o1(R11)(DX*1), T, U, Y9); \
+	KMULVP(o0(R11)(DX*2), o1(R11)(DX*2), T, U, Y10); \
+	KMULVP(o0(R11)(R8*1), o1(R11)(R8*1), T, U, Y11)
 
 // KFLOAT8(xd, acc, I): KFLOAT with acc in a register.
 #define KFLOAT8(xd, acc, I) \
@@ -1936,16 +1970,16 @@ dotQ6KIx4VNNIblock:
 	KSCALESI; \
 	LEAQ (AX)(DX*4), R11; \
 	KNIB(16); \
-	KSCV(0); \
+	KSCVP(0); \
 	KMULV8(0, 32, Y3, Y14); \
 	KNIB(48); \
-	KSCV(32); \
+	KSCVP(16); \
 	KMULV8(64, 96, Y3, Y14); \
 	KNIB(80); \
-	KSCV(64); \
+	KSCVP(32); \
 	KMULV8(128, 160, Y3, Y14); \
 	KNIB(112); \
-	KSCV(96); \
+	KSCVP(48); \
 	KMULV8(192, 224, Y3, Y14); \
 	KFIN8
 
@@ -2054,7 +2088,7 @@ dotQ6KIx8VNNIblock:
 	RET
 
 // Q5KX8: a Q5_K super-block at CX times eight inputs (qh in Y3 throughout,
-// so every product goes through Y14).
+// so the products go through Y12 and Y14).
 #define Q5KX8 \
 	ZEROI8; \
 	KSCALESI; \
@@ -2063,23 +2097,23 @@ dotQ6KIx8VNNIblock:
 	KNIB(48); \
 	Q5BIT(VPSLLW, 4, Y0); \
 	Q5BIT(VPSLLW, 3, Y1); \
-	KSCV(0); \
-	KMULV8(0, 32, Y14, Y14); \
+	KSCVP(0); \
+	KMULV8(0, 32, Y12, Y14); \
 	KNIB(80); \
 	Q5BIT(VPSLLW, 2, Y0); \
 	Q5BIT(VPSLLW, 1, Y1); \
-	KSCV(32); \
-	KMULV8(64, 96, Y14, Y14); \
+	KSCVP(16); \
+	KMULV8(64, 96, Y12, Y14); \
 	KNIB(112); \
 	Q5BIT(VPSLLW, 0, Y0); \
 	Q5BIT(VPSRLW, 1, Y1); \
-	KSCV(64); \
-	KMULV8(128, 160, Y14, Y14); \
+	KSCVP(32); \
+	KMULV8(128, 160, Y12, Y14); \
 	KNIB(144); \
 	Q5BIT(VPSRLW, 2, Y0); \
 	Q5BIT(VPSRLW, 3, Y1); \
-	KSCV(96); \
-	KMULV8(192, 224, Y14, Y14); \
+	KSCVP(48); \
+	KMULV8(192, 224, Y12, Y14); \
 	KFIN8
 
 // func dotQ5KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
