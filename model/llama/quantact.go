@@ -68,6 +68,12 @@ type acts struct {
 	// CPU has them (offsetActs).
 	u  []uint8
 	dt []float32
+	// q6 is actQ8K's offset words for Q6_K's four- and eight-input
+	// kernels where the CPU has them (offsetActs): per input and
+	// super-block 64, per pair p of its groups of 32 quants (64p…64p+63)
+	// at 16p, lane l's −32·Σ q_t over t = 64p+4l…64p+4l+3 and over
+	// 64p+32+4l…+3 in words 2l and 2l+1 (q6Offsets).
+	q6 []int16
 }
 
 // block is the number of inputs per scale of kind k.
@@ -92,6 +98,9 @@ func (a *acts) size(k actKind, cols, n int) {
 		}
 	} else {
 		a.bs = grow(a.bs, 16*nb)
+		if offsetActs {
+			a.q6 = grow(a.q6, 64*nb)
+		}
 	}
 }
 
@@ -116,6 +125,24 @@ func (a *acts) quantizeRows(x []float32, lo, hi int) {
 				break
 			}
 			a.d[b0+b] = quantQ8K(xr[b*bk:(b+1)*bk], a.q[r*c+b*bk:r*c+(b+1)*bk], a.bs[16*(b0+b):16*(b0+b+1)])
+		}
+		if offsetActs {
+			for b := 0; b < nb; b++ {
+				q6Offsets(a.q[r*c+b*bk:r*c+(b+1)*bk], a.q6[64*(b0+b):64*(b0+b+1)])
+			}
+		}
+	}
+}
+
+// q6Offsets sets o to the offset words of a super-block's quants q (see
+// acts.q6): with Q6_K's quants taken unsigned (0…63), Σ q·x of four
+// weights plus its word is Σ (q−32)·x, the kernels' lane sum.
+func q6Offsets(q []int8, o []int16) {
+	q, o = q[:qkK:qkK], o[:64:64]
+	for p := 0; p < 4; p++ {
+		for w := 0; w < 16; w++ {
+			t := 64*p + 32*(w&1) + 4*(w>>1)
+			o[16*p+w] = -32 * (int16(q[t]) + int16(q[t+1]) + int16(q[t+2]) + int16(q[t+3]))
 		}
 	}
 }

@@ -216,14 +216,20 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		return
 	}
 	var k8 intKernel
-	offset := false
+	args := argsPlain
 	if useVNNI {
 		k8 = intKernels8VNNI[t]
 		if ko, ok := intKernelsOffsetVNNI[t]; ok && offsetActs {
-			k[1], k8, offset = ko[0], ko[1], true
+			k[1], k8, args = ko[0], ko[1], argsOffset
+		}
+		if t == Q6_K { // its four- and eight-input kernels take acts.q6
+			args = argsQ6
+			if !offsetActs {
+				k[1], k8, args = intKernels[t][1], nil, argsPlain
+			}
 		}
 	}
-	mulIntWith(k, k8, offset, rows, raw, a, out, stride)
+	mulIntWith(k, k8, args, rows, raw, a, out, stride)
 }
 
 // twoRows is the eight-input offset kernel one of a type (blocks of bb

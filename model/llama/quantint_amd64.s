@@ -2040,22 +2040,121 @@ dotQ4KIx8VNNIblock:
 	VZEROUPPER
 	RET
 
-// Q6MULV8(o): Q6MULV for the eight inputs, quants at o of each.
-#define Q6MULV8(o) \
-	Q6MULV(o(AX), Y12, Y4); \
-	Q6MULV(o(AX)(DX*1), Y14, Y5); \
-	Q6MULV(o(AX)(DX*2), Y12, Y6); \
-	Q6MULV(o(AX)(R8*1), Y14, Y7); \
-	Q6MULV(o(R11), Y12, Y8); \
-	Q6MULV(o(R11)(DX*1), Y14, Y9); \
-	Q6MULV(o(R11)(DX*2), Y12, Y10); \
-	Q6MULV(o(R11)(R8*1), Y14, Y11)
+// The eight-input Q6_K kernel takes the quants unsigned (q, 0-63: no
+// VPSUBB and VPABSB per group, no VPSIGNB per input) and two groups of 32
+// at a time (2p, 2p+1: input quants 64p… and 64p+32…). Per input,
+// VPDPBUSD forms lane l's Σ q·x over bytes 4l…4l+3 of each group (≤
+// 4·63·127: an int16), the second group's moves to the odd words of the
+// first's (shift, blend), the input's offset words (acts.q6, in bs's
+// place: −32·Σ x of the same four bytes) make both Σ (q−32)·x, and one
+// VPDPWSSD by the word pairs of the four sub-blocks' scales adds
+// s·Σ (q−32)·x of each group to lane l: dotKInt's int32 lanes, with
+// three multiplying instructions per 64 weights and input where
+// VPSIGNB+VPMADDUBSW+VPDPWSSD took six.
+
+// q6shufp: at 16p, VPSHUFB indices of scale bytes 4p, 4p+2 in turn
+// (eight bytes), then 4p+1, 4p+3: groups 2p's and 2p+1's sub-block
+// scales as Q6MULVP's word pairs (after VPMOVSXBW).
+DATA q6shufp<>+0(SB)/8, $0x0200020002000200
+DATA q6shufp<>+8(SB)/8, $0x0301030103010301
+DATA q6shufp<>+16(SB)/8, $0x0604060406040604
+DATA q6shufp<>+24(SB)/8, $0x0705070507050705
+DATA q6shufp<>+32(SB)/8, $0x0a080a080a080a08
+DATA q6shufp<>+40(SB)/8, $0x0b090b090b090b09
+DATA q6shufp<>+48(SB)/8, $0x0e0c0e0c0e0c0e0c
+DATA q6shufp<>+56(SB)/8, $0x0f0d0f0d0f0d0f0d
+GLOBL q6shufp<>(SB), RODATA|NOPTR, $64
+
+// Q6Q(OP, C, Y): a group's quants q (0-63) into Y: the nibbles in Y (the
+// 32 ql bytes, shifted for the high ones) and two high bits from qh (Y3;
+// OP $C moves them to bits 4-5). Clobbers Y14.
+#define Q6Q(OP, C, Y) \
+	VPAND q0fI<>(SB), Y, Y; \
+	OP $C, Y3, Y14; \
+	VPAND q30I<>(SB), Y14, Y14; \
+	VPOR Y14, Y, Y
+
+// Q6Q0(Y): Q6Q for the groups whose high bits are at bits 4-5 already.
+#define Q6Q0(Y) \
+	VPAND q0fI<>(SB), Y, Y; \
+	VPAND q30I<>(SB), Y3, Y14; \
+	VPOR Y14, Y, Y
+
+// Q6SCP(off): the scale word pairs of two groups (q6shufp at off) into Y2.
+#define Q6SCP(off) \
+	VPSHUFB q6shufp<>+off(SB), X13, X2; \
+	VPMOVSXBW X2, Y2
+
+// Q6MULVP(xa, xb, c, T, U, I): groups 2p (Y0) and 2p+1 (Y1) times the
+// input quants at xa and xb, offset words at c, into I (T, U scratch).
+#define Q6MULVP(xa, xb, c, T, U, I) \
+	VPXOR T, T, T; \
+	VPDPBUSD xa, Y0, T; \
+	VPXOR U, U, U; \
+	VPDPBUSD xb, Y1, U; \
+	VPSLLD $16, U, U; \
+	VPBLENDW $0xaa, U, T, T; \
+	VPADDW c, T, T; \
+	VPDPWSSD Y2, T, I
+
+// Q6WALKP(M): the four pairs of groups of a Q6_K super-block at CX (its
+// scales to X13, d to Y15), each pair times the inputs by M(oa, ob, c):
+// the groups' offsets in an input's quants and the pair's in its offset
+// words.
+#define Q6WALKP(M) \
+	VMOVDQU 192(CX), X13; \
+	VPBROADCASTW 208(CX), X15; \
+	VCVTPH2PS X15, Y15; \
+	VMOVDQU 128(CX), Y3; \
+	VMOVDQU 0(CX), Y0; \
+	Q6Q(VPSLLW, 4, Y0); \
+	VMOVDQU 32(CX), Y1; \
+	Q6Q(VPSLLW, 2, Y1); \
+	Q6SCP(0); \
+	M(0, 32, 0); \
+	VMOVDQU 0(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6Q0(Y0); \
+	VMOVDQU 32(CX), Y1; \
+	VPSRLW $4, Y1, Y1; \
+	Q6Q(VPSRLW, 2, Y1); \
+	Q6SCP(16); \
+	M(64, 96, 32); \
+	VMOVDQU 160(CX), Y3; \
+	VMOVDQU 64(CX), Y0; \
+	Q6Q(VPSLLW, 4, Y0); \
+	VMOVDQU 96(CX), Y1; \
+	Q6Q(VPSLLW, 2, Y1); \
+	Q6SCP(32); \
+	M(128, 160, 64); \
+	VMOVDQU 64(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6Q0(Y0); \
+	VMOVDQU 96(CX), Y1; \
+	VPSRLW $4, Y1, Y1; \
+	Q6Q(VPSRLW, 2, Y1); \
+	Q6SCP(48); \
+	M(192, 224, 96)
+
+// Q6MULV8P(oa, ob, c): Q6MULVP for the eight inputs (offset words of
+// inputs 0-3 at BX, stride 4·SI; 4-7 at R14).
+#define Q6MULV8P(oa, ob, c) \
+	Q6MULVP(oa(AX), ob(AX), c(BX), Y12, Y14, Y4); \
+	Q6MULVP(oa(AX)(DX*1), ob(AX)(DX*1), c(BX)(SI*4), Y12, Y14, Y5); \
+	Q6MULVP(oa(AX)(DX*2), ob(AX)(DX*2), c(BX)(SI*8), Y12, Y14, Y6); \
+	Q6MULVP(oa(AX)(R8*1), ob(AX)(R8*1), c(BX)(DI*4), Y12, Y14, Y7); \
+	Q6MULVP(oa(R11), ob(R11), c(R14), Y12, Y14, Y8); \
+	Q6MULVP(oa(R11)(DX*1), ob(R11)(DX*1), c(R14)(SI*4), Y12, Y14, Y9); \
+	Q6MULVP(oa(R11)(DX*2), ob(R11)(DX*2), c(R14)(SI*8), Y12, Y14, Y10); \
+	Q6MULVP(oa(R11)(R8*1), ob(R11)(R8*1), c(R14)(DI*4), Y12, Y14, Y11)
 
 // Q6KX8: a Q6_K super-block at CX times eight inputs (mn stay 0).
 #define Q6KX8 \
 	ZEROI8; \
 	LEAQ (AX)(DX*4), R11; \
-	Q6WALK(Q6MULV8); \
+	LEAQ (BX)(SI*8), R14; \
+	LEAQ (R14)(SI*8), R14; \
+	Q6WALKP(Q6MULV8P); \
 	LEAQ (R10)(R9*4), R14; \
 	KFLOAT8((R10), Y16, Y4); \
 	KFLOAT8((R10)(R9*1), Y17, Y5); \
@@ -2065,6 +2164,15 @@ dotQ4KIx8VNNIblock:
 	KFLOAT8((R14)(R9*1), Y21, Y9); \
 	KFLOAT8((R14)(R9*2), Y22, Y10); \
 	KFLOAT8((R14)(R13*1), Y23, Y11)
+
+// KNEXT6: KNEXT for the Q6_K kernels that take offset words (128 bytes
+// per super-block at BX).
+#define KNEXT6 \
+	ADDQ $210, CX; \
+	ADDQ $256, AX; \
+	ADDQ $4, R10; \
+	ADDQ $128, BX; \
+	DECQ 320(SP)
 
 // func dotQ6KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ6KIx8VNNI(SB), 0, $336-64
@@ -2078,7 +2186,7 @@ dotQ6KIx8VNNIblock:
 	PREFETCHT0 1808(CX)
 	PREFETCHT0 1872(CX)
 	Q6KX8
-	KNEXT(210)
+	KNEXT6
 	JNZ dotQ6KIx8VNNIblock
 	KOUT8
 	ADDQ $4, R12

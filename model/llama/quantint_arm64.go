@@ -94,8 +94,8 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		return
 	}
 	if hasDotProd {
-		mulIntWith(ks[1], nil, false, rows, raw, a, out, stride)
+		mulIntWith(ks[1], nil, argsPlain, rows, raw, a, out, stride)
 		return
 	}
-	mulIntWith(ks[0], nil, false, rows, raw, a, out, stride)
+	mulIntWith(ks[0], nil, argsPlain, rows, raw, a, out, stride)
 }

@@ -152,8 +152,8 @@ func exactInt(typ Type, raw []byte, a *acts, r int) (float64, float64) {
 
 // TestQuantizeActs: the rounding of the inputs as defined (actKind): each
 // quant within half a step of x/d (so the rounding is to nearest), |q| ≤
-// 127, ties to even, Q8_1's s and Q8_K's sums of 16 as stated; zeros and
-// NaNs as stated.
+// 127, ties to even, Q8_1's s, Q8_K's sums of 16 and Q6_K's offset words
+// (acts.q6) as stated; zeros and NaNs as stated.
 func TestQuantizeActs(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 30))
 	for _, k := range []actKind{actQ8, actQ8K} {
@@ -216,6 +216,16 @@ func TestQuantizeActs(t *testing.T) {
 					}
 					if int(a.bs[j]) != s {
 						t.Fatalf("q8K bsums[%d] = %d, want %d", j, a.bs[j], s)
+					}
+				}
+				for w := 0; offsetActs && w < 64; w++ { // Q6_K's offset words (acts.q6)
+					t0 := 64*(w/16) + 32*(w%2) + 4*(w%16/2)
+					s := 0
+					for _, q := range a.q[t0 : t0+4] {
+						s += int(q)
+					}
+					if int(a.q6[w]) != -32*s {
+						t.Fatalf("q8K q6[%d] = %d, want %d", w, a.q6[w], -32*s)
 					}
 				}
 			}
