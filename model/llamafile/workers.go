@@ -2,6 +2,7 @@ package llamafile
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/kvlease/kvlease/model/llama"
@@ -17,8 +18,14 @@ import (
 // A decode step runs a few hundred short Runs (one per matrix, each well
 // under a millisecond), so handing work over costs what a goroutine's wake
 // costs: the helpers and the caller wait by polling an atomic counter for
-// up to spinLimit polls before they sleep on a channel (the handshake in
-// helper and finish), as llama.cpp's thread pool polls between operations.
+// up to spinLimit polls, as llama.cpp's thread pool polls between
+// operations, and only then sleep on a condition variable. Sleeping is
+// the plain mutex-and-condition pattern: a sleeper counts itself in
+// sleepers and re-checks its condition under mu before it waits; the side
+// that changes the condition (an atomic store) then reads sleepers and,
+// when someone sleeps or is about to, broadcasts under mu. With
+// sequentially consistent atomics one of the two sees the other, so no
+// wake is lost and no wake is needed beyond the condition itself.
 type Workers struct {
 	n     int
 	task  llama.Task
@@ -26,26 +33,17 @@ type Workers struct {
 	next  atomic.Int64
 	// gen is the count of Runs (and Close) times genActive, plus how many
 	// helpers the latest Run uses (one word, so that a helper reads both
-	// at once). pending is how many of them have not finished it, plus
-	// waitBit once the caller sleeps on done waiting for them (one word,
-	// so that the helper whose decrement ends the Run knows at that
-	// instant whether the caller waits: see finish).
+	// at once). pending is how many of them have not finished it.
 	gen     atomic.Uint64
 	pending atomic.Int64
 	closed  atomic.Bool
-	// helpers[i-1] is helper i's sleeping state and wake channel.
-	helpers []helperState
-	done    chan struct{}
-}
-
-// waitBit is pending's flag for a caller asleep on done.
-const waitBit = 1 << 32
-
-// helperState: asleep is set by a helper about to sleep on wake; whoever
-// clears it (the helper itself, or Run) decides who sends on wake.
-type helperState struct {
-	asleep atomic.Bool
-	wake   chan struct{}
+	// sleepers counts the goroutines asleep (or about to be) on runs (the
+	// helpers, waiting for gen to change) or on done (the caller, waiting
+	// for pending to reach 0).
+	sleepers atomic.Int32
+	mu       sync.Mutex
+	runs     sync.Cond
+	done     sync.Cond
 }
 
 // genActive is gen's unit: Runs above, the Run's helpers below.
@@ -70,11 +68,10 @@ func NewWorkers(n int) *Workers {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	w := &Workers{n: n, done: make(chan struct{}, 1)}
-	w.helpers = make([]helperState, n-1)
-	for i := range w.helpers {
-		w.helpers[i].wake = make(chan struct{}, 1)
-		go w.helper(i + 1)
+	w := &Workers{n: n}
+	w.runs.L, w.done.L = &w.mu, &w.mu
+	for id := 1; id < n; id++ {
+		go w.helper(id)
 	}
 	return w
 }
@@ -92,29 +89,26 @@ func (w *Workers) Run(n int, t llama.Task) {
 	}
 	w.task, w.units = t, n
 	w.next.Store(0)
-	active := min(len(w.helpers), n-1)
+	active := min(w.n-1, n-1)
 	w.pending.Store(int64(active))
 	w.gen.Store((w.gen.Load()/genActive+1)*genActive + uint64(active))
-	for i := range w.helpers[:active] {
-		if h := &w.helpers[i]; h.asleep.CompareAndSwap(true, false) {
-			h.wake <- struct{}{}
-		}
-	}
+	w.wake(&w.runs)
 	w.work(0)
 	w.finish()
 	w.task = nil
 }
 
-// finish waits for the Run's helpers: polling, then asleep on done. The
-// caller's flag and the helpers' count share one word, so exactly one of
-// two things happens: the caller sets waitBit after the last helper's
-// decrement (it sees the count at 0 and does not sleep), or the last
-// helper's decrement finds waitBit set (it sends on done). Either way no
-// helper of this Run acts on the flag after the Run returns. (With a
-// separate flag, a helper that had counted itself out but not yet looked
-// at the flag could find the next Run's caller waiting, wake it before
-// that Run's helpers were done, and leave the count of the Run after it
-// wrong: a Run that never returned, seen under -race.)
+// wake wakes the sleepers of c after the change they wait for was stored
+// (or finds none: each re-checks under mu before it sleeps).
+func (w *Workers) wake(c *sync.Cond) {
+	if w.sleepers.Load() > 0 {
+		w.mu.Lock()
+		c.Broadcast()
+		w.mu.Unlock()
+	}
+}
+
+// finish waits for the Run's helpers: polling, then asleep on done.
 func (w *Workers) finish() {
 	for i := range spinLimit {
 		if w.pending.Load() == 0 {
@@ -122,10 +116,13 @@ func (w *Workers) finish() {
 		}
 		yield(i)
 	}
-	if w.pending.Add(waitBit) == waitBit {
-		return // every helper had finished: none sends
+	w.mu.Lock()
+	w.sleepers.Add(1)
+	for w.pending.Load() != 0 {
+		w.done.Wait()
 	}
-	<-w.done
+	w.sleepers.Add(-1)
+	w.mu.Unlock()
 }
 
 func (w *Workers) work(id int) {
@@ -139,10 +136,9 @@ func (w *Workers) work(id int) {
 }
 
 // helper is worker id: it waits for the next Run (polling gen, then asleep
-// on its wake channel), works on it if the Run uses it, and counts itself
-// out of pending.
+// on runs), works on it if the Run uses it, and counts itself out of
+// pending.
 func (w *Workers) helper(id int) {
-	h := &w.helpers[id-1]
 	seen := uint64(0)
 	for {
 		g := w.gen.Load()
@@ -151,13 +147,13 @@ func (w *Workers) helper(id int) {
 			g = w.gen.Load()
 		}
 		if g == seen {
-			h.asleep.Store(true)
-			if g = w.gen.Load(); g != seen && h.asleep.CompareAndSwap(true, false) {
-				// A Run began before Run could see asleep: no send comes.
-			} else {
-				<-h.wake
-				g = w.gen.Load()
+			w.mu.Lock()
+			w.sleepers.Add(1)
+			for g = w.gen.Load(); g == seen; g = w.gen.Load() {
+				w.runs.Wait()
 			}
+			w.sleepers.Add(-1)
+			w.mu.Unlock()
 		}
 		seen = g
 		if w.closed.Load() {
@@ -167,8 +163,8 @@ func (w *Workers) helper(id int) {
 			continue
 		}
 		w.work(id)
-		if w.pending.Add(-1) == waitBit {
-			w.done <- struct{}{} // the last helper, and the caller sleeps
+		if w.pending.Add(-1) == 0 {
+			w.wake(&w.done)
 		}
 	}
 }
@@ -177,9 +173,5 @@ func (w *Workers) helper(id int) {
 func (w *Workers) Close() {
 	w.closed.Store(true)
 	w.gen.Add(genActive)
-	for i := range w.helpers {
-		if h := &w.helpers[i]; h.asleep.CompareAndSwap(true, false) {
-			h.wake <- struct{}{}
-		}
-	}
+	w.wake(&w.runs)
 }
