@@ -2097,6 +2097,27 @@ GLOBL q6shufp<>(SB), RODATA|NOPTR, $64
 	VPADDW c, T, T; \
 	VPDPWSSD Y2, T, I
 
+// Q6HALFP(M, q, qh, s, o, c): a half super-block of Q6_K at CX (low
+// bits at q, high bits at qh, its pairs' scales at s and s+16 of
+// q6shufp) times the inputs by M, the quants at o and o+32, o+64 and
+// o+96 of an input, its offset words at c and c+32.
+#define Q6HALFP(M, q, qh, s, o, c) \
+	VMOVDQU qh(CX), Y3; \
+	VMOVDQU q(CX), Y0; \
+	Q6Q(VPSLLW, 4, Y0); \
+	VMOVDQU (q+32)(CX), Y1; \
+	Q6Q(VPSLLW, 2, Y1); \
+	Q6SCP(s); \
+	M(o, (o+32), c); \
+	VMOVDQU q(CX), Y0; \
+	VPSRLW $4, Y0, Y0; \
+	Q6Q0(Y0); \
+	VMOVDQU (q+32)(CX), Y1; \
+	VPSRLW $4, Y1, Y1; \
+	Q6Q(VPSRLW, 2, Y1); \
+	Q6SCP((s+16)); \
+	M((o+64), (o+96), (c+32))
+
 // Q6WALKP(M): the four pairs of groups of a Q6_K super-block at CX (its
 // scales to X13, d to Y15), each pair times the inputs by M(oa, ob, c):
 // the groups' offsets in an input's quants and the pair's in its offset
@@ -2105,36 +2126,8 @@ GLOBL q6shufp<>(SB), RODATA|NOPTR, $64
 	VMOVDQU 192(CX), X13; \
 	VPBROADCASTW 208(CX), X15; \
 	VCVTPH2PS X15, Y15; \
-	VMOVDQU 128(CX), Y3; \
-	VMOVDQU 0(CX), Y0; \
-	Q6Q(VPSLLW, 4, Y0); \
-	VMOVDQU 32(CX), Y1; \
-	Q6Q(VPSLLW, 2, Y1); \
-	Q6SCP(0); \
-	M(0, 32, 0); \
-	VMOVDQU 0(CX), Y0; \
-	VPSRLW $4, Y0, Y0; \
-	Q6Q0(Y0); \
-	VMOVDQU 32(CX), Y1; \
-	VPSRLW $4, Y1, Y1; \
-	Q6Q(VPSRLW, 2, Y1); \
-	Q6SCP(16); \
-	M(64, 96, 32); \
-	VMOVDQU 160(CX), Y3; \
-	VMOVDQU 64(CX), Y0; \
-	Q6Q(VPSLLW, 4, Y0); \
-	VMOVDQU 96(CX), Y1; \
-	Q6Q(VPSLLW, 2, Y1); \
-	Q6SCP(32); \
-	M(128, 160, 64); \
-	VMOVDQU 64(CX), Y0; \
-	VPSRLW $4, Y0, Y0; \
-	Q6Q0(Y0); \
-	VMOVDQU 96(CX), Y1; \
-	VPSRLW $4, Y1, Y1; \
-	Q6Q(VPSRLW, 2, Y1); \
-	Q6SCP(48); \
-	M(192, 224, 96)
+	Q6HALFP(M, 0, 128, 0, 0, 0); \
+	Q6HALFP(M, 64, 160, 32, 128, 64)
 
 // Q6MULV8P(oa, ob, c): Q6MULVP for the eight inputs (offset words of
 // inputs 0-3 at BX, stride 4·SI; 4-7 at R14).
