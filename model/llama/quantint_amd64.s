@@ -1895,13 +1895,19 @@ dotQ6KIx4VNNIblock:
 // int32s, three multiplying instructions per 64 weights where KMULV has
 // four (they share two pipes on Zen 4; the shift and blend do not).
 #define KMULVP(x0, x1, T, U, I) \
-	VPXOR      T, T, T; \
-	VPDPBUSD   x0, Y0, T; \
-	VPXOR      U, U, U; \
-	VPDPBUSD   x1, Y1, U; \
-	VPSLLD     $16, U, U; \
-	VPBLENDW   $0xaa, U, T, T; \
-	VPDPWSSD   Y2, T, I
+	PAIRSUMS(x0, x1, T, U); \
+	VPDPWSSD Y2, T, I
+
+// PAIRSUMS(x0, x1, T, U): each lane's 4-byte sums of Y0 times x0 in the
+// even words of T and of Y1 times x1 in the odd ones (U scratch; KMULVP,
+// Q6MULVP).
+#define PAIRSUMS(x0, x1, T, U) \
+	VPXOR    T, T, T; \
+	VPDPBUSD x0, Y0, T; \
+	VPXOR    U, U, U; \
+	VPDPBUSD x1, Y1, U; \
+	VPSLLD   $16, U, U; \
+	VPBLENDW $0xaa, U, T, T
 
 // KMULV8(o0, o1, T, U): KMULVP for the eight inputs, quants at o0 and
 // o1 of each, T and U its scratch.
@@ -2088,13 +2094,8 @@ GLOBL q6shufp<>(SB), RODATA|NOPTR, $64
 // Q6MULVP(xa, xb, c, T, U, I): groups 2p (Y0) and 2p+1 (Y1) times the
 // input quants at xa and xb, offset words at c, into I (T, U scratch).
 #define Q6MULVP(xa, xb, c, T, U, I) \
-	VPXOR T, T, T; \
-	VPDPBUSD xa, Y0, T; \
-	VPXOR U, U, U; \
-	VPDPBUSD xb, Y1, U; \
-	VPSLLD $16, U, U; \
-	VPBLENDW $0xaa, U, T, T; \
-	VPADDW c, T, T; \
+	PAIRSUMS(xa, xb, T, U); \
+	VPADDW   c, T, T; \
 	VPDPWSSD Y2, T, I
 
 // Q6HALFP(M, q, qh, s, o, c): a half super-block of Q6_K at CX (low
