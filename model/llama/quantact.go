@@ -68,11 +68,11 @@ type acts struct {
 	// CPU has them (offsetActs).
 	u  []uint8
 	dt []float32
-	// q6 is actQ8K's offset words for Q6_K's four- and eight-input
-	// kernels where the CPU has them (offsetActs): per input and
-	// super-block 64, per pair p of its groups of 32 quants (64p…64p+63)
-	// at 16p, lane l's −32·Σ q_t over t = 64p+4l…64p+4l+3 and over
-	// 64p+32+4l…+3 in words 2l and 2l+1 (q6Offsets).
+	// q6 is actQ8K's offset words for Q6_K's eight-input kernel where the
+	// CPU has it (offsetActs): per input and super-block 64, per pair p
+	// of its groups of 32 quants (64p…64p+63) at 16p, lane l's −32·Σ q_t
+	// over t = 64p+4l…64p+4l+3 and over 64p+32+4l…+3 in words 2l and
+	// 2l+1 (q6Offsets).
 	q6 []int16
 }
 

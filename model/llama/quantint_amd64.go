@@ -222,11 +222,8 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 		if ko, ok := intKernelsOffsetVNNI[t]; ok && offsetActs {
 			k[1], k8, args = ko[0], ko[1], argsOffset
 		}
-		if t == Q6_K { // its four- and eight-input kernels take acts.q6
+		if t == Q6_K { // its eight-input kernel takes acts.q6 (offsetActs: VNNI)
 			args = argsQ6
-			if !offsetActs {
-				k[1], k8, args = intKernels[t][1], nil, argsPlain
-			}
 		}
 	}
 	mulIntWith(k, k8, args, rows, raw, a, out, stride)

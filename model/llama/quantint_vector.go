@@ -10,7 +10,7 @@ type kernelArgs uint8
 const (
 	argsPlain  kernelArgs = iota // the quants, scales and sums of 16 (acts.q, d, bs)
 	argsOffset                   // actQ8's offset quants and transposed scales (acts.u, dt)
-	argsQ6                       // acts.q, d and actQ8K's offset words acts.q6 in the sums' place
+	argsQ6                       // acts.q, d and actQ8K's offset words acts.q6 in the sums' place (Q6_K's four-input kernel reads no sums)
 )
 
 // mulIntWith is mulInt's walk with the kernels k (one input, four; nil
