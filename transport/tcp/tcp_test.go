@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/refused"
 	"github.com/kvlease/kvlease/transport"
 	"github.com/kvlease/kvlease/wire"
 )
@@ -604,13 +605,8 @@ func TestSmallEventQueue(t *testing.T) {
 
 func TestDialFailures(t *testing.T) {
 	noLeaks(t)
-	// A port nobody listens on: listen, note the port, close.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	free := transport.Addr(ln.Addr().String())
-	ln.Close()
+	// A port that refuses connections (held, so nothing else gets it).
+	free := transport.Addr(refused.Addr(t))
 
 	d := newEnd(t, Config{MaxConns: 1}, false)
 	id := d.tr.Dial(context.Background(), free)
