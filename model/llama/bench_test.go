@@ -231,7 +231,8 @@ func BenchmarkMatVec(b *testing.B) {
 // machine's caches (32768×2048: 71 MB as Q8_0), as a decode step's weights
 // are: sixteen inputs are a decode step of sixteen sequences, where a
 // kernel that waits on memory shows (BenchmarkMatVec's 4 MB matrix stays
-// in L3).
+// in L3). Q4_K and Q6_K also in their packed layout at n=1 (the layout a
+// one-sequence decode step reads; Weights.Pack).
 func BenchmarkMatVecDRAM(b *testing.B) {
 	benchMatVec(b, 32768, 2048, []llama.Type{llama.Q8_0, llama.Q6_K, llama.Q5_0, llama.Q4_K, llama.Q4_0}, []int{1, 16})
 }
@@ -249,23 +250,31 @@ func benchMatVec(b *testing.B, rows, cols int, types []llama.Type, ns []int) {
 			size = len(m.Raw)
 		}
 		for _, n := range ns {
-			b.Run(fmt.Sprintf("%s/n=%d", typ, n), func(b *testing.B) {
-				x := make([]float32, n*cols)
-				for i := range x {
-					x[i] = float32(r.NormFloat64())
-				}
-				out := make([]float32, n*rows)
-				var sums []float32
-				b.ResetTimer()
-				cpu0 := cpuSeconds()
-				for i := 0; i < b.N; i++ {
-					sums = llama.MatVec(&m, x, n, out, sums)
-				}
-				if cpu := cpuSeconds() - cpu0; cpu > 0 {
-					b.ReportMetric(float64(rows*cols*n)*float64(b.N)/cpu/1e6, "Mw/cpu-s")
-					b.ReportMetric(float64(size)*float64(b.N)/cpu/1e9, "GB/cpu-s")
-				}
-			})
+			benchMatVecOne(b, r, fmt.Sprintf("%s/n=%d", typ, n), m, size, n)
+			if p := llama.Packed(m); p != nil && n == 1 && rows > 2048 {
+				benchMatVecOne(b, r, fmt.Sprintf("%s-packed/n=%d", typ, n), *p, size, n)
+			}
 		}
 	}
+}
+
+func benchMatVecOne(b *testing.B, r *rand.Rand, name string, m llama.Matrix, size, n int) {
+	rows, cols := m.Rows, m.Cols
+	b.Run(name, func(b *testing.B) {
+		x := make([]float32, n*cols)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		out := make([]float32, n*rows)
+		var sums []float32
+		b.ResetTimer()
+		cpu0 := cpuSeconds()
+		for i := 0; i < b.N; i++ {
+			sums = llama.MatVec(&m, x, n, out, sums)
+		}
+		if cpu := cpuSeconds() - cpu0; cpu > 0 {
+			b.ReportMetric(float64(rows*cols*n)*float64(b.N)/cpu/1e6, "Mw/cpu-s")
+			b.ReportMetric(float64(size)*float64(b.N)/cpu/1e9, "GB/cpu-s")
+		}
+	})
 }

@@ -46,3 +46,13 @@ func RoundedInputs(t Type, x []float32) []float64 {
 	}
 	return out
 }
+
+// Packed returns m with its packed layout (as Weights.Pack takes it), nil
+// when m's type has no packed kernel on this CPU.
+func Packed(m Matrix) *Matrix {
+	if !m.packable() {
+		return nil
+	}
+	m.pack = packNew(m.Type, m.Raw, m.Rows, m.Cols)
+	return &m
+}
