@@ -100,3 +100,30 @@ func TestAttentionKernelsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitBlock: unitBlock is a bijection on the units for any count of
+// workers, and workers taking units in turn each walk consecutive blocks.
+func TestUnitBlock(t *testing.T) {
+	for workers := 1; workers <= 5; workers++ {
+		for units := 0; units <= 40; units++ {
+			seen := make([]bool, units)
+			for i := 0; i < units; i++ {
+				b := unitBlock(i, units, workers)
+				if b < 0 || b >= units || seen[b] {
+					t.Fatalf("units %d, workers %d: unit %d -> block %d (out of range or taken)", units, workers, i, b)
+				}
+				seen[b] = true
+			}
+			if units < 2*workers {
+				continue
+			}
+			for w := 0; w < workers; w++ {
+				for i := w + workers; i < units; i += workers {
+					if unitBlock(i, units, workers) != unitBlock(i-workers, units, workers)+1 && i < units/workers*workers {
+						t.Fatalf("units %d, workers %d: worker %d's units %d and %d are not consecutive blocks", units, workers, w, i-workers, i)
+					}
+				}
+			}
+		}
+	}
+}
