@@ -458,25 +458,14 @@ func (e *Executor) matmulSame(out []float32, m *Matrix, in []float32, n int) {
 	if w := e.run.Workers(); len(e.mm.acc) < w {
 		e.mm.acc = make([][]float32, w)
 	}
-	e.mm.rows, e.mm.workers = unitRows(m.Rows, e.run.Workers()), e.run.Workers()
-	e.run.Run((m.Rows+e.mm.rows-1)/e.mm.rows, &e.mm)
+	e.mm.workers = e.run.Workers()
+	e.run.Run((m.Rows+matmulChunk-1)/matmulChunk, &e.mm)
 	e.mm.out, e.mm.m, e.mm.in = nil, nil, nil
 }
 
-// unitRows is the number of weight rows in one unit of a matmul's
-// parallel work (Run): 128 when that leaves the workers at least eight
-// units each, else 64. Each unit is a stream of weights from memory and
-// the workers take units in turn, so a worker's stream restarts at every
-// unit; 128-row units made TinyLlama Q4_K_M's one-sequence decode ~10%
-// faster than 64 on two cores (docs/benchmarks.md), while small matrices
-// keep enough units to balance the workers. Results do not depend on it:
-// every row's dot is computed alone.
-func unitRows(rows, workers int) int {
-	if rows >= 8*128*workers {
-		return 128
-	}
-	return 64
-}
+// matmulChunk is the number of weight rows in one unit of parallel work.
+// parallel work.
+const matmulChunk = 64
 
 // unitBlock is the block of rows (of units) that unit i multiplies: the
 // blocks split into workers runs of consecutive blocks (sizes differing by
@@ -485,7 +474,8 @@ func unitRows(rows, workers int) int {
 // counter, so each worker walks one run of weights from memory instead
 // of every workers-th block, and the hardware prefetcher is not restarted
 // at every unit: TinyLlama Q4_K_M's one-sequence decode on two cores ran
-// 4% faster than with unit i multiplying block i (docs/benchmarks.md).
+// 7-9% faster than with unit i multiplying block i (docs/benchmarks.md);
+// 128-row units gained 4% without it and nothing with it.
 // A bijection on [0, units) for any workers ≥ 1.
 func unitBlock(i, units, workers int) int {
 	if workers <= 1 || units <= workers {
@@ -518,9 +508,8 @@ type matmulTask struct {
 	m   *Matrix
 	in  []float32
 	n   int
-	// rows is the weight rows of one unit (unitRows); workers is how
-	// many workers share the units (unitBlock).
-	rows, workers int
+	// workers is how many workers share the units (unitBlock).
+	workers int
 	// sums is blockSums of the n inputs, for the types that take them
 	// (needsSums).
 	sums []float32
@@ -534,8 +523,8 @@ type matmulTask struct {
 
 func (t *matmulTask) Do(worker, i int) {
 	m, n := t.m, t.n
-	b := unitBlock(i, (m.Rows+t.rows-1)/t.rows, t.workers)
-	lo, hi := b*t.rows, min((b+1)*t.rows, m.Rows)
+	b := unitBlock(i, (m.Rows+matmulChunk-1)/matmulChunk, t.workers)
+	lo, hi := b*matmulChunk, min((b+1)*matmulChunk, m.Rows)
 	if k := actOf(m.Type); k != actNone {
 		if m.pack != nil && n <= packMaxInputs && packKernel(m.Type) != nil {
 			mulPacked(m, lo, hi, &t.acts[k], t.out[lo:], m.Rows)

@@ -14,14 +14,14 @@ var matVecAcc = make([][]float32, 1)
 // worker, the inputs rounded as matmul rounds them); sums is blockSums'
 // scratch, returned for reuse.
 func MatVec(m *Matrix, x []float32, n int, out, sums []float32) []float32 {
-	t := matmulTask{out: out, m: m, in: x, n: n, acc: matVecAcc, rows: unitRows(m.Rows, 1), workers: 1}
+	t := matmulTask{out: out, m: m, in: x, n: n, acc: matVecAcc, workers: 1}
 	if k := actOf(m.Type); k != actNone {
 		t.acts[k].quantize(k, x, m.Cols, n)
 	} else if needsSums(m.Type) {
 		sums = blockSums(sums, x, m.Cols, n)
 		t.sums = sums
 	}
-	for i := 0; i < (m.Rows+t.rows-1)/t.rows; i++ {
+	for i := 0; i < (m.Rows+matmulChunk-1)/matmulChunk; i++ {
 		t.Do(0, i)
 	}
 	return sums
