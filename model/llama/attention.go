@@ -182,10 +182,15 @@ func (t *attnTask) Do(worker, i int) {
 	if e.viewKV {
 		// A block's slots are consecutive in the pool: one kernel call
 		// per block and four queries (row, head) that take the same keys
-		// of it (scores4), or per block and query.
+		// of it (scores4, where the CPU has its kernel: hasTiles), or per
+		// block and query (scores: the same bits).
 		nq := (u.r1 - u.r0) * e.group // query qi is row u.r0 + qi/group, head qi%group
-		qp := t.qpack[worker*t.qpackLen:][:nq/4*4*e.hd]
-		for qi := 0; qi+4 <= nq; qi += 4 {
+		n4 := 0                       // the queries scores4 takes, a multiple of 4
+		if hasTiles {
+			n4 = nq / 4 * 4
+		}
+		qp := t.qpack[worker*t.qpackLen:][:n4*e.hd]
+		for qi := 0; qi+4 <= n4; qi += 4 {
 			r, j := u.r0+qi/e.group, qi%e.group
 			r3, j3 := u.r0+(qi+3)/e.group, (qi+3)%e.group
 			packQueries4(qp[qi*e.hd:], q(r, j), q(u.r0+(qi+1)/e.group, (qi+1)%e.group), q(u.r0+(qi+2)/e.group, (qi+2)%e.group), q(r3, j3))
@@ -193,7 +198,7 @@ func (t *attnTask) Do(worker, i int) {
 		for b0 := 0; b0 <= last; b0 += bs {
 			kb := keys(b0)
 			qi := 0
-			for ; qi+4 <= nq; qi += 4 {
+			for ; qi+4 <= n4; qi += 4 {
 				r, r3 := u.r0+qi/e.group, u.r0+(qi+3)/e.group
 				end, end3 := min(b0+bs, e.rowPos[r]+1), min(b0+bs, e.rowPos[r3]+1)
 				if end != end3 {
