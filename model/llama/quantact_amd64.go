@@ -30,10 +30,24 @@ func quantQ8KAVX512(x *float32, nb int, q *int8, d *float32) int
 // useQuantAVX512 selects quantQ8KAVX512 (the tests turn it off to compare).
 var useQuantAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
-// quantQ8KVec is quantQ8KAVX512 where the CPU has it, else 0 done.
+// quantQ8KAVX2 is quantQ8KAVX512 for CPUs with AVX2 but not AVX-512
+// (quantact_amd64.s).
+//
+//go:noescape
+func quantQ8KAVX2(x *float32, nb int, q *int8, d *float32) int
+
+// useQuantKAVX2 selects quantQ8KAVX2 where quantQ8KAVX512 is not used (the
+// tests turn it off to compare).
+var useQuantKAVX2 = hasAVX2FMA
+
+// quantQ8KVec is quantQ8KAVX512 or quantQ8KAVX2 where the CPU has them,
+// else 0 done.
 func quantQ8KVec(x *float32, nb int, q *int8, d *float32) int {
-	if !useQuantAVX512 {
-		return 0
+	switch {
+	case useQuantAVX512:
+		return quantQ8KAVX512(x, nb, q, d)
+	case useQuantKAVX2:
+		return quantQ8KAVX2(x, nb, q, d)
 	}
-	return quantQ8KAVX512(x, nb, q, d)
+	return 0
 }

@@ -291,3 +291,107 @@ q8kdone:
 	MOVQ         AX, ret+32(FP)
 	VZEROUPPER
 	RET
+
+// quantQ8KAVX2 is quantQ8KAVX512 for CPUs without AVX-512: the same
+// operations, each rounded the same way, the quants packed to bytes by
+// VPACKSSDW and VPACKSSWB (their saturation is the clamp: VCVTPS2DQ gives
+// −127…127 here) and put in order by VPERMD (permQ8, as quantQ8AVX2).
+
+// func quantQ8KAVX2(x *float32, nb int, q *int8, d *float32) int
+TEXT ·quantQ8KAVX2(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), SI
+	MOVQ         nb+8(FP), CX
+	MOVQ         q+16(FP), DI
+	MOVQ         d+24(FP), R8
+	XORQ         AX, AX
+	VBROADCASTSS absQ8<>(SB), Y15
+	VMOVDQU      permQ8<>(SB), Y13
+	VMOVSS       cm127K<>(SB), X12
+	VMOVSS       c1K<>(SB), X11
+
+k2block:
+	CMPQ    AX, CX
+	JGE     k2done
+	VANDPS  0(SI), Y15, Y0
+	VANDPS  32(SI), Y15, Y1
+	VANDPS  64(SI), Y15, Y2
+	VANDPS  96(SI), Y15, Y3
+	MOVQ    $128, R10
+
+k2max:
+	VANDPS  (SI)(R10*1), Y15, Y4
+	VPMAXSD Y4, Y0, Y0
+	VANDPS  32(SI)(R10*1), Y15, Y4
+	VPMAXSD Y4, Y1, Y1
+	VANDPS  64(SI)(R10*1), Y15, Y4
+	VPMAXSD Y4, Y2, Y2
+	VANDPS  96(SI)(R10*1), Y15, Y4
+	VPMAXSD Y4, Y3, Y3
+	ADDQ    $128, R10
+	CMPQ    R10, $1024
+	JLT     k2max
+	VPMAXSD      Y1, Y0, Y0
+	VPMAXSD      Y3, Y2, Y2
+	VPMAXSD      Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXSD      X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPMAXSD      X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPMAXSD      X1, X0, X0
+	VMOVD        X0, BX
+	SUBL         $0x03800000, BX
+	CMPL         BX, $(0x7f800000-0x03800000)
+	JAE          k2done
+
+	// max: the first x whose |x| has the largest bits
+	VPBROADCASTD X0, Y2
+	XORQ         R10, R10
+
+k2find:
+	VANDPS    (SI)(R10*1), Y15, Y3
+	VPCMPEQD  Y2, Y3, Y3
+	VMOVMSKPS Y3, R11
+	ADDQ      $32, R10
+	TESTL     R11, R11
+	JZ        k2find
+	TZCNTL    R11, R11
+	LEAQ      -32(SI)(R10*1), R9
+	VMOVSS    (R9)(R11*4), X4
+
+	// iscale = −127/max, d = 1/iscale
+	VDIVSS       X4, X12, X5
+	VDIVSS       X5, X11, X6
+	VMOVSS       X6, (R8)(AX*4)
+	VBROADCASTSS X5, Y5
+	XORQ         R10, R10
+	XORQ         R9, R9
+
+k2quant:
+	VMULPS    (SI)(R10*1), Y5, Y0
+	VMULPS    32(SI)(R10*1), Y5, Y1
+	VMULPS    64(SI)(R10*1), Y5, Y2
+	VMULPS    96(SI)(R10*1), Y5, Y3
+	VCVTPS2DQ Y0, Y0
+	VCVTPS2DQ Y1, Y1
+	VCVTPS2DQ Y2, Y2
+	VCVTPS2DQ Y3, Y3
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKSSWB Y2, Y0, Y0
+	VPERMD    Y0, Y13, Y0
+	VMOVDQU   Y0, (DI)(R9*1)
+	ADDQ      $128, R10
+	ADDQ      $32, R9
+	CMPQ      R9, $256
+	JLT       k2quant
+
+	ADDQ $1024, SI
+	ADDQ $256, DI
+	INCQ AX
+	JMP  k2block
+
+k2done:
+	MOVQ AX, ret+32(FP)
+	VZEROUPPER
+	RET

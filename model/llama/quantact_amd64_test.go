@@ -53,15 +53,30 @@ func TestQuantizeQ8Agrees(t *testing.T) {
 	}
 }
 
-// TestQuantizeQ8KAgrees: actQ8K's vector rounding (quantQ8KVec) gives
-// quantQ8K's quants, scales and sums of 16 bit for bit, on inputs with
-// edge values (zeros, huge and tiny magnitudes, subnormals, NaN and
-// infinities, whole super-blocks of them, the largest |x| twice with
-// either sign first).
+// TestQuantizeQ8KAgrees: actQ8K's vector rounding (quantQ8KVec, by
+// quantQ8KAVX512 and by quantQ8KAVX2) gives quantQ8K's quants, scales and
+// sums of 16 bit for bit, on inputs with edge values (zeros, huge and tiny
+// magnitudes, subnormals, NaN and infinities, whole super-blocks of them,
+// the largest |x| twice with either sign first).
 func TestQuantizeQ8KAgrees(t *testing.T) {
-	if !useQuantAVX512 {
-		t.Skip("no AVX-512: quantQ8K rounds every super-block")
+	avx512, avx2 := useQuantAVX512, useQuantKAVX2
+	defer func() { useQuantAVX512, useQuantKAVX2 = avx512, avx2 }()
+	kernels := map[string]bool{}
+	if avx512 {
+		kernels["AVX-512"] = true
 	}
+	if avx2 {
+		kernels["AVX2"] = false
+	}
+	if len(kernels) == 0 {
+		t.Skip("no AVX2: quantQ8K rounds every super-block")
+	}
+	for name, use512 := range kernels {
+		t.Run(name, func(t *testing.T) { quantizeQ8KAgrees(t, use512) })
+	}
+}
+
+func quantizeQ8KAgrees(t *testing.T, use512 bool) {
 	r := rand.New(rand.NewPCG(33, 34))
 	for trial := 0; trial < 300; trial++ {
 		n, cols := 1+r.IntN(5), qkK*(1+r.IntN(6))
@@ -83,10 +98,10 @@ func TestQuantizeQ8KAgrees(t *testing.T) {
 			blk[i], blk[j] = m*2, -m*2
 		}
 		var got, want acts
+		useQuantAVX512, useQuantKAVX2 = use512, !use512
 		got.quantize(actQ8K, x, cols, n)
-		useQuantAVX512 = false
+		useQuantAVX512, useQuantKAVX2 = false, false
 		want.quantize(actQ8K, x, cols, n)
-		useQuantAVX512 = true
 		for i := range want.d {
 			if math.Float32bits(got.d[i]) != math.Float32bits(want.d[i]) {
 				t.Fatalf("%d×%d: d[%d] = %v, quantQ8K %v", n, cols, i, got.d[i], want.d[i])
