@@ -113,9 +113,11 @@
 //     where the CPU has AVX512-VNNI, and there for Q8_0, Q4_0 and Q5_0
 //     times four or eight inputs the inputs' quants offset to unsigned
 //     and their scales transposed, acts.u and acts.dt: the same integers
-//     and products; F16 rows take the pure-Go twin);
+//     and products; F16 rows take the pure-Go twin); the inputs'
+//     rounding to Q8_0 and Q8_K blocks (quantact_amd64.s) and attention's
+//     scores one query at a time;
 //     AVX-512 adds the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
-//     and scores4. With AVX-512 F, BW, VL and VNNI, Q4_K, Q5_K and Q6_K
+//     and scores4 (four queries at a time). With AVX-512 F, BW, VL and VNNI, Q4_K, Q5_K and Q6_K
 //     matrices whose rows are a multiple of eight also get a packed copy
 //     (Weights.Pack, called by model/gguf; pack.go describes the layout:
 //     eight rows' scales of a super-block together, byte-wide, and two
