@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvlease/kvlease/internal/kvleasebin"
 	"github.com/kvlease/kvlease/localcluster"
 	"github.com/kvlease/kvlease/proxy"
 )
@@ -62,7 +62,7 @@ type Harness struct {
 	nodes   map[string]*Node // by process name: prefill0, decode0, proxy0
 
 	refURL string
-	ref    *exec.Cmd
+	ref    *kvleasebin.Process
 	refMu  sync.Mutex
 	refAns map[string]string
 }
@@ -132,26 +132,26 @@ func Start(ctx context.Context, opt Options) (h *Harness, err error) {
 	return h, h.startReference(ctx)
 }
 
-// startReference runs kvlease serve --role both on a free loopback port.
+// startReference runs kvlease serve --role both on a loopback port of
+// its own choosing (--port 0), which it announces.
 func (h *Harness) startReference(ctx context.Context) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	h.ref = exec.Command(h.opt.Binary, "serve", "--role", "both", "--port", strconv.Itoa(port), "--profile", "tiny")
-	h.ref.SysProcAttr = sysProcAttr()
+	cmd := exec.Command(h.opt.Binary, "serve", "--role", "both", "--host", "127.0.0.1", "--port", "0", "--profile", "tiny")
+	cmd.SysProcAttr = sysProcAttr()
+	var log *os.File
 	if h.opt.LogDir != "" {
 		if f, err := os.Create(filepath.Join(h.opt.LogDir, "reference.log")); err == nil {
-			h.ref.Stdout, h.ref.Stderr = f, f
+			cmd.Stderr, log = f, f
 			defer f.Close()
 		}
 	}
-	if err := h.ref.Start(); err != nil {
-		return err
+	ref, err := kvleasebin.Serve(cmd, time.Minute)
+	if err != nil {
+		return fmt.Errorf("reference engine: %w", err)
 	}
-	h.refURL = "http://127.0.0.1:" + strconv.Itoa(port)
+	if log != nil {
+		fmt.Fprintln(log, ref.Line)
+	}
+	h.ref, h.refURL = ref, ref.URL
 	return waitCond(ctx, time.Minute, func() error {
 		resp, err := http.Get(h.refURL + "/health")
 		if err != nil {
@@ -198,8 +198,8 @@ func (h *Harness) Close() error {
 	if h.Cluster != nil {
 		errs = append(errs, h.Cluster.Close())
 	}
-	if h.ref != nil && h.ref.Process != nil {
-		h.ref.Process.Signal(syscall.SIGTERM)
+	if h.ref != nil {
+		h.ref.Cmd.Process.Signal(syscall.SIGTERM)
 		h.ref.Wait()
 		h.ref = nil
 	}

@@ -2,7 +2,8 @@
 // as a process (internal/e2e/api, internal/e2e/pd, internal/e2e/scenarios,
 // internal/chaos, cmd/kvlease): once per test process, into a temporary
 // directory that Remove deletes. With KVLEASE_BINARY set, that binary is
-// used instead (CI builds it once for every package's tests).
+// used instead (CI builds it once for every package's tests). Serve starts
+// `kvlease serve --port 0` and learns the address the engine bound.
 package kvleasebin
 
 import (

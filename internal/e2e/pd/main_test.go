@@ -14,11 +14,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -34,9 +32,9 @@ const model = "kvlease-tiny" // serve's default name for the tiny profile
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if singleCmd != nil && singleCmd.Process != nil {
-		singleCmd.Process.Signal(os.Interrupt)
-		singleCmd.Wait()
+	if singleProc != nil {
+		singleProc.Cmd.Process.Signal(os.Interrupt)
+		singleProc.Wait()
 	}
 	kvleasebin.Remove()
 	os.Exit(code)
@@ -82,7 +80,7 @@ var (
 	singleOnce sync.Once
 	singleEng  single
 	singleErr  error
-	singleCmd  *exec.Cmd
+	singleProc *kvleasebin.Process
 )
 
 // singleEngine starts the reference engine once per test process;
@@ -91,19 +89,12 @@ func singleEngine(t testing.TB) single {
 	t.Helper()
 	bin := kvleaseBinary(t)
 	singleOnce.Do(func() {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			singleErr = err
+		cmd := exec.Command(bin, "serve", "--role", "both", "--host", "127.0.0.1", "--port", "0", "--profile", "tiny")
+		cmd.Stderr = io.Discard
+		if singleProc, singleErr = kvleasebin.Serve(cmd, 30*time.Second); singleErr != nil {
 			return
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		singleCmd = exec.Command(bin, "serve", "--role", "both", "--port", strconv.Itoa(port), "--profile", "tiny")
-		singleCmd.Stderr = io.Discard
-		if singleErr = singleCmd.Start(); singleErr != nil {
-			return
-		}
-		singleEng.url = "http://127.0.0.1:" + strconv.Itoa(port)
+		singleEng.url = singleProc.URL
 		singleErr = waitHealthy(singleEng.url)
 	})
 	if singleErr != nil {
@@ -113,34 +104,29 @@ func singleEngine(t testing.TB) single {
 }
 
 // serveSingle starts a `kvlease serve --role both` engine with args (the
-// tiny profile unless they say otherwise) as a process; the test's cleanup
-// stops it. A start that fails shows the engine's log.
+// tiny profile unless they say otherwise) as a process on a port of its
+// own choosing; the test's cleanup stops it. A start that fails shows the
+// engine's log.
 func serveSingle(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := kvleaseBinary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	var log bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"serve", "--role", "both", "--port", strconv.Itoa(port)}, args...)...)
+	var log bytes.Buffer // read once the process has exited
+	cmd := exec.Command(bin, append([]string{"serve", "--role", "both", "--host", "127.0.0.1", "--port", "0"}, args...)...)
 	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p, err := kvleasebin.Serve(cmd, 30*time.Second)
+	if err != nil {
+		t.Fatalf("%v; log:\n%s", err, log.String())
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
+		p.Wait()
 	})
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitHealthy(url); err != nil {
+	if err := waitHealthy(p.URL); err != nil {
 		cmd.Process.Kill()
-		cmd.Wait()
+		p.Wait()
 		t.Fatalf("%v; log:\n%s", err, log.String())
 	}
-	return url
+	return p.URL
 }
 
 func waitHealthy(url string) error {
