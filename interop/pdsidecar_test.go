@@ -12,12 +12,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/llm-d/llm-d-inference-scheduler/pkg/common"
 	"github.com/llm-d/llm-d-inference-scheduler/pkg/sidecar/proxy"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 const pdModel = "kvlease-tiny" // serve's default name for the tiny profile
@@ -125,16 +127,32 @@ func answer(t *testing.T, base string, r pdRequest, prefill string) string {
 	return out.String()
 }
 
-// freePort returns a port that was free a moment ago (the sidecar takes a
-// port number, not a listener).
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// addrSink is a logr sink that catches the address llm-d's sidecar logs
+// when it listens ("starting", "addr", ln.Addr()): NewProxy takes a port
+// number, not a listener, so the test hands it port 0 and learns the port
+// the kernel chose, instead of picking a free port that another process
+// could take before the sidecar binds it.
+type addrSink struct {
+	addr chan<- string
+}
+
+func (s addrSink) Init(logr.RuntimeInfo)          {}
+func (s addrSink) Enabled(int) bool               { return true }
+func (s addrSink) Error(error, string, ...any)    {}
+func (s addrSink) WithValues(...any) logr.LogSink { return s }
+func (s addrSink) WithName(string) logr.LogSink   { return s }
+func (s addrSink) Info(_ int, msg string, kv ...any) {
+	if msg != "starting" {
+		return
 	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == "addr" {
+			select {
+			case s.addr <- fmt.Sprint(kv[i+1]):
+			default:
+			}
+		}
+	}
 }
 
 // TestPDSidecarMatchesSingleEngine runs llm-d-inference-scheduler's P/D
@@ -164,8 +182,9 @@ func TestPDSidecarMatchesSingleEngine(t *testing.T) {
 	}
 	prefillHostPort := strings.TrimPrefix(p, "http://")
 
-	port := freePort(t)
-	sidecar := proxy.NewProxy(port, decodeURL, proxy.Config{Connector: proxy.ConnectorNIXLV2})
+	listening := make(chan string, 1)
+	ctx = ctrllog.IntoContext(ctx, logr.New(addrSink{addr: listening}))
+	sidecar := proxy.NewProxy("0", decodeURL, proxy.Config{Connector: proxy.ConnectorNIXLV2})
 	allow, err := proxy.NewAllowlistValidator(false, "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +197,20 @@ func TestPDSidecarMatchesSingleEngine(t *testing.T) {
 			t.Errorf("sidecar: %v", err)
 		}
 	}()
-	base := "http://127.0.0.1:" + port
+	var base string
+	select {
+	case addr := <-listening:
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("the sidecar logged address %q: %v", addr, err)
+		}
+		base = "http://127.0.0.1:" + port
+	case err := <-stopped:
+		stopped <- err // for the deferred wait
+		t.Fatalf("sidecar stopped before listening: %v", err)
+	case <-time.After(waitTimeout):
+		t.Fatalf("the sidecar did not log its address (\"starting\", \"addr\") within %v", waitTimeout)
+	}
 	waitFor(t, "the sidecar's /health", func() bool {
 		select {
 		case err := <-stopped:
