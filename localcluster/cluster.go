@@ -250,6 +250,8 @@ type run struct {
 	done  chan struct{}
 	err   error       // valid after done
 	asked atomic.Bool // the process was told to stop: do not report its exit
+	// logFrom is the size of the engine's log when this process started.
+	logFrom int64
 }
 
 // Start launches a cluster: it returns when every engine answers /health
@@ -290,17 +292,22 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 		if i >= opt.Prefill {
 			e.Role, e.RoleIndex = proxy.RoleDecode, i-opt.Prefill
 		}
-		prefix := c.place(&e)
-		e.LogPath = filepath.Join(logDir, e.Name()+".log")
-		build := opt.ServeArgs
-		if build == nil {
-			build = DefaultServeArgs
+		p := &proc{env: opt.Env}
+		c.setEngine(p, e, logDir)
+		c.engines = append(c.engines, p)
+	}
+	for _, p := range c.engines {
+		if err := c.launch(p); err != nil {
+			return c, err
 		}
-		args := append(build(e, c.secretFile), c.tlsArgs("")...)
-		args = append(args, opt.ExtraServeArgs...)
-		c.engines = append(c.engines, &proc{info: e, prefix: prefix, args: args, env: opt.Env})
+	}
+	for _, p := range c.engines {
+		if err := c.startEngine(ctx, p, logDir); err != nil {
+			return c, err
+		}
 	}
 	if opt.ProxyProcess {
+		// Built once the engines are up: a retry may have moved one.
 		e := Engine{Index: n, Role: RoleProxy, Host: opt.Host, Port: opt.ProxyPort}
 		if e.Port == 0 {
 			p, err := freePorts(opt.Host, 1)
@@ -316,19 +323,8 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 			"--decode", strings.Join(c.URLs(proxy.RoleDecode), ","),
 			"--policy", opt.Policy.String(), "--drain-timeout", opt.DrainTimeout.String()}, c.tlsArgs(RoleProxy)...)
 		args = append(args, opt.ProxyArgs...)
-		c.proxyProc = &proc{info: e, prefix: prefix, args: args, env: opt.Env}
-	}
-	for _, p := range c.engines {
-		if err := c.launch(p); err != nil {
-			return c, err
-		}
-	}
-	for _, p := range c.engines {
-		if err := c.waitHealthy(ctx, p); err != nil {
-			return c, err
-		}
-	}
-	if p := c.proxyProc; p != nil {
+		p := &proc{info: e, prefix: prefix, args: args, env: opt.Env}
+		c.proxyProc = p
 		c.proxyURL = p.info.URL
 		if err := c.launch(p); err != nil {
 			return c, err
@@ -336,6 +332,90 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 		return c, c.waitHealthy(ctx, p)
 	}
 	return c, c.startProxy()
+}
+
+// portAttempts bounds the launches of an engine whose port was taken
+// between freePorts and its bind.
+const portAttempts = 3
+
+// setEngine places engine e and builds its command line into p.
+func (c *Cluster) setEngine(p *proc, e Engine, logDir string) {
+	p.prefix = c.place(&e)
+	e.LogPath = filepath.Join(logDir, e.Name()+".log")
+	build := c.opt.ServeArgs
+	if build == nil {
+		build = DefaultServeArgs
+	}
+	args := append(build(e, c.secretFile), c.tlsArgs("")...)
+	p.args = append(args, c.opt.ExtraServeArgs...)
+	p.info = e
+}
+
+// startEngine waits for launched engine p to become healthy. The
+// engines' ports must be fixed before they start (the proxy's engine
+// list names them, and Restart brings an engine back on its port), so
+// freePorts picks them and releases them before the engines bind: if
+// another process took one meanwhile, the engine exits with "address
+// already in use" and startEngine launches it again on fresh ports, at
+// most portAttempts times. Ports that Options.Place chose are its own and
+// are not changed.
+func (c *Cluster) startEngine(ctx context.Context, p *proc, logDir string) error {
+	for attempt := 1; ; attempt++ {
+		err := c.waitHealthy(ctx, p)
+		if err == nil || c.opt.Place != nil || attempt == portAttempts || !c.portTaken(p) {
+			return err
+		}
+		ports, perr := freePorts(c.opt.Host, 2)
+		if perr != nil {
+			return errors.Join(err, perr)
+		}
+		e := p.info
+		c.opt.Logger.Warn("engine's port was taken before it bound it; launching it on fresh ports",
+			"engine", e.Name(), "port", e.Port, "transfer_port", e.TransferPort, "new_port", ports[0], "new_transfer_port", ports[1])
+		e.Port, e.TransferPort = ports[0], ports[1]
+		c.setEngine(p, e, logDir)
+		if err := c.launch(p); err != nil {
+			return err
+		}
+	}
+}
+
+// portTaken reports whether p's process has exited and its log since it
+// started says a listener's address was in use. It then takes the exit's
+// report out of Exits: the engine is launched again.
+func (c *Cluster) portTaken(p *proc) bool {
+	p.mu.Lock()
+	r := p.cur
+	p.mu.Unlock()
+	select {
+	case <-r.done:
+	default:
+		return false
+	}
+	b, err := os.ReadFile(p.info.LogPath)
+	if err != nil || int64(len(b)) < r.logFrom || !strings.Contains(string(b[r.logFrom:]), "address already in use") {
+		return false
+	}
+	// Nothing else reads Exits before Start returns.
+	var others []Exit
+	for len(c.exits) > 0 {
+		if x := <-c.exits; x.PID != r.cmd.Process.Pid {
+			others = append(others, x)
+		}
+	}
+	for _, x := range others {
+		c.exits <- x
+	}
+	return true
+}
+
+// logSize is the size of the log at path, 0 if it does not exist yet.
+func logSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 // tlsArgs are the HTTPS flags of an engine, or of the proxy process
@@ -445,7 +525,7 @@ func (c *Cluster) launch(p *proc) error {
 		return fmt.Errorf("cluster: starting %s: %w", p.info.Name(), err)
 	}
 	logf.Close() // the child has its own descriptor
-	r := &run{cmd: cmd, done: make(chan struct{})}
+	r := &run{cmd: cmd, done: make(chan struct{}), logFrom: logSize(p.info.LogPath)}
 	p.cur = r
 	c.opt.Logger.Info("engine started", "peer", p.info.URL, "engine", p.info.Name(), "pid", cmd.Process.Pid)
 	go func() {
@@ -749,7 +829,7 @@ func writeSecret() (string, error) {
 
 // freePorts returns n distinct ports free on host now. They are released
 // before the engines bind them; another process could take one in between,
-// and the engine would then fail to start with a clear error.
+// and startEngine then launches the engine again on fresh ports.
 func freePorts(host string, n int) ([]int, error) {
 	lns := make([]net.Listener, 0, n)
 	defer func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -274,5 +275,54 @@ func TestPlaceAndPause(t *testing.T) {
 	}
 	if err := c.Pause(1); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Pause of a stopped engine = %v, want ErrNotRunning", err)
+	}
+}
+
+// TestPortTakenBeforeBind: an engine whose port another process took
+// between freePorts and its bind is launched again on fresh ports (its
+// failed launch not reported as an exit), at most portAttempts times, and
+// then the error names the port and the cause.
+func TestPortTakenBeforeBind(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	// takeFirst makes prefill0's first n launches use the taken port, as if
+	// another process had bound it after freePorts released it.
+	takeFirst := func(n int) (Options, *int) {
+		opt := fakeOptions(t, "")
+		launches := new(int)
+		opt.ServeArgs = func(e Engine, secretFile string) []string {
+			if e.Name() == "prefill0" {
+				if *launches++; *launches <= n {
+					e.Port = takenPort
+				}
+			}
+			return DefaultServeArgs(e, secretFile)
+		}
+		return opt, launches
+	}
+
+	opt, launches := takeFirst(1)
+	c := start(t, opt)
+	if p := c.Engines()[0].Port; p == takenPort || *launches != 2 {
+		t.Errorf("prefill0 on port %d after %d launches; port %d was taken", p, *launches, takenPort)
+	}
+	if code, body := complete(t, c); code != http.StatusOK {
+		t.Errorf("after the retry: %d %s", code, body)
+	}
+	select {
+	case x := <-c.Exits():
+		t.Errorf("the launch that found its port taken was reported: %s", x)
+	default:
+	}
+
+	opt, launches = takeFirst(portAttempts)
+	_, err = Start(context.Background(), opt)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), strconv.Itoa(takenPort)) ||
+		*launches != portAttempts {
+		t.Errorf("a port taken %d times: %d launches, %v", portAttempts, *launches, err)
 	}
 }
