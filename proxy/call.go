@@ -46,6 +46,8 @@ type call struct {
 	streaming bool
 	// idHeader is id as a header value, shared by the legs.
 	idHeader []string
+	// via is the legs' Via header (Proxy.via), nil before the first leg.
+	via []string
 }
 
 // legResult says what a leg's attempt on one engine came to.
@@ -69,6 +71,13 @@ var (
 
 func (p *Proxy) generate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if p.looped(r.Header) {
+		// Before the concurrency limit: the loop would otherwise take
+		// every slot and end in 429.
+		p.m.countOutcome(OutcomeLoopDetected)
+		writeError(w, p.loopError())
+		return
+	}
 	select {
 	case p.sem <- struct{}{}:
 	default:
@@ -287,7 +296,11 @@ func (c *call) prefillOn(e *engine, body []byte) (json.RawMessage, legResult, st
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		// P refused the request: nothing of it is held there.
-		c.passError(resp, OutcomePrefillError, e)
+		outcome := OutcomePrefillError
+		if resp.StatusCode == http.StatusLoopDetected {
+			outcome = OutcomeLoopDetected // P is a proxy that sent it back here
+		}
+		c.passError(resp, outcome, e)
 		return nil, legFinal, ""
 	}
 	raw, err := readBody(resp, c.p.cfg.MaxPrefillResponseBytes)
@@ -377,6 +390,12 @@ func (c *call) decodeOn(e *engine, body []byte) (legResult, string) {
 	defer resp.Body.Close()
 	c.p.m.legDecodeFirstEvent.Observe(time.Since(start).Seconds())
 	switch {
+	case resp.StatusCode == http.StatusLoopDetected:
+		// D is a proxy that sent the request back here: no other engine
+		// makes that right.
+		c.p.abortAll(c.ctx, c.id, c.r.Header, c.holder)
+		c.passError(resp, OutcomeLoopDetected, e)
+		return legFinal, ""
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		msg, _ := readBounded(resp.Body, maxErrorBytes)
 		return legRetry, fmt.Sprintf("%s: %d %s", e.hostPort, resp.StatusCode, errorMessage(msg))
@@ -481,9 +500,12 @@ func expired(deadline time.Time) bool { return !time.Now().Before(deadline) }
 // id and the client's credentials. The leg, its answer's body included,
 // ends when the client leaves or at deadline.
 func (c *call) post(deadline time.Time, e *engine, body []byte) (*http.Response, error) {
+	if c.via == nil {
+		c.via = c.p.via(c.r)
+	}
 	if c.p.legs != nil {
 		return c.p.legs.roundTrip(c.ctx, deadline, e, &legRequest{path: c.r.URL.Path, id: c.id,
-			auth: c.p.engineAuth, client: c.r.Header, body: body})
+			auth: c.p.engineAuth, client: c.r.Header, via: c.via, body: body})
 	}
 	ctx, cancel := context.WithDeadline(c.ctx, deadline)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+c.r.URL.Path, bytes.NewReader(body))
@@ -505,6 +527,7 @@ func (c *call) post(deadline time.Time, e *engine, body []byte) (*http.Response,
 	// of the client getting "EOF".
 	req.Header["Idempotency-Key"] = nil
 	c.p.engineHeaders(req.Header, c.r.Header)
+	req.Header["Via"] = c.via
 	// The transport, not the client: a leg follows no redirect and keeps
 	// no cookies, and http.Client would copy the headers for redirects
 	// on every request.

@@ -80,6 +80,20 @@
 // Authorization header as it came, on both legs, /v1/models and the abort
 // calls it makes for that client's request.
 //
+// # Loops
+//
+// A proxy whose engine URLs lead back to it (its own URL in Prefill or
+// Decode, or another kvlease proxy that routes to it) would forward each
+// request to itself until MaxConcurrentRequests, and the client would get
+// a misleading 429. As HTTP proxies do (RFC 9110, 7.6.3), the proxy appends
+// its own entry to Via ("1.1 kvlease-" and 16 hex digits, random at New)
+// on both legs, /v1/models and the aborts, after the client's entries; a
+// request that arrives with the proxy's own entry is answered at once,
+// before the concurrency limit, with 508 Loop Detected (RFC 5842) in
+// OpenAI's shape naming the loop, counted as outcome loop_detected. A leg
+// answered 508 is passed to the client as it came (not tried on another
+// engine: none makes a loop right) and counted so too.
+//
 // # Bounds
 //
 // Request bodies (MaxRequestBytes, 413), P's answer
@@ -93,7 +107,7 @@
 //
 // GET /health answers 200 with each engine's state as the proxy sees it
 // (503 once shutting down). GET /metrics: kvlease_proxy_requests_total
-// {outcome}, kvlease_proxy_leg_duration_seconds{leg=prefill|
+// {outcome} (the Outcome constants), kvlease_proxy_leg_duration_seconds{leg=prefill|
 // decode_first_event|decode|total}, kvlease_proxy_retries_total{leg},
 // kvlease_proxy_aborts_total{role,result}, kvlease_proxy_requests_in_flight,
 // kvlease_proxy_engine_in_flight{role,engine} and

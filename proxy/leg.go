@@ -106,6 +106,7 @@ type legRequest struct {
 	id     string
 	auth   []string
 	client http.Header
+	via    []string // the Via header (Proxy.via)
 	body   []byte
 }
 
@@ -247,7 +248,7 @@ func appendRequestHead(dst []byte, host string, req *legRequest) ([]byte, error)
 	for _, h := range [...]struct {
 		key string
 		vs  []string
-	}{{"Authorization", auth}, {"Traceparent", req.client["Traceparent"]}, {"Tracestate", req.client["Tracestate"]}} {
+	}{{"Authorization", auth}, {"Traceparent", req.client["Traceparent"]}, {"Tracestate", req.client["Tracestate"]}, {"Via", req.via}} {
 		for _, v := range h.vs {
 			if !validHeaderValue(v) {
 				err = fmt.Errorf("%w for %s", errBadHeaderValue, h.key)

@@ -20,11 +20,14 @@ const (
 	OutcomeDecodeUnavailable  = "decode_unavailable"
 	OutcomeDecodeFailed       = "decode_failed"
 	OutcomeDecodeTimeout      = "decode_timeout"
+	// OutcomeLoopDetected: the request came back to the proxy that sent
+	// it (Via), or an engine leg was answered so (via.go).
+	OutcomeLoopDetected = "loop_detected"
 )
 
 var outcomes = []string{OutcomeOK, OutcomeClientCancelled, OutcomeBadRequest, OutcomeOverloaded,
 	OutcomePrefillError, OutcomePrefillUnreachable, OutcomePrefillTimeout, OutcomeDecodeError,
-	OutcomeDecodeUnavailable, OutcomeDecodeFailed, OutcomeDecodeTimeout}
+	OutcomeDecodeUnavailable, OutcomeDecodeFailed, OutcomeDecodeTimeout, OutcomeLoopDetected}
 
 // Legs are the values of the leg label of kvlease_proxy_leg_duration_seconds.
 const (

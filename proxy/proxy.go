@@ -58,6 +58,10 @@ type Proxy struct {
 	// engineAuth is the Authorization header of Config.EngineAPIKey, nil
 	// without one; shared by every request (headers sent are not changed).
 	engineAuth []string
+	// viaName is the proxy's pseudonym in Via (via.go); via11 and via2
+	// are its Via entry for a client's HTTP/1.1 and HTTP/2 requests.
+	viaName     string
+	via11, via2 []string
 
 	start   time.Time
 	prefill role
@@ -113,6 +117,11 @@ func New(cfg Config) (*Proxy, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	name, err := newViaName()
+	if err != nil {
+		return nil, fmt.Errorf("proxy: choosing its Via pseudonym: %w", err)
+	}
+	p.viaName, p.via11, p.via2 = name, []string{"1.1 " + name}, []string{"2 " + name}
 	if cfg.EngineAPIKey != "" {
 		p.engineAuth = []string{"Bearer " + cfg.EngineAPIKey}
 	}
@@ -340,6 +349,11 @@ func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
 			Message: "/v1/models takes GET"})
 		return
 	}
+	if p.looped(r.Header) {
+		writeError(w, p.loopError())
+		return
+	}
+	via := p.via(r)
 	skip := make([]bool, len(p.decode.engines))
 	var failures []string
 	for range min(len(skip), p.cfg.MaxDecodeAttempts) {
@@ -351,6 +365,7 @@ func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), p.cfg.PrefillTimeout)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
 		p.engineHeaders(req.Header, r.Header)
+		req.Header["Via"] = via
 		resp, err := p.client.Do(req)
 		e.inflight.Add(-1)
 		if err != nil {
@@ -364,7 +379,7 @@ func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
 		body, err := readBounded(resp.Body, maxErrorBytes*16)
 		resp.Body.Close()
 		cancel()
-		if err != nil || resp.StatusCode >= 500 {
+		if err != nil || (resp.StatusCode >= 500 && resp.StatusCode != http.StatusLoopDetected) {
 			failures = append(failures, fmt.Sprintf("%s: answered %d", e.hostPort, resp.StatusCode))
 			continue
 		}
@@ -494,6 +509,7 @@ func (p *Proxy) abort(ctx context.Context, e *engine, id string, client http.Hea
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+AbortPath(id), nil)
 	p.engineHeaders(req.Header, client)
 	req.Header.Set("X-Request-Id", id)
+	req.Header["Via"] = p.via11
 	resp, err := p.client.Do(req)
 	result := "ok"
 	switch {
