@@ -15,7 +15,7 @@ import (
 // tools knows them. A new package must be placed.
 var layers = []layer{
 	{"foundations", []string{"clock", "tokenizer", "tokenizer/bpe", "chat", "model/constrain",
-		"internal/race", "internal/idtable", "internal/promtext", "internal/tlsfiles", "internal/kvleasebin", "internal/e2e", "internal/plainsock",
+		"internal/race", "internal/idtable", "internal/promtext", "internal/tlsfiles", "internal/kvleasebin", "internal/e2e", "internal/plainsock", "internal/refused",
 		"bench/stats", "internal/chaos/netem", "httpserver", "httpserver/httpservertest"}},
 	{"the pool and the wire", []string{"kvblock", "wire"}},
 	{"models", []string{"model", "model/synth", "model/llama", "model/gguf", "model/llama2c", "model/llamafile",

@@ -80,6 +80,9 @@ var edge = map[string]bool{
 	// those tests' waits and HTTP posts.
 	"internal/kvleasebin": true,
 	"internal/e2e":        true,
+	// refused: a loopback port bound and never listened on, for the tests
+	// that need a dead engine (a socket held for the test's life).
+	"internal/refused": true,
 	// tlsfiles: TLS configurations from PEM files, reloaded on change.
 	"internal/tlsfiles": true,
 	// promtext: reads the Prometheus text of a scrape from an io.Reader
