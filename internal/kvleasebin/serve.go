@@ -43,6 +43,11 @@ func (p *Process) Wait() error {
 func Serve(cmd *exec.Cmd, timeout time.Duration) (*Process, error) {
 	w := &firstLine{line: make(chan string, 1)}
 	cmd.Stdout = w
+	if cmd.WaitDelay == 0 {
+		// Wait returns once the process exited, even if a child of it
+		// still holds its stdout.
+		cmd.WaitDelay = time.Second
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
