@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,13 +36,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// process is a running kvlease serve.
+// process is a running kvlease serve and its stderr.
 type process struct {
-	cmd    *exec.Cmd
-	url    string
-	stdout string // the announcement line
+	*kvleasebin.Process
 	stderr *lockedBuffer
-	done   chan error
 }
 
 type lockedBuffer struct {
@@ -68,49 +63,27 @@ func (l *lockedBuffer) String() string {
 // announcement; the test's cleanup kills it if it still runs.
 func serve(t *testing.T, args ...string) *process {
 	t.Helper()
-	bin := kvleaseBinary(t)
-	cmd := exec.Command(bin, append([]string{"serve", "--port", "0"}, args...)...)
-	p := &process{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	out, err := cmd.StdoutPipe()
+	cmd := exec.Command(kvleaseBinary(t), append([]string{"serve", "--port", "0"}, args...)...)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	kp, err := kvleasebin.Serve(cmd, 30*time.Second)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; stderr:\n%s", err, stderr.String())
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		<-p.done
+		kp.Wait()
 	})
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		lines <- line
-		io.Copy(io.Discard, out)
-		p.done <- cmd.Wait()
-	}()
-	select {
-	case line := <-lines:
-		m := regexp.MustCompile(`kvlease serve on (http://\S+):`).FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("announcement %q; stderr:\n%s", line, p.stderr.String())
-		}
-		p.url, p.stdout = m[1], line
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no announcement; stderr:\n%s", p.stderr.String())
-	}
-	return p
+	return &process{Process: kp, stderr: stderr}
 }
 
 // terminate sends SIGTERM and returns the exit error (nil for exit 0).
 func (p *process) terminate(t *testing.T) error {
 	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.done:
-		p.done <- err // for the cleanup
-		return err
+	case <-p.Done():
+		return p.Wait()
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no exit after SIGTERM; stderr:\n%s", p.stderr.String())
 		return nil
@@ -121,7 +94,7 @@ func (p *process) terminate(t *testing.T) error {
 // streaming chat through curl's eyes, SIGTERM, exit 0.
 func TestBinaryServeAndSIGTERM(t *testing.T) {
 	p := serve(t, "--profile", "tiny", "--model", "tiny-model", "--log-level", "warn")
-	c := openai.NewClient(option.WithBaseURL(p.url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(p.URL+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	r, err := c.Completions.New(context.Background(), openai.CompletionNewParams{
 		Model: "tiny-model", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Hello")},
 		MaxTokens: openai.Int(8), Seed: openai.Int(1),
@@ -132,7 +105,7 @@ func TestBinaryServeAndSIGTERM(t *testing.T) {
 	if r.Usage.PromptTokens != 5 || r.Choices[0].Text == "" && r.Usage.CompletionTokens > 1 {
 		t.Errorf("%+v", r)
 	}
-	resp, err := http.Post(p.url+"/v1/chat/completions", "application/json",
+	resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true}`))
 	if err != nil {
 		t.Fatal(err)
@@ -158,25 +131,25 @@ func TestBinaryPrefillDecode(t *testing.T) {
 	pe := serve(t, append([]string{"--role", "prefill", "--transfer-port", "0"}, common...)...)
 	de := serve(t, append([]string{"--role", "decode"}, common...)...)
 	single := serve(t, "--profile", "tiny", "--model", "m", "--log-level", "warn")
-	if !strings.Contains(pe.stdout, "transfer on 127.0.0.1:") {
-		t.Fatalf("prefill announcement %q", pe.stdout)
+	if !strings.Contains(pe.Line, "transfer on 127.0.0.1:") {
+		t.Fatalf("prefill announcement %q", pe.Line)
 	}
 	const prompt = "Two processes, one request, and the KV cache in between."
-	status, m := e2e.PostJSON(t, pe.url+"/v1/completions", `{"model":"m","prompt":"`+prompt+`","max_tokens":1,`+
+	status, m := e2e.PostJSON(t, pe.URL+"/v1/completions", `{"model":"m","prompt":"`+prompt+`","max_tokens":1,`+
 		`"kv_transfer_params":{"do_remote_decode":true}}`, "X-Request-Id", "bin-1")
 	if status != 200 {
 		t.Fatalf("prefill %d %v", status, m)
 	}
 	kv, _ := json.Marshal(m["kv_transfer_params"])
 	body := `{"model":"m","prompt":"` + prompt + `","max_tokens":16,"seed":4,"temperature":0.7,"ignore_eos":true`
-	status, dm := e2e.PostJSON(t, de.url+"/v1/completions", body+`,"kv_transfer_params":`+string(kv)+`}`, "X-Request-Id", "bin-1")
-	_, sm := e2e.PostJSON(t, single.url+"/v1/completions", body+`}`)
+	status, dm := e2e.PostJSON(t, de.URL+"/v1/completions", body+`,"kv_transfer_params":`+string(kv)+`}`, "X-Request-Id", "bin-1")
+	_, sm := e2e.PostJSON(t, single.URL+"/v1/completions", body+`}`)
 	dText, _ := dm["choices"].([]any)[0].(map[string]any)["text"].(string)
 	sText, _ := sm["choices"].([]any)[0].(map[string]any)["text"].(string)
 	if status != 200 || dText != sText {
 		t.Errorf("decode %d %q, single engine %q", status, dText, sText)
 	}
-	pEngine := &testEngine{url: pe.url}
+	pEngine := &testEngine{url: pe.URL}
 	e2e.WaitFor(t, "P to free the blocks D read", func() bool {
 		return pEngine.metric(t, `kvlease_kv_blocks{model_name="m",state="held"}`) == 0
 	})

@@ -281,7 +281,7 @@ func TestStoppedPrefillEngineFallsBack(t *testing.T) {
 	pe := serve(t, "--role", "prefill", "--transfer-port", "0", "--profile", "tiny", "--model", modelName,
 		"--cluster-secret-file", secretFile, "--log-level", "warn")
 	d := startEngine(t, engineOpts{role: engine.RoleDecode})
-	status, m := e2e.PostJSON(t, pe.url+"/v1/completions", `{"model":"`+modelName+`","prompt":"`+pdPrompt+`","max_tokens":1,`+
+	status, m := e2e.PostJSON(t, pe.URL+"/v1/completions", `{"model":"`+modelName+`","prompt":"`+pdPrompt+`","max_tokens":1,`+
 		`"kv_transfer_params":{"do_remote_decode":true}}`, "X-Request-Id", "stopped-1")
 	if status != 200 || m["kv_transfer_params"] == nil {
 		t.Fatalf("prefill %d %v", status, m)
@@ -290,7 +290,7 @@ func TestStoppedPrefillEngineFallsBack(t *testing.T) {
 	if ms, _ := kv["lease_expires_in_ms"].(float64); ms < 29000 {
 		t.Fatalf("lease %v, want the default 30 s", kv["lease_expires_in_ms"])
 	}
-	pid := pe.cmd.Process.Pid
+	pid := pe.Cmd.Process.Pid
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

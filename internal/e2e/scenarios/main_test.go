@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -109,7 +108,7 @@ type engine struct {
 	url      string // http://127.0.0.1:port
 	transfer string // P's transfer address (host:port); "" for D
 	stderr   *lockedBuffer
-	done     chan struct{} // closed when the process has exited
+	done     <-chan struct{} // closed when the process has exited
 }
 
 type lockedBuffer struct {
@@ -132,10 +131,8 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-var (
-	announceRE = regexp.MustCompile(`kvlease serve on (http://\S+):`)
-	transferRE = regexp.MustCompile(`transfer on (\S+) \(engine id`)
-)
+// transferRE reads P's transfer address from its announcement.
+var transferRE = regexp.MustCompile(`transfer on (\S+) \(engine id`)
 
 // baseArgs are the flags every engine of this package shares: the model,
 // its KV shape and seed must agree between P, D and the reference.
@@ -153,41 +150,17 @@ func pdArgs(role string) []string {
 // announcement line.
 func startProcess(name string, args ...string) (*engine, error) {
 	cmd := exec.Command(binPath, append([]string{"serve"}, args...)...)
-	e := &engine{name: name, cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = e.stderr
-	out, err := cmd.StdoutPipe()
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	p, err := kvleasebin.Serve(cmd, e2e.Timeout)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %v; stderr:\n%s", name, err, stderr.String())
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	e := &engine{name: name, cmd: cmd, url: p.URL, stderr: stderr, done: p.Done()}
+	if m := transferRE.FindStringSubmatch(p.Line); m != nil {
+		e.transfer = m[1]
 	}
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		lines <- line
-		io.Copy(io.Discard, out)
-		cmd.Wait()
-		close(e.done)
-	}()
-	select {
-	case line := <-lines:
-		m := announceRE.FindStringSubmatch(line)
-		if m == nil {
-			cmd.Process.Kill()
-			<-e.done
-			return nil, fmt.Errorf("%s: announcement %q; stderr:\n%s", name, line, e.stderr.String())
-		}
-		e.url = m[1]
-		if m := transferRE.FindStringSubmatch(line); m != nil {
-			e.transfer = m[1]
-		}
-		return e, nil
-	case <-time.After(e2e.Timeout):
-		cmd.Process.Kill()
-		<-e.done
-		return nil, fmt.Errorf("%s: no announcement within %v; stderr:\n%s", name, e2e.Timeout, e.stderr.String())
-	}
+	return e, nil
 }
 
 // start starts an engine for t; t's cleanup kills it and, if t failed,
