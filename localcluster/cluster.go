@@ -409,15 +409,6 @@ func (c *Cluster) portTaken(p *proc) bool {
 	return true
 }
 
-// logSize is the size of the log at path, 0 if it does not exist yet.
-func logSize(path string) int64 {
-	st, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return st.Size()
-}
-
 // tlsArgs are the HTTPS flags of an engine, or of the proxy process
 // (role RoleProxy).
 func (c *Cluster) tlsArgs(role string) []string {
@@ -515,6 +506,10 @@ func (c *Cluster) launch(p *proc) error {
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
+	var logFrom int64 // the log's size before this process writes to it
+	if st, err := logf.Stat(); err == nil {
+		logFrom = st.Size()
+	}
 	argv := append(append(append([]string(nil), p.prefix...), c.opt.Binary), p.args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -525,7 +520,7 @@ func (c *Cluster) launch(p *proc) error {
 		return fmt.Errorf("cluster: starting %s: %w", p.info.Name(), err)
 	}
 	logf.Close() // the child has its own descriptor
-	r := &run{cmd: cmd, done: make(chan struct{}), logFrom: logSize(p.info.LogPath)}
+	r := &run{cmd: cmd, done: make(chan struct{}), logFrom: logFrom}
 	p.cur = r
 	c.opt.Logger.Info("engine started", "peer", p.info.URL, "engine", p.info.Name(), "pid", cmd.Process.Pid)
 	go func() {
