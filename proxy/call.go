@@ -526,8 +526,7 @@ func (c *call) post(deadline time.Time, e *engine, body []byte) (*http.Response,
 	// gone fails the dial, which moves the leg to another engine, instead
 	// of the client getting "EOF".
 	req.Header["Idempotency-Key"] = nil
-	c.p.engineHeaders(req.Header, c.r.Header)
-	req.Header["Via"] = c.via
+	c.p.engineHeaders(req.Header, c.r.Header, c.via)
 	// The transport, not the client: a leg follows no redirect and keeps
 	// no cookies, and http.Client would copy the headers for redirects
 	// on every request.

@@ -364,8 +364,7 @@ func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
 		skip[e.index] = true
 		ctx, cancel := context.WithTimeout(r.Context(), p.cfg.PrefillTimeout)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
-		p.engineHeaders(req.Header, r.Header)
-		req.Header["Via"] = via
+		p.engineHeaders(req.Header, r.Header, via)
 		resp, err := p.client.Do(req)
 		e.inflight.Add(-1)
 		if err != nil {
@@ -507,9 +506,8 @@ func (p *Proxy) abort(ctx context.Context, e *engine, id string, client http.Hea
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.AbortTimeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+AbortPath(id), nil)
-	p.engineHeaders(req.Header, client)
+	p.engineHeaders(req.Header, client, p.via11)
 	req.Header.Set("X-Request-Id", id)
-	req.Header["Via"] = p.via11
 	resp, err := p.client.Do(req)
 	result := "ok"
 	switch {
@@ -609,9 +607,11 @@ func writeError(w http.ResponseWriter, e *openai.Error) {
 }
 
 // engineHeaders sets the headers an engine needs from the client's
-// request src: trace context, and credentials — Config.EngineAPIKey when
-// set, the client's Authorization otherwise.
-func (p *Proxy) engineHeaders(dst, src http.Header) {
+// request src: trace context, credentials — Config.EngineAPIKey when
+// set, the client's Authorization otherwise — and via, the Via header
+// (Proxy.via).
+func (p *Proxy) engineHeaders(dst, src http.Header, via []string) {
+	dst["Via"] = via
 	keys := [...]string{"Authorization", "Traceparent", "Tracestate"}
 	from := 0
 	if p.engineAuth != nil {
