@@ -70,12 +70,20 @@
 //     depends on another), and each group of 32 weights times its 32
 //     rounded inputs is eight exact int32 lane sums, so the kernels order the integer work as suits them (the
 //     K-quants' sub-block scales applied in int32 too). The float steps
-//     are fixed: per block (32 weights) or super-block (K-quants) one fused
-//     multiply-add of float32(d_w·d_x) and float32(lane) into each of
-//     eight accumulators, Q4_K's and Q5_K's minimums likewise into eight
-//     more (lane j: sub-block j's), then hsum8 (minus the minimums').
-//     Packed rows (Weights.Pack) are the same bytes rearranged: the same
-//     integers, the same float steps.
+//     are fixed. Q8_0, Q4_0, Q5_0 and Q6_K: per block (32 weights) or
+//     super-block one fused multiply-add of float32(d_w·d_x) and
+//     float32(lane) into each of eight accumulators, then hsum8. Q4_K and
+//     Q5_K: one integer per row and super-block — I, the sum of the
+//     scaled lanes, and M, the minimums times the inputs' sums of 16 —
+//     and two fused steps into one accumulator, acc = fma(float32(d·d_x),
+//     float32(I), acc) then acc = fma(−float32(dmin·d_x), float32(M),
+//     acc), which is the result. A kernel may split I and M over lanes,
+//     inputs or rows interleaved in a register as suits it, and pays two
+//     float steps per row and super-block (eight lanes and their minimums
+//     cost sixteen conversions and fused steps, which bound the batched
+//     Q4_K kernel on the multiplying pipes). Packed rows (Weights.Pack)
+//     are the same bytes rearranged: the same integers, the same float
+//     steps.
 //   - Q4_1 and Q5_1 rows (dotQuantGeneric; the vector kernels in
 //     quant_amd64.s): eight lanes. A quant (q ≥ 0) is converted exactly to
 //     float32. Per 32-weight block, lane j starts a chain with the rounded

@@ -9,13 +9,14 @@
 // bytes, then 2h+1's), the low nibbles (sub-block 2p) and the high ones
 // (2p+1) times the input by VPMADDUBSW, times the sub-block's scale (one
 // VPSHUFB of the row pair's scales into every word of each half) by
-// VPDPWSSD into I (Z16-Z19: eight int32 lanes per row, dotKInt's I_j).
-// Then dotKInt's float steps for eight rows at once: acc = fma(float32(d·
-// dx), float32(I), acc) (Z8-Z11) and mn = fma(float32(dmin·dx),
-// float32(m_j·(bsums_2j + bsums_2j+1)), mn) (Z12-Z15), each row's d·dx
-// (dmin·dx) in its half by VPERMPS. At the end of a group, hsum8 of each
-// row's acc minus hsum8 of its mn, in hsum8's order in every half, and
-// VCOMPRESSPS of lanes 0 and 8 to the two rows' outputs.
+// VPDPWSSD into I (Z16-Z19: eight int32 lanes per row). Then dotKInt's
+// float steps for eight rows at once (PKFLOATK): each row's lanes summed
+// to its one I, each row's minimums times the inputs' pairs of sums of 16
+// (VPMADDWD) summed to its one M, the eight rows' I and M in the lanes
+// of Y registers (row r in lane r), and acc (Y8, row r in lane r) =
+// fma(float32(d·dx), float32(I), acc), acc = −float32(dmin·dx)·
+// float32(M) + acc fused (VFNMADD231PS). At the end of a group, acc is
+// the eight rows' outputs.
 
 DATA pk0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA pk0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -30,15 +31,17 @@ GLOBL pk0f<>(SB), RODATA|NOPTR, $64
 DATA pk30<>+0(SB)/1, $0x30
 GLOBL pk30<>(SB), RODATA|NOPTR, $1
 
-DATA pkone16<>+0(SB)/8, $0x0001000100010001
-DATA pkone16<>+8(SB)/8, $0x0001000100010001
-DATA pkone16<>+16(SB)/8, $0x0001000100010001
-DATA pkone16<>+24(SB)/8, $0x0001000100010001
-DATA pkone16<>+32(SB)/8, $0x0001000100010001
-DATA pkone16<>+40(SB)/8, $0x0001000100010001
-DATA pkone16<>+48(SB)/8, $0x0001000100010001
-DATA pkone16<>+56(SB)/8, $0x0001000100010001
-GLOBL pkone16<>(SB), RODATA|NOPTR, $64
+// pksum: VPERMD indices 0, 4, 8, 12, 2, 6, 10, 14 (PKFLOATK: rows 0-3
+// at element 0 of each 128-bit lane, rows 4-7 at element 2), then zeros.
+DATA pksum<>+0(SB)/8, $0x0000000400000000
+DATA pksum<>+8(SB)/8, $0x0000000c00000008
+DATA pksum<>+16(SB)/8, $0x0000000600000002
+DATA pksum<>+24(SB)/8, $0x0000000e0000000a
+DATA pksum<>+32(SB)/8, $0
+DATA pksum<>+40(SB)/8, $0
+DATA pksum<>+48(SB)/8, $0
+DATA pksum<>+56(SB)/8, $0
+GLOBL pksum<>(SB), RODATA|NOPTR, $64
 
 // pkperm: VPERMQ indices 0, 0, 0, 0, 1, 1, 1, 1 (a row pair's scales).
 DATA pkperm<>+0(SB)/8, $0
@@ -168,18 +171,52 @@ GLOBL pkrow<>(SB), RODATA|NOPTR, $256
 	VPSHUFB pkscale<>+sh(SB), Q, Z28; \
 	VPDPWSSD Z28, Z30, I
 
-// PKFLOAT(h, I, acc, mn): the float steps of row pair h (d·dx in Y29,
-// dmin·dx in Y30, the sums of 16 pairwise in both halves of Z31).
-#define PKFLOAT(h, moff, I, acc, mn) \
-	VMOVDQU32 pkrow<>+h(SB), Z28; \
-	VPERMPS Z29, Z28, Z24; \
-	VCVTDQ2PS I, I; \
-	VFMADD231PS I, Z24, acc; \
-	VPERMPS Z30, Z28, Z25; \
-	VPMOVZXBD moff(DI), Z26; \
-	VPMULLD Z31, Z26, Z26; \
-	VCVTDQ2PS Z26, Z26; \
-	VFMADD231PS Z26, Z25, mn
+// PKFLOATK: the float steps of the group's eight rows (I in Z16-Z19,
+// row pair h in Z(16+h), row 2h in its low half). I: each row's two
+// 128-bit lanes added (VSHUFI32X4 of two row pairs' even and odd lanes),
+// rows 0-3 in the 128-bit lanes of Z0, rows 4-7 in Z1. M: the inputs'
+// sums of 16 added pairwise to eight words (VPHADDW) in every 128-bit lane
+// of Z2, times each row's eight minimums as words (rows 0-3 in Z3, 4-7 in
+// Z4) by VPMADDWD. Then both reduced to one int32 per 128-bit lane and row
+// (VPUNPCKLQDQ and VPUNPCKHQDQ of rows k and 4+k, VPSHUFD), row r in lane
+// r of Y5 (I) and Y6 (M) by VPERMD (pksum in Z9), converted; acc (Y8) =
+// fma(float32(d·dx), float32(I), acc), acc = −float32(dmin·dx)·float32(M)
+// + acc fused, each row's d·dx and dmin·dx in its lane (Y29, Y30).
+#define PKFLOATK \
+	VSHUFI32X4 $0x88, Z17, Z16, Z0; \
+	VSHUFI32X4 $0xDD, Z17, Z16, Z1; \
+	VPADDD Z1, Z0, Z0; \
+	VSHUFI32X4 $0x88, Z19, Z18, Z1; \
+	VSHUFI32X4 $0xDD, Z19, Z18, Z2; \
+	VPADDD Z2, Z1, Z1; \
+	VMOVDQU (BX), X2; \
+	VPHADDW 16(BX), X2, X2; \
+	VSHUFI32X4 $0, Z2, Z2, Z2; \
+	VPMOVZXBW 96(DI), Z3; \
+	VPMADDWD Z2, Z3, Z3; \
+	VPMOVZXBW 128(DI), Z4; \
+	VPMADDWD Z2, Z4, Z4; \
+	VPUNPCKLQDQ Z1, Z0, Z5; \
+	VPUNPCKHQDQ Z1, Z0, Z7; \
+	VPADDD Z7, Z5, Z5; \
+	VPSHUFD $0xB1, Z5, Z7; \
+	VPADDD Z7, Z5, Z5; \
+	VPUNPCKLQDQ Z4, Z3, Z6; \
+	VPUNPCKHQDQ Z4, Z3, Z7; \
+	VPADDD Z7, Z6, Z6; \
+	VPSHUFD $0xB1, Z6, Z7; \
+	VPADDD Z7, Z6, Z6; \
+	VPERMD Z5, Z9, Z5; \
+	VPERMD Z6, Z9, Z6; \
+	VCVTDQ2PS Y5, Y5; \
+	VCVTDQ2PS Y6, Y6; \
+	VBROADCASTSS (R10), Y28; \
+	VCVTPH2PS (DI), Y29; \
+	VMULPS Y28, Y29, Y29; \
+	VCVTPH2PS 16(DI), Y30; \
+	VMULPS Y28, Y30, Y30; \
+	VFMADD231PS Y5, Y29, Y8; \
+	VFNMADD231PS Y6, Y30, Y8
 
 // PKHSUM(Z): hsum8 of each half's eight lanes into its lane 0
 // ((h0+h2)+(h1+h3), h_j = a_j + a_{j+4}).
@@ -191,13 +228,6 @@ GLOBL pkrow<>(SB), RODATA|NOPTR, $256
 	VPERMILPS $0xB1, Z, Z28; \
 	VADDPS Z28, Z, Z
 
-// PKOUT(acc, mn, off): a row pair's results to off(R12).
-#define PKOUT(acc, mn, off) \
-	PKHSUM(acc); \
-	PKHSUM(mn); \
-	VSUBPS mn, acc, acc; \
-	VCOMPRESSPS acc, K1, off(R12)
-
 // PKPROLOGUE: the Q4_K and Q5_K kernels' arguments, masks and indices.
 #define PKPROLOGUE \
 	MOVQ p+0(FP), DI; \
@@ -205,23 +235,15 @@ GLOBL pkrow<>(SB), RODATA|NOPTR, $256
 	MOVQ out+48(FP), R12; \
 	VMOVDQU64 pk0f<>(SB), Z20; \
 	VMOVDQU64 pkperm<>(SB), Z21; \
-	MOVL $0x0101, AX; \
-	KMOVW AX, K1
+	VMOVDQU32 pksum<>(SB), Z9
 
-// PKGROUP: a group's inputs from their first super-block, acc and mn zeroed.
+// PKGROUP: a group's inputs from their first super-block, acc zeroed.
 #define PKGROUP \
 	MOVQ xq+24(FP), AX; \
 	MOVQ xd+32(FP), R10; \
 	MOVQ bs+40(FP), BX; \
 	MOVQ nblocks+16(FP), R13; \
-	VPXORD Z8, Z8, Z8; \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	VPXORD Z11, Z11, Z11; \
-	VPXORD Z12, Z12, Z12; \
-	VPXORD Z13, Z13, Z13; \
-	VPXORD Z14, Z14, Z14; \
-	VPXORD Z15, Z15, Z15
+	VPXORD Z8, Z8, Z8
 
 // PKHEAD: a super-block's inputs in Z0-Z7, the row pairs' scales in
 // Z24-Z27, I zeroed.
@@ -243,34 +265,12 @@ GLOBL pkrow<>(SB), RODATA|NOPTR, $256
 	VPXORD Z18, Z18, Z18; \
 	VPXORD Z19, Z19, Z19
 
-// PKFLOATS: the float steps of the four row pairs.
-#define PKFLOATS \
-	VBROADCASTSS (R10), Y28; \
-	VCVTPH2PS (DI), Y29; \
-	VMULPS Y28, Y29, Y29; \
-	VCVTPH2PS 16(DI), Y30; \
-	VMULPS Y28, Y30, Y30; \
-	VBROADCASTI64X4 (BX), Z31; \
-	VPMADDWD pkone16<>(SB), Z31, Z31; \
-	PKFLOAT(0, 96, Z16, Z8, Z12); \
-	PKFLOAT(64, 112, Z17, Z9, Z13); \
-	PKFLOAT(128, 128, Z18, Z10, Z14); \
-	PKFLOAT(192, 144, Z19, Z11, Z15)
-
 // PKNEXT: the inputs' next super-block (DECQ of the count last).
 #define PKNEXT \
 	ADDQ $256, AX; \
 	ADDQ $4, R10; \
 	ADDQ $32, BX; \
 	DECQ R13
-
-// PKOUTS: the group's eight results to out.
-#define PKOUTS \
-	PKOUT(Z8, Z12, 0); \
-	PKOUT(Z9, Z13, 8); \
-	PKOUT(Z10, Z14, 16); \
-	PKOUT(Z11, Z15, 24)
-
 
 // func dotQ4KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
 TEXT ·dotQ4KPx1AVX512(SB), NOSPLIT, $0-56
@@ -295,11 +295,11 @@ pkblock:
 	PKPAIR(992, Z6, Z7, 384, 448, Z25, Z17)
 	PKPAIR(1056, Z6, Z7, 384, 448, Z26, Z18)
 	PKPAIR(1120, Z6, Z7, 384, 448, Z27, Z19)
-	PKFLOATS
+	PKFLOATK
 	ADDQ $1184, DI
 	PKNEXT
 	JNZ pkblock
-	PKOUTS
+	VMOVUPS Y8, (R12)
 	ADDQ $32, R12
 	DECQ SI
 	JNZ pkgroup
@@ -619,11 +619,11 @@ pk5block:
 	PK5PAIR(1248, 224, Z6, Z7, 384, 448, Z25, Z17, VPSRLW, 2, VPSRLW, 3)
 	PK5PAIR(1312, 288, Z6, Z7, 384, 448, Z26, Z18, VPSRLW, 2, VPSRLW, 3)
 	PK5PAIR(1376, 352, Z6, Z7, 384, 448, Z27, Z19, VPSRLW, 2, VPSRLW, 3)
-	PKFLOATS
+	PKFLOATK
 	ADDQ $1440, DI
 	PKNEXT
 	JNZ pk5block
-	PKOUTS
+	VMOVUPS Y8, (R12)
 	ADDQ $32, R12
 	DECQ SI
 	JNZ pk5group

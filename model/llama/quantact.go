@@ -291,10 +291,19 @@ func sums16(q []int8, bs []int16) {
 //     weights' minimum m and the inputs' s (Q8_1's); hsum8(acc) + mn.
 //     (Defined and tested, but no vector kernels yet: a step multiplies
 //     Q4_1 and Q5_1 rows by float32 inputs, actOf.)
-//   - Q4_K, Q5_K: per super-block, I_j = Σ_k sc_k · lane j of sub-block k
-//     (int32, exact); acc_j = fma(float32(d·dx), float32(I_j), acc_j); and
-//     mn_j = fma(float32(dmin·dx), float32(m_j·(bsums_2j + bsums_2j+1)),
-//     mn_j); the result hsum8(acc) − hsum8(mn).
+//   - Q4_K, Q5_K: one integer per super-block, not eight lanes: I = Σ_k
+//     sc_k · Σ_t q_t·x_t over the 32 weights t of sub-block k (int32,
+//     exact: the sum of the eight lanes) and M = Σ_k m_k·(bsums_2k +
+//     bsums_2k+1) (int32, exact); then acc = fma(float32(d·dx),
+//     float32(I), acc) and acc = fma(−float32(dmin·dx), float32(M), acc),
+//     super-blocks in order, acc from +0; the result acc. (float32(I) is
+//     rounded to nearest beyond 2^24, the same conversion on every path.)
+//     So a kernel keeps one int32 per row and super-block however it
+//     splits the integer work (lanes, rows interleaved in a register), and
+//     pays two float steps per row and super-block where eight lanes and
+//     their minimums cost sixteen conversions and fused steps (the second
+//     step is VFNMADD231SS/PS on amd64, FMSUB on arm64: −(a·b) + c fused
+//     is fma(−a, b, c)).
 //   - Q6_K: per super-block, I_j = Σ_c sc_{2c+j/4} · lane j of group c of
 //     32 (lanes 0-3 are sub-block 2c of 16, lanes 4-7 sub-block 2c+1);
 //     acc_j = fma(float32(d·dx), float32(I_j), acc_j); hsum8(acc).
@@ -312,8 +321,10 @@ func dotIntGeneric(t Type, raw []byte, a *acts, r int) float32 {
 	nb := c / a.kind.block()
 	xd := a.d[r*nb : (r+1)*nb]
 	switch t {
-	case Q4_K, Q5_K, Q6_K:
+	case Q4_K, Q5_K:
 		return dotKInt(t, raw, xq, xd, a.bs[16*r*nb:16*(r+1)*nb])
+	case Q6_K:
+		return dotQ6KInt(raw, xq, xd)
 	}
 	return dotQ32Int(t, raw, xq, xd, a.s[r*nb:(r+1)*nb])
 }
@@ -383,46 +394,53 @@ func q32Ints(t Type, blk []byte, w *[32]int32) {
 	}
 }
 
-// dotKInt is dotIntGeneric for the K-quants.
+// dotKInt is dotIntGeneric for Q4_K and Q5_K: per super-block one
+// integer I (all eight sub-blocks, each scaled) and one M (the minimums
+// times the inputs' sums of 16), applied by two fused steps to one
+// accumulator.
 func dotKInt(t Type, raw []byte, xq []int8, xd []float32, bs []int16) float32 {
 	bb := t.BlockBytes()
-	var acc, mn [8]float32
-	var w [32]int32
+	var acc float32
 	for b := range xd {
 		blk := raw[b*bb : (b+1)*bb : (b+1)*bb]
+		x := xq[qkK*b : qkK*(b+1) : qkK*(b+1)]
+		sc, m := kScales(blk[4:16])
+		var I, M int32
+		for k := 0; k < 8; k++ {
+			s := int32(0)
+			for l := 0; l < 32; l++ {
+				s += int32(qK(t, blk, k, l)) * int32(x[32*k+l])
+			}
+			I += int32(sc[k]) * s
+			M += int32(m[k]) * (int32(bs[16*b+2*k]) + int32(bs[16*b+2*k+1]))
+		}
+		acc = fma32(float32(f16tab[le16(blk)]*xd[b]), float32(I), acc)
+		acc = fma32(-float32(f16tab[le16(blk[2:])]*xd[b]), float32(M), acc)
+	}
+	return acc
+}
+
+// dotQ6KInt is dotIntGeneric for Q6_K.
+func dotQ6KInt(raw []byte, xq []int8, xd []float32) float32 {
+	var acc [8]float32
+	var w [32]int32
+	for b := range xd {
+		blk := raw[b*210 : (b+1)*210 : (b+1)*210]
 		x := xq[qkK*b : qkK*(b+1)]
 		var I [8]int32
-		var d float32
-		if t == Q6_K {
-			d = f16tab[le16(blk[208:])]
-			for c := 0; c < 8; c++ {
-				for i := range w {
-					w[i] = int32(q6(blk, 32*c+i)) - 32
-				}
-				s0, s1 := int32(int8(blk[192+2*c])), int32(int8(blk[193+2*c]))
-				lanes4(&I, &w, x[32*c:], &[8]int32{s0, s0, s0, s0, s1, s1, s1, s1})
+		for c := 0; c < 8; c++ {
+			for i := range w {
+				w[i] = int32(q6(blk, 32*c+i)) - 32
 			}
-		} else {
-			d = f16tab[le16(blk)]
-			sc, m := kScales(blk[4:16])
-			for k := 0; k < 8; k++ {
-				for l := range w {
-					w[l] = int32(qK(t, blk, k, l))
-				}
-				s := int32(sc[k])
-				lanes4(&I, &w, x[32*k:], &[8]int32{s, s, s, s, s, s, s, s})
-			}
-			dm := float32(f16tab[le16(blk[2:])] * xd[b])
-			for j := range mn {
-				mn[j] = fma32(dm, float32(int32(m[j])*(int32(bs[16*b+2*j])+int32(bs[16*b+2*j+1]))), mn[j])
-			}
+			s0, s1 := int32(int8(blk[192+2*c])), int32(int8(blk[193+2*c]))
+			lanes4(&I, &w, x[32*c:], &[8]int32{s0, s0, s0, s0, s1, s1, s1, s1})
 		}
-		dd := float32(d * xd[b])
+		dd := float32(f16tab[le16(blk[208:])] * xd[b])
 		for j := range acc {
 			acc[j] = fma32(dd, float32(I[j]), acc[j])
 		}
 	}
-	return hsum8(&acc) - hsum8(&mn)
+	return hsum8(&acc)
 }
 
 // mulIntGeneric sets out[r·stride + i] = dotIntGeneric(row i of raw,

@@ -26,11 +26,17 @@ GLOBL one16<>(SB), RODATA|NOPTR, $32
 // inputs; each group of 32 quants (unsigned for Q4_K and Q5_K, q−32 with
 // its sign moved to the inputs for Q6_K) times the inputs' quants by
 // VPMADDUBSW, times the scale of its sub-block by VPMADDWD, summed in
-// int32 (I, eight lanes); then per input the float steps: acc =
-// fma(float32(d·dx), float32(I), acc) and mn = fma(float32(dmin·dx),
-// float32(VPMADDWD(bsums, m)), mn), the accumulators in the frame (0(SP):
-// acc, 128(SP): mn, per input; Q6_K's mn stay 0). The x4 kernels apply
-// each super-block to four inputs (Y8-Y11 their I, Y4-Y7 temporaries).
+// int32 (I, eight lanes). Then per input the float steps. Q6_K: acc =
+// fma(float32(d·dx), float32(I), acc) lane by lane, the accumulators in
+// the frame (0(SP): acc, 128(SP): mn, per input; Q6_K's mn stay 0), the
+// result hsum8(acc) − hsum8(mn). Q4_K and Q5_K (one integer per row and
+// super-block): I's lanes and the minimums' (VPMADDWD(bsums, m)) summed
+// in int32 by VPHADDD to one I and one M per input, then acc =
+// fma(float32(d·dx), float32(I), acc) and acc = −float32(dmin·dx)·
+// float32(M) + acc fused (VFNMADD231SS/PS), one float per input (the
+// x4 kernels' four in a vector at 0(SP)), which is the result. The x4
+// kernels apply each super-block to four inputs (Y8-Y11 their I, Y4-Y7
+// temporaries).
 // The VNNI kernels are the AVX2 ones with VPDPWSSD (AVX512-VNNI, VL) in
 // place of VPMADDWD and VPADDD.
 
@@ -261,8 +267,8 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 #define KSUM1 \
 	VPADDD Y9, Y8, Y8
 
-// KFLOAT(xd, acc, I): acc(SP) = fma(float32(d·dx), float32(I), acc) (d
-// in Y15, dx at xd); leaves d·... dx broadcast in Y12.
+// KFLOAT(xd, acc, I): acc(SP) = fma(float32(d·dx), float32(I), acc) lane
+// by lane (Q6_K; d in Y15, dx at xd); leaves dx broadcast in Y12.
 #define KFLOAT(xd, acc, I) \
 	VBROADCASTSS xd, Y12; \
 	VMULPS Y15, Y12, Y13; \
@@ -270,16 +276,6 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	VMOVUPS acc(SP), Y14; \
 	VFMADD231PS I, Y13, Y14; \
 	VMOVUPS Y14, acc(SP)
-
-// KMINS(bs, mn, T): mn(SP) = fma(float32(dmin·dx), float32(the sums of
-// 16 at bs times m, pairwise), mn) (m in Y3, dmin in Y2, dx in Y12).
-#define KMINS(bs, mn, T) \
-	VPMADDWD bs, Y3, T; \
-	VCVTDQ2PS T, T; \
-	VMULPS Y2, Y12, Y13; \
-	VMOVUPS mn(SP), Y14; \
-	VFMADD231PS T, Y13, Y14; \
-	VMOVUPS Y14, mn(SP)
 
 // Q6G(OP, C, sc): a group of 32 Q6_K quants: the nibbles in Y0 (the 32
 // ql bytes, shifted for the high ones), their two high bits from qh (Y3;
@@ -383,18 +379,45 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	KMULV(o0(AX)(DX*2), o1(AX)(DX*2), Y6, Y10); \
 	KMULV(o0(AX)(R8*1), o1(AX)(R8*1), Y7, Y11)
 
-// KFIN4: the float steps of the four inputs (K-quants with minimums).
-#define KFIN4 \
+// HADD4(A, B, C, D): in each half of A, lane r the sum of that half's
+// lanes of the r-th of A, B, C, D (int32, VPHADDD; clobbers C).
+#define HADD4(A, B, C, D) \
+	VPHADDD B, A, A; \
+	VPHADDD D, C, C; \
+	VPHADDD C, A, A
+
+// KFINK4: the float steps of Q4_K and Q5_K for four inputs: each
+// input's I (Y8-Y11) and minimums' lanes (VPMADDWD of its sums of 16 by
+// the m words at 256(SP), into Y4-Y7) summed to one int32 by a tree of
+// VPHADDD (inputs 0-3 in the four lanes of each half) and the halves
+// added; the four dx (R10, stride R9) in one vector; then acc (the four
+// floats at 0(SP)) = fma(float32(d·dx), float32(I), acc) and acc =
+// −float32(dmin·dx)·float32(M) + acc fused, lane by lane (d in Y15,
+// dmin at 288(SP)).
+#define KFINK4 \
 	VMOVDQU 256(SP), Y3; \
-	VMOVUPS 288(SP), Y2; \
-	KFLOAT((R10), 0, Y8); \
-	KMINS((BX), 128, Y4); \
-	KFLOAT((R10)(R9*1), 32, Y9); \
-	KMINS((BX)(SI*1), 160, Y5); \
-	KFLOAT((R10)(R9*2), 64, Y10); \
-	KMINS((BX)(SI*2), 192, Y6); \
-	KFLOAT((R10)(R13*1), 96, Y11); \
-	KMINS((BX)(DI*1), 224, Y7)
+	VPMADDWD (BX), Y3, Y4; \
+	VPMADDWD (BX)(SI*1), Y3, Y5; \
+	VPMADDWD (BX)(SI*2), Y3, Y6; \
+	VPMADDWD (BX)(DI*1), Y3, Y7; \
+	HADD4(Y8, Y9, Y10, Y11); \
+	HADD4(Y4, Y5, Y6, Y7); \
+	VEXTRACTI128 $1, Y8, X9; \
+	VPADDD X9, X8, X8; \
+	VEXTRACTI128 $1, Y4, X5; \
+	VPADDD X5, X4, X4; \
+	VCVTDQ2PS X8, X8; \
+	VCVTDQ2PS X4, X4; \
+	VMOVSS (R10), X12; \
+	VINSERTPS $0x10, (R10)(R9*1), X12, X12; \
+	VINSERTPS $0x20, (R10)(R9*2), X12, X12; \
+	VINSERTPS $0x30, (R10)(R13*1), X12, X12; \
+	VMULPS X15, X12, X13; \
+	VMULPS 288(SP), X12, X12; \
+	VMOVUPS 0(SP), X14; \
+	VFMADD231PS X8, X13, X14; \
+	VFNMADD231PS X4, X12, X14; \
+	VMOVUPS X14, 0(SP)
 
 // KOUT4: the four inputs' results to out (R12, stride R11 bytes).
 #define KOUT4 \
@@ -409,6 +432,23 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	ADDQ R11, R14; \
 	KOUT(96, 224)
 
+// KOUTK4: the four results of Q4_K or Q5_K (0(SP), KFINK4) to out (R12,
+// stride outStride; through AX, which KROW reloads).
+#define KOUTK4 \
+	MOVQ outStride+56(FP), R11; \
+	SHLQ $2, R11; \
+	MOVQ R12, R14; \
+	KOUTK(0); \
+	KOUTK(4); \
+	KOUTK(8); \
+	KOUTK(12)
+
+// KOUTK(off): the float at off(SP) to (R14), R14 to the next input's.
+#define KOUTK(off) \
+	MOVL off(SP), AX; \
+	MOVL AX, (R14); \
+	ADDQ R11, R14
+
 // KOUT(acc, mn): hsum8 of acc(SP) minus hsum8 of mn(SP) to (R14).
 #define KOUT(acc, mn) \
 	VMOVUPS acc(SP), Y0; \
@@ -419,9 +459,10 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	VMOVSS X0, (R14)
 
 // The one-input K-quant kernels keep everything of a row in registers:
-// acc in Y10, mn in Y11 (KROW1), the super-block's minimums and dmin in
-// Y5 and Y6 (KSCALES1), the super-block count in R13 (KNEXT1). Same
-// operations, same order as the frame-based x4 kernels.
+// acc in Y10 (Q4_K's and Q5_K's in lane 0) and Q6_K's mn in Y11 (KROW1),
+// the super-block's minimums and dmin in Y5 and Y6 (KSCALES1), the
+// super-block count in R13 (KNEXT1). Same operations, same order as the
+// frame-based x4 kernels.
 
 // KSCALES1: KSCALESI for the one-input kernels: the scales as int16 in
 // words 0-7 of both lanes of Y13 (one VPSHUFB per sub-block: KSCV1), the
@@ -485,24 +526,44 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	ADDQ $32, BX; \
 	DECQ R13
 
-// KFLOAT1, KMINS1: KFLOAT and KMINS with acc in Y10 and mn in Y11.
+// KFLOAT1: KFLOAT with acc in Y10 (Q6_K).
 #define KFLOAT1(I) \
 	VBROADCASTSS (R10), Y12; \
 	VMULPS Y15, Y12, Y13; \
 	VCVTDQ2PS I, I; \
 	VFMADD231PS I, Y13, Y10
 
-#define KMINS1(T) \
-	VPMADDWD (BX), Y5, T; \
-	VCVTDQ2PS T, T; \
-	VMULPS Y6, Y12, Y13; \
-	VFMADD231PS T, Y13, Y11
-
 // KOUT1: hsum8 of acc minus hsum8 of mn to (R12).
 #define KOUT1 \
 	HSUM(Y10, X10, X1); \
 	HSUM(Y11, X11, X1); \
 	VSUBSS X11, X10, X10; \
+	VMOVSS X10, (R12)
+
+// KFIN1: the float steps of Q4_K and Q5_K for the one-input kernels: I
+// (Y8) and the minimums' lanes (VPMADDWD of the sums of 16 by m, Y5) each
+// summed to one int32 (lanes 0 and 2 of X8 after VPHADDD, the halves
+// added, VPSHUFD and VPADDD), converted; then acc (lane 0 of X10) =
+// fma(float32(d·dx), float32(I), acc), acc = −float32(dmin·dx)·
+// float32(M) + acc fused (d in Y15, dmin in Y6). Clobbers Y4, Y9, Y12,
+// Y13.
+#define KFIN1 \
+	VPMADDWD (BX), Y5, Y4; \
+	VPHADDD Y4, Y8, Y8; \
+	VEXTRACTI128 $1, Y8, X9; \
+	VPADDD X9, X8, X8; \
+	VPSHUFD $0xB1, X8, X9; \
+	VPADDD X9, X8, X8; \
+	VCVTDQ2PS X8, X8; \
+	VMOVSS (R10), X12; \
+	VMULSS X15, X12, X13; \
+	VFMADD231SS X8, X13, X10; \
+	VMULSS X6, X12, X13; \
+	VMOVHLPS X8, X8, X9; \
+	VFNMADD231SS X9, X13, X10
+
+// KOUTK1: the Q4_K or Q5_K row's result (acc, lane 0 of X10) to (R12).
+#define KOUTK1 \
 	VMOVSS X10, (R12)
 
 // Q4KX1(MUL): a Q4_K super-block at CX times one input, multiplied by MUL.
@@ -523,8 +584,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	KSCV1(192); \
 	MUL(192(AX), 224(AX), Y4, Y8); \
 	KSUM1; \
-	KFLOAT1(Y8); \
-	KMINS1(Y4)
+	KFIN1
 
 // Q4KX4(MUL4): a Q4_K super-block at CX times four inputs, multiplied by MUL4.
 #define Q4KX4(MUL4) \
@@ -545,7 +605,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	KNIB(112); \
 	KSCV(96); \
 	MUL4(192, 224); \
-	KFIN4
+	KFINK4
 
 // Q5KX1(MUL): a Q5_K super-block at CX times one input, multiplied by MUL.
 #define Q5KX1(MUL) \
@@ -574,8 +634,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	KSCV1(192); \
 	MUL(192(AX), 224(AX), Y4, Y8); \
 	KSUM1; \
-	KFLOAT1(Y8); \
-	KMINS1(Y4)
+	KFIN1
 
 // Q5KX4(MUL4): a Q5_K super-block at CX times four inputs, multiplied by MUL4.
 #define Q5KX4(MUL4) \
@@ -605,7 +664,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	Q5BIT(VPSRLW, 3, Y1); \
 	KSCV(96); \
 	MUL4(192, 224); \
-	KFIN4
+	KFINK4
 
 // Q6KX1(MUL): a Q6_K super-block at CX times one input, multiplied by MUL.
 #define Q6KX1(MUL) \
@@ -1606,7 +1665,7 @@ dotQ4KIx1AVX2block:
 	Q4KX1(KMUL)
 	KNEXT1(144)
 	JNZ dotQ4KIx1AVX2block
-	KOUT1
+	KOUTK1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ4KIx1AVX2row
@@ -1618,14 +1677,7 @@ TEXT ·dotQ4KIx4AVX2(SB), 0, $336-64
 	KPROLOGUE
 dotQ4KIx4AVX2row:
 	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
-	VMOVUPS Y0, 32(SP)
-	VMOVUPS Y0, 160(SP)
-	VMOVUPS Y0, 64(SP)
-	VMOVUPS Y0, 192(SP)
-	VMOVUPS Y0, 96(SP)
-	VMOVUPS Y0, 224(SP)
+	VMOVUPS X0, 0(SP)
 dotQ4KIx4AVX2block:
 	PREFETCHT0 1152(CX)
 	PREFETCHT0 1216(CX)
@@ -1633,7 +1685,7 @@ dotQ4KIx4AVX2block:
 	Q4KX4(KMUL4)
 	KNEXT(144)
 	JNZ dotQ4KIx4AVX2block
-	KOUT4
+	KOUTK4
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ4KIx4AVX2row
@@ -1652,7 +1704,7 @@ dotQ5KIx1AVX2block:
 	Q5KX1(KMUL)
 	KNEXT1(176)
 	JNZ dotQ5KIx1AVX2block
-	KOUT1
+	KOUTK1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ5KIx1AVX2row
@@ -1664,14 +1716,7 @@ TEXT ·dotQ5KIx4AVX2(SB), 0, $336-64
 	KPROLOGUE
 dotQ5KIx4AVX2row:
 	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
-	VMOVUPS Y0, 32(SP)
-	VMOVUPS Y0, 160(SP)
-	VMOVUPS Y0, 64(SP)
-	VMOVUPS Y0, 192(SP)
-	VMOVUPS Y0, 96(SP)
-	VMOVUPS Y0, 224(SP)
+	VMOVUPS X0, 0(SP)
 dotQ5KIx4AVX2block:
 	PREFETCHT0 1408(CX)
 	PREFETCHT0 1472(CX)
@@ -1679,7 +1724,7 @@ dotQ5KIx4AVX2block:
 	Q5KX4(KMUL4)
 	KNEXT(176)
 	JNZ dotQ5KIx4AVX2block
-	KOUT4
+	KOUTK4
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ5KIx4AVX2row
@@ -1746,7 +1791,7 @@ dotQ4KIx1VNNIblock:
 	Q4KX1(KMULV1)
 	KNEXT1(144)
 	JNZ dotQ4KIx1VNNIblock
-	KOUT1
+	KOUTK1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ4KIx1VNNIrow
@@ -1758,14 +1803,7 @@ TEXT ·dotQ4KIx4VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ4KIx4VNNIrow:
 	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
-	VMOVUPS Y0, 32(SP)
-	VMOVUPS Y0, 160(SP)
-	VMOVUPS Y0, 64(SP)
-	VMOVUPS Y0, 192(SP)
-	VMOVUPS Y0, 96(SP)
-	VMOVUPS Y0, 224(SP)
+	VMOVUPS X0, 0(SP)
 dotQ4KIx4VNNIblock:
 	PREFETCHT0 1152(CX)
 	PREFETCHT0 1216(CX)
@@ -1773,7 +1811,7 @@ dotQ4KIx4VNNIblock:
 	Q4KX4(KMUL4V)
 	KNEXT(144)
 	JNZ dotQ4KIx4VNNIblock
-	KOUT4
+	KOUTK4
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ4KIx4VNNIrow
@@ -1792,7 +1830,7 @@ dotQ5KIx1VNNIblock:
 	Q5KX1(KMULV1)
 	KNEXT1(176)
 	JNZ dotQ5KIx1VNNIblock
-	KOUT1
+	KOUTK1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ5KIx1VNNIrow
@@ -1804,14 +1842,7 @@ TEXT ·dotQ5KIx4VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ5KIx4VNNIrow:
 	KROW
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 128(SP)
-	VMOVUPS Y0, 32(SP)
-	VMOVUPS Y0, 160(SP)
-	VMOVUPS Y0, 64(SP)
-	VMOVUPS Y0, 192(SP)
-	VMOVUPS Y0, 96(SP)
-	VMOVUPS Y0, 224(SP)
+	VMOVUPS X0, 0(SP)
 dotQ5KIx4VNNIblock:
 	PREFETCHT0 1408(CX)
 	PREFETCHT0 1472(CX)
@@ -1819,7 +1850,7 @@ dotQ5KIx4VNNIblock:
 	Q5KX4(KMUL4V)
 	KNEXT(176)
 	JNZ dotQ5KIx4VNNIblock
-	KOUT4
+	KOUTK4
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ5KIx4VNNIrow
@@ -1877,8 +1908,9 @@ dotQ6KIx4VNNIblock:
 // The eight-input K-quant kernels (VNNI only: they need AVX-512's
 // registers Y16-Y31): each super-block unpacked once for eight inputs,
 // their int32 sums I in Y4-Y11 (VPMADDUBSW into Y3 or Y14), the inputs
-// 4-7 at R11 = AX + 4·DX while multiplying; acc in Y16-Y23 and mn in
-// Y24-Y31 for the whole row. Per input the same operations in the same
+// 4-7 at R11 = AX + 4·DX while multiplying; for the whole row, Q6_K's
+// acc in Y16-Y23 and mn in Y24-Y31, Q4_K's and Q5_K's acc (one float per
+// input) in the lanes of Y16. Per input the same operations in the same
 // order as the four-input kernels: the same bits.
 
 // KSCVP(off): the scales of sub-blocks 2c, 2c+1 (kshufp at off) as int16
@@ -1928,36 +1960,50 @@ dotQ6KIx4VNNIblock:
 	VCVTDQ2PS I, I; \
 	VFMADD231PS I, Y13, acc
 
-// KMINS8(bs, mn, T): KMINS with mn in a register.
-#define KMINS8(bs, mn, T) \
-	VPMADDWD bs, Y3, T; \
-	VCVTDQ2PS T, T; \
-	VMULPS Y2, Y12, Y13; \
-	VFMADD231PS T, Y13, mn
+// HALVES(A, B, T): A's halves plus B's halves: lanes 0-3 of A + those of
+// lanes 4-7, lanes 4-7 the same of B (VPERM2I128; T scratch).
+#define HALVES(A, B, T) \
+	VPERM2I128 $0x20, B, A, T; \
+	VPERM2I128 $0x31, B, A, A; \
+	VPADDD T, A, A
 
-// KFIN8: the float steps of the eight inputs (scales of inputs 4-7 from
-// R14, sums of 16 from R11).
-#define KFIN8 \
+// KFINK8: KFINK4 for eight inputs: inputs 0-3 and 4-7 each by the tree
+// of VPHADDD (scales of inputs 4-7 from R14, sums of 16 from R11), the
+// halves of both joined by VPERM2I128 and added (input r in lane r of Y4
+// for I, of Y0 for M), dx in Y12; acc, one float per input, in Y16.
+#define KFINK8 \
+	HADD4(Y4, Y5, Y6, Y7); \
+	HADD4(Y8, Y9, Y10, Y11); \
+	HALVES(Y4, Y8, Y5); \
 	VMOVDQU 256(SP), Y3; \
-	VMOVUPS 288(SP), Y2; \
-	LEAQ (R10)(R9*4), R14; \
 	LEAQ (BX)(SI*4), R11; \
-	KFLOAT8((R10), Y16, Y4); \
-	KMINS8((BX), Y24, Y4); \
-	KFLOAT8((R10)(R9*1), Y17, Y5); \
-	KMINS8((BX)(SI*1), Y25, Y5); \
-	KFLOAT8((R10)(R9*2), Y18, Y6); \
-	KMINS8((BX)(SI*2), Y26, Y6); \
-	KFLOAT8((R10)(R13*1), Y19, Y7); \
-	KMINS8((BX)(DI*1), Y27, Y7); \
-	KFLOAT8((R14), Y20, Y8); \
-	KMINS8((R11), Y28, Y8); \
-	KFLOAT8((R14)(R9*1), Y21, Y9); \
-	KMINS8((R11)(SI*1), Y29, Y9); \
-	KFLOAT8((R14)(R9*2), Y22, Y10); \
-	KMINS8((R11)(SI*2), Y30, Y10); \
-	KFLOAT8((R14)(R13*1), Y23, Y11); \
-	KMINS8((R11)(DI*1), Y31, Y11)
+	VPMADDWD (BX), Y3, Y0; \
+	VPMADDWD (BX)(SI*1), Y3, Y1; \
+	VPMADDWD (BX)(SI*2), Y3, Y2; \
+	VPMADDWD (BX)(DI*1), Y3, Y5; \
+	HADD4(Y0, Y1, Y2, Y5); \
+	VPMADDWD (R11), Y3, Y6; \
+	VPMADDWD (R11)(SI*1), Y3, Y7; \
+	VPMADDWD (R11)(SI*2), Y3, Y9; \
+	VPMADDWD (R11)(DI*1), Y3, Y10; \
+	HADD4(Y6, Y7, Y9, Y10); \
+	HALVES(Y0, Y6, Y5); \
+	VCVTDQ2PS Y4, Y4; \
+	VCVTDQ2PS Y0, Y0; \
+	LEAQ (R10)(R9*4), R14; \
+	VMOVSS (R10), X12; \
+	VINSERTPS $0x10, (R10)(R9*1), X12, X12; \
+	VINSERTPS $0x20, (R10)(R9*2), X12, X12; \
+	VINSERTPS $0x30, (R10)(R13*1), X12, X12; \
+	VMOVSS (R14), X13; \
+	VINSERTPS $0x10, (R14)(R9*1), X13, X13; \
+	VINSERTPS $0x20, (R14)(R9*2), X13, X13; \
+	VINSERTPS $0x30, (R14)(R13*1), X13, X13; \
+	VINSERTF128 $1, X13, Y12, Y12; \
+	VMULPS Y15, Y12, Y13; \
+	VMULPS 288(SP), Y12, Y12; \
+	VFMADD231PS Y4, Y13, Y16; \
+	VFNMADD231PS Y0, Y12, Y16
 
 // ZEROI8: the eight inputs' int32 sums (Y4-Y11) zeroed.
 #define ZEROI8 \
@@ -1987,7 +2033,7 @@ dotQ6KIx4VNNIblock:
 	KNIB(112); \
 	KSCVP(48); \
 	KMULV8(192, 224, Y3, Y14); \
-	KFIN8
+	KFINK8
 
 // KZERO8: acc and mn of the eight inputs zeroed.
 #define KZERO8 \
@@ -2012,7 +2058,17 @@ dotQ6KIx4VNNIblock:
 	VMOVSS X0, (R14); \
 	ADDQ R11, R14
 
-// KOUT8: the eight inputs' results to out (R12, stride outStride).
+// KOUTK8: the eight results of Q4_K or Q5_K (Y16) to out (R12, stride
+// outStride), through the frame.
+#define KOUTK8 \
+	VMOVUPS Y16, 0(SP); \
+	KOUTK4; \
+	KOUTK(16); \
+	KOUTK(20); \
+	KOUTK(24); \
+	KOUTK(28)
+
+// KOUT8: the eight inputs' results to out (R12, stride outStride; Q6_K).
 #define KOUT8 \
 	MOVQ outStride+56(FP), R11; \
 	SHLQ $2, R11; \
@@ -2031,7 +2087,7 @@ TEXT ·dotQ4KIx8VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ4KIx8VNNIrow:
 	KROW
-	KZERO8
+	VPXORD Y16, Y16, Y16
 dotQ4KIx8VNNIblock:
 	PREFETCHT0 1152(CX)
 	PREFETCHT0 1216(CX)
@@ -2039,7 +2095,7 @@ dotQ4KIx8VNNIblock:
 	Q4KX8
 	KNEXT(144)
 	JNZ dotQ4KIx8VNNIblock
-	KOUT8
+	KOUTK8
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ4KIx8VNNIrow
@@ -2216,14 +2272,14 @@ dotQ6KIx8VNNIblock:
 	Q5BIT(VPSRLW, 3, Y1); \
 	KSCVP(48); \
 	KMULV8(192, 224, Y12, Y14); \
-	KFIN8
+	KFINK8
 
 // func dotQ5KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ5KIx8VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ5KIx8VNNIrow:
 	KROW
-	KZERO8
+	VPXORD Y16, Y16, Y16
 dotQ5KIx8VNNIblock:
 	PREFETCHT0 1408(CX)
 	PREFETCHT0 1472(CX)
@@ -2231,7 +2287,7 @@ dotQ5KIx8VNNIblock:
 	Q5KX8
 	KNEXT(176)
 	JNZ dotQ5KIx8VNNIblock
-	KOUT8
+	KOUTK8
 	ADDQ $4, R12
 	DECQ rows+8(FP)
 	JNZ dotQ5KIx8VNNIrow

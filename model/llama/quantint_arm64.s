@@ -329,9 +329,11 @@ TEXT ·dotQ50Ix4MUL(SB), NOSPLIT, $0-64
 // kernels (dotKInt's order; the quant nibbles at QS in a block of BB
 // bytes, the fifth bits by HIGH):
 // per super-block, I_j = Σ_k sc_k · lane j of sub-block k in int32
-// (exact), acc_j = fma(float32(d·dx), float32(I_j), acc_j) (V18, V19),
-// mn_j = fma(float32(dmin·dx), float32(m_j·(bs_2j + bs_2j+1)), mn_j)
-// (V20, V21); the result hsum8(acc) − hsum8(mn). The scales and minimums
+// (exact; V16, V17) and the minimums' lanes m_j·(bs_2j + bs_2j+1) (V10,
+// V11), each summed to one int32 (ADD, ADDV: I and M) and converted
+// (SCVTF); then acc (F18) = fma(float32(d·dx), float32(I), acc) (FMADD)
+// and acc = acc − float32(dmin·dx)·float32(M) fused (FMSUB); the result
+// acc. The scales and minimums
 // (kScales) are unpacked in general registers: sc_k in R11-R13, R19-R21,
 // R23, R24; m_k into V28, V29 lane by lane.
 #define QKX1(LANES, QS, BB, HIGH) \
@@ -345,7 +347,7 @@ qkx1row: \
 	MOVD xd+32(FP), R14; \
 	MOVD bs+40(FP), R15; \
 	MOVD nblocks+16(FP), R22; \
-	ZERO4(V18.B16, V19.B16, V20.B16, V21.B16); \
+	VZERO(18); \
 qkx1block: \
 	MOVHU   (R0), R8; \
 	FMOVS   R8, F24; \
@@ -407,27 +409,24 @@ qkx1block: \
 	Q4KPAIR(R13, R19, LANES, HIGH); \
 	Q4KPAIR(R20, R21, LANES, HIGH); \
 	Q4KPAIR(R23, R24, LANES, HIGH); \
-	VSCVTF4(16, 16); \
-	VSCVTF4(17, 17); \
-	VDUP    V24.S[0], V24.S4; \
-	VFMLA   V16.S4, V24.S4, V18.S4; \
-	VFMLA   V17.S4, V24.S4, V19.S4; \
+	VADD    V17.S4, V16.S4, V16.S4; \
+	VADDV   V16.S4, V16; \
+	VMOV    V16.S[0], R8; \
+	SCVTFWS R8, F16; \
 	VLD1.P  32(R15), [V10.H8, V11.H8]; \
 	VSADDLP4(10, 10); \
 	VSADDLP4(11, 11); \
 	VMUL4(10, 10, 28); \
 	VMUL4(11, 11, 29); \
-	VSCVTF4(10, 10); \
-	VSCVTF4(11, 11); \
-	VDUP    V26.S[0], V26.S4; \
-	VFMLA   V10.S4, V26.S4, V20.S4; \
-	VFMLA   V11.S4, V26.S4, V21.S4; \
+	VADD    V11.S4, V10.S4, V10.S4; \
+	VADDV   V10.S4, V10; \
+	VMOV    V10.S[0], R8; \
+	SCVTFWS R8, F10; \
+	FMADDS  F16, F18, F24, F18; \
+	FMSUBS  F10, F18, F26, F18; \
 	ADD     $BB, R0, R0; \
 	SUBS    $1, R22, R22; \
 	BNE     qkx1block; \
-	HSUM8(18, 19, 22); \
-	HSUM8(20, 21, 22); \
-	FSUBS   F20, F18, F18; \
 	FMOVS   F18, (R6); \
 	ADD     $4, R6, R6; \
 	SUBS    $1, R1, R1; \
