@@ -232,7 +232,8 @@ func BenchmarkMatVec(b *testing.B) {
 // are: sixteen inputs are a decode step of sixteen sequences, where a
 // kernel that waits on memory shows (BenchmarkMatVec's 4 MB matrix stays
 // in L3). Q4_K and Q6_K also in their packed layout at n=1 (the layout a
-// one-sequence decode step reads; Weights.Pack).
+// one-sequence decode step reads; Weights.Pack), Q4_K at n=16 too (its
+// packed kernels take every step).
 func BenchmarkMatVecDRAM(b *testing.B) {
 	benchMatVec(b, 32768, 2048, []llama.Type{llama.Q8_0, llama.Q6_K, llama.Q5_0, llama.Q4_K, llama.Q4_0}, []int{1, 16})
 }
@@ -251,7 +252,7 @@ func benchMatVec(b *testing.B, rows, cols int, types []llama.Type, ns []int) {
 		}
 		for _, n := range ns {
 			benchMatVecOne(b, r, fmt.Sprintf("%s/n=%d", typ, n), m, size, n)
-			if p := llama.Packed(m); p != nil && n == 1 && rows > 2048 {
+			if p := llama.Packed(m); p != nil && (n == 1 || typ == llama.Q4_K) && rows > 2048 {
 				benchMatVecOne(b, r, fmt.Sprintf("%s-packed/n=%d", typ, n), *p, size, n)
 			}
 		}

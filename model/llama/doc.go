@@ -127,12 +127,14 @@
 //     AVX-512 adds the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
 //     and scores4 (four queries at a time). With AVX-512 F, BW, VL and VNNI, Q4_K, Q5_K and Q6_K
 //     matrices whose rows are a multiple of eight also get a packed copy
-//     (Weights.Pack, called by model/gguf; pack.go describes the layout:
-//     eight rows' scales of a super-block together, byte-wide, and two
-//     rows' quants per 64-byte line), which steps of one to three inputs
-//     read with one-input kernels (pack_amd64.s; the twin unpacks a row
-//     to the file's bytes). AVX2-only CPUs and arm64 keep the file's
-//     layout.
+//     (Weights.Pack, called by model/gguf; pack.go describes the layouts:
+//     eight rows' scales of a super-block together, byte-wide). Q4_K's
+//     puts four quants of each of the eight rows in 32 bytes, one lane
+//     per row, and every step reads it, one, four or eight inputs at a
+//     time (packq4k_amd64.s); Q5_K's and Q6_K's keep two rows' quants per
+//     64-byte line, read by steps of one to three inputs with one-input
+//     kernels (pack_amd64.s). The twin unpacks a row to the file's bytes.
+//     AVX2-only CPUs and arm64 keep the file's layout.
 //   - arm64 (dot_arm64.s, tile_arm64.s, quantint_arm64.s; NEON, which
 //     every arm64 CPU has): the F32 kernels (one row or a block of rows
 //     times one vector, dotF32 and RMSNorm's sum of squares included, and

@@ -526,7 +526,7 @@ func (t *matmulTask) Do(worker, i int) {
 	b := unitBlock(i, (m.Rows+matmulChunk-1)/matmulChunk, t.workers)
 	lo, hi := b*matmulChunk, min((b+1)*matmulChunk, m.Rows)
 	if k := actOf(m.Type); k != actNone {
-		if m.pack != nil && n <= packMaxInputs && packKernel(m.Type) != nil {
+		if m.pack != nil && packedFor(m.Type, n) {
 			mulPacked(m, lo, hi, &t.acts[k], t.out[lo:], m.Rows)
 			return
 		}

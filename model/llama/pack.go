@@ -1,34 +1,38 @@
 package llama
 
-// Packed Q4_K rows. A decode step multiplies every weight by one input, so
-// its cost per weight byte is what counts: Q4_K's row-by-row layout makes
-// the one-input kernel unpack each super-block's twelve bytes of 6-bit
-// scales and minimums with scalar shifts and masks, per row. Pack copies a
-// Q4_K matrix whose rows are a multiple of groupRows into groups of eight
-// rows, per group and super-block one block of q4kPackBytes:
+// Packed K-quant rows. The file keeps each row's super-blocks together, so
+// a kernel unpacks every row's twelve bytes of 6-bit scales and minimums
+// with scalar shifts and masks, and a vector register holds one row. Pack
+// copies a Q4_K matrix whose rows are a multiple of groupRows into groups
+// of eight rows, per group and super-block one block of q4kPackBytes:
 //
 //	[0:16)     d of rows 0-7 (float16 each, as in the file)
 //	[16:32)    dmin of rows 0-7
-//	[32:96)    the sub-block scales: row i's eight at 32+8i (bytes, < 64)
-//	[96:160)   the minimums: row i's eight at 96+8i
-//	[160:1184) the quants: for pair p (sub-blocks 2p, 2p+1) and row i, the
-//	           row's 32 bytes of that pair at 160+256p+32i (low nibbles
-//	           sub-block 2p, high 2p+1, as in the file)
+//	[32:96)    the scales: sub-block k's eight rows at 32+8k (bytes, < 64)
+//	[96:160)   the minimums: for pair q (sub-blocks 2q, 2q+1), row i's two
+//	           at 96+16q+2i and +1
+//	[160:1184) the quants: for pair p and chunk c (0-7), row i's four
+//	           bytes 4c…4c+3 of the pair's 32 (low nibbles sub-block 2p,
+//	           high 2p+1, as in the file) at 160+256p+32c+4i
 //
 // the groups in row order, each group's super-blocks in column order. So
-// a vector kernel reads two rows' 64 quant bytes of a pair with one load,
-// the eight rows' scales of a super-block without any bit unpacking, and
-// the eight rows' d and dmin with one conversion each. The bytes are the
-// file's, rearranged (the 6-bit scales widened to bytes: 1,184 bytes per
-// eight rows' super-block instead of 1,152), and the products are the
-// same: the packed kernel computes each (row, input) in the order of
-// dotKInt, and its twin (dotQ4KPacked) unpacks a row back to the file's
-// bytes and calls dotIntGeneric.
+// one 32-byte load is four quants of each of the eight rows: a register
+// lane per row, which VPDPBUSD multiplies by four of an input's quants
+// broadcast to every lane, and the rows' scales and minimums are one
+// widening load each (packq4k_amd64.s). The kernels take one, four or
+// eight inputs at a time, so every step reads this layout, prompts
+// included. The bytes are the file's, rearranged (the 6-bit scales
+// widened to bytes: 1,184 bytes per eight rows' super-block instead of
+// 1,152), and the products are the same: the kernels compute each (row,
+// input) in dotKInt's order, and the twin (mulPackedGeneric) unpacks a
+// row back to the file's bytes and calls dotIntGeneric.
 //
-// Q5_K as Q4_K with its fifth bits (q5kPackBytes: 1,440 per 1,408): the
-// header [0:160) as Q4_K's, row i's 32 bytes of high bits (byte l holds
-// bit 4 of sub-block k's weight l at bit k, as in the file) at 160+32i,
-// the quants at 416+256p+32i.
+// Q5_K (read by one-input kernels, two rows per ZMM register) keeps each
+// row's bytes together: q5kPackBytes (1,440 per 1,408) per group and
+// super-block, d and dmin as Q4_K's, row i's eight scales at 32+8i and
+// minimums at 96+8i, its 32 bytes of high bits (byte l holds bit 4 of
+// sub-block k's weight l at bit k, as in the file) at 160+32i, and its 32
+// quant bytes of pair p at 416+256p+32i.
 //
 // Q6_K likewise, q6kPackBytes per group and super-block (eight rows'
 // 1,680 bytes and 48 of padding, so that every 64-byte load of quants is
@@ -46,8 +50,8 @@ package llama
 //	          low nibble, 2a+1's in the high)
 //
 // The packed copy is taken where the CPU has a kernel for it (packKernel);
-// Raw stays, for the multi-input prompt kernels and dotRow, which read the
-// file's layout.
+// Raw stays, for dotRow and for the steps of more than packMaxInputs
+// inputs times Q5_K and Q6_K, which read the file's layout.
 const (
 	groupRows    = 8
 	q4kPackBytes = 1184
@@ -69,7 +73,7 @@ func packBytes(t Type) int {
 // packable reports whether m has a packed layout with a kernel on this
 // CPU.
 func (m *Matrix) packable() bool {
-	return (m.Type == Q4_K || m.Type == Q5_K || m.Type == Q6_K) && m.Rows%groupRows == 0 && m.Rows > 0 && packKernel(m.Type) != nil
+	return (m.Type == Q4_K || m.Type == Q5_K || m.Type == Q6_K) && m.Rows%groupRows == 0 && m.Rows > 0 && packKernel(m.Type, 1) != nil
 }
 
 // packed lists the matrices of w that Pack packs, each once (Output may
@@ -158,17 +162,29 @@ func packK(t Type, blk, p []byte, i int) {
 	copy(p[2*i:2*i+2], blk[0:2])
 	copy(p[16+2*i:16+2*i+2], blk[2:4])
 	sc, mn := kScales(blk[4:16])
+	if t == Q4_K {
+		for k := 0; k < 8; k++ {
+			p[32+8*k+i] = sc[k]
+			p[96+16*(k>>1)+2*i+k&1] = mn[k]
+		}
+		for q := 0; q < 4; q++ {
+			for c := 0; c < 8; c++ {
+				copy(p[q4kQuants(q, c, i):][:4], blk[16+32*q+4*c:][:4])
+			}
+		}
+		return
+	}
 	copy(p[32+8*i:40+8*i], sc[:])
 	copy(p[96+8*i:104+8*i], mn[:])
-	qs, q0 := blk[16:], 160
-	if t == Q5_K {
-		copy(p[160+32*i:192+32*i], blk[16:48])
-		qs, q0 = blk[48:], 416
-	}
+	copy(p[160+32*i:192+32*i], blk[16:48])
 	for q := 0; q < 4; q++ {
-		copy(p[q0+256*q+32*i:q0+256*q+32*i+32], qs[32*q:32*q+32])
+		copy(p[416+256*q+32*i:416+256*q+32*i+32], blk[48+32*q:48+32*q+32])
 	}
 }
+
+// q4kQuants is the offset of row i's four quant bytes 32q+4c…32q+4c+3
+// (pair q, chunk c) in a packed Q4_K block.
+func q4kQuants(q, c, i int) int { return 160 + 256*q + 32*c + 4*i }
 
 // packQ6K puts the Q6_K super-block blk as row i of the packed block p.
 func packQ6K(blk, p []byte, i int) {
@@ -223,19 +239,30 @@ func unpackRow(t Type, p []byte, i, nb int, row []byte) {
 		}
 		copy(blk[0:2], s[2*i:2*i+2])
 		copy(blk[2:4], s[16+2*i:16+2*i+2])
-		sc, mn := s[32+8*i:40+8*i], s[96+8*i:104+8*i]
+		var sc, mn [8]byte
+		for k := range sc {
+			if t == Q4_K {
+				sc[k], mn[k] = s[32+8*k+i], s[96+16*(k>>1)+2*i+k&1]
+			} else {
+				sc[k], mn[k] = s[32+8*i+k], s[96+8*i+k]
+			}
+		}
 		for k := 0; k < 4; k++ {
 			blk[4+k] = sc[k] | sc[4+k]>>4<<6
 			blk[8+k] = mn[k] | mn[4+k]>>4<<6
 			blk[12+k] = sc[4+k]&15 | mn[4+k]<<4
 		}
-		qs, q0 := blk[16:], 160
-		if t == Q5_K {
-			copy(blk[16:48], s[160+32*i:192+32*i])
-			qs, q0 = blk[48:], 416
+		if t == Q4_K {
+			for q := 0; q < 4; q++ {
+				for c := 0; c < 8; c++ {
+					copy(blk[16+32*q+4*c:][:4], s[q4kQuants(q, c, i):][:4])
+				}
+			}
+			continue
 		}
+		copy(blk[16:48], s[160+32*i:192+32*i])
 		for q := 0; q < 4; q++ {
-			copy(qs[32*q:32*q+32], s[q0+256*q+32*i:q0+256*q+32*i+32])
+			copy(blk[48+32*q:48+32*q+32], s[416+256*q+32*i:416+256*q+32*i+32])
 		}
 	}
 }
@@ -258,11 +285,11 @@ func mulPackedGeneric(m *Matrix, lo, hi int, a *acts, out []float32, stride int)
 	}
 }
 
-// mulPacked is mulPackedGeneric with the packed kernel (packKernel), one
-// input at a time: a row group's weights stay in cache for the next
-// input. The bounds are checked here; the kernel checks nothing.
+// mulPacked is mulPackedGeneric with the packed kernels (packKernel):
+// eight inputs at a time where the type has such a kernel, then four,
+// then one; a row group's weights stay in cache for the next inputs. The
+// bounds are checked here; the kernels check nothing.
 func mulPacked(m *Matrix, lo, hi int, a *acts, out []float32, stride int) {
-	k := packKernel(m.Type)
 	nb := m.Cols / qkK
 	n := a.n
 	if lo == hi || n == 0 {
@@ -271,12 +298,32 @@ func mulPacked(m *Matrix, lo, hi int, a *acts, out []float32, stride int) {
 	pb := packBytes(m.Type)
 	p := m.pack[lo/groupRows*nb*pb : hi/groupRows*nb*pb]
 	_ = out[(n-1)*stride+hi-lo-1]
-	_, _, _ = a.q[n*a.cols-1], a.d[n*nb-1], a.bs[16*n*nb-1]
-	for r := 0; r < n; r++ {
-		k(&p[0], (hi-lo)/groupRows, nb, &a.q[r*a.cols], &a.d[r*nb], &a.bs[16*r*nb], &out[r*stride])
+	_, _, _, _ = a.q[n*a.cols-1], a.d[n*nb-1], a.bs[16*n*nb-1], a.bp[8*n*nb-1]
+	for r := 0; r < n; {
+		for _, w := range [...]int{8, 4, 1} {
+			k := packKernel(m.Type, w)
+			if k == nil || r+w > n {
+				continue
+			}
+			sums := &a.bs[16*r*nb]
+			if m.Type == Q4_K {
+				sums = &a.bp[8*r*nb]
+			}
+			k(&p[0], (hi-lo)/groupRows, nb, &a.q[r*a.cols], &a.d[r*nb], sums, &out[r*stride], stride)
+			r += w
+			break
+		}
 	}
 }
 
-// packMaxInputs is the most inputs a step multiplies by packed rows; more
-// take the file's layout and the multi-input kernels.
+// packedFor reports whether a step of n inputs multiplies type t's packed
+// rows: any step where t has an eight-input packed kernel (Q4_K), else
+// steps of at most packMaxInputs (more take the file's layout and the
+// multi-input kernels).
+func packedFor(t Type, n int) bool {
+	return packKernel(t, 1) != nil && (n <= packMaxInputs || packKernel(t, 8) != nil)
+}
+
+// packMaxInputs is the most inputs a step multiplies by packed rows of
+// a type without an eight-input packed kernel.
 const packMaxInputs = 3

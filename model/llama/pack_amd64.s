@@ -1,13 +1,14 @@
 #include "textflag.h"
 
-// The packed Q4_K kernel (pack.go's layout): eight rows of a group times
+// The packed Q5_K and Q6_K kernels (pack.go's layouts; Q4_K's are in
+// packq4k_amd64.s). Q5_K's: eight rows of a group times
 // one input per super-block, two rows per ZMM register. Per super-block:
 // the input's eight sub-blocks of 32 quants, each in both halves of Z0-Z7;
 // per pair of rows (2h, 2h+1: Z24-Z27) their 16 scale bytes, row 2h's in
 // the low half's lanes, 2h+1's in the high half's (VPERMQ); per pair p of
 // sub-blocks and pair of rows, one 64-byte load of quants (row 2h's 32
 // bytes, then 2h+1's), the low nibbles (sub-block 2p) and the high ones
-// (2p+1) times the input by VPMADDUBSW, times the sub-block's scale (one
+// (2p+1), with their fifth bits (below), times the input by VPMADDUBSW, times the sub-block's scale (one
 // VPSHUFB of the row pair's scales into every word of each half) by
 // VPDPWSSD into I (Z16-Z19: eight int32 lanes per row). Then dotKInt's
 // float steps for eight rows at once (PKFLOATK): each row's lanes summed
@@ -228,7 +229,7 @@ GLOBL pkrow<>(SB), RODATA|NOPTR, $256
 	VPERMILPS $0xB1, Z, Z28; \
 	VADDPS Z28, Z, Z
 
-// PKPROLOGUE: the Q4_K and Q5_K kernels' arguments, masks and indices.
+// PKPROLOGUE: the Q5_K kernel's arguments, masks and indices.
 #define PKPROLOGUE \
 	MOVQ p+0(FP), DI; \
 	MOVQ groups+8(FP), SI; \
@@ -272,41 +273,8 @@ GLOBL pkrow<>(SB), RODATA|NOPTR, $256
 	ADDQ $32, BX; \
 	DECQ R13
 
-// func dotQ4KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
-TEXT ·dotQ4KPx1AVX512(SB), NOSPLIT, $0-56
-	PKPROLOGUE
-pkgroup:
-	PKGROUP
-pkblock:
-	PKHEAD
-	PKPAIR(160, Z0, Z1, 0, 64, Z24, Z16)
-	PKPAIR(224, Z0, Z1, 0, 64, Z25, Z17)
-	PKPAIR(288, Z0, Z1, 0, 64, Z26, Z18)
-	PKPAIR(352, Z0, Z1, 0, 64, Z27, Z19)
-	PKPAIR(416, Z2, Z3, 128, 192, Z24, Z16)
-	PKPAIR(480, Z2, Z3, 128, 192, Z25, Z17)
-	PKPAIR(544, Z2, Z3, 128, 192, Z26, Z18)
-	PKPAIR(608, Z2, Z3, 128, 192, Z27, Z19)
-	PKPAIR(672, Z4, Z5, 256, 320, Z24, Z16)
-	PKPAIR(736, Z4, Z5, 256, 320, Z25, Z17)
-	PKPAIR(800, Z4, Z5, 256, 320, Z26, Z18)
-	PKPAIR(864, Z4, Z5, 256, 320, Z27, Z19)
-	PKPAIR(928, Z6, Z7, 384, 448, Z24, Z16)
-	PKPAIR(992, Z6, Z7, 384, 448, Z25, Z17)
-	PKPAIR(1056, Z6, Z7, 384, 448, Z26, Z18)
-	PKPAIR(1120, Z6, Z7, 384, 448, Z27, Z19)
-	PKFLOATK
-	ADDQ $1184, DI
-	PKNEXT
-	JNZ pkblock
-	VMOVUPS Y8, (R12)
-	ADDQ $32, R12
-	DECQ SI
-	JNZ pkgroup
-	VZEROUPPER
-	RET
 
-// The packed Q6_K kernel (pack.go's layout): as Q4_K's, two rows per ZMM
+// The packed Q6_K kernel (pack.go's layout): as Q5_K's, two rows per ZMM
 // register. Per super-block: the input's eight groups of 32 quants in both
 // halves of Z0-Z7, and per group c the words −32·(x_2w + x_2w+1) (VPMADDUBSW
 // of 32 by the input, negated) in the frame at 64c. Per pair of rows h
@@ -560,7 +528,7 @@ pk6block:
 	VZEROUPPER
 	RET
 
-// The packed Q5_K kernel: the Q4_K one with each sub-block's fifth bits
+// The packed Q5_K kernel: the steps above with each sub-block's fifth bits
 // (the row pair's 64 bytes of them in Z22) moved to bit 4 of its quants.
 
 DATA pk10<>+0(SB)/8, $0x1010101010101010

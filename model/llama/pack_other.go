@@ -4,6 +4,6 @@ package llama
 
 // packedKernel is the amd64 kernels' signature; no packed layout has a
 // kernel here (Weights.Pack leaves the matrices as they are).
-type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, sums *int16, out *float32, outStride int)
 
-func packKernel(Type) packedKernel { return nil }
+func packKernel(Type, int) packedKernel { return nil }

@@ -51,7 +51,7 @@ func TestPackedKernelsAgree(t *testing.T) {
 		typ := packTypes[trial%len(packTypes)]
 		groups, nb := 1+r.IntN(5), 1+r.IntN(6)
 		rows, cols := groups*groupRows, nb*qkK
-		n := 1 + r.IntN(5)
+		n := 1 + r.IntN(20) // Q4_K: eight, four and one at a time
 		stride := rows + r.IntN(3)
 		m := Matrix{Rows: rows, Cols: cols, Type: typ, Raw: randomRows(r, typ, rows, cols, trial%8 > 1)}
 		m.pack = packNew(typ, m.Raw, rows, cols)
@@ -75,7 +75,7 @@ func TestPackedKernelsAgree(t *testing.T) {
 		got := make([]float32, n*stride)
 		mulPackedGeneric(&m, lo, hi, &a, got, stride)
 		check("twin", got)
-		if packKernel(typ) != nil {
+		if packKernel(typ, 1) != nil {
 			clear(got)
 			mulPacked(&m, lo, hi, &a, got, stride)
 			check("kernel", got)
@@ -106,7 +106,7 @@ func BenchmarkPacked(b *testing.B) {
 				a.quantize(actQ8K, randomInputs(r, n, cols), cols, n)
 				out := make([]float32, n*sh.rows)
 				for _, packed := range []bool{false, true} {
-					if packed && packKernel(typ) == nil {
+					if packed && packKernel(typ, 1) == nil {
 						continue
 					}
 					b.Run(fmt.Sprintf("%s/%s/n=%d/packed=%v", typ, sh.name, n, packed), func(b *testing.B) {

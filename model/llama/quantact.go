@@ -74,6 +74,9 @@ type acts struct {
 	// over t = 64p+4l…64p+4l+3 and over 64p+32+4l…+3 in words 2l and
 	// 2l+1 (q6Offsets).
 	q6 []int16
+	// bp is actQ8K's sums of 32 per super-block (bs_2k + bs_2k+1, k =
+	// 0…7), for the minimums of the packed Q4_K kernels (mulPacked).
+	bp []int16
 }
 
 // block is the number of inputs per scale of kind k.
@@ -98,6 +101,7 @@ func (a *acts) size(k actKind, cols, n int) {
 		}
 	} else {
 		a.bs = grow(a.bs, 16*nb)
+		a.bp = grow(a.bp, 8*nb)
 		if offsetActs {
 			a.q6 = grow(a.q6, 64*nb)
 		}
@@ -125,6 +129,9 @@ func (a *acts) quantizeRows(x []float32, lo, hi int) {
 				break
 			}
 			a.d[b0+b] = quantQ8K(xr[b*bk:(b+1)*bk], a.q[r*c+b*bk:r*c+(b+1)*bk], a.bs[16*(b0+b):16*(b0+b+1)])
+		}
+		for t := 8 * b0; t < 8*(b0+nb); t++ {
+			a.bp[t] = a.bs[2*t] + a.bs[2*t+1]
 		}
 		if offsetActs {
 			for b := 0; b < nb; b++ {

@@ -119,36 +119,52 @@ func dotQ50Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 func dotQ50Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 //go:noescape
-func dotQ4KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
-
-//go:noescape
 func dotQ5KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
 
 //go:noescape
 func dotQ6KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
 
-// packedKernel multiplies groups groups of packed rows (packRows rows of
-// nblocks super-blocks each, from p) by one rounded input, writing the
-// packRows·groups outputs to out[0…].
-type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+// packedKernel multiplies groups groups of packed rows (groupRows rows of
+// nblocks super-blocks each, from p) by a fixed number of rounded inputs
+// (packKernel's), writing input i's groupRows·groups outputs to
+// out[i·outStride…]; sums are the inputs' sums for the minimums (acts.bp
+// for Q4_K, acts.bs for Q5_K).
+type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, sums *int16, out *float32, outStride int)
 
 // usePacked: the CPU has the packed kernels' AVX-512 (F, BW, VL, VNNI).
 var usePacked = useVNNI && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
-// packKernel is the packed kernel of type t on this CPU, nil if none.
-func packKernel(t Type) packedKernel {
+// packKernel is the packed kernel of type t taking inputs (1, 4 or 8)
+// inputs at a time on this CPU, nil if none: Q4_K's for each count
+// (packq4k_amd64.s), Q5_K's and Q6_K's for one (pack_amd64.s).
+func packKernel(t Type, inputs int) packedKernel {
 	if !usePacked || !useVNNI {
 		return nil
 	}
-	switch t {
-	case Q4_K:
-		return dotQ4KPx1AVX512
-	case Q5_K:
-		return dotQ5KPx1AVX512
-	case Q6_K:
-		return dotQ6KPx1AVX512
+	if t == Q4_K {
+		switch inputs {
+		case 1:
+			return dotQ4KRx1VNNI
+		case 4:
+			return dotQ4KRx4VNNI
+		case 8:
+			return dotQ4KRx8VNNI
+		}
+		return nil
 	}
-	return nil
+	var k func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
+	switch t {
+	case Q5_K:
+		k = dotQ5KPx1AVX512
+	case Q6_K:
+		k = dotQ6KPx1AVX512
+	}
+	if k == nil || inputs != 1 {
+		return nil
+	}
+	return func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, _ int) {
+		k(p, groups, nblocks, xq, xd, bs, out)
+	}
 }
 
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
@@ -243,3 +259,12 @@ func twoRows(two, one intKernel, bb int) intKernel {
 		}
 	}
 }
+
+//go:noescape
+func dotQ4KRx8VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ4KRx4VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp *int16, out *float32, outStride int)
+
+//go:noescape
+func dotQ4KRx1VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp *int16, out *float32, outStride int)
