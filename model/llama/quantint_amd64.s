@@ -460,14 +460,14 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 
 // The one-input K-quant kernels keep everything of a row in registers:
 // acc in Y10 (Q4_K's and Q5_K's in lane 0) and Q6_K's mn in Y11 (KROW1),
-// the super-block's minimums and dmin in Y5 and Y6 (KSCALES1), the
+// the super-block's minimums, d and dmin in Y5 and X15 (KSCALES1), the
 // super-block count in R13 (KNEXT1). Same operations, same order as the
 // frame-based x4 kernels.
 
 // KSCALES1: KSCALESI for the one-input kernels: the scales as int16 in
 // words 0-7 of both lanes of Y13 (one VPSHUFB per sub-block: KSCV1), the
-// minimums (int16 at words 2j and 2j+1) in Y5, dmin in every lane of Y6, d
-// in Y15. Clobbers R11, R14, DI, Y12, Y14.
+// minimums (int16 at words 2j and 2j+1) in Y5, d and dmin in lanes 0 and
+// 1 of X15. Clobbers R11, R14, DI, Y12, Y14.
 #define KSCALES1 \
 	MOVL 4(CX), R11; \
 	MOVL R11, R14; \
@@ -496,10 +496,8 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	VPUNPCKLWD X14, X14, X12; \
 	VPUNPCKHWD X14, X14, X14; \
 	VINSERTI128 $1, X14, Y12, Y5; \
-	VPBROADCASTW 2(CX), X12; \
-	VCVTPH2PS X12, Y6; \
-	VPBROADCASTW (CX), X15; \
-	VCVTPH2PS X15, Y15; \
+	VMOVSS (CX), X15; \
+	VCVTPH2PS X15, X15; \
 	VPMOVZXBW X13, X13; \
 	VINSERTI128 $1, X13, Y13, Y13
 
@@ -509,14 +507,16 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	VPSHUFB kshufw<>+off(SB), Y13, Y2; \
 	VPSHUFB kshufw<>+32+off(SB), Y13, Y12
 
-// KROW1: KROW for the one-input kernels (acc and mn zeroed in Y10, Y11).
+// KROW1: KROW for the one-input kernels (acc and mn zeroed in Y10, Y11;
+// Y6 too, for KFINISH).
 #define KROW1 \
 	MOVQ xq+24(FP), AX; \
 	MOVQ xd+32(FP), R10; \
 	MOVQ bs+40(FP), BX; \
 	MOVQ nblocks+16(FP), R13; \
 	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11
+	VXORPS Y11, Y11, Y11; \
+	VXORPS Y6, Y6, Y6
 
 // KNEXT1(bb): KNEXT for the one-input kernels.
 #define KNEXT1(bb) \
@@ -540,27 +540,37 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	VSUBSS X11, X10, X10; \
 	VMOVSS X10, (R12)
 
-// KFIN1: the float steps of Q4_K and Q5_K for the one-input kernels: I
-// (Y8) and the minimums' lanes (VPMADDWD of the sums of 16 by m, Y5) each
-// summed to one int32 (lanes 0 and 2 of X8 after VPHADDD, the halves
-// added, VPSHUFD and VPADDD), converted; then acc (lane 0 of X10) =
-// fma(float32(d·dx), float32(I), acc), acc = −float32(dmin·dx)·
-// float32(M) + acc fused (d in Y15, dmin in Y6). Clobbers Y4, Y9, Y12,
-// Y13.
-#define KFIN1 \
+// The float steps of Q4_K and Q5_K in the one-input kernels are split
+// in two so that a super-block's wait on its lane sums overlaps the next
+// one's multiplications: KSTART at the end of super-block b, KFINISH in
+// super-block b+1 after its first sub-block pair (after the last
+// super-block, at the end of the row). KROW1 zeroes what KFINISH reads, so
+// the first KFINISH of a row adds 0·0 twice to acc = +0: +0.
+
+// KSTART: I (Y8) and the minimums' lanes (VPMADDWD of the sums of 16 by
+// m, Y5) added pairwise by VPHADDD into Y11 (I's in lanes 0, 1, 4, 5,
+// M's in 2, 3, 6, 7); float32(d·dx), float32(dmin·dx) in lanes 0, 1 of
+// X6. Clobbers Y4, Y12.
+#define KSTART \
 	VPMADDWD (BX), Y5, Y4; \
-	VPHADDD Y4, Y8, Y8; \
-	VEXTRACTI128 $1, Y8, X9; \
-	VPADDD X9, X8, X8; \
-	VPSHUFD $0xB1, X8, X9; \
-	VPADDD X9, X8, X8; \
-	VCVTDQ2PS X8, X8; \
-	VMOVSS (R10), X12; \
-	VMULSS X15, X12, X13; \
-	VFMADD231SS X8, X13, X10; \
-	VMULSS X6, X12, X13; \
-	VMOVHLPS X8, X8, X9; \
-	VFNMADD231SS X9, X13, X10
+	VPHADDD Y4, Y8, Y11; \
+	VBROADCASTSS (R10), X12; \
+	VMULPS X12, X15, X6
+
+// KFINISH: I and M summed to one int32 each (the halves of Y11 added,
+// VPSHUFD and VPADDD), converted; acc (lane 0 of X10) = fma(float32(d·dx),
+// float32(I), acc), then acc = −float32(dmin·dx)·float32(M) + acc fused.
+// Clobbers Y11, Y14.
+#define KFINISH \
+	VEXTRACTI128 $1, Y11, X14; \
+	VPADDD X14, X11, X11; \
+	VPSHUFD $0xB1, X11, X14; \
+	VPADDD X14, X11, X11; \
+	VCVTDQ2PS X11, X11; \
+	VFMADD231SS X11, X6, X10; \
+	VMOVHLPS X11, X11, X11; \
+	VMOVSHDUP X6, X14; \
+	VFNMADD231SS X11, X14, X10
 
 // KOUTK1: the Q4_K or Q5_K row's result (acc, lane 0 of X10) to (R12).
 #define KOUTK1 \
@@ -574,6 +584,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	KNIB(16); \
 	KSCV1(0); \
 	MUL((AX), 32(AX), Y4, Y8); \
+	KFINISH; \
 	KNIB(48); \
 	KSCV1(64); \
 	MUL(64(AX), 96(AX), Y4, Y8); \
@@ -584,7 +595,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	KSCV1(192); \
 	MUL(192(AX), 224(AX), Y4, Y8); \
 	KSUM1; \
-	KFIN1
+	KSTART
 
 // Q4KX4(MUL4): a Q4_K super-block at CX times four inputs, multiplied by MUL4.
 #define Q4KX4(MUL4) \
@@ -618,6 +629,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	Q5BIT(VPSLLW, 3, Y1); \
 	KSCV1(0); \
 	MUL((AX), 32(AX), Y4, Y8); \
+	KFINISH; \
 	KNIB(80); \
 	Q5BIT(VPSLLW, 2, Y0); \
 	Q5BIT(VPSLLW, 1, Y1); \
@@ -634,7 +646,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	KSCV1(192); \
 	MUL(192(AX), 224(AX), Y4, Y8); \
 	KSUM1; \
-	KFIN1
+	KSTART
 
 // Q5KX4(MUL4): a Q5_K super-block at CX times four inputs, multiplied by MUL4.
 #define Q5KX4(MUL4) \
@@ -1665,6 +1677,7 @@ dotQ4KIx1AVX2block:
 	Q4KX1(KMUL)
 	KNEXT1(144)
 	JNZ dotQ4KIx1AVX2block
+	KFINISH
 	KOUTK1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
@@ -1704,6 +1717,7 @@ dotQ5KIx1AVX2block:
 	Q5KX1(KMUL)
 	KNEXT1(176)
 	JNZ dotQ5KIx1AVX2block
+	KFINISH
 	KOUTK1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
@@ -1791,6 +1805,7 @@ dotQ4KIx1VNNIblock:
 	Q4KX1(KMULV1)
 	KNEXT1(144)
 	JNZ dotQ4KIx1VNNIblock
+	KFINISH
 	KOUTK1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
@@ -1830,6 +1845,7 @@ dotQ5KIx1VNNIblock:
 	Q5KX1(KMULV1)
 	KNEXT1(176)
 	JNZ dotQ5KIx1VNNIblock
+	KFINISH
 	KOUTK1
 	ADDQ $4, R12
 	DECQ rows+8(FP)
@@ -1967,11 +1983,15 @@ dotQ6KIx4VNNIblock:
 	VPERM2I128 $0x31, B, A, A; \
 	VPADDD T, A, A
 
-// KFINK8: KFINK4 for eight inputs: inputs 0-3 and 4-7 each by the tree
-// of VPHADDD (scales of inputs 4-7 from R14, sums of 16 from R11), the
-// halves of both joined by VPERM2I128 and added (input r in lane r of Y4
-// for I, of Y0 for M), dx in Y12; acc, one float per input, in Y16.
-#define KFINK8 \
+// KSTART8: KFINK4 for eight inputs, split as KSTART and KFINISH: inputs
+// 0-3 and 4-7 each by the tree of VPHADDD (scales of inputs 4-7 from
+// R14, sums of 16 from R11), the halves of both joined by VPERM2I128 and
+// added (input r in lane r), float32(I) into Y17 and float32(M) into Y18,
+// the eight dx gathered in Y12, float32(d·dx) into Y19 and float32(dmin·
+// dx) into Y20; KFINISH8 applies them to acc (Y16, one float per input)
+// after the next super-block's first sub-block pair, or at the end of the
+// row.
+#define KSTART8 \
 	HADD4(Y4, Y5, Y6, Y7); \
 	HADD4(Y8, Y9, Y10, Y11); \
 	HALVES(Y4, Y8, Y5); \
@@ -1988,8 +2008,8 @@ dotQ6KIx4VNNIblock:
 	VPMADDWD (R11)(DI*1), Y3, Y10; \
 	HADD4(Y6, Y7, Y9, Y10); \
 	HALVES(Y0, Y6, Y5); \
-	VCVTDQ2PS Y4, Y4; \
-	VCVTDQ2PS Y0, Y0; \
+	VCVTDQ2PS Y4, Y17; \
+	VCVTDQ2PS Y0, Y18; \
 	LEAQ (R10)(R9*4), R14; \
 	VMOVSS (R10), X12; \
 	VINSERTPS $0x10, (R10)(R9*1), X12, X12; \
@@ -2000,10 +2020,23 @@ dotQ6KIx4VNNIblock:
 	VINSERTPS $0x20, (R14)(R9*2), X13, X13; \
 	VINSERTPS $0x30, (R14)(R13*1), X13, X13; \
 	VINSERTF128 $1, X13, Y12, Y12; \
-	VMULPS Y15, Y12, Y13; \
-	VMULPS 288(SP), Y12, Y12; \
-	VFMADD231PS Y4, Y13, Y16; \
-	VFNMADD231PS Y0, Y12, Y16
+	VMULPS Y15, Y12, Y19; \
+	VMULPS 288(SP), Y12, Y20
+
+// KFINISH8: KFINISH for eight inputs: acc (Y16) = fma(float32(d·dx)
+// (Y19), float32(I) (Y17), acc), then acc = −float32(dmin·dx) (Y20)·
+// float32(M) (Y18) + acc fused, lane by lane.
+#define KFINISH8 \
+	VFMADD231PS Y17, Y19, Y16; \
+	VFNMADD231PS Y18, Y20, Y16
+
+// KZEROK8: acc and what KFINISH8 reads (Y16-Y20) zeroed.
+#define KZEROK8 \
+	VPXORD Y16, Y16, Y16; \
+	VPXORD Y17, Y17, Y17; \
+	VPXORD Y18, Y18, Y18; \
+	VPXORD Y19, Y19, Y19; \
+	VPXORD Y20, Y20, Y20
 
 // ZEROI8: the eight inputs' int32 sums (Y4-Y11) zeroed.
 #define ZEROI8 \
@@ -2024,6 +2057,7 @@ dotQ6KIx4VNNIblock:
 	KNIB(16); \
 	KSCVP(0); \
 	KMULV8(0, 32, Y3, Y14); \
+	KFINISH8; \
 	KNIB(48); \
 	KSCVP(16); \
 	KMULV8(64, 96, Y3, Y14); \
@@ -2033,7 +2067,7 @@ dotQ6KIx4VNNIblock:
 	KNIB(112); \
 	KSCVP(48); \
 	KMULV8(192, 224, Y3, Y14); \
-	KFINK8
+	KSTART8
 
 // KZERO8: acc and mn of the eight inputs zeroed.
 #define KZERO8 \
@@ -2087,7 +2121,7 @@ TEXT ·dotQ4KIx8VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ4KIx8VNNIrow:
 	KROW
-	VPXORD Y16, Y16, Y16
+	KZEROK8
 dotQ4KIx8VNNIblock:
 	PREFETCHT0 1152(CX)
 	PREFETCHT0 1216(CX)
@@ -2095,6 +2129,7 @@ dotQ4KIx8VNNIblock:
 	Q4KX8
 	KNEXT(144)
 	JNZ dotQ4KIx8VNNIblock
+	KFINISH8
 	KOUTK8
 	ADDQ $4, R12
 	DECQ rows+8(FP)
@@ -2257,6 +2292,7 @@ dotQ6KIx8VNNIblock:
 	Q5BIT(VPSLLW, 3, Y1); \
 	KSCVP(0); \
 	KMULV8(0, 32, Y12, Y14); \
+	KFINISH8; \
 	KNIB(80); \
 	Q5BIT(VPSLLW, 2, Y0); \
 	Q5BIT(VPSLLW, 1, Y1); \
@@ -2272,14 +2308,14 @@ dotQ6KIx8VNNIblock:
 	Q5BIT(VPSRLW, 3, Y1); \
 	KSCVP(48); \
 	KMULV8(192, 224, Y12, Y14); \
-	KFINK8
+	KSTART8
 
 // func dotQ5KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ5KIx8VNNI(SB), 0, $336-64
 	KPROLOGUE
 dotQ5KIx8VNNIrow:
 	KROW
-	VPXORD Y16, Y16, Y16
+	KZEROK8
 dotQ5KIx8VNNIblock:
 	PREFETCHT0 1408(CX)
 	PREFETCHT0 1472(CX)
@@ -2287,6 +2323,7 @@ dotQ5KIx8VNNIblock:
 	Q5KX8
 	KNEXT(176)
 	JNZ dotQ5KIx8VNNIblock
+	KFINISH8
 	KOUTK8
 	ADDQ $4, R12
 	DECQ rows+8(FP)
