@@ -10,7 +10,10 @@
 // gives the eight int32 lanes of dotIntGeneric (lane j: weights
 // 4j..4j+3) by SDOT where the CPU has the DotProd extension (…DOT
 // kernels), else by SMULL, SMULL2, SADDLP and ADDP (…MUL kernels): exact
-// integers either way, converted exactly to float32 (|lane| ≤ 2^16).
+// integers either way. The 32-weight types convert each lane exactly to
+// float32 (|lane| ≤ 2^16); Q4_K and Q5_K sum a super-block's lanes to one
+// int32 first (ADDV), whose conversion rounds to nearest above 2^24, as
+// the twin's does.
 
 // LANESDOT(x0, x1, lo, hi): lanes 0-3 (weights V0 times inputs x0) into
 // lo, lanes 4-7 (V1 times x1) into hi, as float32, by SDOT.
