@@ -108,6 +108,7 @@ func simFleet(ctx context.Context, f *fleetFlags, pols []xfer.Policy, workers in
 	runs := make([]fleetRun, len(pols))
 	next := make(chan int)
 	var wg sync.WaitGroup
+	var mu sync.Mutex // stderr: the workers report as they finish (a test's buffer is not safe for concurrent writes)
 	start := time.Now()
 	for range min(workers, len(pols)) {
 		wg.Add(1)
@@ -119,7 +120,9 @@ func simFleet(ctx context.Context, f *fleetFlags, pols []xfer.Policy, workers in
 				t0 := time.Now()
 				res, _ := sim.RunFleet(o) // the failures are in res
 				runs[i] = fleetRun{Policy: pols[i].String(), Wall: time.Since(t0), Result: res}
+				mu.Lock()
 				fmt.Fprintf(stderr, "%s: %v wall, %d events\n", pols[i], runs[i].Wall.Round(time.Millisecond), res.Events)
+				mu.Unlock()
 			}
 		}()
 	}
