@@ -152,20 +152,29 @@ func packKernel(t Type, inputs int) packedKernel {
 		}
 		return nil
 	}
-	var k func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
-	switch t {
-	case Q5_K:
-		k = dotQ5KPx1AVX512
-	case Q6_K:
-		k = dotQ6KPx1AVX512
-	}
-	if k == nil || inputs != 1 {
+	if inputs != 1 {
 		return nil
 	}
-	return func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, _ int) {
-		k(p, groups, nblocks, xq, xd, bs, out)
+	switch t {
+	case Q5_K:
+		return dotQ5KPacked
+	case Q6_K:
+		return dotQ6KPacked
 	}
+	return nil
 }
+
+// dotQ5KPacked and dotQ6KPacked are the one-input packed kernels as
+// packedKernels (one input: no stride); package-level, so that
+// packKernel, called per unit of a matrix product, allocates nothing.
+var (
+	dotQ5KPacked packedKernel = func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, _ int) {
+		dotQ5KPx1AVX512(p, groups, nblocks, xq, xd, bs, out)
+	}
+	dotQ6KPacked packedKernel = func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, _ int) {
+		dotQ6KPx1AVX512(p, groups, nblocks, xq, xd, bs, out)
+	}
+)
 
 type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
