@@ -252,7 +252,7 @@ func benchMatVec(b *testing.B, rows, cols int, types []llama.Type, ns []int) {
 		}
 		for _, n := range ns {
 			benchMatVecOne(b, r, fmt.Sprintf("%s/n=%d", typ, n), m, size, n)
-			if p := llama.Packed(m); p != nil && (n == 1 || typ == llama.Q4_K) && rows > 2048 {
+			if p := llama.Packed(m); p != nil && (n == 1 || typ == llama.Q4_K || typ == llama.Q8_0 || typ == llama.Q4_0 || typ == llama.Q5_0) && rows > 2048 {
 				benchMatVecOne(b, r, fmt.Sprintf("%s-packed/n=%d", typ, n), *p, size, n)
 			}
 		}

@@ -68,22 +68,24 @@
 //     quantint_amd64.s, and quantint_arm64.s for Q8_0): the input row is rounded once per
 //     matrix product (acts, per row: the rounding of one position never
 //     depends on another), and each group of 32 weights times its 32
-//     rounded inputs is eight exact int32 lane sums, so the kernels order the integer work as suits them (the
-//     K-quants' sub-block scales applied in int32 too). The float steps
-//     are fixed. Q8_0, Q4_0, Q5_0 and Q6_K: per block (32 weights) or
-//     super-block one fused multiply-add of float32(d_w·d_x) and
-//     float32(lane) into each of eight accumulators, then hsum8. Q4_K and
-//     Q5_K: one integer per row and super-block — I, the sum of the
-//     scaled lanes, and M, the minimums times the inputs' sums of 16 —
-//     and two fused steps into one accumulator, acc = fma(float32(d·d_x),
-//     float32(I), acc) then acc = fma(−float32(dmin·d_x), float32(M),
-//     acc), which is the result. A kernel may split I and M over lanes,
-//     inputs or rows interleaved in a register as suits it, and pays two
-//     float steps per row and super-block (eight lanes and their minimums
-//     cost sixteen conversions and fused steps, which bound the batched
-//     Q4_K kernel on the multiplying pipes). Packed rows (Weights.Pack)
-//     are the same bytes rearranged: the same integers, the same float
-//     steps.
+//     rounded inputs is eight exact int32 lane sums, so the kernels order
+//     the integer work as suits them (the K-quants' sub-block scales
+//     applied in int32 too). The float steps are fixed. Q8_0, Q4_0 and
+//     Q5_0: one integer per row and block, I = Σ w·x over its 32 weights,
+//     and one fused step, acc = fma(float32(d_w·d_x), float32(I), acc),
+//     blocks in order; the result acc. Q4_K and Q5_K: one integer per row
+//     and super-block — I, the sum of the scaled lanes, and M, the
+//     minimums times the inputs' sums of 16 — and two fused steps into one
+//     accumulator, acc = fma(float32(d·d_x), float32(I), acc) then acc =
+//     fma(−float32(dmin·d_x), float32(M), acc), which is the result. Q6_K:
+//     per super-block one fused multiply-add of float32(d·d_x) and
+//     float32(lane) into each of eight accumulators, then hsum8. A kernel
+//     may split I and M over lanes, inputs or rows interleaved in a
+//     register as suits it, and pays one or two float steps per row and
+//     block (eight lanes cost eight conversions and fused steps, which
+//     bound the batched kernels on the multiplying pipes). Packed rows
+//     (Weights.Pack) are the same bytes rearranged: the same integers, the
+//     same float steps.
 //   - Q4_1 and Q5_1 rows (dotQuantGeneric; the vector kernels in
 //     quant_amd64.s): eight lanes. A quant (q ≥ 0) is converted exactly to
 //     float32. Per 32-weight block, lane j starts a chain with the rounded
@@ -118,23 +120,22 @@
 //   - amd64 with AVX2 and FMA (dot_amd64.s, quant_amd64.s, tile_amd64.s):
 //     the F32, BF16 and quantised kernels, integer ones for Q8_0, Q4_0,
 //     Q5_0 and the K-quants (quantint_amd64.s, with VPDPBUSD and VPDPWSSD
-//     where the CPU has AVX512-VNNI, and there for Q8_0, Q4_0 and Q5_0
-//     times four or eight inputs the inputs' quants offset to unsigned
-//     and their scales transposed, acts.u and acts.dt: the same integers
-//     and products; F16 rows take the pure-Go twin); the inputs'
+//     where the CPU has AVX512-VNNI; F16 rows take the pure-Go twin); the inputs'
 //     rounding to Q8_0 and Q8_K blocks (quantact_amd64.s) and attention's
 //     scores one query at a time;
 //     AVX-512 adds the eight-input F32 kernel, and with VL the 4 × 3 F32 prompt tile
-//     and scores4 (four queries at a time). With AVX-512 F, BW, VL and VNNI, Q4_K, Q5_K and Q6_K
-//     matrices whose rows are a multiple of eight also get a packed copy
-//     (Weights.Pack, called by model/gguf; pack.go describes the layouts:
-//     eight rows' scales of a super-block together, byte-wide). Q4_K's
-//     puts four quants of each of the eight rows in 32 bytes, one lane
-//     per row, and every step reads it, one, four or eight inputs at a
-//     time (packq4k_amd64.s); Q5_K's and Q6_K's keep two rows' quants per
-//     64-byte line, read by steps of one to three inputs with one-input
-//     kernels (pack_amd64.s). The twin unpacks a row to the file's bytes.
-//     AVX2-only CPUs and arm64 keep the file's layout.
+//     and scores4 (four queries at a time). With AVX-512 F, BW, VL and
+//     VNNI, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 and Q5_0 (this one with BITALG
+//     too) matrices whose rows are a multiple of eight also get a packed
+//     copy (Weights.Pack, called by model/llamafile; pack.go describes the
+//     layouts: eight rows' scales of a block together). Q4_K's, Q8_0's,
+//     Q4_0's and Q5_0's put four quants of each of the eight rows in 32
+//     bytes, one lane per row, and every step reads them, one, four or
+//     eight inputs at a time (packq4k_amd64.s, packq8_amd64.s); Q5_K's and
+//     Q6_K's keep two rows' quants per 64-byte line, read by steps of one
+//     to three inputs with one-input kernels (pack_amd64.s). The twin
+//     unpacks a row to the file's bytes. AVX2-only CPUs and arm64 keep the
+//     file's layout.
 //   - arm64 (dot_arm64.s, tile_arm64.s, quantint_arm64.s; NEON, which
 //     every arm64 CPU has): the F32 kernels (one row or a block of rows
 //     times one vector, dotF32 and RMSNorm's sum of squares included, and

@@ -4,7 +4,7 @@ package llama
 
 const hasAVX2FMA = false
 
-// offsetActs: no offset kernels here (see acts.u).
+// offsetActs: no offset words here (see acts.q6).
 const offsetActs = false
 
 func dotF32(w, x []float32) float32 { return dot32Generic(w, x) }

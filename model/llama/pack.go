@@ -1,8 +1,11 @@
 package llama
 
-// Packed K-quant rows. The file keeps each row's super-blocks together, so
-// a kernel unpacks every row's twelve bytes of 6-bit scales and minimums
-// with scalar shifts and masks, and a vector register holds one row. Pack
+import "unsafe"
+
+// Packed rows. The file keeps each row's blocks together, so a register
+// holds one row: the K-quant kernels unpack every row's twelve bytes of 6-bit scales and minimums
+// with scalar shifts and masks, and every kernel sums eight lanes per row
+// (and block) where the rule wants one integer (doc.go). Pack
 // copies a Q4_K matrix whose rows are a multiple of groupRows into groups
 // of eight rows, per group and super-block one block of q4kPackBytes:
 //
@@ -49,6 +52,21 @@ package llama
 //	          of groups 2a and 2a+1 (byte l group 2a's weight l in the
 //	          low nibble, 2a+1's in the high)
 //
+// Q8_0, Q4_0 and Q5_0 (32-weight blocks) put eight rows' blocks together
+// the same way, per group and block one block of q8PackBytes, q40PackBytes
+// or q50PackBytes:
+//
+//	[0:16)   d of rows 0-7 (float16)
+//	[16:48)  Q5_0 only: row i's 32 high bits (the file's qh) at 16+4i
+//	[o:)     chunk c at o+32c (o = 16, Q5_0 48), row i's four bytes at
+//	         o+32c+4i: Q8_0's quants 4c…4c+3 offset to unsigned (q+128,
+//	         eight chunks), Q4_0's and Q5_0's bytes 4c…4c+3 of the file's
+//	         sixteen (quants 4c… in the low nibbles, 16+4c… in the high
+//	         ones; four chunks)
+//
+// so the kernels (packq8_amd64.s) take one lane per row as for Q4_K,
+// without a scale per sub-block; the same bytes per row as the file's.
+//
 // The packed copy is taken where the CPU has a kernel for it (packKernel);
 // Raw stays, for dotRow and for the steps of more than packMaxInputs
 // inputs times Q5_K and Q6_K, which read the file's layout.
@@ -57,6 +75,9 @@ const (
 	q4kPackBytes = 1184
 	q5kPackBytes = 1440
 	q6kPackBytes = 1728
+	q8PackBytes  = 16 + 256
+	q40PackBytes = 16 + 128
+	q50PackBytes = 16 + 32 + 128
 )
 
 // packBytes is the bytes of a group's super-block packed (type t).
@@ -66,6 +87,12 @@ func packBytes(t Type) int {
 		return q6kPackBytes
 	case Q5_K:
 		return q5kPackBytes
+	case Q8_0:
+		return q8PackBytes
+	case Q4_0:
+		return q40PackBytes
+	case Q5_0:
+		return q50PackBytes
 	}
 	return q4kPackBytes
 }
@@ -73,7 +100,7 @@ func packBytes(t Type) int {
 // packable reports whether m has a packed layout with a kernel on this
 // CPU.
 func (m *Matrix) packable() bool {
-	return (m.Type == Q4_K || m.Type == Q5_K || m.Type == Q6_K) && m.Rows%groupRows == 0 && m.Rows > 0 && packKernel(m.Type, 1) != nil
+	return (m.Type == Q4_K || m.Type == Q5_K || m.Type == Q6_K || m.Type == Q8_0 || m.Type == Q4_0 || m.Type == Q5_0) && m.Rows%groupRows == 0 && m.Rows > 0 && packKernel(m.Type, 1) != nil
 }
 
 // packed lists the matrices of w that Pack packs, each once (Output may
@@ -95,7 +122,7 @@ func (w *Weights) packed() []*Matrix {
 
 // packSize is m's packed bytes rounded up to whole cache lines.
 func (m *Matrix) packSize() int {
-	return (m.Rows/groupRows*m.Cols/qkK*packBytes(m.Type) + 63) &^ 63
+	return (m.Rows/groupRows*m.Cols/m.Type.Block()*packBytes(m.Type) + 63) &^ 63
 }
 
 // PackSize is the bytes Pack needs: 0 when no matrix of w has a faster
@@ -109,13 +136,15 @@ func (w *Weights) PackSize() int {
 }
 
 // Pack gives every matrix of w that has a faster kernel over packed rows
-// on this CPU (Q4_K, Q5_K and Q6_K with AVX512-VNNI, rows a multiple of eight)
-// a packed copy of its rows in buf (PackSize zeroed bytes, 64-byte
-// aligned; nil: Pack allocates them), which steps of one to three inputs
-// then read; the other matrices and other CPUs are left as they are. The
-// copy is beside Raw (2.9% more bytes than the rows for Q6_K, 2.8% for
-// Q4_K, 2.3% for Q5_K). The results do not change: the packed kernels give the bits of
-// the file's layout. Call it once, before the weights are shared; buf
+// on this CPU (Q4_K, Q5_K, Q6_K, Q8_0 and Q4_0 with AVX512-VNNI, rows a
+// multiple of eight) a packed copy of its rows in buf (PackSize zeroed
+// bytes, 64-byte aligned; nil: Pack allocates them), which every step
+// then reads (Q5_K and Q6_K: steps of one to three inputs); the other
+// matrices and other CPUs are left as they are. The copy is beside Raw
+// (2.9% more bytes than the rows for Q6_K, 2.8% for Q4_K, 2.3% for Q5_K,
+// as many for Q8_0 and Q4_0), and Unread lists the rows no step reads
+// any more. The results do not change: the packed kernels give the bits
+// of the file's layout. Call it once, before the weights are shared; buf
 // must outlive them. The edge that maps the file passes memory backed by
 // huge pages where it can (model/llamafile): a decode step streams every
 // weight, and with 4 KiB pages the TLB misses cost TinyLlama's decode
@@ -132,11 +161,37 @@ func (w *Weights) Pack(buf []byte) {
 	}
 }
 
+// Unread lists the rows (Raw) that no step reads once Pack has run: those
+// of the matrices whose packed copy takes every step (packedFor), unless
+// they are also the embedding's. The edge that mapped them may return
+// their memory to the system (model/llamafile): with Q8_0 and Q4_0 the
+// copy is as large as the rows.
+func (w *Weights) Unread() [][]byte {
+	var out [][]byte
+	seen := map[*byte]bool{}
+	if len(w.Embedding.Raw) > 0 {
+		seen[&w.Embedding.Raw[0]] = true
+	}
+	ms := []*Matrix{&w.Output}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		ms = append(ms, &l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.W1, &l.W2, &l.W3)
+	}
+	for _, m := range ms {
+		if m.pack == nil || len(m.Raw) == 0 || seen[&m.Raw[0]] || packKernel(m.Type, 8) == nil {
+			continue
+		}
+		seen[&m.Raw[0]] = true
+		out = append(out, m.Raw)
+	}
+	return out
+}
+
 // packMatrix writes rows rows (a multiple of groupRows) of cols of type t
-// (Q4_K, Q5_K or Q6_K) in the packed layout to out (zeroed, at least as long),
-// and returns the bytes written.
+// (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 or Q5_0) in the packed layout to out (zeroed, at
+// least as long), and returns the bytes written.
 func packMatrix(t Type, raw []byte, rows, cols int, out []byte) []byte {
-	nb := cols / qkK
+	nb := cols / t.Block()
 	bb, pb := t.BlockBytes(), packBytes(t)
 	rb := nb * bb
 	out = out[:rows/groupRows*nb*pb]
@@ -145,9 +200,12 @@ func packMatrix(t Type, raw []byte, rows, cols int, out []byte) []byte {
 			p := out[(g*nb+b)*pb : (g*nb+b+1)*pb]
 			for i := 0; i < groupRows; i++ {
 				blk := raw[(g*groupRows+i)*rb+b*bb : (g*groupRows+i)*rb+(b+1)*bb]
-				if t == Q6_K {
+				switch t {
+				case Q6_K:
 					packQ6K(blk, p, i)
-				} else {
+				case Q8_0, Q4_0, Q5_0:
+					packQ32(t, blk, p, i)
+				default:
 					packK(t, blk, p, i)
 				}
 			}
@@ -180,6 +238,51 @@ func packK(t Type, blk, p []byte, i int) {
 	for q := 0; q < 4; q++ {
 		copy(p[416+256*q+32*i:416+256*q+32*i+32], blk[48+32*q:48+32*q+32])
 	}
+}
+
+// packQ32 puts the Q8_0, Q4_0 or Q5_0 block blk as row i of the packed
+// block p; unpackQ32 is its inverse.
+func packQ32(t Type, blk, p []byte, i int) {
+	copy(p[2*i:2*i+2], blk[0:2])
+	q, o := q32Quants(t)
+	if t == Q5_0 {
+		copy(p[16+4*i:20+4*i], blk[2:6])
+	}
+	for c := 0; c < (len(p)-o)/32; c++ {
+		for j := 0; j < 4; j++ {
+			v := blk[q+4*c+j]
+			if t == Q8_0 {
+				v ^= 0x80
+			}
+			p[o+32*c+4*i+j] = v
+		}
+	}
+}
+
+func unpackQ32(t Type, p []byte, i int, blk []byte) {
+	copy(blk[0:2], p[2*i:2*i+2])
+	q, o := q32Quants(t)
+	if t == Q5_0 {
+		copy(blk[2:6], p[16+4*i:20+4*i])
+	}
+	for c := 0; c < (len(p)-o)/32; c++ {
+		for j := 0; j < 4; j++ {
+			v := p[o+32*c+4*i+j]
+			if t == Q8_0 {
+				v ^= 0x80
+			}
+			blk[q+4*c+j] = v
+		}
+	}
+}
+
+// q32Quants is where the quant bytes of a type t block start in the file
+// (q) and in the packed block (o).
+func q32Quants(t Type) (q, o int) {
+	if t == Q5_0 {
+		return 6, 48
+	}
+	return 2, 16
 }
 
 // q4kQuants is the offset of row i's four quant bytes 32q+4c…32q+4c+3
@@ -233,8 +336,12 @@ func unpackRow(t Type, p []byte, i, nb int, row []byte) {
 	for b := 0; b < nb; b++ {
 		s := p[b*pb : (b+1)*pb]
 		blk := row[b*bb : (b+1)*bb]
-		if t == Q6_K {
+		switch t {
+		case Q6_K:
 			unpackQ6K(s, i, blk)
+			continue
+		case Q8_0, Q4_0, Q5_0:
+			unpackQ32(t, s, i, blk)
 			continue
 		}
 		copy(blk[0:2], s[2*i:2*i+2])
@@ -272,7 +379,7 @@ func unpackRow(t Type, p []byte, i, nb int, row []byte) {
 // inputs r < a.n. Each row is unpacked to the file's bytes and multiplied
 // by dotIntGeneric: the twin of the packed kernels.
 func mulPackedGeneric(m *Matrix, lo, hi int, a *acts, out []float32, stride int) {
-	nb, pb := m.Cols/qkK, packBytes(m.Type)
+	nb, pb := m.Cols/m.Type.Block(), packBytes(m.Type)
 	row := make([]byte, nb*m.Type.BlockBytes())
 	for g := lo / groupRows; g < hi/groupRows; g++ {
 		p := m.pack[g*nb*pb : (g+1)*nb*pb]
@@ -290,7 +397,7 @@ func mulPackedGeneric(m *Matrix, lo, hi int, a *acts, out []float32, stride int)
 // then one; a row group's weights stay in cache for the next inputs. The
 // bounds are checked here; the kernels check nothing.
 func mulPacked(m *Matrix, lo, hi int, a *acts, out []float32, stride int) {
-	nb := m.Cols / qkK
+	nb := m.Cols / m.Type.Block()
 	n := a.n
 	if lo == hi || n == 0 {
 		return
@@ -298,16 +405,26 @@ func mulPacked(m *Matrix, lo, hi int, a *acts, out []float32, stride int) {
 	pb := packBytes(m.Type)
 	p := m.pack[lo/groupRows*nb*pb : hi/groupRows*nb*pb]
 	_ = out[(n-1)*stride+hi-lo-1]
-	_, _, _, _ = a.q[n*a.cols-1], a.d[n*nb-1], a.bs[16*n*nb-1], a.bp[8*n*nb-1]
+	_, _ = a.q[n*a.cols-1], a.d[n*nb-1]
+	if a.kind == actQ8K {
+		_, _ = a.bs[16*n*nb-1], a.bp[8*n*nb-1]
+	} else {
+		_ = a.ob[n*nb-1]
+	}
 	for r := 0; r < n; {
 		for _, w := range [...]int{8, 4, 1} {
 			k := packKernel(m.Type, w)
 			if k == nil || r+w > n {
 				continue
 			}
-			sums := &a.bs[16*r*nb]
-			if m.Type == Q4_K {
-				sums = &a.bp[8*r*nb]
+			var sums unsafe.Pointer
+			switch m.Type {
+			case Q4_K:
+				sums = unsafe.Pointer(&a.bp[8*r*nb])
+			case Q8_0, Q4_0, Q5_0:
+				sums = unsafe.Pointer(&a.ob[r*nb])
+			default:
+				sums = unsafe.Pointer(&a.bs[16*r*nb])
 			}
 			k(&p[0], (hi-lo)/groupRows, nb, &a.q[r*a.cols], &a.d[r*nb], sums, &out[r*stride], stride)
 			r += w

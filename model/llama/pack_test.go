@@ -10,7 +10,7 @@ import (
 )
 
 // packTypes are the types with a packed layout.
-var packTypes = []Type{Q4_K, Q5_K, Q6_K}
+var packTypes = []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0}
 
 // TestPackRoundTrip: every row of a packed matrix unpacks to the file's
 // bytes (any bytes: the twin multiplies the unpacked rows).
@@ -18,15 +18,15 @@ func TestPackRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, typ := range packTypes {
 		for trial := 0; trial < 20; trial++ {
-			rows, nb := groupRows*(1+r.IntN(4)), 1+r.IntN(4)
+			rows, nb := groupRows*(1+r.IntN(4)), 1+r.IntN(4*qkK/typ.Block())
 			bb, gb := typ.BlockBytes(), nb*packBytes(typ)
-			raw := randomRows(r, typ, rows, nb*qkK, false)
+			raw := randomRows(r, typ, rows, nb*typ.Block(), false)
 			for i := range raw {
 				if r.IntN(2) == 0 {
 					raw[i] = byte(r.Uint32()) // scales' bytes included
 				}
 			}
-			p := packNew(typ, raw, rows, nb*qkK)
+			p := packNew(typ, raw, rows, nb*typ.Block())
 			if len(p) != rows/groupRows*gb {
 				t.Fatalf("%s: %d packed bytes for %d rows of %d super-blocks", typ, len(p), rows, nb)
 			}
@@ -49,14 +49,14 @@ func TestPackedKernelsAgree(t *testing.T) {
 	r := rand.New(rand.NewPCG(43, 44))
 	for trial := 0; trial < 120; trial++ {
 		typ := packTypes[trial%len(packTypes)]
-		groups, nb := 1+r.IntN(5), 1+r.IntN(6)
-		rows, cols := groups*groupRows, nb*qkK
-		n := 1 + r.IntN(20) // Q4_K: eight, four and one at a time
+		groups, nb := 1+r.IntN(5), 1+r.IntN(6*qkK/typ.Block())
+		rows, cols := groups*groupRows, nb*typ.Block()
+		n := 1 + r.IntN(20) // Q4_K, Q8_0, Q4_0: eight, four and one at a time
 		stride := rows + r.IntN(3)
 		m := Matrix{Rows: rows, Cols: cols, Type: typ, Raw: randomRows(r, typ, rows, cols, trial%8 > 1)}
 		m.pack = packNew(typ, m.Raw, rows, cols)
 		var a acts
-		a.quantize(actQ8K, randomInputs(r, n, cols), cols, n)
+		a.quantize(actOf(typ), randomInputs(r, n, cols), cols, n)
 		want := make([]float32, n*stride)
 		mulIntGeneric(typ, m.Raw, &a, want, stride)
 		lo := groupRows * r.IntN(groups)
@@ -103,7 +103,7 @@ func BenchmarkPacked(b *testing.B) {
 			}
 			for _, n := range []int{1, 2, 4, 16} {
 				var a acts
-				a.quantize(actQ8K, randomInputs(r, n, cols), cols, n)
+				a.quantize(actOf(typ), randomInputs(r, n, cols), cols, n)
 				out := make([]float32, n*sh.rows)
 				for _, packed := range []bool{false, true} {
 					if packed && packKernel(typ, 1) == nil {
@@ -139,5 +139,5 @@ func cpuTime() float64 {
 
 // packNew is packMatrix into new memory.
 func packNew(t Type, raw []byte, rows, cols int) []byte {
-	return packMatrix(t, raw, rows, cols, make([]byte, rows/groupRows*cols/qkK*packBytes(t)))
+	return packMatrix(t, raw, rows, cols, make([]byte, rows/groupRows*cols/t.Block()*packBytes(t)))
 }

@@ -1,4 +1,7 @@
 #include "textflag.h"
+#include "packrx_amd64.h"
+
+#define PFD 4736
 
 // The packed Q4_K kernels (pack.go's Q4_K layout): eight rows of a group
 // times one, four or eight inputs, one int32 lane per row. Per super-block
@@ -30,21 +33,6 @@ GLOBL rk0f<>(SB), RODATA|NOPTR, $32
 // 4-7 at R11 + the same; their scales dx at R10 (input 0; R12 the bytes
 // from one input's to the next, CX three times that, SI input 4's) and
 // their sums of 32 at BX (input 0; inputs at 4·R12 bytes apart).
-
-// RX8C(x, W), RX4C(x, W): the inputs' four quants at x (broadcast) times
-// the eight rows' four quants in W, into S.
-#define RX8C(x, W) \
-	RX4C(x, W); \
-	VPDPBUSD.BCST x(R11), W, Y4; \
-	VPDPBUSD.BCST x(R11)(DX*1), W, Y5; \
-	VPDPBUSD.BCST x(R11)(DX*2), W, Y6; \
-	VPDPBUSD.BCST x(R11)(R8*1), W, Y7
-
-#define RX4C(x, W) \
-	VPDPBUSD.BCST x(AX), W, Y0; \
-	VPDPBUSD.BCST x(AX)(DX*1), W, Y1; \
-	VPDPBUSD.BCST x(AX)(DX*2), W, Y2; \
-	VPDPBUSD.BCST x(AX)(R8*1), W, Y3
 
 // RXLO(C, q, x), RXHI(C, q, x): the chunk at q(DI), its low (high)
 // nibbles, times the inputs' quants at x (C: RX8C or RX4C).
@@ -203,6 +191,29 @@ GLOBL rk0f<>(SB), RODATA|NOPTR, $32
 	MOVQ bp+40(FP), BX; \
 	MOVQ nblocks+16(FP), R13
 
+// RXPF: the next super-block's bytes, PFD ahead, prefetched (see R8PF in
+// packq8_amd64.s).
+#define RXPF \
+	PREFETCHT0 PFD+0(DI); \
+	PREFETCHT0 PFD+64(DI); \
+	PREFETCHT0 PFD+128(DI); \
+	PREFETCHT0 PFD+192(DI); \
+	PREFETCHT0 PFD+256(DI); \
+	PREFETCHT0 PFD+320(DI); \
+	PREFETCHT0 PFD+384(DI); \
+	PREFETCHT0 PFD+448(DI); \
+	PREFETCHT0 PFD+512(DI); \
+	PREFETCHT0 PFD+576(DI); \
+	PREFETCHT0 PFD+640(DI); \
+	PREFETCHT0 PFD+704(DI); \
+	PREFETCHT0 PFD+768(DI); \
+	PREFETCHT0 PFD+832(DI); \
+	PREFETCHT0 PFD+896(DI); \
+	PREFETCHT0 PFD+960(DI); \
+	PREFETCHT0 PFD+1024(DI); \
+	PREFETCHT0 PFD+1088(DI); \
+	PREFETCHT0 PFD+1152(DI)
+
 // RXNEXT: the next super-block (DECQ of the count last).
 #define RXNEXT \
 	ADDQ $1184, DI; \
@@ -211,28 +222,6 @@ GLOBL rk0f<>(SB), RODATA|NOPTR, $32
 	ADDQ $4, R10; \
 	ADDQ $16, BX; \
 	DECQ R13
-
-// RX8OUT, RX4OUT: each input's eight results to out (out+48(FP) moved
-// to the next group's).
-#define RX8OUT \
-	RX4OUT; \
-	VMOVUPS Y20, (SI)(R13*2); \
-	LEAQ    (SI)(R13*2), SI; \
-	VMOVUPS Y21, (SI)(R13*1); \
-	VMOVUPS Y22, (SI)(R13*2); \
-	LEAQ    (SI)(R13*2), SI; \
-	VMOVUPS Y23, (SI)(R13*1)
-
-#define RX4OUT \
-	MOVQ    out+48(FP), SI; \
-	MOVQ    outStride+56(FP), R13; \
-	SHLQ    $2, R13; \
-	ADDQ    $32, out+48(FP); \
-	VMOVUPS Y16, (SI); \
-	VMOVUPS Y17, (SI)(R13*1); \
-	VMOVUPS Y18, (SI)(R13*2); \
-	LEAQ    (SI)(R13*2), SI; \
-	VMOVUPS Y19, (SI)(R13*1)
 
 // func dotQ4KRx8VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp *int16, out *float32, outStride int)
 TEXT ·dotQ4KRx8VNNI(SB), NOSPLIT, $0-64
@@ -250,6 +239,7 @@ rx8group:
 	VPXORD Y23, Y23, Y23
 
 rx8block:
+	RXPF
 	RX8ZI
 	RXPAIR(RX8C, RX8Z, RX8SC, 0)
 	RXPAIR(RX8C, RX8Z, RX8SC, 1)
@@ -277,6 +267,7 @@ rx4group:
 	VPXORD Y19, Y19, Y19
 
 rx4block:
+	RXPF
 	RX4ZI
 	RXPAIR(RX4C, RX4Z, RX4SC, 0)
 	RXPAIR(RX4C, RX4Z, RX4SC, 1)

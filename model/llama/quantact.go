@@ -61,13 +61,6 @@ type acts struct {
 	d       []float32
 	s       []float32 // actQ8: Q8_1's s per block
 	bs      []int16   // actQ8K: 16 sums per super-block
-	// u and dt are actQ8's quants offset to unsigned (q + 128) and its
-	// scales, both transposed in groups of eight inputs (input r's block
-	// b at (r/8)·8·nblocks + 8b + r%8, in blocks of 32 quants or in
-	// scales; the last group padded), for the offset kernels where the
-	// CPU has them (offsetActs).
-	u  []uint8
-	dt []float32
 	// q6 is actQ8K's offset words for Q6_K's eight-input kernel where the
 	// CPU has it (offsetActs): per input and super-block 64, per pair p
 	// of its groups of 32 quants (64p…64p+63) at 16p, lane l's −32·Σ q_t
@@ -77,6 +70,10 @@ type acts struct {
 	// bp is actQ8K's sums of 32 per super-block (bs_2k + bs_2k+1, k =
 	// 0…7), for the minimums of the packed Q4_K kernels (mulPacked).
 	bp []int16
+	// ob is actQ8's block offsets, −Σ q_t per block of 32: the packed
+	// Q8_0 and Q4_0 kernels take the weights' quants unsigned (q+128,
+	// q), so their sums exceed Σ w·x by 128 or 8 times the inputs' sum.
+	ob []int32
 }
 
 // block is the number of inputs per scale of kind k.
@@ -95,10 +92,7 @@ func (a *acts) size(k actKind, cols, n int) {
 	a.d = grow(a.d, nb)
 	if k == actQ8 {
 		a.s = grow(a.s, nb)
-		if offsetActs {
-			a.u = grow(a.u, (n+7)/8*8*cols)
-			a.dt = grow(a.dt, (n+7)/8*8*(cols/32))
-		}
+		a.ob = grow(a.ob, nb)
 	} else {
 		a.bs = grow(a.bs, 16*nb)
 		a.bp = grow(a.bp, 8*nb)
@@ -155,32 +149,19 @@ func q6Offsets(q []int8, o []int16) {
 }
 
 // quantizeQ8Row rounds input row r (xr) for actQ8: by quantQ8Vec, and by
-// quantQ8 the blocks it leaves (the same values); the transposed scales
-// last.
+// quantQ8 the blocks it leaves (the same values).
 func (a *acts) quantizeQ8Row(xr []float32, r int) {
 	c := a.cols
 	nb := c / 32
 	b0 := r * nb
-	t0 := r/8*8*nb + r%8 // acts.u's and dt's index of the row's block 0
 	for b := 0; b < nb; b++ {
-		var up *uint8
-		if offsetActs {
-			up = &a.u[32*(t0+8*b)]
-		}
-		b += quantQ8Vec(&xr[32*b], nb-b, &a.q[r*c+32*b], &a.d[b0+b], &a.s[b0+b], up)
+		b += quantQ8Vec(&xr[32*b], nb-b, &a.q[r*c+32*b], &a.d[b0+b], &a.s[b0+b], &a.ob[b0+b])
 		if b == nb {
 			break
 		}
-		var u []uint8
-		if offsetActs {
-			u = a.u[32*(t0+8*b) : 32*(t0+8*b+1)]
-		}
-		a.d[b0+b], a.s[b0+b] = quantQ8(xr[32*b:32*(b+1)], a.q[r*c+32*b:r*c+32*(b+1)], u)
-	}
-	if offsetActs {
-		for b := 0; b < nb; b++ {
-			a.dt[t0+8*b] = a.d[b0+b]
-		}
+		var sum int32
+		a.d[b0+b], a.s[b0+b], sum = quantQ8(xr[32*b:32*(b+1)], a.q[r*c+32*b:r*c+32*(b+1)])
+		a.ob[b0+b] = -sum
 	}
 }
 
@@ -213,9 +194,9 @@ func roundQ(v float32) int32 {
 func clampQ(q int32) int8 { return int8(max(min(q, 127), -127)) }
 
 // quantQ8 rounds 32 inputs to ggml's Q8_0/Q8_1 block (see actKind): the
-// quants into q (and q+128 into u unless u is nil), and the scale dx and
-// Q8_1's s, as float32.
-func quantQ8(x []float32, q []int8, u []uint8) (dx, s float32) {
+// quants into q, and the scale dx and Q8_1's s, as float32, and the sum
+// of the quants.
+func quantQ8(x []float32, q []int8) (dx, s float32, sum int32) {
 	x, q = x[:32:32], q[:32:32]
 	amax := float32(0)
 	for _, v := range x {
@@ -226,19 +207,12 @@ func quantQ8(x []float32, q []int8, u []uint8) (dx, s float32) {
 	if amax != 0 {
 		id = float32(127 / amax)
 	}
-	sum := int32(0)
 	for t, v := range x {
 		qt := int32(clampQ(roundQ(float32(v * id))))
 		q[t] = int8(qt)
 		sum += qt
 	}
-	if u != nil {
-		u = u[:32:32]
-		for t, v := range q {
-			u[t] = uint8(v) ^ 0x80
-		}
-	}
-	return F16ToF32(F32ToF16(d)), F16ToF32(F32ToF16(float32(d * float32(sum))))
+	return F16ToF32(F32ToF16(d)), F16ToF32(F32ToF16(float32(d * float32(sum)))), sum
 }
 
 // quantQ8K rounds 256 inputs to ggml's Q8_K block (see actKind): the
@@ -291,11 +265,15 @@ func sums16(q []int8, bs []int16) {
 // a group of 32 consecutive weights is the exact integer Σ w_t·x_t over its
 // weights 4j..4j+3:
 //
-//   - Q8_0, Q4_0, Q5_0: per block b, with the weights' scale dw and the
-//     inputs' dx, acc_j = fma(float32(dw·dx), float32(lane j), acc_j);
-//     blocks in order; the result hsum8(acc).
-//   - Q4_1, Q5_1: as Q8_0, and mn = fma(m, s, mn) per block with the
-//     weights' minimum m and the inputs' s (Q8_1's); hsum8(acc) + mn.
+//   - Q8_0, Q4_0, Q5_0: one integer per block b, I = Σ w_t·x_t over its 32
+//     weights (the sum of the eight lanes), and with the weights' scale dw
+//     and the inputs' dx, acc = fma(float32(dw·dx), float32(I), acc);
+//     blocks in order, acc from +0; the result acc. So a kernel may keep a
+//     row per register lane (the packed layouts) and pays one float step
+//     per row and block.
+//   - Q4_1, Q5_1: per block b, acc_j = fma(float32(dw·dx), float32(lane
+//     j), acc_j), blocks in order, and mn = fma(m, s, mn) per block with
+//     the weights' minimum m and the inputs' s (Q8_1's); hsum8(acc) + mn.
 //     (Defined and tested, but no vector kernels yet: a step multiplies
 //     Q4_1 and Q5_1 rows by float32 inputs, actOf.)
 //   - Q4_K, Q5_K: one integer per super-block, not eight lanes: I = Σ_k
@@ -354,6 +332,21 @@ var ones8 = [8]int32{1, 1, 1, 1, 1, 1, 1, 1}
 // dotQ32Int is dotIntGeneric for the 32-weight types.
 func dotQ32Int(t Type, raw []byte, xq []int8, xd, xs []float32) float32 {
 	bb := t.BlockBytes()
+	if t == Q8_0 || t == Q4_0 || t == Q5_0 {
+		var acc float32
+		var w [32]int32
+		for b := range xd {
+			blk := raw[b*bb : (b+1)*bb : (b+1)*bb]
+			q32Ints(t, blk, &w)
+			x := xq[32*b : 32*b+32 : 32*b+32]
+			I := int32(0)
+			for i, v := range w {
+				I += v * int32(x[i])
+			}
+			acc = fma32(float32(f16tab[le16(blk)]*xd[b]), float32(I), acc)
+		}
+		return acc
+	}
 	var acc [8]float32
 	var mn float32
 	var w [32]int32

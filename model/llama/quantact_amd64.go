@@ -7,17 +7,17 @@ import "golang.org/x/sys/cpu"
 // number of blocks done.
 //
 //go:noescape
-func quantQ8AVX2(x *float32, nb int, q *int8, d, s *float32, u *uint8) int
+func quantQ8AVX2(x *float32, nb int, q *int8, d, s *float32, ob *int32) int
 
 // useQuantAVX2 selects quantQ8AVX2 (the tests turn it off to compare).
 var useQuantAVX2 = hasAVX2FMA
 
 // quantQ8Vec is quantQ8AVX2 where the CPU has it, else 0 blocks done.
-func quantQ8Vec(x *float32, nb int, q *int8, d, s *float32, u *uint8) int {
+func quantQ8Vec(x *float32, nb int, q *int8, d, s *float32, ob *int32) int {
 	if !useQuantAVX2 {
 		return 0
 	}
-	return quantQ8AVX2(x, nb, q, d, s, u)
+	return quantQ8AVX2(x, nb, q, d, s, ob)
 }
 
 // quantQ8KAVX512 is quantQ8K without the sums of 16 over nb super-blocks

@@ -7,8 +7,7 @@
 // there) or not finite, which quantQ8 handles, and returns the number of
 // blocks done. The largest |x| is the integer maximum of the bits of
 // |x|: the float order on finite values, and an infinity or NaN exceeds
-// every finite value. u (nil: none) gets q+128 at a stride of 256 bytes
-// (acts.u's groups of eight inputs).
+// every finite value. ob gets each block's −Σq (acts.ob).
 
 DATA absQ8<>+0(SB)/4, $0x7fffffff
 GLOBL absQ8<>(SB), RODATA|NOPTR, $4
@@ -16,8 +15,6 @@ GLOBL absQ8<>(SB), RODATA|NOPTR, $4
 DATA c127Q8<>+0(SB)/4, $127.0
 GLOBL c127Q8<>(SB), RODATA|NOPTR, $4
 
-DATA x80Q8<>+0(SB)/4, $0x80808080
-GLOBL x80Q8<>(SB), RODATA|NOPTR, $4
 
 // permQ8: VPERMD indices putting VPACKSSDW+VPACKSSWB's dwords in order.
 DATA permQ8<>+0(SB)/4, $0
@@ -30,17 +27,16 @@ DATA permQ8<>+24(SB)/4, $3
 DATA permQ8<>+28(SB)/4, $7
 GLOBL permQ8<>(SB), RODATA|NOPTR, $32
 
-// func quantQ8AVX2(x *float32, nb int, q *int8, d, s *float32, u *uint8) int
+// func quantQ8AVX2(x *float32, nb int, q *int8, d, s *float32, ob *int32) int
 TEXT ·quantQ8AVX2(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), SI
 	MOVQ         nb+8(FP), CX
 	MOVQ         q+16(FP), DI
 	MOVQ         d+24(FP), R8
 	MOVQ         s+32(FP), R9
-	MOVQ         u+40(FP), R10
+	MOVQ         ob+40(FP), R10
 	XORQ         AX, AX
 	VBROADCASTSS absQ8<>(SB), Y15
-	VBROADCASTSS x80Q8<>(SB), Y14
 	VMOVDQU      permQ8<>(SB), Y13
 	VMOVSS       c127Q8<>(SB), X12
 
@@ -99,13 +95,10 @@ block:
 	VPACKSSWB Y2, Y0, Y0
 	VPERMD    Y0, Y13, Y0
 	VMOVDQU   Y0, (DI)
-	TESTQ     R10, R10
-	JZ        nou
-	VPXOR     Y14, Y0, Y1
-	VMOVDQU   Y1, (R10)
-	ADDQ      $256, R10
+	VMOVD     X8, BX
+	NEGL      BX
+	MOVL      BX, (R10)
 
-nou:
 	// dx = float16(d), s = float16(float32(d·float32(sum)))
 	VCVTPS2PH $0, X6, X9
 	VCVTPH2PS X9, X9
@@ -120,6 +113,7 @@ nou:
 	ADDQ $32, DI
 	ADDQ $4, R8
 	ADDQ $4, R9
+	ADDQ $4, R10
 	INCQ AX
 	JMP  block
 

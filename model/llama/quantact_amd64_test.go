@@ -39,15 +39,14 @@ func TestQuantizeQ8Agrees(t *testing.T) {
 		}
 		same("d", got.d, want.d)
 		same("s", got.s, want.s)
-		same("dt", got.dt, want.dt)
 		for i := range want.q {
 			if got.q[i] != want.q[i] {
 				t.Fatalf("%d×%d: q[%d] = %d, quantQ8 %d (x %v)", n, cols, i, got.q[i], want.q[i], x[i])
 			}
 		}
-		for i := range want.u {
-			if got.u[i] != want.u[i] {
-				t.Fatalf("%d×%d: u[%d] = %d, quantQ8 %d", n, cols, i, got.u[i], want.u[i])
+		for i := range want.ob {
+			if got.ob[i] != want.ob[i] {
+				t.Fatalf("%d×%d: ob[%d] = %d, quantQ8 %d", n, cols, i, got.ob[i], want.ob[i])
 			}
 		}
 	}

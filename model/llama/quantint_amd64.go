@@ -92,33 +92,6 @@ func dotQ5KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int1
 func dotQ6KIx8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 
 //go:noescape
-func dotQ8Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
-func dotQ8U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
-func dotQ40U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
-func dotQ50U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
-func dotQ8Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
-func dotQ40Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
-func dotQ40Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
-func dotQ50Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
-func dotQ50Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-
-//go:noescape
 func dotQ5KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32)
 
 //go:noescape
@@ -128,27 +101,43 @@ func dotQ6KPx1AVX512(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *in
 // nblocks super-blocks each, from p) by a fixed number of rounded inputs
 // (packKernel's), writing input i's groupRows·groups outputs to
 // out[i·outStride…]; sums are the inputs' sums for the minimums (acts.bp
-// for Q4_K, acts.bs for Q5_K).
-type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, sums *int16, out *float32, outStride int)
+// for Q4_K, acts.bs for Q5_K) or their offsets (acts.ob for Q8_0, Q4_0).
+type packedKernel func(p *byte, groups, nblocks int, xq *int8, xd *float32, sums unsafe.Pointer, out *float32, outStride int)
 
 // usePacked: the CPU has the packed kernels' AVX-512 (F, BW, VL, VNNI).
 var usePacked = useVNNI && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
 // packKernel is the packed kernel of type t taking inputs (1, 4 or 8)
 // inputs at a time on this CPU, nil if none: Q4_K's for each count
-// (packq4k_amd64.s), Q5_K's and Q6_K's for one (pack_amd64.s).
+// (packq4k_amd64.s), Q8_0's, Q4_0's and Q5_0's likewise (packq8_amd64.s;
+// Q5_0's with AVX-512 BITALG too), Q5_K's
+// and Q6_K's for one (pack_amd64.s).
 func packKernel(t Type, inputs int) packedKernel {
 	if !usePacked || !useVNNI {
 		return nil
 	}
-	if t == Q4_K {
+	var ks *[3]packedKernel
+	switch t {
+	case Q4_K:
+		ks = &packedQ4K
+	case Q8_0:
+		ks = &packedQ8
+	case Q4_0:
+		ks = &packedQ40
+	case Q5_0:
+		if !cpu.X86.HasAVX512BITALG { // VPSHUFBITQMB
+			return nil
+		}
+		ks = &packedQ50
+	}
+	if ks != nil {
 		switch inputs {
 		case 1:
-			return dotQ4KRx1VNNI
+			return ks[0]
 		case 4:
-			return dotQ4KRx4VNNI
+			return ks[1]
 		case 8:
-			return dotQ4KRx8VNNI
+			return ks[2]
 		}
 		return nil
 	}
@@ -164,15 +153,20 @@ func packKernel(t Type, inputs int) packedKernel {
 	return nil
 }
 
-// dotQ5KPacked and dotQ6KPacked are the one-input packed kernels as
-// packedKernels (one input: no stride); package-level, so that
-// packKernel, called per unit of a matrix product, allocates nothing.
+// The packed kernels of one, four and eight inputs, and dotQ5KPacked and
+// dotQ6KPacked the one-input Q5_K and Q6_K ones as packedKernels (one
+// input: no stride); package-level, so that packKernel, called per unit
+// of a matrix product, allocates nothing.
 var (
-	dotQ5KPacked packedKernel = func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, _ int) {
-		dotQ5KPx1AVX512(p, groups, nblocks, xq, xd, bs, out)
+	packedQ4K                 = [3]packedKernel{dotQ4KRx1VNNI, dotQ4KRx4VNNI, dotQ4KRx8VNNI}
+	packedQ8                  = [3]packedKernel{dotQ8Rx1VNNI, dotQ8Rx4VNNI, dotQ8Rx8VNNI}
+	packedQ40                 = [3]packedKernel{dotQ40Rx1VNNI, dotQ40Rx4VNNI, dotQ40Rx8VNNI}
+	packedQ50                 = [3]packedKernel{dotQ50Rx1VNNI, dotQ50Rx4VNNI, dotQ50Rx8VNNI}
+	dotQ5KPacked packedKernel = func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs unsafe.Pointer, out *float32, _ int) {
+		dotQ5KPx1AVX512(p, groups, nblocks, xq, xd, (*int16)(bs), out)
 	}
-	dotQ6KPacked packedKernel = func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, _ int) {
-		dotQ6KPx1AVX512(p, groups, nblocks, xq, xd, bs, out)
+	dotQ6KPacked packedKernel = func(p *byte, groups, nblocks int, xq *int8, xd *float32, bs unsafe.Pointer, out *float32, _ int) {
+		dotQ6KPx1AVX512(p, groups, nblocks, xq, xd, (*int16)(bs), out)
 	}
 )
 
@@ -199,17 +193,9 @@ var intKernels8VNNI = map[Type]intKernel{
 	Q6_K: dotQ6KIx8VNNI,
 }
 
-// intKernelsOffsetVNNI are the offset kernels (four inputs, eight) of
-// the 32-weight types: they take acts.u and acts.dt (quantint_amd64.s);
-// the same bits as the others.
-var intKernelsOffsetVNNI = map[Type][2]intKernel{
-	Q8_0: {dotQ8Ux4VNNI, twoRows(dotQ8U2x8VNNI, dotQ8Ux8VNNI, 34)},
-	Q4_0: {dotQ40Ux4VNNI, twoRows(dotQ40U2x8VNNI, dotQ40Ux8VNNI, 18)},
-	Q5_0: {dotQ50Ux4VNNI, twoRows(dotQ50U2x8VNNI, dotQ50Ux8VNNI, 22)},
-}
-
-// offsetActs: acts keeps actQ8's inputs for the offset kernels too (u,
-// dt) where the CPU has VNNI (the tests may turn useVNNI off, not this).
+// offsetActs: acts keeps actQ8K's offset words for Q6_K's eight-input
+// kernel (acts.q6) where the CPU has VNNI (the tests may turn useVNNI
+// off, not this).
 var offsetActs = useVNNI
 
 // useVNNI selects intKernelsVNNI (the tests turn it off to check the AVX2
@@ -244,9 +230,6 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 	args := argsPlain
 	if useVNNI {
 		k8 = intKernels8VNNI[t]
-		if ko, ok := intKernelsOffsetVNNI[t]; ok && offsetActs {
-			k[1], k8, args = ko[0], ko[1], argsOffset
-		}
 		if t == Q6_K { // its eight-input kernel takes acts.q6 (offsetActs: VNNI)
 			args = argsQ6
 		}
@@ -254,26 +237,41 @@ func mulInt(t Type, raw []byte, a *acts, out []float32, stride int) {
 	mulIntWith(k, k8, args, rows, raw, a, out, stride)
 }
 
-// twoRows is the eight-input offset kernel one of a type (blocks of bb
-// bytes) by its two-row kernel two, two rows at a time, and the last row
-// of an odd count by one.
-func twoRows(two, one intKernel, bb int) intKernel {
-	return func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int) {
-		if rows >= 2 {
-			two(raw, rows&^1, nblocks, xq, xd, bs, out, outStride)
-		}
-		if rows&1 != 0 {
-			last := unsafe.Add(unsafe.Pointer(raw), (rows-1)*nblocks*bb)
-			one((*byte)(last), 1, nblocks, xq, xd, bs, (*float32)(unsafe.Add(unsafe.Pointer(out), 4*(rows-1))), outStride)
-		}
-	}
-}
+//go:noescape
+func dotQ4KRx8VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp unsafe.Pointer, out *float32, outStride int)
 
 //go:noescape
-func dotQ4KRx8VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp *int16, out *float32, outStride int)
+func dotQ4KRx4VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp unsafe.Pointer, out *float32, outStride int)
 
 //go:noescape
-func dotQ4KRx4VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp *int16, out *float32, outStride int)
+func dotQ4KRx1VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp unsafe.Pointer, out *float32, outStride int)
+
+// The packed Q8_0, Q4_0 and Q5_0 kernels (packq8_amd64.s): ob is the inputs'
+// block offsets (acts.ob).
 
 //go:noescape
-func dotQ4KRx1VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, bp *int16, out *float32, outStride int)
+func dotQ8Rx8VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
+
+//go:noescape
+func dotQ8Rx4VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
+
+//go:noescape
+func dotQ8Rx1VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
+
+//go:noescape
+func dotQ40Rx8VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
+
+//go:noescape
+func dotQ40Rx4VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
+
+//go:noescape
+func dotQ40Rx1VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Rx8VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Rx4VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
+
+//go:noescape
+func dotQ50Rx1VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)

@@ -818,54 +818,69 @@ GLOBL qhbitI<>(SB), RODATA|NOPTR, $32
 	VPSUBB       q10I<>(SB), Y1, Y1
 
 // Q8I32(T, U, Z): the eight int32 lanes of |w| (U) times the inputs with
-// w's signs (T): VPMADDUBSW, then VPMADDWD by 1 (Y15); Q8I32V: the same
-// lanes by one VPDPBUSD (AVX512-VNNI, VL) into Z, zeroed first. Both
-// leave the lanes converted to float32 in T.
+// w's signs (T) into Z: VPMADDUBSW, then VPMADDWD by 1 (Y15); Q8I32V: the
+// same lanes by one VPDPBUSD (AVX512-VNNI, VL) into Z, zeroed first.
 #define Q8I32(T, U, Z) \
 	VPMADDUBSW T, U, T; \
-	VPMADDWD   Y15, T, T; \
-	VCVTDQ2PS  T, T
+	VPMADDWD   Y15, T, Z
 
 #define Q8I32V(T, U, Z) \
-	VPXOR     Z, Z, Z; \
-	VPDPBUSD  T, U, Z; \
-	VCVTDQ2PS Z, T
+	VPXOR    Z, Z, Z; \
+	VPDPBUSD T, U, Z
 
 // Q8X1(I32, W): a block at SI (its quants by W) times the input block at
-// AX (scale at R10) into Y0, the lanes by I32.
+// AX (scale at R10): the lanes by I32, summed to the block's I in X3's
+// lane 0, then acc (X0) = fma(float32(dw·dx), float32(I), acc).
 #define Q8X1(I32, W) \
 	W; \
 	VMOVDQU      (AX), Y2; \
 	VPSIGNB      Y1, Y2, Y2; \
 	VPABSB       Y1, Y1; \
 	I32(Y2, Y1, Y3); \
+	VEXTRACTI128 $1, Y3, X2; \
+	VPADDD       X2, X3, X3; \
+	VPSHUFD      $0x4e, X3, X2; \
+	VPADDD       X2, X3, X3; \
+	VPSHUFD      $0xb1, X3, X2; \
+	VPADDD       X2, X3, X3; \
+	VCVTDQ2PS    X3, X3; \
 	VPBROADCASTW (SI), X7; \
-	VCVTPH2PS    X7, Y7; \
-	VBROADCASTSS (R10), Y6; \
-	VMULPS       Y6, Y7, Y7; \
-	VFMADD231PS  Y2, Y7, Y0
+	VCVTPH2PS    X7, X7; \
+	VMULSS       (R10), X7, X7; \
+	VFMADD231SS  X3, X7, X0
 
-// Q8IN(I32, xs, ds, T, D, A): input r of a block (w in Y1, |w| in Y3, dw
-// in Y7): quants at (AX)(xs), scale at (R10)(ds), into A.
-#define Q8IN(I32, xs, ds, T, D, A) \
-	VMOVDQU      (AX)(xs), T; \
-	VPSIGNB      Y1, T, T; \
-	I32(T, Y3, D); \
-	VBROADCASTSS (R10)(ds), D; \
-	VMULPS       Y7, D, D; \
-	VFMADD231PS  T, D, A
+// Q8IN(I32, xs, T, D): input r of a block (w in Y1, |w| in Y3): quants at
+// (AX)(xs), the lanes into D.
+#define Q8IN(I32, xs, T, D) \
+	VMOVDQU (AX)(xs), T; \
+	VPSIGNB Y1, T, T; \
+	I32(T, Y3, D)
 
-// Q8X4(I32, W): a block at SI (its quants by W) times four inputs into
-// Y8-Y11.
+// Q8X4(I32, W): a block at SI (its quants by W) times four inputs: their
+// lanes summed to the block's four I (VPHADDD twice, then the halves),
+// converted, times the four float32(dw·dx), into X8 (lane r: input r's
+// acc) by one fused step.
 #define Q8X4(I32, W) \
 	W; \
 	VPABSB       Y1, Y3; \
+	Q8IN(I32, R9*1, Y2, Y4); \
+	Q8IN(I32, DX*1, Y5, Y6); \
+	Q8IN(I32, DX*2, Y12, Y13); \
+	Q8IN(I32, R8*1, Y14, Y0); \
+	VPHADDD      Y6, Y4, Y4; \
+	VPHADDD      Y0, Y13, Y13; \
+	VPHADDD      Y13, Y4, Y4; \
+	VEXTRACTI128 $1, Y4, X6; \
+	VPADDD       X6, X4, X4; \
+	VCVTDQ2PS    X4, X4; \
 	VPBROADCASTW (SI), X7; \
-	VCVTPH2PS    X7, Y7; \
-	Q8IN(I32, R9*1, R9*1, Y2, Y4, Y8); \
-	Q8IN(I32, DX*1, R11*1, Y5, Y6, Y9); \
-	Q8IN(I32, DX*2, R11*2, Y12, Y13, Y10); \
-	Q8IN(I32, R8*1, R13*1, Y14, Y0, Y11)
+	VCVTPH2PS    X7, X7; \
+	VMOVSS       (R10), X6; \
+	VINSERTPS    $0x10, (R10)(R11*1), X6, X6; \
+	VINSERTPS    $0x20, (R10)(R11*2), X6, X6; \
+	VINSERTPS    $0x30, (R10)(R13*1), X6, X6; \
+	VMULPS       X6, X7, X7; \
+	VFMADD231PS  X4, X7, X8
 
 // Q8PRO4: the x4 kernels' strides (quants DX, R8 = 3·DX; scales R11, R13
 // = 3·R11; out R14 bytes) and R9 = 0.
@@ -893,11 +908,7 @@ GLOBL qhbitI<>(SB), RODATA|NOPTR, $32
 
 #define ZERO1 VXORPS Y0, Y0, Y0
 
-#define ZERO4 \
-	VXORPS Y8, Y8, Y8; \
-	VXORPS Y9, Y9, Y9; \
-	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11
+#define ZERO4 VXORPS Y8, Y8, Y8
 
 // Q8NEXT(bb): the next block (bb bytes of weights).
 #define Q8NEXT(bb) \
@@ -906,22 +917,17 @@ GLOBL qhbitI<>(SB), RODATA|NOPTR, $32
 	ADDQ $4, R10; \
 	DECQ CX
 
-// Q8OUT4: hsum8 of Y8-Y11 to out[r·outStride] (R12, R14 bytes).
+// Q8OUT4: the four inputs' results (X8) to out[r·outStride] (R12, R14
+// bytes); Q8OUT1: the one input's (X0).
 #define Q8OUT4 \
-	HSUM(Y8, X8, X1); \
-	VMOVSS X8, (R12); \
-	HSUM(Y9, X9, X1); \
-	VMOVSS X9, (R12)(R14*1); \
-	HSUM(Y10, X10, X1); \
-	VMOVSS X10, (R12)(R14*2); \
-	HSUM(Y11, X11, X1); \
-	LEAQ   (R12)(R14*2), CX; \
-	VMOVSS X11, (CX)(R14*1)
+	VMOVSS     X8, (R12); \
+	VEXTRACTPS $1, X8, (R12)(R14*1); \
+	VEXTRACTPS $2, X8, (R12)(R14*2); \
+	LEAQ       (R12)(R14*2), CX; \
+	VEXTRACTPS $3, X8, (CX)(R14*1)
 
 #define Q8OUT1 \
-	HSUM(Y0, X0, X1); \
 	VMOVSS X0, (R12)
-
 
 // func dotQ8Ix1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ8Ix1AVX2(SB), NOSPLIT, $0-64
@@ -1146,92 +1152,6 @@ dotQ50Ix4VNNIblock:
 	VZEROUPPER
 	RET
 
-// The offset kernels of the 32-weight types (VNNI): the multi-input
-// kernels' VPSIGNB per block and input and VMULPS of the scales per block
-// and input are the vector ALU's bottleneck (each input's VPSIGNB,
-// VPDPBUSD, VMULPS and VFMADD231PS all issue to the same two pipes on
-// AMD's Zen 4). These take the inputs' quants offset to unsigned, u =
-// x + 128 (acts.u), so VPDPBUSD multiplies them by the signed weights
-// directly, into a copy of −128 times the lane sums of the weights (one
-// VPDPBUSD of 128s per block, shared by the inputs): exactly the lanes
-// Σ w·x; the quants and scales transposed in groups of eight inputs
-// (each block's eight inputs one after the other), so one VMULPS gives
-// float32(dw·dx) of every input of a block. A first pass
-// over up to 64 blocks of the row stores those products to the frame,
-// from where the second broadcasts them into each input's VFMADD231PS
-// (broadcasting them from a store of the same pass stalls on the store's
-// forwarding: 2.1 instead of 1.3 cycles per block and input). The same
-// int32 lanes, the same float32 products and fused multiply-adds: the
-// same bits. Arguments as the others' but xq and xd are the first
-// input's in acts.u and acts.dt.
-
-DATA q80I<>+0(SB)/8, $0x8080808080808080
-DATA q80I<>+8(SB)/8, $0x8080808080808080
-DATA q80I<>+16(SB)/8, $0x8080808080808080
-DATA q80I<>+24(SB)/8, $0x8080808080808080
-GLOBL q80I<>(SB), RODATA|NOPTR, $32
-
-// Q8CORR(W): a block at SI: its signed quants (by W) into Y1, −128 times
-// their lane sums into Y0 (Y15: 128 in every byte, Y14: 0).
-#define Q8CORR(W) \
-	W; \
-	VPXOR    Y0, Y0, Y0; \
-	VPDPBUSD Y1, Y15, Y0; \
-	VPSUBD   Y0, Y14, Y0
-
-// Q8UIN(x, k, U, I, A): input k of the block: u at x into U, the lanes
-// into I, acc A += float32(I) times the scale product at k(SP)(BX*1).
-#define Q8UIN(x, k, U, I, A) \
-	VMOVDQU          x, U; \
-	VMOVDQA32        Y0, I; \
-	VPDPBUSD         Y1, U, I; \
-	VCVTDQ2PS        I, I; \
-	VFMADD231PS.BCST k(SP)(BX*1), I, A
-
-// Q8UX8(W): a block at SI times eight inputs (their u at AX, 32 bytes
-// apart) into Y16-Y23.
-#define Q8UX8(W) \
-	Q8CORR(W); \
-	Q8UIN(0(AX), 0, Y4, Y24, Y16); \
-	Q8UIN(32(AX), 4, Y5, Y25, Y17); \
-	Q8UIN(64(AX), 8, Y6, Y26, Y18); \
-	Q8UIN(96(AX), 12, Y7, Y27, Y19); \
-	Q8UIN(128(AX), 16, Y8, Y28, Y20); \
-	Q8UIN(160(AX), 20, Y9, Y29, Y21); \
-	Q8UIN(192(AX), 24, Y10, Y30, Y22); \
-	Q8UIN(224(AX), 28, Y11, Y31, Y23)
-
-// Q8UX4(W): Q8UX8 for four inputs.
-#define Q8UX4(W) \
-	Q8CORR(W); \
-	Q8UIN(0(AX), 0, Y4, Y24, Y16); \
-	Q8UIN(32(AX), 4, Y5, Y25, Y17); \
-	Q8UIN(64(AX), 8, Y6, Y26, Y18); \
-	Q8UIN(96(AX), 12, Y7, Y27, Y19)
-
-// Q8UDX8, Q8UDX4: the scale products of a block at DI (dw) and of the
-// inputs' scales at (R10)(BX*1) to (SP)(BX*1).
-#define Q8UDX8 \
-	VPBROADCASTW (DI), X2; \
-	VCVTPH2PS    X2, Y2; \
-	VMULPS       (R10)(BX*1), Y2, Y2; \
-	VMOVUPS      Y2, (SP)(BX*1)
-
-#define Q8UDX4 \
-	VPBROADCASTW (DI), X2; \
-	VCVTPH2PS    X2, X2; \
-	VMULPS       (R10)(BX*1), X2, X2; \
-	VMOVUPS      X2, (SP)(BX*1)
-
-// Q8UPRO: out R14 bytes apart, the constants.
-#define Q8UPRO \
-	MOVQ    raw+0(FP), SI; \
-	MOVQ    out+48(FP), R12; \
-	MOVQ    outStride+56(FP), R14; \
-	SHLQ    $2, R14; \
-	VMOVDQU q80I<>(SB), Y15; \
-	VPXOR   Y14, Y14, Y14
-
 // ZACC8: Y16-Y23 zeroed.
 #define ZACC8 \
 	VPXORD Y16, Y16, Y16; \
@@ -1242,428 +1162,6 @@ GLOBL q80I<>(SB), RODATA|NOPTR, $32
 	VPXORD Y21, Y21, Y21; \
 	VPXORD Y22, Y22, Y22; \
 	VPXORD Y23, Y23, Y23
-
-// Q8UROW: a row's inputs from their first block (R9 blocks to go),
-// Y16-Y23 zeroed.
-#define Q8UROW \
-	MOVQ xq+24(FP), AX; \
-	MOVQ xd+32(FP), R10; \
-	MOVQ nblocks+16(FP), R9; \
-	ZACC8
-
-// Q8USEG: the next segment of at most 64 blocks: CX of them, R13 and DI
-// for the first pass, BX the frame offset.
-#define Q8USEG \
-	MOVQ   $64, CX; \
-	CMPQ   R9, CX; \
-	CMOVQLT R9, CX; \
-	SUBQ   CX, R9; \
-	MOVQ   CX, R13; \
-	MOVQ   SI, DI; \
-	XORQ   BX, BX
-
-// Q8UNEXT(bb): the next block (bb bytes of weights).
-#define Q8UNEXT(bb) \
-	ADDQ $bb, SI; \
-	ADDQ $256, AX; \
-	ADDQ $32, BX; \
-	DECQ CX
-
-// Q8UOUT(acc): hsum8 of acc to (DI), DI to the next input's output.
-#define Q8UOUT(acc) \
-	VMOVAPS acc, Y0; \
-	HSUM(Y0, X0, X1); \
-	VMOVSS  X0, (DI); \
-	ADDQ    R14, DI
-
-#define Q8UOUT4 \
-	MOVQ R12, DI; \
-	Q8UOUT(Y16); \
-	Q8UOUT(Y17); \
-	Q8UOUT(Y18); \
-	Q8UOUT(Y19)
-
-#define Q8UOUT8 \
-	Q8UOUT4; \
-	Q8UOUT(Y20); \
-	Q8UOUT(Y21); \
-	Q8UOUT(Y22); \
-	Q8UOUT(Y23)
-
-// The two-row offset kernels (even rows; twoRows gives an odd count's
-// last row to the one-row kernel): two consecutive rows (DX bytes apart)
-// times eight inputs, each input's u loaded once for both rows and the
-// loop's pointers advanced once per sixteen products; row A's weights in
-// Y3 and correction in Y0, row B's in Y1 and Y2; A's sums in Y16-Y23,
-// B's in Y24-Y31; the frame holds per block A's eight scale products
-// then B's (segments of at most 32 blocks). The same operations per row
-// and input as the one-row kernels.
-
-// Q8U2IN(k, IA, IB): input k of the block for both rows.
-#define Q8U2IN(k, IA, IB, AA, AB) \
-	VMOVDQU          (32*k)(AX), Y4; \
-	VMOVDQA32        Y0, IA; \
-	VPDPBUSD         Y3, Y4, IA; \
-	VMOVDQA32        Y2, IB; \
-	VPDPBUSD         Y1, Y4, IB; \
-	VCVTDQ2PS        IA, IA; \
-	VCVTDQ2PS        IB, IB; \
-	VFMADD231PS.BCST (4*k)(SP)(BX*2), IA, AA; \
-	VFMADD231PS.BCST (32+4*k)(SP)(BX*2), IB, AB
-
-// Q8U2X8(W): a block of each row (SI, SI+DX) times eight inputs.
-#define Q8U2X8(W) \
-	W; \
-	VMOVDQA  Y1, Y3; \
-	ADDQ     DX, SI; \
-	W; \
-	SUBQ     DX, SI; \
-	VPXOR    Y0, Y0, Y0; \
-	VPDPBUSD Y3, Y15, Y0; \
-	VPSUBD   Y0, Y14, Y0; \
-	VPXOR    Y2, Y2, Y2; \
-	VPDPBUSD Y1, Y15, Y2; \
-	VPSUBD   Y2, Y14, Y2; \
-	Q8U2IN(0, Y5, Y6, Y16, Y24); \
-	Q8U2IN(1, Y7, Y8, Y17, Y25); \
-	Q8U2IN(2, Y9, Y10, Y18, Y26); \
-	Q8U2IN(3, Y11, Y12, Y19, Y27); \
-	Q8U2IN(4, Y5, Y6, Y20, Y28); \
-	Q8U2IN(5, Y7, Y8, Y21, Y29); \
-	Q8U2IN(6, Y9, Y10, Y22, Y30); \
-	Q8U2IN(7, Y11, Y12, Y23, Y31)
-
-// Q8U2DX(b): the scale products of both rows' blocks at DI and DI+DX
-// (B's b bytes after A's).
-#define Q8U2DX(b) \
-	VPBROADCASTW (DI), X5; \
-	VCVTPH2PS    X5, Y5; \
-	VMULPS       (R10)(BX*1), Y5, Y5; \
-	VMOVUPS      Y5, (SP)(BX*2); \
-	VPBROADCASTW (DI)(DX*1), X6; \
-	VCVTPH2PS    X6, Y6; \
-	VMULPS       (R10)(BX*1), Y6, Y6; \
-	VMOVUPS      Y6, b(SP)(BX*2)
-
-// Q8U2OUT(a, b): hsum8 of a to (DI), of b to 4(DI), DI to the next input.
-#define Q8U2OUT(a, b) \
-	VMOVAPS a, Y0; \
-	HSUM(Y0, X0, X1); \
-	VMOVSS  X0, (DI); \
-	VMOVAPS b, Y2; \
-	HSUM(Y2, X2, X1); \
-	VMOVSS  X2, 4(DI); \
-	ADDQ    R14, DI
-
-// Q8U2PRO(bb): Q8UPRO, DX the bytes of a row (blocks of bb bytes) and
-// R11 three rows' bytes.
-#define Q8U2PRO(bb) \
-	Q8UPRO; \
-	MOVQ  nblocks+16(FP), DX; \
-	IMULQ $bb, DX; \
-	LEAQ  (DX)(DX*2), R11
-
-// Q8U2ROW: Q8UROW for both rows.
-#define Q8U2ROW \
-	Q8UROW; \
-	VPXORD Y24, Y24, Y24; \
-	VPXORD Y25, Y25, Y25; \
-	VPXORD Y26, Y26, Y26; \
-	VPXORD Y27, Y27, Y27; \
-	VPXORD Y28, Y28, Y28; \
-	VPXORD Y29, Y29, Y29; \
-	VPXORD Y30, Y30, Y30; \
-	VPXORD Y31, Y31, Y31
-
-// Q8U2SEG: Q8USEG with segments of at most 32 blocks.
-#define Q8U2SEG \
-	MOVQ    $32, CX; \
-	CMPQ    R9, CX; \
-	CMOVQLT R9, CX; \
-	SUBQ    CX, R9; \
-	MOVQ    CX, R13; \
-	MOVQ    SI, DI; \
-	XORQ    BX, BX
-
-// Q8U2NEXTDX(bb): the first pass's step (blocks of bb bytes).
-#define Q8U2NEXTDX(bb) \
-	Q8U2DX(32); \
-	ADDQ $bb, DI; \
-	ADDQ $32, BX; \
-	DECQ R13
-
-// Q8U2BLOCK(W, bb): a block of both rows times eight inputs, then the
-// next (CX blocks to go). It prefetches the same block of the next two
-// rows (2DX and R11 = 3DX ahead): a whole row pair of lead, where 16
-// blocks ahead left the start of each row pair and the second segment of
-// each row to wait on memory (a decode step of sixteen sequences, whose
-// weights come from DRAM: 0.72 ns per block and input against 0.39 from
-// cache).
-#define Q8U2BLOCK(W, bb) \
-	PREFETCHT0 (SI)(DX*2); \
-	PREFETCHT0 (SI)(R11*1); \
-	Q8U2X8(W); \
-	ADDQ       $bb, SI; \
-	ADDQ       $256, AX; \
-	ADDQ       $32, BX; \
-	DECQ       CX
-
-// Q8U2OUT8: both rows' results to out (R12, then the next two rows).
-#define Q8U2OUT8 \
-	MOVQ R12, DI; \
-	Q8U2OUT(Y16, Y24); \
-	Q8U2OUT(Y17, Y25); \
-	Q8U2OUT(Y18, Y26); \
-	Q8U2OUT(Y19, Y27); \
-	Q8U2OUT(Y20, Y28); \
-	Q8U2OUT(Y21, Y29); \
-	Q8U2OUT(Y22, Y30); \
-	Q8U2OUT(Y23, Y31); \
-	ADDQ DX, SI; \
-	ADDQ $8, R12
-
-// func dotQ8U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ8U2x8VNNI(SB), 0, $2048-64
-	Q8U2PRO(34)
-dotQ8U2x8VNNIrow:
-	Q8U2ROW
-dotQ8U2x8VNNIseg:
-	Q8U2SEG
-dotQ8U2x8VNNIdx:
-	Q8U2NEXTDX(34)
-	JNZ  dotQ8U2x8VNNIdx
-	XORQ BX, BX
-dotQ8U2x8VNNIblock:
-	Q8U2BLOCK(W80, 34)
-	JNZ   dotQ8U2x8VNNIblock
-	ADDQ  BX, R10
-	TESTQ R9, R9
-	JNZ   dotQ8U2x8VNNIseg
-	Q8U2OUT8
-	SUBQ  $2, rows+8(FP)
-	JNZ   dotQ8U2x8VNNIrow
-	VZEROUPPER
-	RET
-
-// func dotQ40U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ40U2x8VNNI(SB), 0, $2048-64
-	Q8U2PRO(18)
-dotQ40U2x8VNNIrow:
-	Q8U2ROW
-dotQ40U2x8VNNIseg:
-	Q8U2SEG
-dotQ40U2x8VNNIdx:
-	Q8U2NEXTDX(18)
-	JNZ  dotQ40U2x8VNNIdx
-	XORQ BX, BX
-dotQ40U2x8VNNIblock:
-	Q8U2BLOCK(W40, 18)
-	JNZ   dotQ40U2x8VNNIblock
-	ADDQ  BX, R10
-	TESTQ R9, R9
-	JNZ   dotQ40U2x8VNNIseg
-	Q8U2OUT8
-	SUBQ  $2, rows+8(FP)
-	JNZ   dotQ40U2x8VNNIrow
-	VZEROUPPER
-	RET
-
-// func dotQ50U2x8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ50U2x8VNNI(SB), 0, $2048-64
-	Q8U2PRO(22)
-dotQ50U2x8VNNIrow:
-	Q8U2ROW
-dotQ50U2x8VNNIseg:
-	Q8U2SEG
-dotQ50U2x8VNNIdx:
-	Q8U2NEXTDX(22)
-	JNZ  dotQ50U2x8VNNIdx
-	XORQ BX, BX
-dotQ50U2x8VNNIblock:
-	Q8U2BLOCK(W50, 22)
-	JNZ   dotQ50U2x8VNNIblock
-	ADDQ  BX, R10
-	TESTQ R9, R9
-	JNZ   dotQ50U2x8VNNIseg
-	Q8U2OUT8
-	SUBQ  $2, rows+8(FP)
-	JNZ   dotQ50U2x8VNNIrow
-	VZEROUPPER
-	RET
-
-// func dotQ8Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ8Ux8VNNI(SB), 0, $2048-64
-	Q8UPRO
-dotQ8Ux8VNNIrow:
-	Q8UROW
-dotQ8Ux8VNNIseg:
-	Q8USEG
-dotQ8Ux8VNNIdx:
-	Q8UDX8
-	ADDQ $34, DI
-	ADDQ $32, BX
-	DECQ R13
-	JNZ  dotQ8Ux8VNNIdx
-	XORQ BX, BX
-dotQ8Ux8VNNIblock:
-	PREFETCHT0 544(SI)
-	Q8UX8(W80)
-	Q8UNEXT(34)
-	JNZ dotQ8Ux8VNNIblock
-	ADDQ BX, R10
-	TESTQ R9, R9
-	JNZ dotQ8Ux8VNNIseg
-	Q8UOUT8
-	ADDQ $4, R12
-	DECQ rows+8(FP)
-	JNZ dotQ8Ux8VNNIrow
-	VZEROUPPER
-	RET
-
-// func dotQ8Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ8Ux4VNNI(SB), 0, $2048-64
-	Q8UPRO
-dotQ8Ux4VNNIrow:
-	Q8UROW
-dotQ8Ux4VNNIseg:
-	Q8USEG
-dotQ8Ux4VNNIdx:
-	Q8UDX4
-	ADDQ $34, DI
-	ADDQ $32, BX
-	DECQ R13
-	JNZ  dotQ8Ux4VNNIdx
-	XORQ BX, BX
-dotQ8Ux4VNNIblock:
-	PREFETCHT0 544(SI)
-	Q8UX4(W80)
-	Q8UNEXT(34)
-	JNZ dotQ8Ux4VNNIblock
-	ADDQ BX, R10
-	TESTQ R9, R9
-	JNZ dotQ8Ux4VNNIseg
-	Q8UOUT4
-	ADDQ $4, R12
-	DECQ rows+8(FP)
-	JNZ dotQ8Ux4VNNIrow
-	VZEROUPPER
-	RET
-
-// func dotQ40Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ40Ux8VNNI(SB), 0, $2048-64
-	Q8UPRO
-dotQ40Ux8VNNIrow:
-	Q8UROW
-dotQ40Ux8VNNIseg:
-	Q8USEG
-dotQ40Ux8VNNIdx:
-	Q8UDX8
-	ADDQ $18, DI
-	ADDQ $32, BX
-	DECQ R13
-	JNZ  dotQ40Ux8VNNIdx
-	XORQ BX, BX
-dotQ40Ux8VNNIblock:
-	PREFETCHT0 288(SI)
-	Q8UX8(W40)
-	Q8UNEXT(18)
-	JNZ dotQ40Ux8VNNIblock
-	ADDQ BX, R10
-	TESTQ R9, R9
-	JNZ dotQ40Ux8VNNIseg
-	Q8UOUT8
-	ADDQ $4, R12
-	DECQ rows+8(FP)
-	JNZ dotQ40Ux8VNNIrow
-	VZEROUPPER
-	RET
-
-// func dotQ40Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ40Ux4VNNI(SB), 0, $2048-64
-	Q8UPRO
-dotQ40Ux4VNNIrow:
-	Q8UROW
-dotQ40Ux4VNNIseg:
-	Q8USEG
-dotQ40Ux4VNNIdx:
-	Q8UDX4
-	ADDQ $18, DI
-	ADDQ $32, BX
-	DECQ R13
-	JNZ  dotQ40Ux4VNNIdx
-	XORQ BX, BX
-dotQ40Ux4VNNIblock:
-	PREFETCHT0 288(SI)
-	Q8UX4(W40)
-	Q8UNEXT(18)
-	JNZ dotQ40Ux4VNNIblock
-	ADDQ BX, R10
-	TESTQ R9, R9
-	JNZ dotQ40Ux4VNNIseg
-	Q8UOUT4
-	ADDQ $4, R12
-	DECQ rows+8(FP)
-	JNZ dotQ40Ux4VNNIrow
-	VZEROUPPER
-	RET
-
-// func dotQ50Ux8VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ50Ux8VNNI(SB), 0, $2048-64
-	Q8UPRO
-dotQ50Ux8VNNIrow:
-	Q8UROW
-dotQ50Ux8VNNIseg:
-	Q8USEG
-dotQ50Ux8VNNIdx:
-	Q8UDX8
-	ADDQ $22, DI
-	ADDQ $32, BX
-	DECQ R13
-	JNZ  dotQ50Ux8VNNIdx
-	XORQ BX, BX
-dotQ50Ux8VNNIblock:
-	PREFETCHT0 352(SI)
-	Q8UX8(W50)
-	Q8UNEXT(22)
-	JNZ dotQ50Ux8VNNIblock
-	ADDQ BX, R10
-	TESTQ R9, R9
-	JNZ dotQ50Ux8VNNIseg
-	Q8UOUT8
-	ADDQ $4, R12
-	DECQ rows+8(FP)
-	JNZ dotQ50Ux8VNNIrow
-	VZEROUPPER
-	RET
-
-// func dotQ50Ux4VNNI(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
-TEXT ·dotQ50Ux4VNNI(SB), 0, $2048-64
-	Q8UPRO
-dotQ50Ux4VNNIrow:
-	Q8UROW
-dotQ50Ux4VNNIseg:
-	Q8USEG
-dotQ50Ux4VNNIdx:
-	Q8UDX4
-	ADDQ $22, DI
-	ADDQ $32, BX
-	DECQ R13
-	JNZ  dotQ50Ux4VNNIdx
-	XORQ BX, BX
-dotQ50Ux4VNNIblock:
-	PREFETCHT0 352(SI)
-	Q8UX4(W50)
-	Q8UNEXT(22)
-	JNZ dotQ50Ux4VNNIblock
-	ADDQ BX, R10
-	TESTQ R9, R9
-	JNZ dotQ50Ux4VNNIseg
-	Q8UOUT4
-	ADDQ $4, R12
-	DECQ rows+8(FP)
-	JNZ dotQ50Ux4VNNIrow
-	VZEROUPPER
-	RET
 
 // func dotQ4KIx1AVX2(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int16, out *float32, outStride int)
 TEXT ·dotQ4KIx1AVX2(SB), 0, $336-64

@@ -67,7 +67,7 @@ type intKernel func(raw *byte, rows, nblocks int, xq *int8, xd *float32, bs *int
 // others too on a CPU that has it).
 var hasDotProd = cpu.ARM64.HasASIMDDP
 
-// offsetActs: no offset kernels here (see acts.u).
+// offsetActs: no offset words here (see acts.q6).
 const offsetActs = false
 
 // intKernels are the integer kernels of each type: one input, four; with

@@ -10,20 +10,17 @@
 // gives the eight int32 lanes of dotIntGeneric (lane j: weights
 // 4j..4j+3) by SDOT where the CPU has the DotProd extension (…DOT
 // kernels), else by SMULL, SMULL2, SADDLP and ADDP (…MUL kernels): exact
-// integers either way. The 32-weight types convert each lane exactly to
-// float32 (|lane| ≤ 2^16); Q4_K and Q5_K sum a super-block's lanes to one
-// int32 first (ADDV), whose conversion rounds to nearest above 2^24, as
-// the twin's does.
+// integers either way. The 32-weight types sum a block's lanes to one
+// int32 (ADD, ADDV), Q4_K and Q5_K a super-block's, whose conversion
+// rounds to nearest above 2^24, as the twin's does.
 
 // LANESDOT(x0, x1, lo, hi): lanes 0-3 (weights V0 times inputs x0) into
-// lo, lanes 4-7 (V1 times x1) into hi, as float32, by SDOT.
+// lo, lanes 4-7 (V1 times x1) into hi, as int32, by SDOT.
 #define LANESDOT(x0, x1, lo, hi) \
 	VZERO(lo); \
 	VZERO(hi); \
 	VSDOT(lo, 0, x0); \
-	VSDOT(hi, 1, x1); \
-	VSCVTF4(lo, lo); \
-	VSCVTF4(hi, hi)
+	VSDOT(hi, 1, x1)
 
 // HALFMUL(w, x, d, t): lanes of 16 weights w times inputs x into d
 // (int32): the sixteen int16 products pairwise widened (SADDLP), then
@@ -39,9 +36,7 @@
 // V7.
 #define LANESMUL(x0, x1, lo, hi) \
 	HALFMUL(0, x0, lo, 6); \
-	HALFMUL(1, x1, hi, 7); \
-	VSCVTF4(lo, lo); \
-	VSCVTF4(hi, hi)
+	HALFMUL(1, x1, hi, 7)
 
 // ILANESDOT(w0, w1, x0, x1, lo, hi): lanes 0-3 of weights w0 times
 // inputs x0 into lo, lanes 4-7 (w1, x1) into hi, as int32, by SDOT.
@@ -65,15 +60,17 @@
 	FMOVS   R8, F24; \
 	FCVTHS  F24, F24
 
-// Q8ACC(xd, lo, hi, a0, a1): acc (a0: lanes 0-3, a1: 4-7) += d × lanes,
-// d = float32(dw × the input's scale at xd, which moves on), each lane a
-// fused multiply-add (VFMLA).
-#define Q8ACC(xd, lo, hi, a0, a1) \
+// Q8ACC(xd, acc): the block's I, the lanes in V4, V5 summed (ADD, ADDV)
+// and converted (SCVTF), then acc = fma(float32(dw × the input's scale
+// at xd, which moves on), float32(I), acc) (FMADD).
+#define Q8ACC(xd, acc) \
+	VADD    V5.S4, V4.S4, V4.S4; \
+	VADDV   V4.S4, V4; \
+	VMOV    V4.S[0], R8; \
+	SCVTFWS R8, F26; \
 	FMOVS.P 4(xd), F25; \
 	FMULS   F24, F25, F25; \
-	VDUP    V25.S[0], V25.S4; \
-	VFMLA   lo, V25.S4, a0; \
-	VFMLA   hi, V25.S4, a1
+	FMADDS  F26, acc, F25, acc
 
 // Q40W: the next Q4_0 block of weights at R0 (a float16 scale, then 16
 // bytes: weights 0-15 in the low nibbles, 16-31 in the high ones), as
@@ -149,15 +146,13 @@ q8x1row: \
 	MOVD xd+32(FP), R14; \
 	MOVD nblocks+16(FP), R22; \
 	VEOR V16.B16, V16.B16, V16.B16; \
-	VEOR V17.B16, V17.B16, V17.B16; \
 q8x1block: \
 	W; \
 	VLD1.P 32(R10), [V2.B16, V3.B16]; \
 	LANES(2, 3, 4, 5); \
-	Q8ACC(R14, V4.S4, V5.S4, V16.S4, V17.S4); \
+	Q8ACC(R14, F16); \
 	SUBS $1, R22, R22; \
 	BNE  q8x1block; \
-	HSUM8(16, 17, 18); \
 	FMOVS F16, (R6); \
 	ADD   $4, R6, R6; \
 	SUBS  $1, R1, R1; \
@@ -173,8 +168,8 @@ TEXT ·dotQ8Ix1MUL(SB), NOSPLIT, $0-64
 	Q8X1(LANESMUL, Q8W, Q4SETUP)
 
 // Q8X4ROW sets up a row of the x4 kernels: input r's quants at R10-R13,
-// scales at R14, R15, R20, R21, blocks left in R22, accumulators V16-V23
-// (input r: lanes 0-3 in V(16+2r), 4-7 in V(17+2r)) at zero.
+// scales at R14, R15, R20, R21, blocks left in R22, accumulators F16,
+// F18, F20, F22 (input r: F(16+2r)) at zero.
 #define Q8X4ROW \
 	MOVD R3, R10; \
 	ADD  R9, R10, R11; \
@@ -188,13 +183,9 @@ TEXT ·dotQ8Ix1MUL(SB), NOSPLIT, $0-64
 	ZERO4(V16.B16, V17.B16, V18.B16, V19.B16); \
 	ZERO4(V20.B16, V21.B16, V22.B16, V23.B16)
 
-// Q8X4OUT combines the four inputs' accumulators (HSUM8) and writes them
-// to out + r·outStride (R6 the row's place in input 0's outputs).
+// Q8X4OUT writes the four inputs' results to out + r·outStride (R6 the
+// row's place in input 0's outputs).
 #define Q8X4OUT \
-	HSUM8(16, 17, 26); \
-	HSUM8(18, 19, 26); \
-	HSUM8(20, 21, 26); \
-	HSUM8(22, 23, 26); \
 	MOVD  R6, R8; \
 	FMOVS F16, (R8); \
 	ADD   R7, R8, R8; \
@@ -230,16 +221,16 @@ q8x4block: \
 	W; \
 	VLD1.P 32(R10), [V2.B16, V3.B16]; \
 	LANES(2, 3, 4, 5); \
-	Q8ACC(R14, V4.S4, V5.S4, V16.S4, V17.S4); \
+	Q8ACC(R14, F16); \
 	VLD1.P 32(R11), [V2.B16, V3.B16]; \
 	LANES(2, 3, 4, 5); \
-	Q8ACC(R15, V4.S4, V5.S4, V18.S4, V19.S4); \
+	Q8ACC(R15, F18); \
 	VLD1.P 32(R12), [V2.B16, V3.B16]; \
 	LANES(2, 3, 4, 5); \
-	Q8ACC(R20, V4.S4, V5.S4, V20.S4, V21.S4); \
+	Q8ACC(R20, F20); \
 	VLD1.P 32(R13), [V2.B16, V3.B16]; \
 	LANES(2, 3, 4, 5); \
-	Q8ACC(R21, V4.S4, V5.S4, V22.S4, V23.S4); \
+	Q8ACC(R21, F22); \
 	SUBS $1, R22, R22; \
 	BNE  q8x4block; \
 	Q8X4OUT; \

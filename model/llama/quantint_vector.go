@@ -2,15 +2,12 @@
 
 package llama
 
-import "unsafe"
-
 // kernelArgs is what mulIntWith passes the four- and eight-input kernels.
 type kernelArgs uint8
 
 const (
-	argsPlain  kernelArgs = iota // the quants, scales and sums of 16 (acts.q, d, bs)
-	argsOffset                   // actQ8's offset quants and transposed scales (acts.u, dt)
-	argsQ6                       // acts.q, d and actQ8K's offset words acts.q6 in the sums' place (Q6_K's four-input kernel reads no sums)
+	argsPlain kernelArgs = iota // the quants, scales and sums of 16 (acts.q, d, bs)
+	argsQ6                      // acts.q, d and actQ8K's offset words acts.q6 in the sums' place (Q6_K's four-input kernel reads no sums)
 )
 
 // mulIntWith is mulInt's walk with the kernels k (one input, four; nil
@@ -30,18 +27,11 @@ func mulIntWith(k [2]intKernel, k8 intKernel, args kernelArgs, rows int, raw []b
 	if a.kind == actQ8K {
 		_ = a.bs[16*n*nb-1]
 	}
-	switch args {
-	case argsOffset:
-		_, _ = a.u[(n+7)/8*8*a.cols-1], a.dt[(n+7)/8*8*nb-1]
-	case argsQ6:
+	if args == argsQ6 {
 		_ = a.q6[64*n*nb-1]
 	}
 	call := func(k intKernel, r int, args kernelArgs) {
 		switch {
-		case args == argsOffset:
-			t := r/8*8*nb + r%8
-			k(&raw[0], rows, nb, (*int8)(unsafe.Pointer(&a.u[32*t])), &a.dt[t], nil, &out[r*stride], stride)
-			return
 		case args == argsQ6:
 			bs = &a.q6[64*r*nb]
 		case a.kind == actQ8K:

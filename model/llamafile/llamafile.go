@@ -53,9 +53,14 @@ type Model struct {
 	// log (a file that names no pre-tokenizer).
 	TokenizerNote string
 	// Packed is the size in bytes of the weights' packed copy
-	// (llama.Weights.Pack: K-quant rows interleaved for the decode
-	// kernels of this CPU), 0 when there is none.
+	// (llama.Weights.Pack: rows interleaved for the kernels of this
+	// CPU), 0 when there is none.
 	Packed int
+	// Released is the bytes of the file's mapping given back to the
+	// system after packing: the rows no step reads any more
+	// (llama.Weights.Unread; they stay in the page cache, and are read
+	// back from it if anything touches them).
+	Released int
 
 	data  []byte
 	unmap func() error
@@ -77,10 +82,10 @@ func Open(path, tokenizerPath string) (*Model, error) {
 // Options are choices of OpenWith.
 type Options struct {
 	// NoRepack keeps the weights in the file's layout only: no packed
-	// copy for the decode kernels (llama.cpp's --no-repack). The copy is
-	// about the size of the K-quant rows it packs, held beside the mapped
-	// file (whose rows prompts read); without it decode steps read the
-	// file's rows, slower where this CPU has packed kernels.
+	// copy (llama.cpp's --no-repack). The copy is about the size of the
+	// rows it packs; the mapping's pages of the rows no step reads then
+	// are released (Released). Without it steps read the file's rows,
+	// slower where this CPU has packed kernels.
 	NoRepack bool
 }
 
@@ -160,6 +165,9 @@ func (m *Model) load(tokenizerPath string, o Options) error {
 		m.unpack = unmap
 		m.Weights.Pack(buf)
 		m.Packed = n
+		for _, b := range m.Weights.Unread() {
+			m.Released += release(m.data, b)
+		}
 	}
 	m.Chat = chat.NewRenderer(template, tok)
 	if m.Tok.VocabSize() != m.Weights.Config.VocabSize {

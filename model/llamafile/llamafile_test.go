@@ -6,6 +6,7 @@ import (
 	"github.com/kvlease/kvlease/chat"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -126,17 +127,36 @@ func TestOpenBothFormats(t *testing.T) {
 	}
 }
 
-// TestOpenPacksKQuants: a Q4_K_M file's weights, packed at Open where the
-// CPU has the packed kernels (llama.Weights.Pack, in memory of mapAnon),
-// compute the tokens of the weights it was written from, with the worker
-// pool as without it; Close unmaps the packed copy too.
-func TestOpenPacksKQuants(t *testing.T) {
+// TestOpenPacks: a Q4_K_M file's weights and a Q8_0 file's (the second
+// with the classifier tied to the embedding), packed at Open where the CPU
+// has the packed kernels (llama.Weights.Pack, in memory of mapAnon), compute
+// the tokens of the weights they were written from, with the worker pool
+// as without it, after the mapping's pages of the rows no step reads were
+// released (llama.Weights.Unread); Close unmaps the packed copy too.
+func TestOpenPacks(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		shared bool
+		quant  func(*llama.Weights)
+	}{
+		{"q4_k_m", false, func(w *llama.Weights) { llamatest.QuantizeKM(w, llama.Q4_K) }},
+		{"q8_0", true, func(w *llama.Weights) { llamatest.Quantize(w, llama.Q8_0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testOpenPacks(t, tc.shared, tc.quant) })
+	}
+}
+
+func testOpenPacks(t *testing.T, shared bool, quant func(*llama.Weights)) {
 	dir := t.TempDir()
-	w := llamatest.Random(llama.Config{Dim: 256, HiddenDim: 512, Layers: 2, Heads: 4, KVHeads: 2, VocabSize: 512, MaxSeqLen: 512}, 22, false)
-	llamatest.QuantizeKM(w, llama.Q4_K)
+	w := llamatest.Random(llama.Config{Dim: 256, HiddenDim: 512, Layers: 2, Heads: 4, KVHeads: 2, VocabSize: 512, MaxSeqLen: 512}, 22, shared)
+	quant(w)
 	v := llamatest.SPMVocab(w.Config.VocabSize)
-	gg := filepath.Join(dir, "km.gguf")
+	gg := filepath.Join(dir, "m.gguf")
 	writeFile(t, gg, func(b *bytes.Buffer) error { return llamatest.WriteGGUF(b, w, llamatest.GGUFOptions{Vocab: &v}) })
+	st, err := os.Stat(gg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	prompt := []int32{1, 300, 301, 302, 40, 41}
 	want := greedy(t, w, nil, prompt, 10)
 	workers := llamafile.NewWorkers(2)
@@ -148,12 +168,19 @@ func TestOpenPacksKQuants(t *testing.T) {
 	if m.Packed != w.PackSize() {
 		t.Errorf("Packed %d bytes, want PackSize's %d", m.Packed, w.PackSize())
 	}
+	unread := 0
+	for _, b := range m.Weights.Unread() {
+		unread += len(b)
+	}
+	if m.Packed > 0 && runtime.GOOS == "linux" && (m.Released == 0 || m.Released > unread || unread > int(st.Size())) {
+		t.Errorf("released %d bytes of %d unread rows (file %d bytes)", m.Released, unread, st.Size())
+	}
 	unpacked, err := llamafile.OpenWith(gg, "", llamafile.Options{NoRepack: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if unpacked.Packed != 0 || unpacked.Weights.PackSize() != m.Packed {
-		t.Errorf("NoRepack: Packed %d, PackSize %d; want 0 and %d", unpacked.Packed, unpacked.Weights.PackSize(), m.Packed)
+	if unpacked.Packed != 0 || unpacked.Released != 0 || unpacked.Weights.PackSize() != m.Packed {
+		t.Errorf("NoRepack: Packed %d, Released %d, PackSize %d; want 0, 0 and %d", unpacked.Packed, unpacked.Released, unpacked.Weights.PackSize(), m.Packed)
 	}
 	for _, mm := range []*llamafile.Model{m, unpacked} {
 		for _, run := range []llama.Runner{nil, workers} {

@@ -17,3 +17,7 @@ func mapFile(path string) ([]byte, func() error, error) {
 func mapAnon(n int) ([]byte, func() error, error) {
 	return make([]byte, n), func() error { return nil }, nil
 }
+
+// release: the file was read into memory the process keeps, so nothing
+// is given back.
+func release(data, b []byte) int { return 0 }

@@ -138,7 +138,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	advertise := fs.String("advertise-host", "", "host decode engines dial for this engine's KV (remote_host); default --host, required when --host is a wildcard")
 	engineID := fs.String("engine-id", "", "this engine's id among its P/D peers (remote_engine_id); default host:transfer-port")
 	model := fs.String("model", "", "served model name; default kvlease-<profile>, or the --model-file's base name")
-	noRepack := fs.Bool("no-repack", false, "with --model-file: keep the weights in the file's layout only, no packed copy of the K-quant rows for faster steps (llama.cpp's --no-repack; the copy is about the size of those rows, beside the mapped file)")
+	noRepack := fs.Bool("no-repack", false, "with --model-file: keep the weights in the file's layout only, no packed copy of the quantised rows for faster steps (llama.cpp's --no-repack; the copy is about the size of those rows)")
 	modelFile := fs.String("model-file", "", "a real llama-family model to run on the CPU: a GGUF v3 file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) or a llama2.c checkpoint; default: the simulated model of --profile")
 	tokenizerFile := fs.String("tokenizer-file", "", "the tokenizer.bin of a llama2.c --model-file; default tokenizer.bin beside it")
 	threads := fs.Int("threads", 0, "--model-file: worker goroutines of the forward pass; 0 is GOMAXPROCS")
@@ -779,7 +779,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Warn("tokenizer", "model", f.llm.Path, "note", f.llm.TokenizerNote)
 	}
 	if f.llm != nil && f.llm.Packed > 0 {
-		log.Info("weights packed (--no-repack: none)", "model", f.llm.Path, "bytes", f.llm.Packed)
+		log.Info("weights packed (--no-repack: none)", "model", f.llm.Path, "bytes", f.llm.Packed, "released", f.llm.Released)
 	}
 	if err := es.Run(ctx); err != nil {
 		return err
