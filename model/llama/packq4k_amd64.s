@@ -19,12 +19,6 @@
 // of a group each input's eight results are one store. AVX-512 F, BW, VL
 // and VNNI (Y24-Y31, the broadcasts).
 
-DATA rk0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA rk0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA rk0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA rk0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL rk0f<>(SB), RODATA|NOPTR, $32
-
 // Registers of the four- and eight-input kernels: S (sums over a
 // sub-block) in Y0-Y7, I in Y8-Y15, acc in Y16-Y23, one per input; the
 // mask of low nibbles in Y24, the chunk's quants in Y25, scales and
@@ -181,7 +175,7 @@ GLOBL rk0f<>(SB), RODATA|NOPTR, $32
 	LEAQ      (DX)(DX*2), R8; \
 	SHLQ      $2, R12; \
 	LEAQ      (R12)(R12*2), CX; \
-	VMOVDQU32 rk0f<>(SB), Y24
+	VMOVDQU32 ·q0fI(SB), Y24
 
 // RXGROUP: a group's inputs from their first super-block.
 #define RXGROUP \
@@ -332,7 +326,7 @@ TEXT ·dotQ4KRx1VNNI(SB), NOSPLIT, $0-64
 	MOVQ      p+0(FP), DI
 	MOVQ      groups+8(FP), R9
 	MOVQ      out+48(FP), SI
-	VMOVDQU32 rk0f<>(SB), Y24
+	VMOVDQU32 ·q0fI(SB), Y24
 
 rx1group:
 	MOVQ   xq+24(FP), AX

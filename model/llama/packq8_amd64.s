@@ -22,13 +22,7 @@
 // in Y28, a scale product in Y31. Inputs' quants as packrx_amd64.h says;
 // their scales dx at R10 (input 0; R12 the bytes from one input's to the
 // next, CX three times that) and their offsets at BX (the same strides).
-
-DATA r40f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA r40f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA r40f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA r40f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL r40f<>(SB), RODATA|NOPTR, $32
-
+// The byte constants ·q0fI and ·q10I are quantint_amd64.s's.
 
 // r50ix: the byte indices of VPSHUFBITQMB for Q5_0's chunk c (64c: low
 // nibbles, quants 4c…; 64c+32: high nibbles, 16+4c…): byte 4i+j of a
@@ -67,12 +61,6 @@ DATA r50ix<>+232(SB)/8, $0x3f3e3d3c1f1e1d1c
 DATA r50ix<>+240(SB)/8, $0x3f3e3d3c1f1e1d1c
 DATA r50ix<>+248(SB)/8, $0x3f3e3d3c1f1e1d1c
 GLOBL r50ix<>(SB), RODATA|NOPTR, $256
-
-DATA r5010<>+0(SB)/8, $0x1010101010101010
-DATA r5010<>+8(SB)/8, $0x1010101010101010
-DATA r5010<>+16(SB)/8, $0x1010101010101010
-DATA r5010<>+24(SB)/8, $0x1010101010101010
-GLOBL r5010<>(SB), RODATA|NOPTR, $32
 
 // R8I4(sh), R8I8(sh): I of each input = its offset (BX) << sh.
 #define R8I4(sh) \
@@ -186,7 +174,7 @@ GLOBL r5010<>(SB), RODATA|NOPTR, $32
 	LEAQ      (DX)(DX*2), R8; \
 	SHLQ      $2, R12; \
 	LEAQ      (R12)(R12*2), CX; \
-	VMOVDQU32 r40f<>(SB), Y24
+	VMOVDQU32 ·q0fI(SB), Y24
 
 // R8GROUP: a group's inputs from their first block, acc zeroed.
 #define R8GROUP \
@@ -312,7 +300,7 @@ q40rx4block:
 // func dotQ50Rx8VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
 TEXT ·dotQ50Rx8VNNI(SB), NOSPLIT, $0-64
 	R8PRO
-	VMOVDQU32 r5010<>(SB), Y30
+	VMOVDQU32 ·q10I(SB), Y30
 
 q50rx8group:
 	R8GROUP
@@ -333,7 +321,7 @@ q50rx8block:
 // func dotQ50Rx4VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
 TEXT ·dotQ50Rx4VNNI(SB), NOSPLIT, $0-64
 	R8PRO
-	VMOVDQU32 r5010<>(SB), Y30
+	VMOVDQU32 ·q10I(SB), Y30
 
 q50rx4group:
 	R8GROUP
@@ -376,7 +364,7 @@ q50rx4block:
 	MOVQ      p+0(FP), DI; \
 	MOVQ      groups+8(FP), R9; \
 	MOVQ      out+48(FP), SI; \
-	VMOVDQU32 r40f<>(SB), Y24
+	VMOVDQU32 ·q0fI(SB), Y24
 
 #define R1GROUP \
 	MOVQ   xq+24(FP), AX; \
@@ -472,7 +460,7 @@ q40rx1block:
 // func dotQ50Rx1VNNI(p *byte, groups, nblocks int, xq *int8, xd *float32, ob unsafe.Pointer, out *float32, outStride int)
 TEXT ·dotQ50Rx1VNNI(SB), NOSPLIT, $0-64
 	R1PRO
-	VMOVDQU32 r5010<>(SB), Y30
+	VMOVDQU32 ·q10I(SB), Y30
 
 q50rx1group:
 	R1GROUP

@@ -40,17 +40,17 @@ GLOBL one16<>(SB), RODATA|NOPTR, $32
 // The VNNI kernels are the AVX2 ones with VPDPWSSD (AVX512-VNNI, VL) in
 // place of VPMADDWD and VPADDD.
 
-DATA q0fI<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q0fI<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q0fI<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q0fI<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL q0fI<>(SB), RODATA|NOPTR, $32
+DATA ·q0fI+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·q0fI+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·q0fI+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·q0fI+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL ·q0fI(SB), RODATA|NOPTR, $32 // the packed kernels read it too
 
-DATA q10I<>+0(SB)/8, $0x1010101010101010
-DATA q10I<>+8(SB)/8, $0x1010101010101010
-DATA q10I<>+16(SB)/8, $0x1010101010101010
-DATA q10I<>+24(SB)/8, $0x1010101010101010
-GLOBL q10I<>(SB), RODATA|NOPTR, $32
+DATA ·q10I+0(SB)/8, $0x1010101010101010
+DATA ·q10I+8(SB)/8, $0x1010101010101010
+DATA ·q10I+16(SB)/8, $0x1010101010101010
+DATA ·q10I+24(SB)/8, $0x1010101010101010
+GLOBL ·q10I(SB), RODATA|NOPTR, $32 // and this one (packq8_amd64.s)
 
 DATA q30I<>+0(SB)/8, $0x3030303030303030
 DATA q30I<>+8(SB)/8, $0x3030303030303030
@@ -218,14 +218,14 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 #define KNIB(src) \
 	VMOVDQU src(CX), Y0; \
 	VPSRLW $4, Y0, Y1; \
-	VPAND q0fI<>(SB), Y0, Y0; \
-	VPAND q0fI<>(SB), Y1, Y1
+	VPAND ·q0fI(SB), Y0, Y0; \
+	VPAND ·q0fI(SB), Y1, Y1
 
 // Q5BIT(OP, C, Y): Q5_K's fifth bits of a sub-block (qh in Y3, OP $C
 // moves the sub-block's bit to bit 4) into the quants in Y.
 #define Q5BIT(OP, C, Y) \
 	OP $C, Y3, Y14; \
-	VPAND q10I<>(SB), Y14, Y14; \
+	VPAND ·q10I(SB), Y14, Y14; \
 	VPOR Y14, Y, Y
 
 // KSCV(off): the scales of sub-blocks 2c, 2c+1 (kshuf at off) as int16 in
@@ -283,7 +283,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 // scales of its two sub-blocks (q6shuf at sc) as int16 into Y2 (eight
 // words each).
 #define Q6G(OP, C, sc) \
-	VPAND q0fI<>(SB), Y0, Y0; \
+	VPAND ·q0fI(SB), Y0, Y0; \
 	OP $C, Y3, Y14; \
 	VPAND q30I<>(SB), Y14, Y14; \
 	VPOR Y14, Y0, Y0; \
@@ -296,7 +296,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 // group's two sub-blocks by one VPSHUFB (q6shufw at sc) from the int16
 // scales of its half super-block in both lanes of S (Q6KX1).
 #define Q6G1(OP, C, sc, S) \
-	VPAND q0fI<>(SB), Y0, Y0; \
+	VPAND ·q0fI(SB), Y0, Y0; \
 	OP $C, Y3, Y14; \
 	VPAND q30I<>(SB), Y14, Y14; \
 	VPOR Y14, Y0, Y0; \
@@ -393,6 +393,14 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 // added; the four dx (R10, stride R9) in one vector; then acc (the four
 // floats at 0(SP)) = fma(float32(d·dx), float32(I), acc) and acc =
 // −float32(dmin·dx)·float32(M) + acc fused, lane by lane (d in Y15,
+// SCALES4(b, s1, s3, X): four inputs' scales at b, b+s1, b+2·s1 and b+s3
+// into X's lanes 0-3.
+#define SCALES4(b, s1, s3, X) \
+	VMOVSS    (b), X; \
+	VINSERTPS $0x10, (b)(s1*1), X, X; \
+	VINSERTPS $0x20, (b)(s1*2), X, X; \
+	VINSERTPS $0x30, (b)(s3*1), X, X
+
 // dmin at 288(SP)).
 #define KFINK4 \
 	VMOVDQU 256(SP), Y3; \
@@ -408,10 +416,7 @@ GLOBL q6shufw<>(SB), RODATA|NOPTR, $128
 	VPADDD X5, X4, X4; \
 	VCVTDQ2PS X8, X8; \
 	VCVTDQ2PS X4, X4; \
-	VMOVSS (R10), X12; \
-	VINSERTPS $0x10, (R10)(R9*1), X12, X12; \
-	VINSERTPS $0x20, (R10)(R9*2), X12, X12; \
-	VINSERTPS $0x30, (R10)(R13*1), X12, X12; \
+	SCALES4(R10, R9, R13, X12); \
 	VMULPS X15, X12, X13; \
 	VMULPS 288(SP), X12, X12; \
 	VMOVUPS 0(SP), X14; \
@@ -801,21 +806,21 @@ GLOBL qhbitI<>(SB), RODATA|NOPTR, $32
 	VMOVDQU     2(SI), X1; \
 	VPSRLW      $4, X1, X2; \
 	VINSERTI128 $1, X2, Y1, Y1; \
-	VPAND       q0fI<>(SB), Y1, Y1; \
+	VPAND       ·q0fI(SB), Y1, Y1; \
 	VPSUBB      q08I<>(SB), Y1, Y1
 
 #define W50 \
 	VMOVDQU      6(SI), X1; \
 	VPSRLW       $4, X1, X2; \
 	VINSERTI128  $1, X2, Y1, Y1; \
-	VPAND        q0fI<>(SB), Y1, Y1; \
+	VPAND        ·q0fI(SB), Y1, Y1; \
 	VPBROADCASTD 2(SI), Y2; \
 	VPSHUFB      qhbyteI<>(SB), Y2, Y2; \
 	VPAND        qhbitI<>(SB), Y2, Y2; \
 	VPCMPEQB     qhbitI<>(SB), Y2, Y2; \
-	VPAND        q10I<>(SB), Y2, Y2; \
+	VPAND        ·q10I(SB), Y2, Y2; \
 	VPOR         Y2, Y1, Y1; \
-	VPSUBB       q10I<>(SB), Y1, Y1
+	VPSUBB       ·q10I(SB), Y1, Y1
 
 // Q8I32(T, U, Z): the eight int32 lanes of |w| (U) times the inputs with
 // w's signs (T) into Z: VPMADDUBSW, then VPMADDWD by 1 (Y15); Q8I32V: the
@@ -917,10 +922,7 @@ GLOBL qhbitI<>(SB), RODATA|NOPTR, $32
 	VCVTDQ2PS    X4, X4; \
 	VPBROADCASTW (SI), X7; \
 	VCVTPH2PS    X7, X7; \
-	VMOVSS       (R10), X6; \
-	VINSERTPS    $0x10, (R10)(R11*1), X6, X6; \
-	VINSERTPS    $0x20, (R10)(R11*2), X6, X6; \
-	VINSERTPS    $0x30, (R10)(R13*1), X6, X6; \
+	SCALES4(R10, R11, R13, X6); \
 	VMULPS       X6, X7, X7; \
 	VFMADD231PS  X4, X7, X8
 
@@ -1615,14 +1617,8 @@ dotQ6KIx4VNNIblock:
 	VCVTDQ2PS Y4, Y17; \
 	VCVTDQ2PS Y0, Y18; \
 	LEAQ (R10)(R9*4), R14; \
-	VMOVSS (R10), X12; \
-	VINSERTPS $0x10, (R10)(R9*1), X12, X12; \
-	VINSERTPS $0x20, (R10)(R9*2), X12, X12; \
-	VINSERTPS $0x30, (R10)(R13*1), X12, X12; \
-	VMOVSS (R14), X13; \
-	VINSERTPS $0x10, (R14)(R9*1), X13, X13; \
-	VINSERTPS $0x20, (R14)(R9*2), X13, X13; \
-	VINSERTPS $0x30, (R14)(R13*1), X13, X13; \
+	SCALES4(R10, R9, R13, X12); \
+	SCALES4(R14, R9, R13, X13); \
 	VINSERTF128 $1, X13, Y12, Y12; \
 	VMULPS Y15, Y12, Y19; \
 	VMULPS 288(SP), Y12, Y20
@@ -1770,14 +1766,14 @@ GLOBL q6shufp<>(SB), RODATA|NOPTR, $64
 // 32 ql bytes, shifted for the high ones) and two high bits from qh (Y3;
 // OP $C moves them to bits 4-5). Clobbers Y14.
 #define Q6Q(OP, C, Y) \
-	VPAND q0fI<>(SB), Y, Y; \
+	VPAND ·q0fI(SB), Y, Y; \
 	OP $C, Y3, Y14; \
 	VPAND q30I<>(SB), Y14, Y14; \
 	VPOR Y14, Y, Y
 
 // Q6Q0(Y): Q6Q for the groups whose high bits are at bits 4-5 already.
 #define Q6Q0(Y) \
-	VPAND q0fI<>(SB), Y, Y; \
+	VPAND ·q0fI(SB), Y, Y; \
 	VPAND q30I<>(SB), Y3, Y14; \
 	VPOR Y14, Y, Y
 
